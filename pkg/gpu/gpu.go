@@ -1,0 +1,82 @@
+package gpu
+
+import "fmt"
+
+// Node is the inventory of one node: what discovery found through NVML.
+type Node struct {
+	// Name is the Kubernetes node name; it is also the ResourceSlice pool name.
+	Name string
+	// DriverVersion is the NVIDIA kernel driver version as NVML reports it
+	// (e.g. "550.54.15").
+	DriverVersion string
+	// CUDADriverVersion is the CUDA version the driver supports, "major.minor"
+	// (e.g. "12.4").
+	CUDADriverVersion string
+	// GPUs in index order.
+	GPUs []GPU
+}
+
+// GPU is one physical GPU.
+type GPU struct {
+	// Index is NVML's enumeration index; it can change across reboots when
+	// GPUs are added or removed, so nothing persistent is keyed by it.
+	Index int
+	// Minor is the minor number of /dev/nvidia<minor>; the device name is
+	// derived from it because it is stable for a given PCI slot.
+	Minor int
+	// UUID is the GPU's unique ID ("GPU-…"), the key used in checkpoints and
+	// NVIDIA_VISIBLE_DEVICES.
+	UUID string
+	// ProductName as NVML reports it, e.g. "NVIDIA H100 80GB HBM3".
+	ProductName string
+	// Brand, e.g. "Nvidia", "Tesla".
+	Brand string
+	// Architecture, e.g. "Ampere", "Hopper", "Blackwell".
+	Architecture string
+	// CUDAComputeCapability is "major.minor", e.g. "9.0".
+	CUDAComputeCapability string
+	// MemoryBytes is the total framebuffer memory.
+	MemoryBytes uint64
+	// Multiprocessors is the number of streaming multiprocessors; zero when
+	// NVML cannot tell.
+	Multiprocessors int
+	// MigCapable is true when the GPU supports MIG partitioning.
+	MigCapable bool
+	// MigEnabled is the current MIG mode.
+	MigEnabled bool
+	// NVLinkGroup identifies the NVLink island the GPU belongs to: GPUs with
+	// the same value are connected by NVLink (directly or through NVSwitch).
+	// It is the lowest index in the island, so a GPU without NVLink peers is
+	// its own island.
+	NVLinkGroup int
+	// PCIBusID is the canonical PCI address, lower case, with a 4-digit
+	// domain: "0000:1b:00.0".
+	PCIBusID string
+}
+
+// DeviceName is the name of the whole-GPU device in the ResourceSlice.
+func (g GPU) DeviceName() string { return WholeDeviceName(g.Minor) }
+
+// WholeDeviceName returns "gpu-<minor>".
+func WholeDeviceName(minor int) string { return fmt.Sprintf("gpu-%d", minor) }
+
+// GPUByUUID returns the GPU with the given UUID.
+func (n Node) GPUByUUID(uuid string) (GPU, bool) {
+	for _, g := range n.GPUs {
+		if g.UUID == uuid {
+			return g, true
+		}
+	}
+	return GPU{}, false
+}
+
+// GPUByDeviceName returns the GPU published under the given whole-GPU device
+// name.
+func (n Node) GPUByDeviceName(name string) (GPU, bool) {
+	for _, g := range n.GPUs {
+		if g.DeviceName() == name {
+			return g, true
+		}
+	}
+	return GPU{}, false
+}
