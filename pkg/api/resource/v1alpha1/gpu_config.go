@@ -1,0 +1,57 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GpuConfig configures the whole GPUs allocated to the requests it applies
+// to.
+//
+// Example:
+//
+//	apiVersion: resource.gpudra.io/v1alpha1
+//	kind: GpuConfig
+//	driverCapabilities: ["compute", "utility", "graphics"]
+type GpuConfig struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// DriverCapabilities selects which parts of the NVIDIA driver (libraries
+	// and binaries) are made available in the container; it becomes the
+	// container's NVIDIA_DRIVER_CAPABILITIES.
+	//
+	// Supported values: compute (CUDA and OpenCL), compat32 (32-bit
+	// applications), graphics (OpenGL and Vulkan), utility (nvidia-smi and
+	// NVML), video (Video Codec SDK), display (X11 display) and all.
+	// Values are case-sensitive and may be listed only once.
+	//
+	// Default when unset or empty: ["compute", "utility"].
+	//
+	// +optional
+	DriverCapabilities []string `json:"driverCapabilities,omitempty"`
+}
+
+// NewGpuConfig returns the configuration a device gets when its claim has
+// none: defaulted, with apiVersion and kind set.
+func NewGpuConfig() *GpuConfig {
+	c := &GpuConfig{TypeMeta: metav1.TypeMeta{APIVersion: SchemeGroupVersion.String(), Kind: GpuConfigKind}}
+	c.Default()
+	return c
+}
+
+// Default sets DriverCapabilities to DefaultDriverCapabilities when unset.
+func (c *GpuConfig) Default() {
+	c.DriverCapabilities = defaultDriverCapabilities(c.DriverCapabilities)
+}
+
+// Validate reports every invalid field, with paths relative to the
+// parameters.
+func (c *GpuConfig) Validate() error {
+	errs := validateDriverCapabilities(c.DriverCapabilities, parametersPath.Child("driverCapabilities"))
+	return errs.ToAggregate()
+}
+
+// DriverCapabilitiesEnv is the "NVIDIA_DRIVER_CAPABILITIES=..." entry for
+// the container's environment.
+func (c *GpuConfig) DriverCapabilitiesEnv() string {
+	return driverCapabilitiesEnv(c.DriverCapabilities)
+}

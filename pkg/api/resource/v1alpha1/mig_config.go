@@ -1,0 +1,61 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MigConfig configures the MIG partitions allocated to the requests it
+// applies to.
+//
+// It is a kind of its own, rather than a flag on GpuConfig, because MIG
+// partitions take settings that make no sense for a whole GPU; those settings
+// will be added here as fields.
+//
+// Example:
+//
+//	apiVersion: resource.gpudra.io/v1alpha1
+//	kind: MigConfig
+//	driverCapabilities: ["compute", "utility"]
+type MigConfig struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// DriverCapabilities selects which parts of the NVIDIA driver (libraries
+	// and binaries) are made available in the container; it becomes the
+	// container's NVIDIA_DRIVER_CAPABILITIES.
+	//
+	// Supported values: compute (CUDA and OpenCL), compat32 (32-bit
+	// applications), graphics (OpenGL and Vulkan), utility (nvidia-smi and
+	// NVML), video (Video Codec SDK), display (X11 display) and all.
+	// Values are case-sensitive and may be listed only once.
+	//
+	// Default when unset or empty: ["compute", "utility"].
+	//
+	// +optional
+	DriverCapabilities []string `json:"driverCapabilities,omitempty"`
+}
+
+// NewMigConfig returns the configuration a device gets when its claim has
+// none: defaulted, with apiVersion and kind set.
+func NewMigConfig() *MigConfig {
+	c := &MigConfig{TypeMeta: metav1.TypeMeta{APIVersion: SchemeGroupVersion.String(), Kind: MigConfigKind}}
+	c.Default()
+	return c
+}
+
+// Default sets DriverCapabilities to DefaultDriverCapabilities when unset.
+func (c *MigConfig) Default() {
+	c.DriverCapabilities = defaultDriverCapabilities(c.DriverCapabilities)
+}
+
+// Validate reports every invalid field, with paths relative to the
+// parameters.
+func (c *MigConfig) Validate() error {
+	errs := validateDriverCapabilities(c.DriverCapabilities, parametersPath.Child("driverCapabilities"))
+	return errs.ToAggregate()
+}
+
+// DriverCapabilitiesEnv is the "NVIDIA_DRIVER_CAPABILITIES=..." entry for
+// the container's environment.
+func (c *MigConfig) DriverCapabilitiesEnv() string {
+	return driverCapabilitiesEnv(c.DriverCapabilities)
+}
