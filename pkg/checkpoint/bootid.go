@@ -1,0 +1,25 @@
+package checkpoint
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// BootIDPath is where Linux publishes the current boot's random ID.
+const BootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// BootID reads the boot ID from path (BootIDPath on a real node; tests pass
+// a file of their own). It changes on every reboot, which is how the plugin
+// tells a restart of itself from a reboot of the node.
+func BootID(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read boot ID: %w", err)
+	}
+	id := strings.TrimSpace(string(data))
+	if id == "" {
+		return "", fmt.Errorf("read boot ID: %s is empty", path)
+	}
+	return id, nil
+}

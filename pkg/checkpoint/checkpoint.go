@@ -1,0 +1,81 @@
+package checkpoint
+
+import "encoding/json"
+
+// Version is the checkpoint format this gpudra reads and writes.
+const Version = "v1"
+
+// Checkpoint is everything the node remembers about prepared claims.
+type Checkpoint struct {
+	// Version of the format; Save always writes Version.
+	Version string `json:"version"`
+	// BootID is the kernel's boot ID when the checkpoint was written. A
+	// different boot ID at start-up means the node rebooted: MIG instances,
+	// sharing daemons and CDI specs under /var/run are gone and must be
+	// recreated for the claims still prepared.
+	BootID string `json:"bootID"`
+	// Claims by claim UID.
+	Claims map[string]Claim `json:"claims"`
+}
+
+// New returns an empty checkpoint of the current version.
+func New(bootID string) *Checkpoint {
+	return &Checkpoint{Version: Version, BootID: bootID, Claims: map[string]Claim{}}
+}
+
+// State is how far the preparation of a claim got.
+type State string
+
+const (
+	// PrepareStarted is recorded before any device is touched, so that
+	// after a crash the plugin knows there may be half-done work to roll
+	// back or finish.
+	PrepareStarted State = "PrepareStarted"
+	// PrepareCompleted is recorded once every device of the claim is ready
+	// and its CDI spec is written.
+	PrepareCompleted State = "PrepareCompleted"
+)
+
+// Claim is one ResourceClaim prepared (or being prepared) on this node.
+type Claim struct {
+	// UID of the ResourceClaim; also the key in Checkpoint.Claims.
+	UID string `json:"uid"`
+	// Namespace and Name of the ResourceClaim, for logs and for admins
+	// reading the file; the UID is what identifies it.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// State is how far preparation got.
+	State State `json:"state"`
+	// Devices are this driver's devices in the claim's allocation.
+	Devices []Device `json:"devices,omitempty"`
+}
+
+// Device is one allocated device of a claim and what was done for it.
+//
+// New fields must be optional (omitempty) and must mean "nothing was done"
+// when absent, so that checkpoints written before them still read correctly.
+type Device struct {
+	// Requests are the claim's request names this device was allocated for.
+	Requests []string `json:"requests"`
+	// Pool and Device name the device in the ResourceSlice.
+	Pool   string `json:"pool"`
+	Device string `json:"device"`
+	// GPUUUID is the physical GPU (for a MIG device, its parent): unlike the
+	// device name it cannot come to mean another GPU after hardware changes.
+	GPUUUID string `json:"gpuUUID"`
+	// CDIDeviceIDs are the fully qualified CDI device IDs returned to the
+	// kubelet for this device; a repeated prepare returns them again.
+	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
+	// Config is the effective opaque configuration (resource.gpudra.io)
+	// the device was prepared with, as JSON; read it back with
+	// v1alpha1.DecodeNonStrict. Empty when the claim had none.
+	Config json.RawMessage `json:"config,omitempty"`
+	// AdminAccess is set when the device was allocated with admin access
+	// (monitoring): such a device may be prepared for several claims.
+	AdminAccess bool `json:"adminAccess,omitempty"`
+	// Env is the claim-level environment this device carries in its CDI
+	// edits (NVIDIA_VISIBLE_DEVICES for its request, the config's driver
+	// capabilities), so a spec rewritten after a reboot is identical to
+	// the first.
+	Env []string `json:"env,omitempty"`
+}

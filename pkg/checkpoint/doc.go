@@ -1,0 +1,16 @@
+// Package checkpoint is the node's durable record of the claims that gpudra
+// has prepared, so that a restarted plugin can finish or roll back half-done
+// work, answer a repeated prepare with the same CDI device IDs, and undo
+// exactly what it did.
+//
+// The record is one JSON file, written atomically (temporary file, fsync,
+// rename, fsync of the directory) and protected by a SHA-256 checksum, so
+// that a torn write or a hand edit is detected instead of being read as
+// truth. A file that cannot be trusted is reported, never reset: losing the
+// record would leak MIG instances and sharing daemons that nobody would then
+// clean up, so the decision belongs to the admin.
+//
+// The format is versioned. Readers ignore fields they do not know, so fields
+// can be added (MIG instance IDs, sharing state) without a new version; a new
+// version is needed only when an existing field changes meaning.
+package checkpoint
