@@ -1,0 +1,83 @@
+package cdispec
+
+import (
+	"fmt"
+	"os"
+
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+)
+
+const (
+	// DefaultDriverName is used when New is given no driver name.
+	DefaultDriverName = "gpu.gpudra.io"
+	// Class is the CDI device class of every claim's devices.
+	Class = "claim"
+	// specExt selects the encoding the CDI library writes: YAML, which is
+	// what an admin looking at /var/run/cdi expects to read.
+	specExt = ".yaml"
+)
+
+// Writer writes, lists and removes the claim specs in one CDI spec
+// directory. It is safe for concurrent use; writes for different claims do
+// not interfere.
+type Writer struct {
+	dir    string
+	vendor string
+	// cache is used only to write and remove specs: it is the CDI
+	// library's way to do both atomically, with validation. It is never
+	// refreshed, so other spec files in the directory cost nothing.
+	cache *cdi.Cache
+}
+
+// New returns a Writer for the spec directory dir (usually /var/run/cdi, so
+// that a reboot, which tears down every prepared device, also removes the
+// specs), creating dir if missing. driverName is the DRA driver name; the
+// CDI vendor is "k8s." + driverName.
+func New(dir, driverName string) (*Writer, error) {
+	if driverName == "" {
+		driverName = DefaultDriverName
+	}
+	vendor := "k8s." + driverName
+	if err := parser.ValidateVendorName(vendor); err != nil {
+		return nil, fmt.Errorf("driver name %q cannot be used as a CDI vendor: %w", driverName, err)
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("no CDI spec directory given")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create CDI spec directory: %w", err)
+	}
+	// NewCache scans dir once; auto-refresh would start a file watcher
+	// that a writer does not need.
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, fmt.Errorf("open CDI spec directory %s: %w", dir, err)
+	}
+	return &Writer{dir: dir, vendor: vendor, cache: cache}, nil
+}
+
+// Dir is the spec directory.
+func (w *Writer) Dir() string { return w.dir }
+
+// Kind is the CDI kind of the claim specs, e.g. "k8s.gpu.gpudra.io/claim".
+func (w *Writer) Kind() string { return w.vendor + "/" + Class }
+
+// DeviceID returns the fully qualified CDI device ID of one device of a
+// claim, e.g. "k8s.gpu.gpudra.io/claim=<claimUID>-gpu-0": what the kubelet
+// passes to the container runtime. It depends only on its arguments, so a
+// repeated prepare of the same claim returns the same IDs.
+func (w *Writer) DeviceID(claimUID, name string) string {
+	return parser.QualifiedName(w.vendor, Class, cdiDeviceName(claimUID, name))
+}
+
+// cdiDeviceName is the unqualified name of a claim's device in its spec.
+// The claim UID keeps the names of different claims apart: the runtime
+// resolves names across every spec file of the vendor and class.
+func cdiDeviceName(claimUID, name string) string { return claimUID + "-" + name }
+
+// specName is the claim's spec file name without extension, deterministic
+// so that a rewrite replaces the claim's spec and a remove finds it.
+func (w *Writer) specName(claimUID string) string {
+	return cdi.GenerateTransientSpecName(w.vendor, Class, claimUID)
+}
