@@ -1,0 +1,13 @@
+// Package nodestate prepares and unprepares the devices allocated to
+// ResourceClaims on one node, crash-safely.
+//
+// Every claim moves through the checkpoint as PrepareStarted → PrepareCompleted
+// → (removed). A claim is recorded as PrepareStarted, with the devices it is
+// about to receive, before anything is created for it, and as
+// PrepareCompleted only once its CDI spec is on disk. A plugin that dies in
+// between leaves a PrepareStarted record, which Reconcile rolls back at the
+// next start; the kubelet then retries the prepare from scratch.
+//
+// The package knows nothing of gRPC or the kubelet: the plugin layer calls
+// Prepare and Unprepare and translates the results.
+package nodestate

@@ -1,0 +1,152 @@
+package nodestate
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gpudra/gpudra/pkg/cdispec"
+	"github.com/gpudra/gpudra/pkg/checkpoint"
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+// Hardware is what the node state needs from the NVML layer: the inventory
+// and what a container needs for each device.
+type Hardware interface {
+	CommonEdits() gpu.Edits
+	DeviceEdits(g gpu.GPU) gpu.Edits
+}
+
+// Options configure a State.
+type Options struct {
+	// DriverName is the DRA driver name; only allocation results and
+	// configs for this driver are handled.
+	DriverName string
+	// Node is the inventory the plugin published. Its name is the pool.
+	Node gpu.Node
+	// Hardware supplies container edits for devices.
+	Hardware Hardware
+	// CDI writes and removes the per-claim CDI specs.
+	CDI *cdispec.Writer
+	// Checkpoint persists prepared claims.
+	Checkpoint *checkpoint.Store
+	// BootID identifies the current boot; a different boot ID in the
+	// checkpoint means the node rebooted since it was written.
+	BootID string
+	// Hooks inject faults in tests; nil hooks do nothing.
+	Hooks Hooks
+}
+
+// Hooks let tests stop a prepare at the points where a real plugin can die.
+type Hooks struct {
+	// AfterPrepareStarted runs once PrepareStarted is on disk and before
+	// anything is created. A non-nil error ends Prepare on the spot, with
+	// no rollback, exactly as if the process had been killed there.
+	AfterPrepareStarted func(claimUID string) error
+}
+
+// State is the node's prepared claims. It is safe for concurrent use: claims
+// are prepared concurrently, and every change to the checkpoint is a
+// read-modify-write under one mutex.
+type State struct {
+	opts Options
+
+	// mu guards cp and every write of the checkpoint file.
+	mu sync.Mutex
+	cp *checkpoint.Checkpoint
+
+	// nodeMu guards the inventory, which rediscovery may replace.
+	nodeMu sync.RWMutex
+
+	claimLocks keyedMutex
+}
+
+// ClaimRef names a ResourceClaim.
+type ClaimRef struct {
+	UID       string
+	Namespace string
+	Name      string
+}
+
+func (c ClaimRef) String() string {
+	return fmt.Sprintf("ResourceClaim %s/%s (UID %s)", c.Namespace, c.Name, c.UID)
+}
+
+// PreparedDevice is one allocated device as the kubelet needs it.
+type PreparedDevice struct {
+	Requests     []string
+	Pool         string
+	Device       string
+	CDIDeviceIDs []string
+}
+
+// New loads the checkpoint and returns the node state. It does not touch
+// hardware or CDI specs; call Reconcile for that. A corrupt checkpoint is an
+// error: the plugin must not start and forget what it prepared.
+func New(opts Options) (*State, error) {
+	if opts.DriverName == "" || opts.Node.Name == "" || opts.Hardware == nil || opts.CDI == nil || opts.Checkpoint == nil {
+		return nil, errors.New("nodestate: DriverName, Node.Name, Hardware, CDI and Checkpoint are required")
+	}
+	cp, err := opts.Checkpoint.Load()
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	if cp.Claims == nil {
+		cp.Claims = map[string]checkpoint.Claim{}
+	}
+	return &State{opts: opts, cp: cp}, nil
+}
+
+// SetNode replaces the inventory, e.g. after a rediscovery.
+func (s *State) SetNode(node gpu.Node) {
+	s.nodeMu.Lock()
+	defer s.nodeMu.Unlock()
+	s.opts.Node = node
+}
+
+func (s *State) node() gpu.Node {
+	s.nodeMu.RLock()
+	defer s.nodeMu.RUnlock()
+	return s.opts.Node
+}
+
+// PreparedClaims returns the UIDs of the claims currently recorded, with
+// their state.
+func (s *State) PreparedClaims() map[string]checkpoint.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]checkpoint.State, len(s.cp.Claims))
+	for uid, c := range s.cp.Claims {
+		out[uid] = c.State
+	}
+	return out
+}
+
+// saveLocked writes the in-memory checkpoint. On failure the in-memory copy
+// is reloaded from disk so that memory never claims more than the file does.
+func (s *State) saveLocked() error {
+	s.cp.BootID = s.opts.BootID
+	if err := s.opts.Checkpoint.Save(s.cp); err != nil {
+		if cp, lerr := s.opts.Checkpoint.Load(); lerr == nil {
+			if cp.Claims == nil {
+				cp.Claims = map[string]checkpoint.Claim{}
+			}
+			s.cp = cp
+		}
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	return nil
+}
+
+func toPrepared(devs []checkpoint.Device) []PreparedDevice {
+	out := make([]PreparedDevice, 0, len(devs))
+	for _, d := range devs {
+		out = append(out, PreparedDevice{
+			Requests:     append([]string(nil), d.Requests...),
+			Pool:         d.Pool,
+			Device:       d.Device,
+			CDIDeviceIDs: append([]string(nil), d.CDIDeviceIDs...),
+		})
+	}
+	return out
+}
