@@ -1,0 +1,26 @@
+// Package nvmlfake serves fake NVIDIA GPUs behind go-nvml's nvml.Interface.
+//
+// It starts from go-nvml's own mock server (pkg/nvml/mock/server and the
+// GPU configurations in pkg/nvml/mock/gpus) and raises it to the fidelity
+// that gpudra depends on, so that code which passes against the fake also
+// works on real hardware:
+//
+//   - identity: GPU-<uuid> UUIDs and NVML-style PCI bus IDs that are stable
+//     for a node name and differ between nodes; minor number = index;
+//     real core counts; real product names and PCI device IDs;
+//   - NVLink: islands of GPUs whose pairwise P2P NVLink status is OK;
+//   - MIG: real profile IDs (19 for 1g on A100/H100, not the profile
+//     index), placements in memory-slice units, MIG mode checks, pending
+//     mode changes on Ampere, overlap and capacity checks that fail with
+//     ERROR_INSUFFICIENT_RESOURCES, lowest-free instance IDs, MIG device
+//     handles with MIG-<uuid> UUIDs;
+//   - library lifecycle: every call but Init fails with
+//     ERROR_UNINITIALIZED until Init, like libnvidia-ml;
+//   - every method the mock leaves unset returns ERROR_NOT_SUPPORTED
+//     instead of panicking;
+//   - health: XID events injected from any process (InjectXID) arrive
+//     through EventSet.Wait;
+//   - persistence: MIG mode and MIG instances live in a JSON file in the
+//     state directory, so a restarted process finds what the previous one
+//     created; a new boot ID drops the instances, as a reboot does.
+package nvmlfake

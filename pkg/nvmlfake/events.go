@@ -1,0 +1,160 @@
+package nvmlfake
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// The XID event log is a JSON-lines file in the state directory, so that
+// another process (a test, `gpudra`, an operator with a shell) can inject
+// an error that a running Server's EventSet.Wait then delivers, the way
+// the kernel driver reports a real XID to every NVML client.
+
+// xidRecord is one injected XID.
+type xidRecord struct {
+	// UUID is a GPU-… or MIG-… UUID.
+	UUID string `json:"uuid"`
+	XID  uint64 `json:"xid"`
+}
+
+// InjectXID records an XID error on the GPU or MIG device with the given
+// UUID in stateDir. Every Server over stateDir whose event set has the
+// GPU registered for nvml.EventTypeXidCriticalError receives it from
+// EventSet.Wait.
+func InjectXID(stateDir, uuid string, xid uint64) error {
+	if stateDir == "" {
+		return errors.New("inject XID: no state directory")
+	}
+	return appendXID(filepath.Join(stateDir, eventsFileName), uuid, xid)
+}
+
+func appendXID(path, uuid string, xid uint64) error {
+	if !strings.HasPrefix(uuid, "GPU-") && !strings.HasPrefix(uuid, "MIG-") {
+		return fmt.Errorf("inject XID: %q is not a GPU-… or MIG-… UUID", uuid)
+	}
+	line, err := json.Marshal(xidRecord{UUID: uuid, XID: xid})
+	if err != nil {
+		return fmt.Errorf("inject XID: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("inject XID: %w", err)
+	}
+	// One write of a short line to an O_APPEND file is atomic, so
+	// concurrent injectors never interleave.
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("inject XID: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("inject XID: %w", err)
+	}
+	return nil
+}
+
+// InjectXID records an XID error on one of this Server's GPUs (or MIG
+// devices); it works without a state directory too.
+func (s *Server) InjectXID(uuid string, xid uint64) error {
+	if s.events.path != "" {
+		return appendXID(s.events.path, uuid, xid)
+	}
+	if !strings.HasPrefix(uuid, "GPU-") && !strings.HasPrefix(uuid, "MIG-") {
+		return fmt.Errorf("inject XID: %q is not a GPU-… or MIG-… UUID", uuid)
+	}
+	line, _ := json.Marshal(xidRecord{UUID: uuid, XID: xid})
+	s.events.mu.Lock()
+	defer s.events.mu.Unlock()
+	s.events.mem = append(append(s.events.mem, line...), '\n')
+	return nil
+}
+
+// eventLog reads the XID log: the file in the state directory, or an
+// in-memory buffer for a Server without one.
+type eventLog struct {
+	path string
+
+	mu  sync.Mutex
+	mem []byte
+}
+
+func newEventLog(stateDir string) *eventLog {
+	if stateDir == "" {
+		return &eventLog{}
+	}
+	return &eventLog{path: filepath.Join(stateDir, eventsFileName)}
+}
+
+// end is the log's current length: events before it are history.
+func (l *eventLog) end() int64 {
+	if l.path == "" {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return int64(len(l.mem))
+	}
+	fi, err := os.Stat(l.path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// loggedXID is a record and where it lies in the log.
+type loggedXID struct {
+	xidRecord
+	// start and end are the offsets of the record's line.
+	start, end int64
+}
+
+// readFrom returns the complete records after offset. A line still being
+// written is left for the next read; a line that is not a record is
+// skipped.
+func (l *eventLog) readFrom(offset int64) ([]loggedXID, error) {
+	data, err := l.tail(offset)
+	if err != nil {
+		return nil, err
+	}
+	var recs []loggedXID
+	for {
+		nl := bytes.IndexByte(data, '\n')
+		if nl < 0 {
+			return recs, nil
+		}
+		r := loggedXID{start: offset, end: offset + int64(nl) + 1}
+		if err := json.Unmarshal(data[:nl], &r.xidRecord); err != nil {
+			r.UUID = "" // matches no device
+		}
+		recs = append(recs, r)
+		data, offset = data[nl+1:], r.end
+	}
+}
+
+func (l *eventLog) tail(offset int64) ([]byte, error) {
+	if l.path == "" {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if offset >= int64(len(l.mem)) {
+			return nil, nil
+		}
+		return bytes.Clone(l.mem[offset:]), nil
+	}
+	f, err := os.Open(l.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}

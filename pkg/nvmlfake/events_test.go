@@ -1,0 +1,113 @@
+package nvmlfake
+
+import (
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+func register(t *testing.T, lib nvml.Interface, devs ...nvml.Device) nvml.EventSet {
+	t.Helper()
+	set, ret := lib.EventSetCreate()
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	for _, d := range devs {
+		if ret := d.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
+			t.Fatalf("RegisterEvents: %v", ret)
+		}
+	}
+	t.Cleanup(func() { set.Free() })
+	return set
+}
+
+func TestInjectedXIDReachesWait(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, "dgx-h100", "n", dir)
+	d3, d4 := device(t, s, 3), device(t, s, 4)
+	u3, _ := d3.GetUUID()
+	u4, _ := d4.GetUUID()
+	if err := InjectXID(dir, u3, 13); err != nil { // before registration: not recorded
+		t.Fatal(err)
+	}
+	set := register(t, s, d3)
+
+	if _, ret := set.Wait(50); ret != nvml.ERROR_TIMEOUT {
+		t.Fatalf("Wait with nothing new = %v, want ERROR_TIMEOUT", ret)
+	}
+	InjectXID(dir, u4, 48) // GPU 4 is not registered
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		InjectXID(dir, u3, 79)
+	}()
+	began := time.Now()
+	ev, ret := set.Wait(5000)
+	if ret != nvml.SUCCESS {
+		t.Fatalf("Wait = %v", ret)
+	}
+	if ev.Device != d3 || ev.EventType != nvml.EventTypeXidCriticalError || ev.EventData != 79 || ev.GpuInstanceId != noInstance {
+		t.Errorf("event %+v", ev)
+	}
+	if time.Since(began) > 2*time.Second {
+		t.Errorf("Wait took %v", time.Since(began))
+	}
+	if ev, ret := s.EventSetWait(set, 50); ret != nvml.ERROR_TIMEOUT {
+		t.Errorf("second Wait = %+v, %v; want ERROR_TIMEOUT", ev, ret)
+	}
+}
+
+func TestMIGXIDNamesTheInstance(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, "dgx-h100", "n", dir)
+	d := device(t, s, 0)
+	enableMIG(t, d)
+	makeMIGDevice(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0, 1)
+	makeMIGDevice(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 1, 1)
+	mig, _ := d.GetMigDeviceHandleByIndex(1)
+	uuid, _ := mig.GetUUID()
+	set := register(t, s, d)
+	InjectXID(dir, uuid, 94)
+	ev, ret := set.Wait(2000)
+	if ret != nvml.SUCCESS || ev.Device != d || ev.GpuInstanceId != 1 || ev.ComputeInstanceId != 0 || ev.EventData != 94 {
+		t.Fatalf("event %+v, %v", ev, ret)
+	}
+}
+
+func TestInjectWithoutStateDir(t *testing.T) {
+	s := start(t, "mixed", "n", "")
+	d := device(t, s, 8)
+	uuid, _ := d.GetUUID()
+	set := register(t, s, d)
+	if err := s.InjectXID(uuid, 31); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ret := set.Wait(1000); ret != nvml.SUCCESS || ev.EventData != 31 {
+		t.Fatalf("event %+v, %v", ev, ret)
+	}
+	if err := s.InjectXID("not-a-uuid", 1); err == nil {
+		t.Error("InjectXID accepted a malformed UUID")
+	}
+	if err := InjectXID("", uuid, 1); err == nil {
+		t.Error("InjectXID without a state directory succeeded")
+	}
+}
+
+func TestRegisterEvents(t *testing.T) {
+	s := start(t, "dgx-h100", "n", "")
+	d := device(t, s, 0)
+	set, _ := s.EventSetCreate()
+	if types, _ := d.GetSupportedEventTypes(); types&nvml.EventTypeXidCriticalError == 0 {
+		t.Errorf("supported events %x lack XIDs", types)
+	}
+	if ret := d.RegisterEvents(nvml.EventTypePState, set); ret != nvml.ERROR_NOT_SUPPORTED {
+		t.Errorf("RegisterEvents(PState) = %v", ret)
+	}
+	if ret := d.RegisterEvents(nvml.EventTypeXidCriticalError, nil); ret != nvml.ERROR_INVALID_ARGUMENT {
+		t.Errorf("RegisterEvents(nil set) = %v", ret)
+	}
+	set.Free()
+	if _, ret := set.Wait(1); ret != nvml.ERROR_INVALID_ARGUMENT {
+		t.Errorf("Wait on a freed set = %v", ret)
+	}
+}

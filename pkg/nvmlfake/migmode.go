@@ -1,0 +1,83 @@
+package nvmlfake
+
+import "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+// view calls fn with the GPU's current state. A GPU the state file does
+// not know (another process replaced the file) has MIG off and no
+// instances, like a GPU fresh from the factory.
+func (g *fakeGPU) view(fn func(gs *gpuState)) nvml.Return {
+	err := g.s.store.view(func(s *state) {
+		gs, ok := s.GPUs[g.uuid]
+		if !ok {
+			gs = &gpuState{}
+		}
+		fn(gs)
+	})
+	if err != nil {
+		logStoreError(err)
+		return nvml.ERROR_UNKNOWN
+	}
+	return nvml.SUCCESS
+}
+
+// update applies fn to the GPU's state and persists it on SUCCESS.
+func (g *fakeGPU) update(fn func(gs *gpuState) nvml.Return) nvml.Return {
+	return g.s.store.update(func(s *state) nvml.Return {
+		gs, ok := s.GPUs[g.uuid]
+		if !ok {
+			gs = &gpuState{}
+			s.GPUs[g.uuid] = gs
+		}
+		return fn(gs)
+	})
+}
+
+// migEnabled reports the current MIG mode.
+func (g *fakeGPU) migEnabled() bool {
+	on := false
+	g.view(func(gs *gpuState) { on = gs.MigMode == nvml.DEVICE_MIG_ENABLE })
+	return on
+}
+
+func (g *fakeGPU) installMigMode() {
+	g.dev.GetMigModeFunc = g.getMigMode
+	g.dev.SetMigModeFunc = g.setMigMode
+}
+
+func (g *fakeGPU) getMigMode() (current, pending int, ret nvml.Return) {
+	if g.model.mig == nil {
+		return 0, 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	ret = g.view(func(gs *gpuState) { current, pending = gs.MigMode, gs.MigPendingMode })
+	return current, pending, ret
+}
+
+// setMigMode returns (activationStatus, ret) in go-nvml's order. Hopper
+// and later switch at once. Ampere records the new mode as pending and
+// reports ERROR_RESET_REQUIRED until the GPU is reset (ResetGPU) or the
+// node reboots. Disabling MIG while GPU instances exist is ERROR_IN_USE.
+func (g *fakeGPU) setMigMode(mode int) (activation, ret nvml.Return) {
+	if g.model.mig == nil {
+		return nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_SUPPORTED
+	}
+	if mode != nvml.DEVICE_MIG_DISABLE && mode != nvml.DEVICE_MIG_ENABLE {
+		return nvml.ERROR_INVALID_ARGUMENT, nvml.ERROR_INVALID_ARGUMENT
+	}
+	activation = nvml.SUCCESS
+	ret = g.update(func(gs *gpuState) nvml.Return {
+		if mode == nvml.DEVICE_MIG_DISABLE && len(gs.GpuInstances) > 0 {
+			return nvml.ERROR_IN_USE
+		}
+		gs.MigPendingMode = mode
+		if g.model.migNeedsReset && mode != gs.MigMode {
+			activation = nvml.ERROR_RESET_REQUIRED
+			return nvml.SUCCESS
+		}
+		gs.MigMode = mode
+		return nvml.SUCCESS
+	})
+	if ret != nvml.SUCCESS {
+		return ret, ret
+	}
+	return activation, ret
+}

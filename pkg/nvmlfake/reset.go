@@ -1,0 +1,47 @@
+package nvmlfake
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ResetGPU does to the GPU with the given UUID in stateDir what
+// `nvidia-smi --gpu-reset` does: a pending MIG mode takes effect and the
+// GPU's MIG instances are gone. Running Servers see the change at their
+// next call.
+func ResetGPU(stateDir, uuid string) error {
+	return mutateStateDir(stateDir, func(st *state) error {
+		gs, ok := st.GPUs[uuid]
+		if !ok {
+			return fmt.Errorf("no GPU %s in %s", uuid, stateDir)
+		}
+		gs.resetGPU()
+		return nil
+	})
+}
+
+// Reboot does to every GPU in stateDir what a node reboot does: pending
+// MIG modes take effect and all MIG instances are gone. A Server also
+// notices a real reboot by itself, through the kernel's boot ID.
+func Reboot(stateDir string) error {
+	return mutateStateDir(stateDir, func(st *state) error {
+		for _, gs := range st.GPUs {
+			gs.resetGPU()
+		}
+		return nil
+	})
+}
+
+func mutateStateDir(stateDir string, fn func(*state) error) error {
+	if stateDir == "" {
+		return errors.New("nvmlfake: no state directory")
+	}
+	st, err := newStore(stateDir)
+	if err != nil {
+		return fmt.Errorf("nvmlfake: %w", err)
+	}
+	if err := st.mutate(fn); err != nil {
+		return fmt.Errorf("nvmlfake: %w", err)
+	}
+	return nil
+}

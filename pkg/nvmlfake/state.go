@@ -1,0 +1,110 @@
+package nvmlfake
+
+import (
+	"slices"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// stateVersion is bumped when the state file format changes incompatibly.
+const stateVersion = 1
+
+// state is what real GPUs remember: MIG mode (kept across reboots, like
+// the InfoROM) and MIG instances (lost on reboot and GPU reset).
+type state struct {
+	Version int `json:"version"`
+	// BootID is the boot the instances were created in; on a different
+	// boot they are gone and pending MIG modes have taken effect.
+	BootID string `json:"bootID,omitempty"`
+	// GPUs by UUID.
+	GPUs map[string]*gpuState `json:"gpus"`
+}
+
+// gpuState is one GPU's MIG state.
+type gpuState struct {
+	// MigMode is the current mode, MigPendingMode the one after the next
+	// reset (nvml.DEVICE_MIG_DISABLE or nvml.DEVICE_MIG_ENABLE).
+	MigMode        int       `json:"migMode"`
+	MigPendingMode int       `json:"migPendingMode"`
+	GpuInstances   []giState `json:"gpuInstances,omitempty"`
+}
+
+// giState is one GPU instance.
+type giState struct {
+	ID        uint32 `json:"id"`
+	ProfileID uint32 `json:"profileID"`
+	// Start and Size are the placement, in memory slices.
+	Start            uint32    `json:"start"`
+	Size             uint32    `json:"size"`
+	ComputeInstances []ciState `json:"computeInstances,omitempty"`
+}
+
+// ciState is one compute instance.
+type ciState struct {
+	ID        uint32 `json:"id"`
+	ProfileID uint32 `json:"profileID"`
+	// Start and Size are the placement, in compute slices of the GPU
+	// instance.
+	Start uint32 `json:"start"`
+	Size  uint32 `json:"size"`
+}
+
+func (g giState) placement() nvml.GpuInstancePlacement {
+	return nvml.GpuInstancePlacement{Start: g.Start, Size: g.Size}
+}
+
+func (c ciState) placement() nvml.ComputeInstancePlacement {
+	return nvml.ComputeInstancePlacement{Start: c.Start, Size: c.Size}
+}
+
+// clone returns a deep copy, so that a failed mutation leaves no trace.
+func (s *state) clone() *state {
+	out := &state{Version: s.Version, BootID: s.BootID, GPUs: make(map[string]*gpuState, len(s.GPUs))}
+	for uuid, g := range s.GPUs {
+		gc := *g
+		gc.GpuInstances = make([]giState, len(g.GpuInstances))
+		for i, gi := range g.GpuInstances {
+			gi.ComputeInstances = slices.Clone(gi.ComputeInstances)
+			gc.GpuInstances[i] = gi
+		}
+		out.GPUs[uuid] = &gc
+	}
+	return out
+}
+
+// resetGPU is what a GPU reset does: the pending MIG mode takes effect and
+// every MIG instance is gone.
+func (g *gpuState) resetGPU() {
+	g.MigMode = g.MigPendingMode
+	g.GpuInstances = nil
+}
+
+// gi returns the GPU instance with the given ID.
+func (g *gpuState) gi(id uint32) (*giState, bool) {
+	for i := range g.GpuInstances {
+		if g.GpuInstances[i].ID == id {
+			return &g.GpuInstances[i], true
+		}
+	}
+	return nil, false
+}
+
+// ci returns the compute instance with the given ID.
+func (g *giState) ci(id uint32) (*ciState, bool) {
+	for i := range g.ComputeInstances {
+		if g.ComputeInstances[i].ID == id {
+			return &g.ComputeInstances[i], true
+		}
+	}
+	return nil, false
+}
+
+// lowestFreeID returns the lowest ID that used does not contain, the way
+// the driver hands out GPU and compute instance IDs.
+func lowestFreeID(used []uint32) uint32 {
+	for id := uint32(0); ; id++ {
+		if !slices.Contains(used, id) {
+			return id
+		}
+	}
+}
