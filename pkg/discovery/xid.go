@@ -1,0 +1,42 @@
+package discovery
+
+import "fmt"
+
+// applicationXIDs are XIDs that an application causes (an illegal memory
+// access, a kill, a reset channel): the GPU stays healthy, and marking it
+// unhealthy would take a node's capacity down with every buggy job. The
+// list is the one NVIDIA's device plugin skips.
+var applicationXIDs = map[uint64]bool{
+	13:  true, // graphics engine exception
+	31:  true, // GPU memory page fault
+	43:  true, // GPU stopped processing (application)
+	45:  true, // preemptive cleanup after a kill
+	68:  true, // NVDEC0 exception
+	109: true, // context switch timeout
+}
+
+// xidDescriptions name the XIDs an operator meets most, for the reason of
+// a health event.
+var xidDescriptions = map[uint64]string{
+	48:  "double-bit ECC error",
+	61:  "internal micro-controller breakpoint",
+	62:  "internal micro-controller halt",
+	63:  "ECC page retirement or row remapping event",
+	64:  "ECC page retirement or row remapping failure",
+	74:  "NVLink error",
+	79:  "GPU has fallen off the bus",
+	92:  "high single-bit ECC error rate",
+	94:  "contained ECC error",
+	95:  "uncontained ECC error",
+	119: "GSP RPC timeout",
+	120: "GSP error",
+	140: "unrecovered ECC error",
+}
+
+// xidReason is the reason of a health event for an XID.
+func xidReason(xid uint64) string {
+	if d, ok := xidDescriptions[xid]; ok {
+		return fmt.Sprintf("XID %d: %s", xid, d)
+	}
+	return fmt.Sprintf("XID %d", xid)
+}
