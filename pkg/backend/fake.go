@@ -1,0 +1,60 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
+)
+
+// fakeBackend is nvmlfake's GPUs. What a container receives is harmless:
+// /dev/null under the GPU's device node names, and the GPU's UUID in an
+// environment variable so a test workload can tell which GPU it got.
+type fakeBackend struct {
+	library
+	stateDir string
+}
+
+var _ Backend = (*fakeBackend)(nil)
+
+func openFake(_ context.Context, opts Options) (Backend, error) {
+	if opts.FakeProfile == "" {
+		return nil, fmt.Errorf("--fake-profile is required with --device-backend=fake (built-in: %s; or the path of a profile file)",
+			strings.Join(nvmlfake.Profiles(), ", "))
+	}
+	if opts.FakeStateDir == "" {
+		return nil, errors.New("--fake-state-dir is required with --device-backend=fake: the fake GPUs keep their MIG state there")
+	}
+	srv, err := nvmlfake.New(nvmlfake.Options{Profile: opts.FakeProfile, NodeName: opts.NodeName, StateDir: opts.FakeStateDir})
+	if err != nil {
+		return nil, fmt.Errorf("--fake-profile=%s --fake-state-dir=%s: %w", opts.FakeProfile, opts.FakeStateDir, err)
+	}
+	if err := writeSysfs(opts.FakeStateDir, srv.PCIeSlots()); err != nil {
+		return nil, fmt.Errorf("fake sysfs in %s: %w", opts.FakeStateDir, err)
+	}
+	l, err := initLibrary(srv, opts.NodeName, "fake profile "+opts.FakeProfile)
+	if err != nil {
+		return nil, err
+	}
+	return &fakeBackend{library: l, stateDir: opts.FakeStateDir}, nil
+}
+
+// standIn is the host device every fake device node is made from.
+const standIn = "/dev/null"
+
+func (b *fakeBackend) CommonEdits() gpu.Edits {
+	return gpu.Edits{DeviceNodes: []gpu.DeviceNode{{Path: "/dev/nvidiactl", HostPath: standIn}}}
+}
+
+func (b *fakeBackend) DeviceEdits(g gpu.GPU) gpu.Edits {
+	return gpu.Edits{
+		Env:         []string{fmt.Sprintf("GPUDRA_FAKE_GPU_%d=%s", g.Minor, g.UUID)},
+		DeviceNodes: []gpu.DeviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", g.Minor), HostPath: standIn}},
+	}
+}
+
+// SysfsRoot is the state directory, which holds the fake sys/ tree.
+func (b *fakeBackend) SysfsRoot() string { return b.stateDir }

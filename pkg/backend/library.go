@@ -1,0 +1,50 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpudra/gpudra/pkg/discovery"
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+// library is what both backends share: an initialized nvml.Interface and
+// the one discovery code path over it.
+type library struct {
+	lib      nvml.Interface
+	nodeName string
+}
+
+// initLibrary initializes lib; what fails is reported with what was
+// being opened.
+func initLibrary(lib nvml.Interface, nodeName, what string) (library, error) {
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return library{}, fmt.Errorf("initialize NVML (%s): %w", what, ret)
+	}
+	return library{lib: lib, nodeName: nodeName}, nil
+}
+
+func (l library) Discover(ctx context.Context) (gpu.Node, error) {
+	return discovery.Discover(ctx, l.lib, l.nodeName)
+}
+
+func (l library) WatchHealth(ctx context.Context, events chan<- gpu.HealthEvent) error {
+	node, err := l.Discover(ctx)
+	if err != nil {
+		return fmt.Errorf("discover GPUs to watch: %w", err)
+	}
+	return discovery.WatchHealth(ctx, l.lib, node, events)
+}
+
+// NVML is the initialized library, for the MIG and sharing operations
+// above discovery.
+func (l library) NVML() nvml.Interface { return l.lib }
+
+func (l library) Close() error {
+	if ret := l.lib.Shutdown(); ret != nvml.SUCCESS {
+		return fmt.Errorf("shut down NVML: %w", ret)
+	}
+	return nil
+}

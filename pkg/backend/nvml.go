@@ -1,0 +1,114 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+// nvmlBackend is the real libnvidia-ml on a GPU node.
+type nvmlBackend struct {
+	library
+	// devRoot is where the driver's device nodes are: the driver root
+	// when the driver container created them there, "/" otherwise.
+	devRoot string
+}
+
+// libDirs are where distributions and the driver container install
+// libnvidia-ml, relative to the driver root.
+var libDirs = []string{
+	"usr/lib64",
+	"usr/lib/x86_64-linux-gnu",
+	"usr/lib/aarch64-linux-gnu",
+	"lib64",
+	"lib/x86_64-linux-gnu",
+	"lib/aarch64-linux-gnu",
+	"usr/lib",
+}
+
+const nvmlLibrary = "libnvidia-ml.so.1"
+
+var _ Backend = (*nvmlBackend)(nil)
+
+func openNVML(_ context.Context, opts Options) (Backend, error) {
+	root := opts.DriverRoot
+	if root == "" {
+		root = "/"
+	}
+	lib := nvml.New()
+	if root != "/" {
+		path, err := findLibrary(root)
+		if err != nil {
+			return nil, err
+		}
+		lib = nvml.New(nvml.WithLibraryPath(path))
+	}
+	l, err := initLibrary(lib, opts.NodeName, "driver root "+root)
+	if err != nil {
+		return nil, err
+	}
+	return &nvmlBackend{library: l, devRoot: devRootOf(root)}, nil
+}
+
+// findLibrary finds libnvidia-ml below a driver root such as the GPU
+// Operator's /run/nvidia/driver.
+func findLibrary(root string) (string, error) {
+	for _, dir := range libDirs {
+		path := filepath.Join(root, dir, nvmlLibrary)
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("--driver-root=%s: %s is in none of %v below it", root, nvmlLibrary, libDirs)
+}
+
+// devRootOf returns the driver root if the driver's control device is
+// below it, "/" otherwise.
+func devRootOf(driverRoot string) string {
+	if driverRoot != "/" && exists(filepath.Join(driverRoot, "dev", "nvidiactl")) {
+		return driverRoot
+	}
+	return "/"
+}
+
+// commonDeviceNodes are the driver's control devices every CUDA process
+// opens; the UVM ones appear once nvidia-uvm is loaded.
+var commonDeviceNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+
+func (b *nvmlBackend) CommonEdits() gpu.Edits {
+	var e gpu.Edits
+	// Looked up on every call: nvidia-uvm nodes are created lazily, after
+	// the plugin may have started.
+	for _, path := range commonDeviceNodes {
+		if exists(filepath.Join(b.devRoot, path)) {
+			e.DeviceNodes = append(e.DeviceNodes, b.deviceNode(path))
+		}
+	}
+	return e
+}
+
+func (b *nvmlBackend) DeviceEdits(g gpu.GPU) gpu.Edits {
+	return gpu.Edits{DeviceNodes: []gpu.DeviceNode{b.deviceNode(fmt.Sprintf("/dev/nvidia%d", g.Minor))}}
+}
+
+// deviceNode is a device node at path in the container, taken from the
+// dev root on the host.
+func (b *nvmlBackend) deviceNode(path string) gpu.DeviceNode {
+	n := gpu.DeviceNode{Path: path}
+	if b.devRoot != "/" {
+		n.HostPath = filepath.Join(b.devRoot, path)
+	}
+	return n
+}
+
+func (b *nvmlBackend) SysfsRoot() string { return "/" }
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
