@@ -1,0 +1,60 @@
+// Package slices is gpudra's slice builder: it turns the device model
+// (package gpu) into the ResourceSlices that the kubelet plugin publishes
+// with kubeletplugin.Helper.PublishResources.
+//
+// # Pool and slice layout
+//
+// One pool per node, named after the node. Whole GPUs come first, sorted by
+// minor number, cut into slices of at most
+// ResourceSliceMaxDevicesWithAdvancedFeatures (64) devices; a node with no
+// GPUs publishes one empty slice. The allocator walks slices in name order,
+// first fit, and the ResourceSlice controller names slices by their position,
+// so the position is a priority: later sections (MIG counter sets, then MIG
+// placements) go after the whole GPUs. See poolLayout.
+//
+// # Whole-GPU devices
+//
+// A whole GPU is published as device gpu-<minor> (gpu.WholeDeviceName).
+// Unqualified names are in the driver's domain (gpu.gpudra.io by default):
+// a selector reads device.attributes['gpu.gpudra.io'].productName.
+//
+//	attribute                          type     meaning
+//	---------------------------------  -------  ------------------------------------------------
+//	type                               string   "gpu" for a whole GPU
+//	uuid                               string   NVML UUID, "GPU-…"
+//	index                              int      NVML index (may change across reboots)
+//	minor                              int      minor number of /dev/nvidia<minor>
+//	productName                        string   e.g. "NVIDIA H100 80GB HBM3"
+//	brand                              string   e.g. "Nvidia", "Tesla"
+//	architecture                       string   e.g. "Ampere", "Hopper", "Blackwell"
+//	cudaComputeCapability              version  "9.0" → 9.0.0
+//	driverVersion                      version  kernel driver, "560.28.03" → 560.28.3
+//	cudaDriverVersion                  version  newest CUDA the driver supports, "12.4" → 12.4.0
+//	migCapable                         bool     the GPU supports MIG
+//	nvlinkGroup                        int      NVLink island (lowest index in it); use with matchAttribute
+//	resource.kubernetes.io/pciBusID    string   "0000:1b:00.0"; omitted if discovery has none
+//	resource.kubernetes.io/pcieRoot    string   "pci0000:00"; omitted if sysfs cannot tell
+//	resource.kubernetes.io/numaNode    int      NUMA node; omitted if sysfs has none (or -1)
+//
+//	capacity         unit   meaning
+//	---------------  -----  -----------------------------------------------
+//	memory           bytes  framebuffer memory, e.g. 80Gi
+//	multiprocessors  count  streaming multiprocessors; omitted when unknown
+//
+// Versions are strict semver (NormalizeVersion): pad to three parts, drop
+// leading zeros. Compare them with semver():
+// device.attributes['gpu.gpudra.io'].driverVersion.isGreaterThan(semver('550.0.0')).
+//
+// # Health
+//
+// A GPU whose health is gpu.Unhealthy carries the device taint
+// <driver name>/unhealthy=unhealthy:NoSchedule (gpu.gpudra.io/unhealthy by
+// default). The scheduler stops allocating it; a claim that must use it
+// anyway can tolerate the taint.
+//
+// # Steady state
+//
+// Build is deterministic: the same node and health give DeepEqual output,
+// so republishing it causes no API writes, and one GPU's health change
+// rewrites only the slice that holds it.
+package slices

@@ -1,0 +1,72 @@
+package slices
+
+import (
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+)
+
+// Chunk sizes. The device chunk is the smaller limit, the one that applies
+// when any device in the slice has a taint or consumes counters, even for
+// slices that have neither right now: a health taint can appear on any GPU
+// at any time, and if the chunk size depended on it, one unhealthy GPU
+// would re-cut every slice of the pool (many writes, a new pool generation)
+// instead of updating the one slice that holds it.
+const (
+	devicesPerSlice     = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+	counterSetsPerSlice = resourceapi.ResourceSliceMaxCounterSets
+)
+
+// poolLayout is one node's pool in publishing order. The ResourceSlice
+// controller names each slice after its index in Pool.Slices, and the
+// allocator walks slices in name order, first fit; so the order of the
+// sections below is the order in which the scheduler considers devices.
+//
+//  1. whole GPUs: first, so that a whole-GPU claim on a busy node does not
+//     walk every MIG placement before it finds a free GPU;
+//  2. counter sets (MIG, partitionable devices): the v1 API forbids devices
+//     and counters in one slice, so they get slices of their own; they hold
+//     no devices, so their position costs the allocator nothing, and putting
+//     them after the whole GPUs keeps the whole-GPU slices at the same
+//     indices (and names) when MIG is switched on;
+//  3. partitions (MIG placements): last.
+//
+// Each section is cut into chunks within the API limits. Only the first is
+// filled today.
+type poolLayout struct {
+	wholeGPUs   []resourceapi.Device
+	counterSets []resourceapi.CounterSet
+	partitions  []resourceapi.Device
+}
+
+// pool turns the layout into the controller's Pool. A node without devices
+// still gets one empty slice: upstream asks drivers to publish one, because
+// "empty pool" (the driver runs, there are no GPUs) differs from "no pool"
+// (the driver is not running) to anyone debugging the node.
+func (l poolLayout) pool() resourceslice.Pool {
+	var out []resourceslice.Slice
+	for _, devs := range chunk(l.wholeGPUs, devicesPerSlice) {
+		out = append(out, resourceslice.Slice{Devices: devs})
+	}
+	for _, sets := range chunk(l.counterSets, counterSetsPerSlice) {
+		out = append(out, resourceslice.Slice{SharedCounters: sets})
+	}
+	for _, devs := range chunk(l.partitions, devicesPerSlice) {
+		out = append(out, resourceslice.Slice{Devices: devs})
+	}
+	if len(out) == 0 {
+		out = []resourceslice.Slice{{}}
+	}
+	return resourceslice.Pool{Slices: out}
+}
+
+// chunk cuts items into consecutive pieces of at most size, in order. The
+// pieces share the backing array of items; callers hand over ownership.
+func chunk[T any](items []T, size int) [][]T {
+	var out [][]T
+	for len(items) > 0 {
+		n := min(size, len(items))
+		out = append(out, items[:n:n])
+		items = items[n:]
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package slices
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
+)
+
+// addTopologyAttributes adds the standard pciBusID, pcieRoot and numaNode
+// attributes for a GPU at busID. sysfsRoot is the host root the backend
+// reports (backend.Backend.SysfsRoot: "/" on a real node, a directory under
+// the fake backend); sysfs is below it, in sys/. Empty means "/".
+//
+// An empty bus ID adds nothing: discovery could not tell, and a selector
+// must not see a made-up address. A malformed one is an error, because it
+// means discovery is broken and would otherwise silently lose topology.
+//
+// pcieRoot and numaNode come from sysfs and are left out whenever sysfs
+// cannot answer: no sysfs at all (tests, a fake backend without a tree),
+// a device whose sysfs path does not start at a PCI root (some hypervisors
+// put GPUs below a VMBus or platform device), or numa_node = -1 (single-
+// socket machines and many VMs). All of them are normal, and matchAttribute
+// already treats a device without the attribute as "no match" rather than
+// as an error.
+func addTopologyAttributes(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, busID, sysfsRoot string) error {
+	if busID == "" {
+		return nil
+	}
+	found, err := topologyAttributes(busID, sysfsRoot)
+	if err != nil {
+		return err
+	}
+	for _, a := range found {
+		// A copy, so that no caller can change the cached value through
+		// the pointers in its own result.
+		attrs[a.Name] = *a.Value.DeepCopy()
+	}
+	return nil
+}
+
+// topologyCache remembers the topology of devices that sysfs knows, by
+// host root and bus ID. Every deviceattribute call compiles a regular
+// expression, which made these lookups 85% of Build's allocations, and
+// Build runs on every resync and health change. A device's place in the
+// PCI tree and its NUMA node cannot change while it is present, so a
+// result is final once sysfs has the device; a device sysfs does not know
+// (yet) is looked up again next time.
+var topologyCache sync.Map // topologyKey → []deviceattribute.DeviceAttribute
+
+type topologyKey struct{ root, busID string }
+
+func topologyAttributes(busID, sysfsRoot string) ([]deviceattribute.DeviceAttribute, error) {
+	if sysfsRoot == "" {
+		sysfsRoot = "/"
+	}
+	key := topologyKey{sysfsRoot, busID}
+	if cached, ok := topologyCache.Load(key); ok {
+		return cached.([]deviceattribute.DeviceAttribute), nil
+	}
+
+	bus, err := deviceattribute.GetPCIBusIDAttribute(busID)
+	if err != nil {
+		return nil, fmt.Errorf("PCI bus ID: %w", err)
+	}
+	out := []deviceattribute.DeviceAttribute{bus}
+	sysfs := deviceattribute.WithFSFromRoot(filepath.Join(sysfsRoot, "sys"))
+	root, rootErr := deviceattribute.GetPCIeRootAttributeByPCIBusID(busID, sysfs)
+	if rootErr == nil {
+		out = append(out, root)
+	}
+	if numa, err := deviceattribute.GetNUMANodeAttributeByPCIBusID(busID, deviceattribute.ScalarAttribute, sysfs); err == nil {
+		out = append(out, numa)
+	}
+	if rootErr == nil {
+		topologyCache.Store(key, out)
+	}
+	return out, nil
+}
