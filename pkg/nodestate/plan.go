@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,48 +52,112 @@ func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedD
 	return planned, nil
 }
 
-// configFor decodes (strictly, with defaults, validated) every opaque config of this driver that
-// applies to the result, and returns the effective one: configs from the
-// claim override configs from the DeviceClass, and later entries override
-// earlier ones. The allocation lists class configs before claim configs, so
-// the last applicable entry wins.
+// configFor decodes (strictly, with defaults, validated) every opaque config
+// of this driver that applies to the result, and returns the effective one:
+// configs from the claim override configs from the DeviceClass, and later
+// entries of one source override earlier ones.
+//
+// The scheduler happens to list class configs before claim configs, but the
+// API promises no order, so the precedence is applied here rather than
+// inferred from the position in the list.
 func (s *State) configFor(ref ClaimRef, claim *resourceapi.ResourceClaim, result resourceapi.DeviceRequestAllocationResult) (configapi.Config, error) {
-	all := claim.Status.Allocation.Devices.Config
+	applicable := resourceclaim.ConfigForResult(claim.Status.Allocation.Devices.Config, result)
+	slices.SortStableFunc(applicable, func(a, b resourceapi.DeviceAllocationConfiguration) int {
+		return cmp.Compare(sourceRank(a.Source), sourceRank(b.Source))
+	})
 	var effective configapi.Config
-	for _, c := range resourceclaim.ConfigForResult(all, result) {
+	var effectiveWhere string
+	for _, c := range applicable {
 		if c.Opaque == nil || c.Opaque.Driver != s.opts.DriverName {
 			continue
 		}
-		where := configLocation(claim, c)
+		where := configLocation(claim, result, c)
 		cfg, err := configapi.Decode(c.Opaque.Parameters.Raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: request %q: %s: %w", ref, result.Request, where, err)
 		}
-		effective = cfg
+		effective, effectiveWhere = cfg, where
 	}
 	if effective == nil {
-		effective = configapi.NewGpuConfig()
+		return configapi.NewGpuConfig(), nil
 	}
 	if _, ok := effective.(*configapi.GpuConfig); !ok {
-		return nil, fmt.Errorf("%s: request %q: device %s is a whole GPU, but the config that applies to it is a %s; use kind GpuConfig for whole GPUs",
-			ref, result.Request, result.Device, effective.GetObjectKind().GroupVersionKind().Kind)
+		return nil, fmt.Errorf("%s: request %q: device %s is a whole GPU, but the config that applies to it (%s) is a %s; use kind GpuConfig for whole GPUs",
+			ref, result.Request, result.Device, effectiveWhere, effective.GetObjectKind().GroupVersionKind().Kind)
 	}
 	return effective, nil
 }
 
-// configLocation says where a config came from, in the words a user would
-// look for it: the claim's spec.devices.config[i], or the DeviceClass.
-func configLocation(claim *resourceapi.ResourceClaim, c resourceapi.DeviceAllocationConfiguration) string {
-	if c.Source == resourceapi.AllocationConfigSourceClass {
-		return "config from the DeviceClass"
+// sourceRank orders configs by precedence, lowest first: the DeviceClass's
+// are defaults that the claim's own override.
+func sourceRank(source resourceapi.AllocationConfigSource) int {
+	if source == resourceapi.AllocationConfigSourceClass {
+		return 0
 	}
+	return 1
+}
+
+// configLocation says where a config came from, in the words a user would
+// look for it: the claim's spec.devices.config[i].opaque (the decoder's
+// messages continue with "parameters..."), or the request's DeviceClass.
+func configLocation(claim *resourceapi.ResourceClaim, result resourceapi.DeviceRequestAllocationResult, c resourceapi.DeviceAllocationConfiguration) string {
+	if c.Source == resourceapi.AllocationConfigSourceClass {
+		if class := deviceClassName(claim, result.Request); class != "" {
+			return fmt.Sprintf("config of DeviceClass %q", class)
+		}
+		return "config of the DeviceClass"
+	}
+	// The allocation copies the claim's configs but not their indices, and
+	// the scheduler clears the requests of a config that covers every
+	// request ("empty means all"), so the requests may differ: match on the
+	// parameters, preferring an entry whose requests match too. Entries
+	// with the same parameters are equally wrong, so either is a fair
+	// answer.
+	sameParams := func(sc resourceapi.DeviceClaimConfiguration) bool {
+		return sc.Opaque != nil && c.Opaque != nil && sc.Opaque.Driver == c.Opaque.Driver &&
+			string(sc.Opaque.Parameters.Raw) == string(c.Opaque.Parameters.Raw)
+	}
+	found := -1
 	for i, sc := range claim.Spec.Devices.Config {
-		if sc.Opaque != nil && c.Opaque != nil && sc.Opaque.Driver == c.Opaque.Driver &&
-			string(sc.Opaque.Parameters.Raw) == string(c.Opaque.Parameters.Raw) && slices.Equal(sc.Requests, c.Requests) {
-			return fmt.Sprintf("spec.devices.config[%d].opaque.parameters", i)
+		if !sameParams(sc) {
+			continue
+		}
+		if slices.Equal(sc.Requests, c.Requests) {
+			found = i
+			break
+		}
+		if found < 0 {
+			found = i
 		}
 	}
-	return "config from the claim"
+	if found < 0 {
+		return "config of the claim"
+	}
+	return fmt.Sprintf("spec.devices.config[%d].opaque", found)
+}
+
+// deviceClassName returns the DeviceClass of a request ("name", or
+// "name/subrequest" for one of its firstAvailable alternatives), or "" when
+// the claim's spec does not say.
+func deviceClassName(claim *resourceapi.ResourceClaim, request string) string {
+	name, sub, _ := strings.Cut(request, "/")
+	for _, r := range claim.Spec.Devices.Requests {
+		if r.Name != name {
+			continue
+		}
+		if sub == "" {
+			if r.Exactly != nil {
+				return r.Exactly.DeviceClassName
+			}
+			return ""
+		}
+		for _, alt := range r.FirstAvailable {
+			if alt.Name == sub {
+				return alt.DeviceClassName
+			}
+		}
+	}
+	return ""
 }
 
 // requestEnv returns, per request, the environment every device of that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
@@ -11,6 +12,7 @@ import (
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/cdispec"
 	"github.com/gpudra/gpudra/pkg/checkpoint"
+	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
 // Prepare makes the claim's devices of this driver ready for containers and
@@ -27,37 +29,46 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	defer unlock()
 
 	s.mu.Lock()
-	if existing, ok := s.cp.Claims[ref.UID]; ok && existing.State == checkpoint.PrepareCompleted {
-		s.mu.Unlock()
-		if err := s.ensureSpec(ctx, existing); err != nil {
+	existing, known := s.cp.Claims[ref.UID]
+	s.mu.Unlock()
+	if known && existing.State == checkpoint.PrepareCompleted {
+		if _, err := s.ensureSpec(ctx, existing); err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
 		logger.V(4).Info("Claim already prepared", "devices", len(existing.Devices))
 		return toPrepared(existing.Devices), nil
 	}
 
+	// Planning has no side effects and decodes configs, which takes a
+	// while: it runs outside s.mu so that it does not hold up the other
+	// claims. The claim lock keeps this claim's entry as read above.
 	planned, err := s.plan(ref, claim)
 	if err != nil {
-		s.mu.Unlock()
 		return nil, err
 	}
+	if len(planned) == 0 {
+		// Nothing of this driver in the allocation: nothing to set up,
+		// and no spec to write (a CDI spec needs at least one device).
+		return []PreparedDevice{}, nil
+	}
+	record, err := s.record(ref, planned)
+	if err != nil {
+		return nil, err
+	}
+	record.State = checkpoint.PrepareStarted
+
+	// The in-use check and the PrepareStarted record happen under one hold
+	// of s.mu, so two claims racing for one GPU cannot both pass the check.
+	s.mu.Lock()
 	if err := s.checkNotInUseLocked(ref, planned); err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
-	record, err := s.record(ref, planned)
+	err = s.putClaimLocked(ref.UID, &record)
+	s.mu.Unlock()
 	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	record.State = checkpoint.PrepareStarted
-	s.cp.Claims[ref.UID] = record
-	if err := s.saveLocked(); err != nil {
-		delete(s.cp.Claims, ref.UID)
-		s.mu.Unlock()
 		return nil, fmt.Errorf("%s: record PrepareStarted: %w", ref, err)
 	}
-	s.mu.Unlock()
 
 	if h := s.opts.Hooks.AfterPrepareStarted; h != nil {
 		if err := h(ref.UID); err != nil {
@@ -65,24 +76,33 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		}
 	}
 
-	// The CDI spec is written outside the lock: claims prepare concurrently.
+	// The CDI spec is written outside s.mu: claims prepare concurrently.
 	if err := s.writeSpec(record); err != nil {
-		s.rollback(ctx, ref)
-		return nil, fmt.Errorf("%s: %w", ref, err)
+		return nil, s.failPrepare(ctx, ref, err)
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	record.State = checkpoint.PrepareCompleted
-	s.cp.Claims[ref.UID] = record
-	if err := s.saveLocked(); err != nil {
-		// The spec exists but the checkpoint still says PrepareStarted:
-		// report failure so the kubelet retries; the retry or the next
-		// start-up reconciles.
-		return nil, fmt.Errorf("%s: record PrepareCompleted: %w", ref, err)
+	s.mu.Lock()
+	err = s.putClaimLocked(ref.UID, &record)
+	s.mu.Unlock()
+	if err != nil {
+		// The checkpoint still says PrepareStarted, so the next start-up
+		// would roll the claim back under whatever container the kubelet
+		// started with it: undo now, report failure, and let the kubelet
+		// retry.
+		return nil, s.failPrepare(ctx, ref, fmt.Errorf("record PrepareCompleted: %w", err))
 	}
 	logger.V(2).Info("Prepared claim", "devices", len(record.Devices))
 	return toPrepared(record.Devices), nil
+}
+
+// failPrepare rolls back a prepare that got past PrepareStarted and returns
+// the error for the kubelet, with the rollback's own failure if any.
+func (s *State) failPrepare(ctx context.Context, ref ClaimRef, err error) error {
+	if rerr := s.rollback(ctx, ref); rerr != nil {
+		return fmt.Errorf("%s: %w; rolling back also failed: %v", ref, err, rerr)
+	}
+	return fmt.Errorf("%s: %w", ref, err)
 }
 
 // checkNotInUseLocked is the last line of defence against handing one GPU
@@ -129,7 +149,7 @@ func (s *State) record(ref ClaimRef, planned []plannedDevice) (checkpoint.Claim,
 			Device:       p.result.Device,
 			GPUUUID:      p.gpu.UUID,
 			AdminAccess:  isAdmin(p.result),
-			Env:          append(reqEnv[p.result.Request], configEnv(p.config)...),
+			Env:          slices.Concat(reqEnv[p.result.Request], configEnv(p.config)),
 			Config:       raw,
 			CDIDeviceIDs: []string{s.opts.CDI.DeviceID(ref.UID, p.result.Device)},
 		})
@@ -152,43 +172,44 @@ func (s *State) writeSpec(c checkpoint.Claim) error {
 	for _, d := range c.Devices {
 		g, ok := s.node().GPUByUUID(d.GPUUUID)
 		if !ok {
-			return fmt.Errorf("device %s: GPU %s is no longer present on this node", d.Device, d.GPUUUID)
+			return fmt.Errorf("write CDI spec: device %s: GPU %s is no longer present on this node", d.Device, d.GPUUUID)
 		}
-		edits := s.opts.Hardware.DeviceEdits(g)
-		edits.Env = append(edits.Env, d.Env...)
+		// Append copies: the backend may hand out edits it keeps, and
+		// appending the claim's env in place would write into them while
+		// another claim (admin access) reads them.
+		edits := s.opts.Hardware.DeviceEdits(g).Append(gpu.Edits{Env: d.Env})
 		devices = append(devices, cdispec.Device{Name: d.Device, Edits: edits})
 	}
-	if err := s.opts.CDI.WriteClaimSpec(c.UID, s.opts.Hardware.CommonEdits(), devices); err != nil {
-		return fmt.Errorf("write CDI spec: %w", err)
-	}
-	return nil
+	// The Writer's errors already say "write CDI spec for claim <uid>".
+	return s.opts.CDI.WriteClaimSpec(c.UID, s.opts.Hardware.CommonEdits(), devices)
 }
 
-// ensureSpec rewrites a prepared claim's CDI spec if it is missing:
-// /var/run/cdi is a tmpfs, so a reboot loses every spec while the
-// checkpoint survives.
-func (s *State) ensureSpec(ctx context.Context, c checkpoint.Claim) error {
+// ensureSpec rewrites a prepared claim's CDI spec if it is missing, and
+// says whether it did: /var/run/cdi is a tmpfs, so a reboot loses every
+// spec while the checkpoint survives.
+func (s *State) ensureSpec(ctx context.Context, c checkpoint.Claim) (rewritten bool, err error) {
 	ok, err := s.opts.CDI.ClaimSpecExists(c.UID)
-	if err != nil {
-		return fmt.Errorf("check CDI spec: %w", err)
-	}
-	if ok {
-		return nil
+	if err != nil || ok {
+		return false, err
 	}
 	klog.FromContext(ctx).Info("Rewriting missing CDI spec of a prepared claim", "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID)
-	return s.writeSpec(c)
+	return true, s.writeSpec(c)
 }
 
-// rollback removes whatever a failed prepare left and forgets the claim.
-func (s *State) rollback(ctx context.Context, ref ClaimRef) {
-	logger := klog.FromContext(ctx)
+// rollback undoes a prepare that did not complete: it removes the claim's
+// CDI spec, then forgets the claim. The claim is forgotten only once its
+// spec is gone, so that the checkpoint keeps saying "half done, devices
+// taken" for as long as a container could still be given the devices.
+// The caller holds the claim's lock.
+func (s *State) rollback(ctx context.Context, ref ClaimRef) error {
 	if err := s.opts.CDI.RemoveClaimSpec(ref.UID); err != nil {
-		logger.Error(err, "Roll back: remove CDI spec", "claimUID", ref.UID)
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.cp.Claims, ref.UID)
-	if err := s.saveLocked(); err != nil {
-		logger.Error(err, "Roll back: forget claim in checkpoint", "claimUID", ref.UID)
+	if err := s.putClaimLocked(ref.UID, nil); err != nil {
+		return fmt.Errorf("forget claim: %w", err)
 	}
+	klog.FromContext(ctx).V(2).Info("Rolled back claim", "claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID)
+	return nil
 }

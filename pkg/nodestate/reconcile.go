@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/klog/v2"
 
@@ -28,6 +30,10 @@ type ReconcileReport struct {
 // prepared claims get their CDI specs back (a reboot empties /var/run/cdi),
 // and specs of claims that are not prepared are removed so that no container
 // can be started with a device it no longer owns.
+//
+// Each claim is handled under its claim lock and from its entry as it is
+// then, so that a Prepare or Unprepare that runs alongside (a plugin that
+// serves early, a test) is never undone half-way.
 func (s *State) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	logger := klog.FromContext(ctx)
 	var report ReconcileReport
@@ -35,35 +41,19 @@ func (s *State) Reconcile(ctx context.Context) (ReconcileReport, error) {
 
 	s.mu.Lock()
 	report.Rebooted = s.cp.BootID != "" && s.cp.BootID != s.opts.BootID
-	claims := make([]checkpoint.Claim, 0, len(s.cp.Claims))
-	for _, c := range s.cp.Claims {
-		claims = append(claims, c)
-	}
+	uids := slices.Sorted(maps.Keys(s.cp.Claims))
 	s.mu.Unlock()
 
-	for _, c := range claims {
-		ref := ClaimRef{UID: c.UID, Namespace: c.Namespace, Name: c.Name}
-		switch c.State {
-		case checkpoint.PrepareCompleted:
-			ok, err := s.opts.CDI.ClaimSpecExists(c.UID)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", ref, err))
-				continue
-			}
-			if ok {
-				continue
-			}
-			if err := s.writeSpec(c); err != nil {
-				errs = append(errs, fmt.Errorf("%s: rewrite CDI spec: %w", ref, err))
-				continue
-			}
-			report.Rewritten = append(report.Rewritten, c.UID)
-		default:
-			// PrepareStarted (or a state this version does not know):
-			// the prepare never finished, so no container can be using
-			// the devices. Undo and let the kubelet retry.
-			s.rollback(ctx, ref)
-			report.RolledBack = append(report.RolledBack, c.UID)
+	for _, uid := range uids {
+		rewritten, rolledBack, err := s.reconcileClaim(ctx, uid)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if rewritten {
+			report.Rewritten = append(report.Rewritten, uid)
+		}
+		if rolledBack {
+			report.RolledBack = append(report.RolledBack, uid)
 		}
 	}
 
@@ -71,21 +61,14 @@ func (s *State) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list CDI specs: %w", err))
 	}
-	s.mu.Lock()
-	known := map[string]bool{}
-	for uid := range s.cp.Claims {
-		known[uid] = true
-	}
-	s.mu.Unlock()
 	for _, uid := range specs {
-		if known[uid] {
-			continue
+		removed, err := s.removeStaleSpec(uid)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove stale CDI spec: %w", err))
 		}
-		if err := s.opts.CDI.RemoveClaimSpec(uid); err != nil {
-			errs = append(errs, fmt.Errorf("remove stale CDI spec of claim %s: %w", uid, err))
-			continue
+		if removed {
+			report.RemovedStale = append(report.RemovedStale, uid)
 		}
-		report.RemovedStale = append(report.RemovedStale, uid)
 	}
 
 	// Record the current boot ID so the next start can tell a reboot.
@@ -93,10 +76,55 @@ func (s *State) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	if err := s.saveLocked(); err != nil {
 		errs = append(errs, err)
 	}
+	prepared := len(s.cp.Claims)
 	s.mu.Unlock()
 
 	logger.Info("Reconciled node state with checkpoint",
-		"rebooted", report.Rebooted, "prepared", len(known),
+		"rebooted", report.Rebooted, "prepared", prepared,
 		"rolledBack", len(report.RolledBack), "rewrittenSpecs", len(report.Rewritten), "removedStaleSpecs", len(report.RemovedStale))
 	return report, errors.Join(errs...)
+}
+
+// reconcileClaim rewrites the missing spec of a prepared claim or rolls back
+// a half-prepared one.
+func (s *State) reconcileClaim(ctx context.Context, uid string) (rewritten, rolledBack bool, err error) {
+	unlock := s.claimLocks.lock(uid)
+	defer unlock()
+	s.mu.Lock()
+	c, ok := s.cp.Claims[uid]
+	s.mu.Unlock()
+	if !ok {
+		return false, false, nil
+	}
+	ref := ClaimRef{UID: c.UID, Namespace: c.Namespace, Name: c.Name}
+	if c.State == checkpoint.PrepareCompleted {
+		rewritten, err := s.ensureSpec(ctx, c)
+		if err != nil {
+			return false, false, fmt.Errorf("%s: %w", ref, err)
+		}
+		return rewritten, false, nil
+	}
+	// PrepareStarted (or a state this version does not know): the
+	// prepare never finished, so no container can be using the devices.
+	// Undo and let the kubelet retry.
+	if err := s.rollback(ctx, ref); err != nil {
+		return false, false, fmt.Errorf("%s: roll back unfinished prepare: %w", ref, err)
+	}
+	return false, true, nil
+}
+
+// removeStaleSpec removes the spec of a claim the checkpoint does not hold.
+func (s *State) removeStaleSpec(uid string) (bool, error) {
+	unlock := s.claimLocks.lock(uid)
+	defer unlock()
+	s.mu.Lock()
+	_, known := s.cp.Claims[uid]
+	s.mu.Unlock()
+	if known {
+		return false, nil
+	}
+	if err := s.opts.CDI.RemoveClaimSpec(uid); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -122,18 +122,40 @@ func (s *State) PreparedClaims() map[string]checkpoint.State {
 	return out
 }
 
-// saveLocked writes the in-memory checkpoint. On failure the in-memory copy
-// is reloaded from disk so that memory never claims more than the file does.
+// saveLocked writes the in-memory checkpoint.
 func (s *State) saveLocked() error {
 	s.cp.BootID = s.opts.BootID
 	if err := s.opts.Checkpoint.Save(s.cp); err != nil {
-		if cp, lerr := s.opts.Checkpoint.Load(); lerr == nil {
-			if cp.Claims == nil {
-				cp.Claims = map[string]checkpoint.Claim{}
-			}
-			s.cp = cp
-		}
 		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	return nil
+}
+
+// putClaimLocked records c under uid (or, with c nil, forgets uid) and
+// writes the checkpoint. If the write fails, the entry is put back as it
+// was: saves are atomic, so the file still holds the old entry, and memory
+// must never record more than the file. (A PrepareCompleted held only in
+// memory would make the kubelet's retry succeed, and the next start-up
+// would then roll back a claim whose containers are running.)
+//
+// The old entry is restored by hand rather than by reloading the file: a
+// reload that fails too (the error that broke the save often breaks the
+// read) would leave the change in memory and make the Store refuse every
+// later save.
+func (s *State) putClaimLocked(uid string, c *checkpoint.Claim) error {
+	prev, had := s.cp.Claims[uid]
+	if c == nil {
+		delete(s.cp.Claims, uid)
+	} else {
+		s.cp.Claims[uid] = *c
+	}
+	if err := s.saveLocked(); err != nil {
+		if had {
+			s.cp.Claims[uid] = prev
+		} else {
+			delete(s.cp.Claims, uid)
+		}
+		return err
 	}
 	return nil
 }

@@ -21,8 +21,9 @@ func (s *State) Unprepare(ctx context.Context, ref ClaimRef) error {
 
 	// Remove the spec first: if the checkpoint write below fails, the
 	// claim is still recorded and the kubelet's retry finishes the job.
+	// The Writer's error already names the claim UID and the spec.
 	if err := s.opts.CDI.RemoveClaimSpec(ref.UID); err != nil {
-		return fmt.Errorf("%s: remove CDI spec: %w", ref, err)
+		return fmt.Errorf("%s: %w", ref, err)
 	}
 	if !known {
 		logger.V(4).Info("Claim not prepared on this node; nothing to unprepare")
@@ -31,12 +32,10 @@ func (s *State) Unprepare(ctx context.Context, ref ClaimRef) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	removed := s.cp.Claims[ref.UID]
-	delete(s.cp.Claims, ref.UID)
-	if err := s.saveLocked(); err != nil {
-		s.cp.Claims[ref.UID] = removed
+	devices := len(s.cp.Claims[ref.UID].Devices)
+	if err := s.putClaimLocked(ref.UID, nil); err != nil {
 		return fmt.Errorf("%s: forget claim in checkpoint: %w", ref, err)
 	}
-	logger.V(2).Info("Unprepared claim", "devices", len(removed.Devices))
+	logger.V(2).Info("Unprepared claim", "devices", devices)
 	return nil
 }
