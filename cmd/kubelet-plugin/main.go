@@ -1,0 +1,153 @@
+// Command gpudra-kubelet-plugin is gpudra's node agent: it publishes the
+// node's GPUs as ResourceSlices and prepares allocated GPUs for pods through
+// CDI. Run it as a DaemonSet (see deployments/helm/gpudra).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/plugin"
+)
+
+type flags struct {
+	driverName    string
+	nodeName      string
+	kubeconfig    string
+	deviceBackend string
+	fakeProfile   string
+	fakeStateDir  string
+	driverRoot    string
+	cdiDir        string
+	pluginDataDir string
+	registrarDir  string
+	podUID        string
+	logging       *logsapi.LoggingConfiguration
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "gpudra-kubelet-plugin:", err)
+		os.Exit(1)
+	}
+}
+
+func newFlags() (*flags, *pflag.FlagSet) {
+	f := &flags{logging: logsapi.NewLoggingConfiguration()}
+	fs := pflag.NewFlagSet("gpudra-kubelet-plugin", pflag.ContinueOnError)
+	fs.StringVar(&f.driverName, "driver-name", envOr("DRIVER_NAME", "gpu.gpudra.io"), "DRA driver name published in ResourceSlices and matched in DeviceClasses (env DRIVER_NAME).")
+	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of the node this plugin runs on; also the ResourceSlice pool name (env NODE_NAME, required).")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Kubeconfig file; empty means in-cluster config (env KUBECONFIG).")
+	fs.StringVar(&f.deviceBackend, "device-backend", envOr("DEVICE_BACKEND", "nvml"), "Where GPUs come from: nvml (the real driver library) or fake (simulated GPUs, for tests and demos) (env DEVICE_BACKEND).")
+	fs.StringVar(&f.fakeProfile, "fake-profile", envOr("FAKE_PROFILE", "dgx-h100"), "With --device-backend=fake: dgx-a100, dgx-h100, dgx-h200, dgx-b200, mixed, or the path of a profile file (env FAKE_PROFILE).")
+	fs.StringVar(&f.fakeStateDir, "fake-state-dir", envOr("FAKE_STATE_DIR", "/var/lib/gpudra/fake"), "With --device-backend=fake: where the fake GPUs keep their state (MIG instances, health) across plugin restarts (env FAKE_STATE_DIR).")
+	fs.StringVar(&f.driverRoot, "driver-root", envOr("NVIDIA_DRIVER_ROOT", "/"), "Root of the NVIDIA driver installation on the host: / normally, /run/nvidia/driver with the GPU Operator (env NVIDIA_DRIVER_ROOT).")
+	fs.StringVar(&f.cdiDir, "cdi-dir", envOr("CDI_DIR", kubeletplugin.DefaultCDIDir), "Directory for the per-claim CDI specs; must be one the container runtime reads (env CDI_DIR).")
+	fs.StringVar(&f.pluginDataDir, "plugin-data-dir", os.Getenv("PLUGIN_DATA_DIR"), "Directory for the DRA socket and the checkpoint; default /var/lib/kubelet/plugins/<driver-name>. Must be the same path inside and outside the container (env PLUGIN_DATA_DIR).")
+	fs.StringVar(&f.registrarDir, "registrar-dir", envOr("REGISTRAR_DIR", kubeletplugin.KubeletRegistryDir), "The kubelet's plugin registration directory (env REGISTRAR_DIR).")
+	fs.StringVar(&f.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the plugin's pod, from the downward API; enables seamless rolling updates (env POD_UID).")
+	logsapi.AddFlags(f.logging, fs)
+	return f, fs
+}
+
+func run() error {
+	f, fs := newFlags()
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if err := logsapi.ValidateAndApply(f.logging, nil); err != nil {
+		return fmt.Errorf("logging flags: %w", err)
+	}
+	defer logs.FlushLogs()
+	if f.nodeName == "" {
+		return errors.New("--node-name (or env NODE_NAME) is required")
+	}
+	if f.pluginDataDir == "" {
+		f.pluginDataDir = kubeletplugin.KubeletPluginsDir + "/" + f.driverName
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	logger := klog.LoggerWithValues(klog.Background(), "node", f.nodeName)
+	ctx = klog.NewContext(ctx, logger)
+
+	client, err := kubeClient(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	be, err := backend.Open(ctx, backend.Options{
+		Kind:         f.deviceBackend,
+		NodeName:     f.nodeName,
+		FakeProfile:  f.fakeProfile,
+		FakeStateDir: f.fakeStateDir,
+		DriverRoot:   f.driverRoot,
+	})
+	if err != nil {
+		return err
+	}
+	var fatal error
+	driver, err := plugin.Start(ctx, plugin.Config{
+		DriverName:       f.driverName,
+		NodeName:         f.nodeName,
+		KubeClient:       client,
+		Backend:          be,
+		PluginDataDir:    f.pluginDataDir,
+		RegistrarDir:     f.registrarDir,
+		CDIDir:           f.cdiDir,
+		RollingUpdateUID: types.UID(f.podUID),
+		Fatal: func(err error) {
+			fatal = err
+			cancel()
+		},
+	})
+	if err != nil {
+		_ = be.Close()
+		return err
+	}
+	logger.Info("gpudra kubelet plugin running", "driver", f.driverName, "backend", f.deviceBackend)
+	<-ctx.Done()
+	// Stop removes the sockets, so the kubelet stops calling a dead plugin.
+	driver.Stop()
+	return fatal
+}
+
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = "gpudra-kubelet-plugin"
+	return kubernetes.NewForConfig(cfg)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,206 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/cdispec"
+	"github.com/gpudra/gpudra/pkg/checkpoint"
+	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/nodestate"
+)
+
+// Config is everything the plugin needs; cmd/kubelet-plugin fills it from
+// flags, tests from temp dirs.
+type Config struct {
+	DriverName string
+	NodeName   string
+	KubeClient kubernetes.Interface
+	// Backend is the opened NVML layer; the plugin closes it on Stop.
+	Backend backend.Backend
+	// PluginDataDir holds the DRA socket and the checkpoint. It must have
+	// the same path inside and outside the plugin's container.
+	PluginDataDir string
+	// RegistrarDir is where the kubelet looks for plugin registration
+	// sockets.
+	RegistrarDir string
+	// CDIDir is where CDI specs are written (the container runtime's CDI
+	// spec dir, normally the tmpfs /var/run/cdi).
+	CDIDir string
+	// BootIDPath is read to tell a reboot; empty means the kernel's.
+	BootIDPath string
+	// RollingUpdateUID, when set (the plugin pod's UID), lets two plugin
+	// pods run side by side during a DaemonSet rolling update.
+	RollingUpdateUID types.UID
+	// HealthResend is how often an unchanged health report is re-sent to the
+	// kubelet, which treats reports older than 30s as unknown.
+	HealthResend time.Duration
+	// StateHooks inject faults into the node state in tests.
+	StateHooks nodestate.Hooks
+	// Fatal is called for errors the plugin cannot recover from (the
+	// caller typically cancels its main context and exits).
+	Fatal func(error)
+}
+
+// Driver is a running kubelet plugin.
+type Driver struct {
+	cfg    Config
+	helper *kubeletplugin.Helper
+	state  *nodestate.State
+
+	mu     sync.Mutex
+	node   gpu.Node
+	health map[string]gpu.HealthEvent // by GPU UUID; absent = healthy
+	// healthChanged is closed and replaced on every health change, waking
+	// WatchHealthStatus streams.
+	healthChanged chan struct{}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// CheckpointFile is the checkpoint's name inside the plugin data dir.
+const CheckpointFile = "checkpoint.json"
+
+// Start discovers the GPUs, reconciles the node state with the checkpoint,
+// starts serving the kubelet and publishes the ResourceSlices.
+func Start(ctx context.Context, cfg Config) (*Driver, error) {
+	logger := klog.FromContext(ctx)
+	if cfg.HealthResend == 0 {
+		cfg.HealthResend = 15 * time.Second
+	}
+	if cfg.Fatal == nil {
+		cfg.Fatal = func(err error) { logger.Error(err, "Fatal error") }
+	}
+	if err := os.MkdirAll(cfg.PluginDataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create plugin data dir: %w", err)
+	}
+
+	node, err := cfg.Backend.Discover(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("discover GPUs: %w", err)
+	}
+	node.Name = cfg.NodeName
+	logger.Info("Discovered GPUs", "node", node.Name, "gpus", len(node.GPUs), "driverVersion", node.DriverVersion)
+
+	cdi, err := cdispec.New(cfg.CDIDir, cfg.DriverName)
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec dir %s: %w", cfg.CDIDir, err)
+	}
+	bootID, err := checkpoint.BootID(cfg.BootIDPath)
+	if err != nil {
+		return nil, fmt.Errorf("read boot ID: %w", err)
+	}
+	state, err := nodestate.New(nodestate.Options{
+		DriverName: cfg.DriverName,
+		Node:       node,
+		Hardware:   cfg.Backend,
+		CDI:        cdi,
+		Checkpoint: checkpoint.NewStore(filepath.Join(cfg.PluginDataDir, CheckpointFile)),
+		BootID:     bootID,
+		Hooks:      cfg.StateHooks,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := state.Reconcile(ctx); err != nil {
+		// Reconcile did what it could; what is left is logged and the
+		// affected claims fail on prepare with a clear error.
+		logger.Error(err, "Reconciling node state left problems")
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	d := &Driver{
+		cfg:           cfg,
+		state:         state,
+		node:          node,
+		health:        map[string]gpu.HealthEvent{},
+		healthChanged: make(chan struct{}),
+		cancel:        cancel,
+	}
+
+	opts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(cfg.DriverName),
+		kubeletplugin.NodeName(cfg.NodeName),
+		kubeletplugin.KubeClient(cfg.KubeClient),
+		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDataDir),
+		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
+		kubeletplugin.CDIDirectory(cfg.CDIDir),
+		// Claims prepare concurrently; the node state serializes what
+		// must be serialized (the checkpoint, one claim at a time).
+		kubeletplugin.Serialize(false),
+	}
+	if cfg.RollingUpdateUID != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(cfg.RollingUpdateUID))
+	}
+	helper, err := kubeletplugin.Start(ctx, d, opts...)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("start kubelet plugin: %w", err)
+	}
+	d.helper = helper
+
+	if err := d.publish(ctx); err != nil {
+		d.Stop()
+		return nil, err
+	}
+
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.watchHealth(ctx)
+	}()
+	return d, nil
+}
+
+// Stop stops serving, stops publishing (the slices stay, so a restarted
+// plugin takes over without the scheduler seeing the GPUs vanish) and
+// releases NVML.
+func (d *Driver) Stop() {
+	d.cancel()
+	if d.helper != nil {
+		d.helper.Stop()
+	}
+	d.wg.Wait()
+	if err := d.cfg.Backend.Close(); err != nil {
+		klog.Background().Error(err, "Close NVML backend")
+	}
+}
+
+// State exposes the node state to in-process tests and tools.
+func (d *Driver) State() *nodestate.State { return d.state }
+
+// Node returns the inventory the plugin publishes.
+func (d *Driver) Node() gpu.Node {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.node
+}
+
+// HandleError is called by the helper for background errors, e.g. while
+// publishing ResourceSlices.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	logger := klog.FromContext(ctx)
+	var dropped interface{ DisabledFeatures() []string }
+	if errors.As(err, &dropped) {
+		logger.Error(err, "The API server dropped fields of the published ResourceSlices; enable these features on the cluster", "features", dropped.DisabledFeatures())
+	} else {
+		logger.Error(err, msg)
+	}
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
+		d.cfg.Fatal(fmt.Errorf("%s: %w", msg, err))
+	}
+}

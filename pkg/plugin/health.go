@@ -1,0 +1,112 @@
+package plugin
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+// watchHealth follows the backend's health events: each change taints or
+// untaints the device in the ResourceSlices (one API write) and wakes the
+// kubelet's health streams.
+func (d *Driver) watchHealth(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	events := make(chan gpu.HealthEvent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := d.cfg.Backend.WatchHealth(ctx, events); err != nil {
+			logger.Error(err, "Device health monitoring stopped; health is no longer reported")
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			// Wait for the watcher: Stop closes NVML after this returns.
+			<-done
+			return
+		case ev := <-events:
+			if !d.recordHealth(ev) {
+				continue
+			}
+			logger.Info("GPU health changed", "uuid", ev.UUID, "health", ev.Health, "reason", ev.Reason)
+			if err := d.publish(ctx); err != nil {
+				logger.Error(err, "Republish after health change")
+			}
+		}
+	}
+}
+
+// recordHealth stores the event and reports whether anything changed.
+func (d *Driver) recordHealth(ev gpu.HealthEvent) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old, had := d.health[ev.UUID]
+	if ev.Health == gpu.Healthy {
+		if !had {
+			return false
+		}
+		delete(d.health, ev.UUID)
+	} else {
+		if had && old.Health == ev.Health && old.Reason == ev.Reason {
+			return false
+		}
+		d.health[ev.UUID] = ev
+	}
+	close(d.healthChanged)
+	d.healthChanged = make(chan struct{})
+	return true
+}
+
+// healthReport is the current health of every GPU.
+func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	report := kubeletplugin.DeviceHealthReport{}
+	for _, g := range d.node.GPUs {
+		dh := kubeletplugin.DeviceHealth{
+			PoolName:           d.node.Name,
+			DeviceName:         g.DeviceName(),
+			Health:             kubeletplugin.HealthStatusHealthy,
+			LastUpdated:        now,
+			HealthCheckTimeout: 2 * d.cfg.HealthResend,
+		}
+		if ev, ok := d.health[g.UUID]; ok {
+			dh.Message = ev.Reason
+			switch ev.Health {
+			case gpu.Unhealthy:
+				dh.Health = kubeletplugin.HealthStatusUnhealthy
+			default:
+				dh.Health = kubeletplugin.HealthStatusUnknown
+			}
+		}
+		report.Devices = append(report.Devices, dh)
+	}
+	return report, d.healthChanged
+}
+
+// WatchHealthStatus streams device health to the kubelet (KEP-4680): a full
+// report at once, then on every change and every HealthResend.
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	ticker := time.NewTicker(d.cfg.HealthResend)
+	defer ticker.Stop()
+	for {
+		report, changed := d.healthReport()
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- report:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-ticker.C:
+		}
+	}
+}
