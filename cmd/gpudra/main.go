@@ -1,0 +1,25 @@
+// Command gpudra is gpudra's offline tool: it needs no cluster, no Docker and
+// no GPU. `gpudra simulate` runs the kubelet plugin in-process on fake GPUs
+// and shows what example pods would receive.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "gpudra",
+		Short:         "Offline tools for the gpudra DRA driver",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newSimulateCommand())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "gpudra:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,198 @@
+package simulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/nodestate"
+	"github.com/gpudra/gpudra/pkg/plugin"
+)
+
+// Options describe the simulated node.
+type Options struct {
+	// Dir holds the node's directories (plugin data, registrar, CDI, fake
+	// GPU state). Restarting a Cluster over the same Dir is a plugin
+	// restart on the same node.
+	Dir string
+	// NodeName defaults to "node-1".
+	NodeName string
+	// DriverName defaults to "gpu.gpudra.io".
+	DriverName string
+	// Profile is the fake GPU profile; defaults to "dgx-h100".
+	Profile string
+	// BootID, when set, is written as the node's boot ID; change it between
+	// runs to simulate a reboot.
+	BootID string
+	// Hooks inject faults into the plugin's node state (tests only).
+	Hooks nodestate.Hooks
+}
+
+// Cluster is one simulated node with the plugin running on it.
+type Cluster struct {
+	Opts   Options
+	Client *fake.Clientset
+	Driver *plugin.Driver
+	Node   *v1.Node
+
+	kubelet *kubelet
+}
+
+// Paths of the node's directories.
+func (o Options) PluginDataDir() string { return filepath.Join(o.Dir, "plugins", o.DriverName) }
+func (o Options) RegistrarDir() string  { return filepath.Join(o.Dir, "plugins_registry") }
+func (o Options) CDIDir() string        { return filepath.Join(o.Dir, "cdi") }
+func (o Options) FakeStateDir() string  { return filepath.Join(o.Dir, "fake-gpus") }
+func (o Options) BootIDPath() string    { return filepath.Join(o.Dir, "boot_id") }
+
+func (o *Options) defaults() {
+	if o.NodeName == "" {
+		o.NodeName = "node-1"
+	}
+	if o.DriverName == "" {
+		o.DriverName = "gpu.gpudra.io"
+	}
+	if o.Profile == "" {
+		o.Profile = "dgx-h100"
+	}
+	if o.BootID == "" {
+		o.BootID = "boot-1"
+	}
+}
+
+// NewClientset returns a fake clientset that, unlike the stock one, fills in
+// metadata.name from generateName (the ResourceSlice controller relies on
+// it) and gives new objects a UID.
+func NewClientset(objects ...runtime.Object) *fake.Clientset {
+	cs := fake.NewClientset(objects...)
+	var n atomic.Int64
+	cs.PrependReactor("create", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		obj, ok := action.(k8stesting.CreateAction).GetObject().(metav1.Object)
+		if !ok {
+			return false, nil, nil
+		}
+		if obj.GetName() == "" && obj.GetGenerateName() != "" {
+			obj.SetName(fmt.Sprintf("%s%05d", obj.GetGenerateName(), n.Add(1)))
+		}
+		if obj.GetUID() == "" {
+			obj.SetUID(types.UID(fmt.Sprintf("uid-%s-%s", obj.GetNamespace(), obj.GetName())))
+		}
+		return false, nil, nil
+	})
+	return cs
+}
+
+// Start creates the node object and starts the plugin. The client may be
+// nil (a fresh fake clientset) or one shared with an earlier Cluster, to
+// simulate a plugin restart against the same API server.
+func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster, error) {
+	opts.defaults()
+	for _, dir := range []string{opts.PluginDataDir(), opts.RegistrarDir(), opts.CDIDir(), opts.FakeStateDir()} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(opts.BootIDPath(), []byte(opts.BootID+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	if client == nil {
+		client = NewClientset()
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, opts.NodeName, metav1.GetOptions{})
+	if err != nil {
+		node, err = client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:   opts.NodeName,
+			Labels: map[string]string{"kubernetes.io/hostname": opts.NodeName},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("create node: %w", err)
+		}
+	}
+
+	be, err := backend.Open(ctx, backend.Options{
+		Kind:         "fake",
+		NodeName:     opts.NodeName,
+		FakeProfile:  opts.Profile,
+		FakeStateDir: opts.FakeStateDir(),
+		DriverRoot:   "/",
+	})
+	if err != nil {
+		return nil, err
+	}
+	driver, err := plugin.Start(ctx, plugin.Config{
+		DriverName:    opts.DriverName,
+		NodeName:      opts.NodeName,
+		KubeClient:    client,
+		Backend:       be,
+		PluginDataDir: opts.PluginDataDir(),
+		RegistrarDir:  opts.RegistrarDir(),
+		CDIDir:        opts.CDIDir(),
+		BootIDPath:    opts.BootIDPath(),
+		HealthResend:  time.Second,
+		StateHooks:    opts.Hooks,
+	})
+	if err != nil {
+		_ = be.Close()
+		return nil, err
+	}
+	k, err := dialKubelet(filepath.Join(opts.PluginDataDir(), "dra.sock"))
+	if err != nil {
+		driver.Stop()
+		return nil, err
+	}
+	return &Cluster{Opts: opts, Client: client, Driver: driver, Node: node, kubelet: k}, nil
+}
+
+// Stop stops the plugin, as a plugin pod being deleted would.
+func (c *Cluster) Stop() {
+	if c.kubelet != nil {
+		c.kubelet.close()
+	}
+	c.Driver.Stop()
+}
+
+// Restart stops the plugin and starts a new one on the same node
+// directories and API server.
+func (c *Cluster) Restart(ctx context.Context) (*Cluster, error) {
+	c.Stop()
+	return Start(ctx, c.Opts, c.Client)
+}
+
+// Slices waits until the plugin has published at least one ResourceSlice
+// and the pool is complete, and returns this driver's slices.
+func (c *Cluster) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		list, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			var out []*resourceapi.ResourceSlice
+			for i := range list.Items {
+				if list.Items[i].Spec.Driver == c.Opts.DriverName {
+					out = append(out, &list.Items[i])
+				}
+			}
+			if len(out) > 0 && int64(len(out)) == out[0].Spec.Pool.ResourceSliceCount {
+				return out, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.New("timed out waiting for the plugin to publish its ResourceSlices")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

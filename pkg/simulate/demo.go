@@ -1,0 +1,154 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Example is one example file: its claims, templates and pods.
+type Example struct {
+	File      string
+	Templates []*resourceapi.ResourceClaimTemplate
+	Claims    []*resourceapi.ResourceClaim
+	Pods      []*v1.Pod
+}
+
+// LoadDeviceClasses reads every *.yaml at the top of fsys as DeviceClasses.
+func LoadDeviceClasses(fsys fs.FS) ([]*resourceapi.DeviceClass, error) {
+	files, err := fs.Glob(fsys, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var out []*resourceapi.DeviceClass
+	for _, f := range files {
+		data, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, err
+		}
+		ms, err := DecodeManifests(f, data)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			dc, ok := m.Object.(*resourceapi.DeviceClass)
+			if !ok {
+				return nil, fmt.Errorf("%s: expected a DeviceClass, got %T", m.Source, m.Object)
+			}
+			out = append(out, dc)
+		}
+	}
+	return out, nil
+}
+
+// LoadExamples reads every examples/*.yaml of fsys.
+func LoadExamples(fsys fs.FS) ([]Example, error) {
+	files, err := fs.Glob(fsys, "examples/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []Example
+	for _, f := range files {
+		data, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, err
+		}
+		ms, err := DecodeManifests(path.Base(f), data)
+		if err != nil {
+			return nil, err
+		}
+		ex := Example{File: path.Base(f)}
+		for _, m := range ms {
+			switch o := m.Object.(type) {
+			case *resourceapi.ResourceClaimTemplate:
+				ex.Templates = append(ex.Templates, o)
+			case *resourceapi.ResourceClaim:
+				ex.Claims = append(ex.Claims, o)
+			case *v1.Pod:
+				ex.Pods = append(ex.Pods, o)
+			default:
+				return nil, fmt.Errorf("%s: unexpected %T in an example", m.Source, m.Object)
+			}
+		}
+		out = append(out, ex)
+	}
+	return out, nil
+}
+
+// RunExample creates the example's templates and claims, runs its pods,
+// then stops them and deletes its claims, so that examples do not compete
+// for GPUs.
+func (c *Cluster) RunExample(ctx context.Context, ex Example) ([]*PodResult, error) {
+	for _, t := range ex.Templates {
+		if _, err := c.Client.ResourceV1().ResourceClaimTemplates(t.Namespace).Create(ctx, t.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("%s: %w", ex.File, err)
+		}
+	}
+	for _, claim := range ex.Claims {
+		if _, err := c.CreateClaim(ctx, claim.DeepCopy()); err != nil {
+			return nil, fmt.Errorf("%s: %w", ex.File, err)
+		}
+	}
+	var results []*PodResult
+	var runErr error
+	for _, pod := range ex.Pods {
+		res, err := c.RunPod(ctx, pod)
+		results = append(results, res)
+		if err != nil {
+			runErr = fmt.Errorf("%s: %w", ex.File, err)
+			break
+		}
+	}
+	// Tear down: unprepare and delete every claim the example made.
+	claims, err := c.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return results, err
+	}
+	for i := range claims.Items {
+		claim := &claims.Items[i]
+		if _, err := c.NodeUnprepareResources(ctx, claim); err != nil {
+			return results, err
+		}
+		if err := c.Client.ResourceV1().ResourceClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+			return results, err
+		}
+	}
+	for _, t := range ex.Templates {
+		_ = c.Client.ResourceV1().ResourceClaimTemplates(t.Namespace).Delete(ctx, t.Name, metav1.DeleteOptions{})
+	}
+	return results, runErr
+}
+
+// PrintPod writes a human-readable account of what a pod got.
+func PrintPod(w io.Writer, res *PodResult) {
+	fmt.Fprintf(w, "pod %s\n", res.Pod)
+	for _, pc := range res.Claims {
+		var devs []string
+		for _, d := range pc.Devices {
+			devs = append(devs, fmt.Sprintf("%s (request %s)", d.DeviceName, strings.Join(d.RequestNames, ",")))
+		}
+		fmt.Fprintf(w, "  claim %s -> ResourceClaim %s: %s\n", pc.Name, pc.Claim.Name, strings.Join(devs, ", "))
+	}
+	for _, ct := range res.Containers {
+		fmt.Fprintf(w, "  container %s\n", ct.Name)
+		fmt.Fprintf(w, "    CDI devices: %s\n", strings.Join(ct.CDIDevices, " "))
+		for _, e := range ct.Env {
+			fmt.Fprintf(w, "    env    %s\n", e)
+		}
+		for _, d := range ct.DeviceNodes {
+			fmt.Fprintf(w, "    device %s\n", d)
+		}
+		for _, m := range ct.Mounts {
+			fmt.Fprintf(w, "    mount  %s\n", m)
+		}
+	}
+}

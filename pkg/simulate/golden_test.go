@@ -1,0 +1,75 @@
+package simulate
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// goldenProfiles are the built-in fake profiles; every one has a golden file.
+var goldenProfiles = []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "mixed"}
+
+// TestGoldenSlices pins, for each fake profile, the exact ResourceSlices the
+// plugin publishes (their specs, in slice order). A change to attributes,
+// names, capacities or layout shows up as a diff here; rerun with -update
+// after checking it is intended, and update the docs with it.
+func TestGoldenSlices(t *testing.T) {
+	for _, profile := range goldenProfiles {
+		t.Run(profile, func(t *testing.T) {
+			ctx, c := startCluster(t, profile)
+			slices, err := c.Slices(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := renderSlices(t, slices)
+			path := filepath.Join("testdata", "slices", profile+".yaml")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -run TestGoldenSlices -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("published slices differ from %s; got:\n%s", path, got)
+			}
+		})
+	}
+}
+
+// renderSlices keeps what a user and the scheduler see of each slice (its
+// spec), ordered by name, which is the allocator's order.
+func renderSlices(t *testing.T, slices []*resourceapi.ResourceSlice) []byte {
+	t.Helper()
+	sorted := append([]*resourceapi.ResourceSlice(nil), slices...)
+	for i := range sorted {
+		for j := i + 1; j < len(sorted); j++ {
+			if sorted[j].Name < sorted[i].Name {
+				sorted[i], sorted[j] = sorted[j], sorted[i]
+			}
+		}
+	}
+	var buf bytes.Buffer
+	for _, s := range sorted {
+		out, err := yaml.Marshal(map[string]any{"spec": s.Spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.WriteString("---\n")
+		buf.Write(out)
+	}
+	return buf.Bytes()
+}

@@ -1,0 +1,93 @@
+package simulate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
+)
+
+// TestXIDTaintsDevice: a critical XID on one GPU taints exactly that device
+// in the ResourceSlices (one API write), reports it Unhealthy to the
+// kubelet, and the scheduler stops picking it.
+func TestXIDTaintsDevice(t *testing.T) {
+	ctx, c := startCluster(t, "dgx-h100")
+	if _, err := c.Slices(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	sick := c.Driver.Node().GPUs[3]
+
+	reports := make(chan kubeletplugin.DeviceHealthReport, 16)
+	watchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = c.Driver.WatchHealthStatus(watchCtx, reports) }()
+	<-reports // the initial, all-healthy report
+
+	before := countWrites(c.Client.Actions())
+	if err := nvmlfake.InjectXID(c.Opts.FakeStateDir(), sick.UUID, 79); err != nil {
+		t.Fatal(err)
+	}
+
+	deadline := time.After(20 * time.Second)
+	for unhealthy := false; !unhealthy; {
+		select {
+		case r := <-reports:
+			for _, d := range r.Devices {
+				if d.DeviceName == sick.DeviceName() && d.Health == kubeletplugin.HealthStatusUnhealthy {
+					unhealthy = true
+				}
+			}
+		case <-deadline:
+			t.Fatal("the kubelet was never told the GPU is unhealthy")
+		}
+	}
+	var tainted []string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		tainted = taintedDevices(ctx, t, c)
+		if len(tainted) > 0 {
+			break
+		}
+	}
+	if len(tainted) != 1 || tainted[0] != sick.DeviceName() {
+		t.Fatalf("tainted devices %v, want only %s", tainted, sick.DeviceName())
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := countWrites(c.Client.Actions()) - before; got != 1 {
+		t.Errorf("one GPU's health change issued %d ResourceSlice writes, want 1", got)
+	}
+
+	// The scheduler no longer hands out the tainted GPU: 7 fit, 8 do not.
+	res, err := createAndRun(ctx, t, c, gpuClaim("seven", 7, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range allocatedDevices(res) {
+		if d == sick.DeviceName() {
+			t.Errorf("allocator picked the tainted %s", d)
+		}
+	}
+}
+
+func taintedDevices(ctx context.Context, t *testing.T, c *Cluster) []string {
+	t.Helper()
+	slices, err := c.Slices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			for _, taint := range d.Taints {
+				if taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
+					out = append(out, d.Name)
+				}
+			}
+		}
+	}
+	return out
+}

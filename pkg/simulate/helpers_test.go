@@ -1,0 +1,123 @@
+package simulate
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/gpudra/gpudra/deviceclasses"
+)
+
+// startCluster starts a simulated node with the shipped DeviceClasses.
+func startCluster(t testing.TB, profile string) (context.Context, *Cluster) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: profile}, nil)
+	if err != nil {
+		t.Fatalf("start simulated node: %v", err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	applyClasses(ctx, t, c)
+	return ctx, c
+}
+
+// shortTempDir is a temp dir with a short path: unix socket paths are
+// limited to 108 bytes, and t.TempDir() embeds the (long) test name.
+func shortTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gpudra-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func applyClasses(ctx context.Context, t testing.TB, c *Cluster) {
+	t.Helper()
+	classes, err := LoadDeviceClasses(deviceclasses.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dc := range classes {
+		if err := c.ApplyDeviceClass(ctx, dc); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// gpuRequest is a claim spec asking for count whole GPUs with optional CEL
+// selectors and an optional matchAttribute constraint.
+func gpuClaim(name string, count int64, constraint string, selectors ...string) *resourceapi.ResourceClaim {
+	req := resourceapi.DeviceRequest{
+		Name: "gpu",
+		Exactly: &resourceapi.ExactDeviceRequest{
+			DeviceClassName: "gpu.gpudra.io",
+			AllocationMode:  resourceapi.DeviceAllocationModeExactCount,
+			Count:           count,
+		},
+	}
+	for _, s := range selectors {
+		req.Exactly.Selectors = append(req.Exactly.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: s}})
+	}
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{req}}},
+	}
+	if constraint != "" {
+		attr := resourceapi.FullyQualifiedName(constraint)
+		claim.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{Requests: []string{"gpu"}, MatchAttribute: &attr}}
+	}
+	return claim
+}
+
+// withConfig adds an opaque config for the driver to the claim.
+func withConfig(claim *resourceapi.ResourceClaim, params string) *resourceapi.ResourceClaim {
+	claim.Spec.Devices.Config = append(claim.Spec.Devices.Config, resourceapi.DeviceClaimConfiguration{
+		Requests: []string{"gpu"},
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver:     "gpu.gpudra.io",
+			Parameters: runtime.RawExtension{Raw: []byte(params)},
+		}},
+	})
+	return claim
+}
+
+// podUsing is a one-container pod that uses the named existing claims.
+func podUsing(name string, claims ...string) *v1.Pod {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+	ctr := v1.Container{Name: "ctr"}
+	for _, c := range claims {
+		c := c
+		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, v1.PodResourceClaim{Name: c, ResourceClaimName: &c})
+		ctr.Resources.Claims = append(ctr.Resources.Claims, v1.ResourceClaim{Name: c})
+	}
+	pod.Spec.Containers = []v1.Container{ctr}
+	return pod
+}
+
+// createAndRun creates the claim and runs a pod that uses it.
+func createAndRun(ctx context.Context, t testing.TB, c *Cluster, claim *resourceapi.ResourceClaim) (*PodResult, error) {
+	t.Helper()
+	if _, err := c.CreateClaim(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	return c.RunPod(ctx, podUsing("pod-"+claim.Name, claim.Name))
+}
+
+// allocatedDevices returns the device names the claim got.
+func allocatedDevices(res *PodResult) []string {
+	var out []string
+	for _, pc := range res.Claims {
+		for _, r := range pc.Claim.Status.Allocation.Devices.Results {
+			out = append(out, r.Device)
+		}
+	}
+	return out
+}

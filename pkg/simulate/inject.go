@@ -1,0 +1,53 @@
+package simulate
+
+import (
+	"fmt"
+	"sort"
+
+	rspec "github.com/opencontainers/runtime-spec/specs-go"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+)
+
+// Container is what a container receives from its CDI devices, as the
+// container runtime would apply it.
+type Container struct {
+	Name        string
+	CDIDevices  []string
+	Env         []string
+	DeviceNodes []string // "path (host path)"
+	Mounts      []string // "host path -> container path"
+}
+
+// Inject applies the CDI devices to an empty OCI spec with the CDI library,
+// exactly as containerd or CRI-O do, reading the specs the plugin wrote.
+func (c *Cluster) Inject(name string, ids []string) (Container, error) {
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(c.Opts.CDIDir()), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return Container{}, fmt.Errorf("read CDI specs: %w", err)
+	}
+	spec := &rspec.Spec{Process: &rspec.Process{}, Linux: &rspec.Linux{}}
+	if len(ids) > 0 {
+		if _, err := cache.InjectDevices(spec, ids...); err != nil {
+			return Container{}, fmt.Errorf("inject CDI devices %v: %w", ids, err)
+		}
+	}
+	out := Container{Name: name, CDIDevices: ids, Env: append([]string(nil), spec.Process.Env...)}
+	for _, d := range spec.Linux.Devices {
+		out.DeviceNodes = append(out.DeviceNodes, d.Path)
+	}
+	for _, m := range spec.Mounts {
+		out.Mounts = append(out.Mounts, m.Source+" -> "+m.Destination)
+	}
+	sort.Strings(out.Env)
+	return out, nil
+}
+
+// EnvValue returns the value of an environment variable in the container.
+func (ct Container) EnvValue(key string) (string, bool) {
+	for _, kv := range ct.Env {
+		if len(kv) > len(key) && kv[:len(key)] == key && kv[len(key)] == '=' {
+			return kv[len(key)+1:], true
+		}
+	}
+	return "", false
+}

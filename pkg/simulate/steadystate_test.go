@@ -1,0 +1,45 @@
+package simulate
+
+import (
+	"testing"
+	"time"
+
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// TestSteadyStateNoWrites: republishing an unchanged inventory issues no API
+// writes, however often it happens (rediscovery, health resends, restarts of
+// the publishing loop); every write fans out to every ResourceSlice watcher
+// in the cluster.
+func TestSteadyStateNoWrites(t *testing.T) {
+	ctx, c := startCluster(t, "dgx-h100")
+	if _, err := c.Slices(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Let the ResourceSlice controller settle its initial sync.
+	time.Sleep(500 * time.Millisecond)
+	before := countWrites(c.Client.Actions())
+	for i := 0; i < 100; i++ {
+		if err := c.Driver.Republish(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	if got := countWrites(c.Client.Actions()) - before; got != 0 {
+		t.Errorf("100 republishes of an unchanged inventory issued %d ResourceSlice writes, want 0", got)
+	}
+}
+
+func countWrites(actions []k8stesting.Action) int {
+	n := 0
+	for _, a := range actions {
+		if a.GetResource().Resource != "resourceslices" {
+			continue
+		}
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete", "delete-collection":
+			n++
+		}
+	}
+	return n
+}
