@@ -105,6 +105,9 @@ func describe(ctx context.Context, index int, d nvml.Device) (gpu.GPU, error) {
 	switch ret {
 	case nvml.SUCCESS:
 		g.MigCapable, g.MigEnabled = true, current == nvml.DEVICE_MIG_ENABLE
+		if g.MIG, err = migInfo(d, arch, g.MemoryBytes, g.MigEnabled); err != nil {
+			return g, err
+		}
 	case nvml.ERROR_NOT_SUPPORTED:
 	default:
 		return g, fmt.Errorf("get MIG mode: %w", ret)

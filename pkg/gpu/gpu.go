@@ -44,6 +44,9 @@ type GPU struct {
 	MigCapable bool
 	// MigEnabled is the current MIG mode.
 	MigEnabled bool
+	// MIG is what MIG offers on this GPU (profiles, placements, existing
+	// instances); nil for a GPU without MIG.
+	MIG *MIG
 	// NVLinkGroup identifies the NVLink island the GPU belongs to: GPUs with
 	// the same value are connected by NVLink (directly or through NVSwitch).
 	// It is the lowest index in the island, so a GPU without NVLink peers is

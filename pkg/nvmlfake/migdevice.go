@@ -5,6 +5,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
 // A MIG device is a compute instance seen as a device: NVML hands out a
@@ -83,7 +85,7 @@ func (g *fakeGPU) installMigDevice(h *mock.Device, key ciKey, gi giState, ci ciS
 	gp, _ := g.model.mig.byID(gi.ProfileID)
 	cp, _ := gp.computeByID(ci.ProfileID)
 	uuid := migUUID(g.uuid, gi, ci)
-	name := fmt.Sprintf("%s MIG %s", g.model.config.Name, migProfileName(gp, cp))
+	name := fmt.Sprintf("%s MIG %s", g.model.config.Name, migProfileName(g.model, gp, cp))
 	memory := gp.info.MemorySizeMB << 20
 	attrs := nvml.DeviceAttributes{
 		MultiprocessorCount:       cp.info.MultiprocessorCount,
@@ -124,12 +126,13 @@ func (g *fakeGPU) installMigDevice(h *mock.Device, key ciKey, gi giState, ci ciS
 
 // migProfileName is the profile's name as nvidia-smi and the MIG device
 // name spell it: "1g.10gb", "1g.10gb+me", "1c.3g.40gb".
-func migProfileName(gp *giProfile, cp *ciProfile) string {
-	gb := (gp.info.MemorySizeMB + 1023) / 1024
-	name := fmt.Sprintf("%dg.%dgb", gp.info.SliceCount, gb)
+func migProfileName(m *model, gp *giProfile, cp *ciProfile) string {
+	gb := gpu.MigMemoryGB(gp.info.MemorySizeMB, m.config.MemoryMB<<20, int(m.mig.memorySlices))
+	suffix := ""
 	if gp.index == nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1 {
-		name += "+me"
+		suffix = "+me"
 	}
+	name := gpu.MigProfileName(int(gp.info.SliceCount), gb, suffix)
 	if cp.info.SliceCount < gp.info.SliceCount {
 		name = fmt.Sprintf("%dc.%s", cp.info.SliceCount, name)
 	}

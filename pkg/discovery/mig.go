@@ -1,0 +1,145 @@
+package discovery
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+// profileSuffix is the variant suffix of a GPU instance profile index, as
+// nvidia-smi prints it.
+func profileSuffix(index int) string {
+	switch index {
+	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+		return "+me"
+	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_GFX, nvml.GPU_INSTANCE_PROFILE_2_SLICE_GFX,
+		nvml.GPU_INSTANCE_PROFILE_3_SLICE_GFX, nvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX:
+		return "+gfx"
+	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, nvml.GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
+		return "-me"
+	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME, nvml.GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
+		return "+me.all"
+	default:
+		return ""
+	}
+}
+
+// migInfo reads a MIG-capable GPU's profiles, their possible placements
+// (which NVML answers whether or not MIG mode is on) and, with MIG mode
+// on, the GPU and compute instances that exist.
+func migInfo(d nvml.Device, arch nvml.DeviceArchitecture, totalMemory uint64, migEnabled bool) (*gpu.MIG, error) {
+	m := &gpu.MIG{ModeChangeNeedsReset: arch <= nvml.DEVICE_ARCH_AMPERE || arch == nvml.DEVICE_ARCH_UNKNOWN}
+	var infos []nvml.GpuInstanceProfileInfo
+	for index := range nvml.GPU_INSTANCE_PROFILE_COUNT {
+		info, ret := d.GetGpuInstanceProfileInfo(index)
+		switch ret {
+		case nvml.SUCCESS:
+		case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_INVALID_ARGUMENT:
+			continue
+		default:
+			return nil, fmt.Errorf("get GPU instance profile %d: %w", index, ret)
+		}
+		pls, ret := d.GetGpuInstancePossiblePlacements(&info)
+		switch ret {
+		case nvml.SUCCESS:
+		case nvml.ERROR_NOT_SUPPORTED:
+			continue
+		default:
+			return nil, fmt.Errorf("get placements of GPU instance profile %d: %w", index, ret)
+		}
+		p := gpu.MigProfile{
+			ID:              info.Id,
+			Index:           index,
+			ComputeSlices:   int(info.SliceCount),
+			InstanceCount:   int(info.InstanceCount),
+			MemoryBytes:     info.MemorySizeMB << 20,
+			Multiprocessors: int(info.MultiprocessorCount),
+			CopyEngines:     int(info.CopyEngineCount),
+			Decoders:        int(info.DecoderCount),
+			Encoders:        int(info.EncoderCount),
+			JPEGEngines:     int(info.JpegCount),
+			OFAEngines:      int(info.OfaCount),
+		}
+		for _, pl := range pls {
+			p.Placements = append(p.Placements, gpu.MigPlacement{Start: int(pl.Start), Size: int(pl.Size)})
+			m.MemorySlices = max(m.MemorySlices, int(pl.Start+pl.Size))
+		}
+		m.ComputeSlices = max(m.ComputeSlices, p.ComputeSlices)
+		m.Profiles = append(m.Profiles, p)
+		infos = append(infos, info)
+	}
+	for i := range m.Profiles {
+		p := &m.Profiles[i]
+		gb := gpu.MigMemoryGB(infos[i].MemorySizeMB, totalMemory, m.MemorySlices)
+		p.Name = gpu.MigProfileName(p.ComputeSlices, gb, profileSuffix(p.Index))
+	}
+	if !migEnabled {
+		return m, nil
+	}
+	for i := range infos {
+		gis, ret := d.GetGpuInstances(&infos[i])
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("list GPU instances of profile %s: %w", m.Profiles[i].Name, ret)
+		}
+		for _, gi := range gis {
+			inst, err := describeInstance(gi)
+			if err != nil {
+				return nil, err
+			}
+			m.Instances = append(m.Instances, inst)
+		}
+	}
+	slices.SortFunc(m.Instances, func(a, b gpu.MigInstance) int { return a.GIID - b.GIID })
+	return m, nil
+}
+
+// describeInstance reads a GPU instance and its compute instances.
+func describeInstance(gi nvml.GpuInstance) (gpu.MigInstance, error) {
+	info, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		return gpu.MigInstance{}, fmt.Errorf("get GPU instance info: %w", ret)
+	}
+	inst := gpu.MigInstance{
+		GIID:      int(info.Id),
+		ProfileID: info.ProfileId,
+		Placement: gpu.MigPlacement{Start: int(info.Placement.Start), Size: int(info.Placement.Size)},
+	}
+	cis, err := ComputeInstances(gi)
+	if err != nil {
+		return inst, fmt.Errorf("GPU instance %d: %w", inst.GIID, err)
+	}
+	for _, ci := range cis {
+		ciInfo, ret := ci.GetInfo()
+		if ret != nvml.SUCCESS {
+			return inst, fmt.Errorf("GPU instance %d: get compute instance info: %w", inst.GIID, ret)
+		}
+		inst.ComputeInstances = append(inst.ComputeInstances, int(ciInfo.Id))
+	}
+	slices.Sort(inst.ComputeInstances)
+	return inst, nil
+}
+
+// ComputeInstances lists every compute instance of a GPU instance, of any
+// compute instance profile.
+func ComputeInstances(gi nvml.GpuInstance) ([]nvml.ComputeInstance, error) {
+	var out []nvml.ComputeInstance
+	for p := range nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
+		info, ret := gi.GetComputeInstanceProfileInfo(p, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		switch ret {
+		case nvml.SUCCESS:
+		case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_INVALID_ARGUMENT:
+			continue
+		default:
+			return nil, fmt.Errorf("get compute instance profile %d: %w", p, ret)
+		}
+		cis, ret := gi.GetComputeInstances(&info)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("list compute instances of profile %d: %w", p, ret)
+		}
+		out = append(out, cis...)
+	}
+	return out, nil
+}
