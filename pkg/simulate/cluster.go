@@ -73,25 +73,36 @@ func (o *Options) defaults() {
 	}
 }
 
-// NewClientset returns a fake clientset that, unlike the stock one, fills in
-// metadata.name from generateName (the ResourceSlice controller relies on
-// it) and gives new objects a UID.
+// NewClientset returns a fake clientset that fills the two gaps of the stock
+// one that the ResourceSlice controller depends on: it implements
+// generateName (without it the second create fails with `"" already exists`
+// forever), and it stamps resourceVersions (without them the controller's
+// mutation cache cannot tell its own fresh write from an older informer
+// copy, and "repairs" a slice with a second, identical update). New objects
+// also get a UID.
 func NewClientset(objects ...runtime.Object) *fake.Clientset {
 	cs := fake.NewClientset(objects...)
-	var n atomic.Int64
-	cs.PrependReactor("create", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		obj, ok := action.(k8stesting.CreateAction).GetObject().(metav1.Object)
+	var names, versions atomic.Int64
+	stamp := func(action k8stesting.Action) (bool, runtime.Object, error) {
+		withObj, ok := action.(interface{ GetObject() runtime.Object })
+		if !ok {
+			return false, nil, nil
+		}
+		obj, ok := withObj.GetObject().(metav1.Object)
 		if !ok {
 			return false, nil, nil
 		}
 		if obj.GetName() == "" && obj.GetGenerateName() != "" {
-			obj.SetName(fmt.Sprintf("%s%05d", obj.GetGenerateName(), n.Add(1)))
+			obj.SetName(fmt.Sprintf("%s%05d", obj.GetGenerateName(), names.Add(1)))
 		}
-		if obj.GetUID() == "" {
+		if action.GetVerb() == "create" && obj.GetUID() == "" {
 			obj.SetUID(types.UID(fmt.Sprintf("uid-%s-%s", obj.GetNamespace(), obj.GetName())))
 		}
-		return false, nil, nil
-	})
+		obj.SetResourceVersion(fmt.Sprint(versions.Add(1)))
+		return false, nil, nil // let the tracker store it
+	}
+	cs.PrependReactor("create", "*", stamp)
+	cs.PrependReactor("update", "*", stamp)
 	return cs
 }
 
