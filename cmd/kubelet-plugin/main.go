@@ -13,12 +13,15 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	baseversion "k8s.io/component-base/version"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -39,6 +42,7 @@ type flags struct {
 	registrarDir  string
 	podUID        string
 	logging       *logsapi.LoggingConfiguration
+	featureGate   featuregate.MutableVersionedFeatureGate
 }
 
 func main() {
@@ -49,7 +53,10 @@ func main() {
 }
 
 func newFlags() (*flags, *pflag.FlagSet) {
-	f := &flags{logging: logsapi.NewLoggingConfiguration()}
+	f := &flags{logging: logsapi.NewLoggingConfiguration(), featureGate: featuregate.NewVersionedFeatureGate(version.MustParse(baseversion.DefaultKubeBinaryVersion))}
+	if err := logsapi.AddFeatureGates(f.featureGate); err != nil {
+		panic(err)
+	}
 	fs := pflag.NewFlagSet("gpudra-kubelet-plugin", pflag.ContinueOnError)
 	fs.StringVar(&f.driverName, "driver-name", envOr("DRIVER_NAME", "gpu.gpudra.io"), "DRA driver name published in ResourceSlices and matched in DeviceClasses (env DRIVER_NAME).")
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of the node this plugin runs on; also the ResourceSlice pool name (env NODE_NAME, required).")
@@ -63,6 +70,7 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.StringVar(&f.registrarDir, "registrar-dir", envOr("REGISTRAR_DIR", kubeletplugin.KubeletRegistryDir), "The kubelet's plugin registration directory (env REGISTRAR_DIR).")
 	fs.StringVar(&f.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the plugin's pod, from the downward API; enables seamless rolling updates (env POD_UID).")
 	logsapi.AddFlags(f.logging, fs)
+	f.featureGate.AddFlag(fs) // --feature-gates=Name=true,... (chart value featureGates)
 	return f, fs
 }
 
@@ -74,7 +82,7 @@ func run() error {
 		}
 		return err
 	}
-	if err := logsapi.ValidateAndApply(f.logging, nil); err != nil {
+	if err := logsapi.ValidateAndApply(f.logging, f.featureGate); err != nil {
 		return fmt.Errorf("logging flags: %w", err)
 	}
 	defer logs.FlushLogs()
