@@ -1,0 +1,255 @@
+// Command mkimage writes a container image as a docker-archive tarball with no
+// Docker daemon and no registry: one layer made from host files, an image
+// config, a tag. `ctr images import`, `docker load` and `kind load
+// image-archive` all accept the result.
+//
+//	mkimage -o plugin.tar -t ghcr.io/gpudra/gpudra:dev -ldd \
+//	    -file bin/gpudra-kubelet-plugin:/usr/bin/gpudra-kubelet-plugin \
+//	    -entrypoint /usr/bin/gpudra-kubelet-plugin
+//
+// -ldd adds the shared libraries each -file needs (as ldd resolves them on
+// this host), so a cgo binary runs on an otherwise empty image. -root adds a
+// whole directory tree, symlinks kept. Files are owned by root; timestamps are
+// zero, so the same inputs give the same image ID.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "mkimage:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fl := flag.NewFlagSet("mkimage", flag.ContinueOnError)
+	out := fl.String("o", "", "output tarball (docker-archive)")
+	tag := fl.String("t", "", "image reference, e.g. ghcr.io/gpudra/gpudra:dev")
+	ldd := fl.Bool("ldd", false, "also add the shared libraries of every -file, as ldd resolves them")
+	var files, roots, entrypoint, cmd, env multi
+	fl.Var(&files, "file", "SRC:DST, a host file and its path in the image (repeatable)")
+	fl.Var(&roots, "root", "a directory whose tree becomes the image's / (repeatable)")
+	fl.Var(&entrypoint, "entrypoint", "entrypoint argument (repeatable)")
+	fl.Var(&cmd, "cmd", "cmd argument (repeatable)")
+	fl.Var(&env, "env", "KEY=VALUE (repeatable)")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" || *tag == "" {
+		return errors.New("-o and -t are required")
+	}
+	ref, err := name.ParseReference(*tag)
+	if err != nil {
+		return err
+	}
+
+	l := &layer{entries: map[string]entry{}}
+	for _, r := range roots {
+		if err := l.addTree(r); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		src, dst, ok := strings.Cut(f, ":")
+		if !ok || !path.IsAbs(dst) {
+			return fmt.Errorf("-file %q: want SRC:/absolute/DST", f)
+		}
+		if err := l.addFile(src, dst); err != nil {
+			return err
+		}
+		if *ldd {
+			if err := l.addLibs(src); err != nil {
+				return err
+			}
+		}
+	}
+	data, err := l.tar()
+	if err != nil {
+		return err
+	}
+	lay, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	})
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, lay)
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
+	cf.Config.Entrypoint = entrypoint
+	cf.Config.Cmd = cmd
+	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, env...)
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return err
+	}
+	if err := tarball.WriteToFile(*out, ref, img); err != nil {
+		return err
+	}
+	id, _ := img.ConfigName()
+	fmt.Printf("%s: %s (%s, %d files, %d bytes uncompressed)\n", *out, ref.Name(), id, len(l.entries), len(data))
+	return nil
+}
+
+type entry struct {
+	hdr  tar.Header
+	data []byte
+}
+
+type layer struct{ entries map[string]entry }
+
+func (l *layer) addDirs(p string) {
+	for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+		if _, ok := l.entries[d]; !ok {
+			l.entries[d] = entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755}}
+		}
+	}
+}
+
+// addFile copies src (following symlinks) to dst.
+func (l *layer) addFile(src, dst string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return fmt.Errorf("%s is a directory; use -root", src)
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	l.addDirs(dst)
+	l.entries[dst] = entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: dst, Mode: int64(st.Mode().Perm()), Size: int64(len(b))}, data: b}
+	return nil
+}
+
+func (l *layer) addSymlink(dst, target string) {
+	l.addDirs(dst)
+	l.entries[dst] = entry{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: dst, Linkname: target, Mode: 0o777}}
+}
+
+func (l *layer) addTree(root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "." {
+			return nil
+		}
+		dst := "/" + filepath.ToSlash(rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			l.addSymlink(dst, t)
+		case d.IsDir():
+			l.addDirs(dst + "/x")
+		default:
+			return l.addFile(p, dst)
+		}
+		return nil
+	})
+}
+
+var lddLine = regexp.MustCompile(`(?:=>\s*)?(/\S+)\s+\(0x`)
+
+// addLibs adds every library ldd lists for bin, at the path ldd prints, plus
+// the file the path resolves to when it is a symlink.
+func (l *layer) addLibs(bin string) error {
+	out, err := exec.Command("ldd", bin).CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "not a dynamic executable") {
+			return nil
+		}
+		return fmt.Errorf("ldd %s: %v: %s", bin, err, out)
+	}
+	var libs []string
+	for _, m := range lddLine.FindAllStringSubmatch(string(out), -1) {
+		libs = append(libs, m[1])
+	}
+	sort.Strings(libs)
+	for _, lib := range libs {
+		real, err := filepath.EvalSymlinks(lib)
+		if err != nil {
+			return err
+		}
+		if err := l.addFile(real, real); err != nil {
+			return err
+		}
+		if real != lib {
+			l.addSymlink(lib, real)
+		}
+	}
+	return nil
+}
+
+func (l *layer) tar() ([]byte, error) {
+	names := make([]string, 0, len(l.entries))
+	for n := range l.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, n := range names {
+		e := l.entries[n]
+		h := e.hdr
+		h.Name = strings.TrimPrefix(h.Name, "/")
+		if h.Typeflag == tar.TypeDir {
+			h.Name += "/"
+		}
+		h.ModTime = time.Unix(0, 0)
+		h.Format = tar.FormatPAX
+		if err := tw.WriteHeader(&h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
