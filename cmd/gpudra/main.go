@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -18,7 +19,12 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newSimulateCommand())
+	root.AddCommand(newCheckCommand())
 	if err := root.Execute(); err != nil {
+		var exit exitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.code) // gpudra check has reported already
+		}
 		fmt.Fprintln(os.Stderr, "gpudra:", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,327 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// explain says why a unit could not be allocated on any node: for each
+// request the first reason that rules it out everywhere, or, when each
+// request alone could fit, that they do not fit together.
+func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
+	for _, ce := range todo {
+		var reasons []string
+		for _, re := range ce.reqs {
+			reasons = append(reasons, r.explainRequest(ce, re, pinned)...)
+		}
+		if len(reasons) == 0 {
+			switch {
+			case pinned != "":
+				reasons = append(reasons, fmt.Sprintf("the pod shares a claim allocated on %s, and the rest of its claims do not fit there", pinned))
+			case len(ce.reqs) > 1 || len(todo) > 1:
+				reasons = append(reasons, "each request could be satisfied alone, but no node has devices for all requests of the claim (and the pod's other claims) at once")
+			default:
+				reasons = append(reasons, "enough devices match on some node, but the allocator found no combination that meets the claim's constraints")
+			}
+		}
+		r.unsatisfiable(ce, reasons...)
+		f := Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object,
+			Message: fmt.Sprintf("claim %s cannot be allocated on any node of the inventory: %s", ce.info.Name, strings.Join(reasons, "; "))}
+		f.Source.Line = ce.source.lineOf("devices:")
+		if u.pod != "" {
+			f.Message = fmt.Sprintf("pod %s: %s", u.pod, f.Message)
+		}
+		if r.opts.Sequential {
+			f.Hint = "with --sequential, claims earlier in the input hold their devices"
+		}
+		r.addFinding(f)
+	}
+}
+
+func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []string {
+	if re.sub != nil {
+		var parts []string
+		for i, s := range re.sub {
+			rs := r.explainRequest(ce, s, pinned)
+			if len(rs) == 0 {
+				return nil
+			}
+			parts = append(parts, fmt.Sprintf("firstAvailable[%d] %s: %s", i, s.name, strings.Join(rs, "; ")))
+		}
+		return []string{fmt.Sprintf("request %s: no subrequest can be satisfied (%s)", re.name, strings.Join(parts, " | "))}
+	}
+	prefix := "request " + re.name + ": "
+	if re.missing || re.broken {
+		return []string{prefix + "unusable DeviceClass or selector"}
+	}
+	need := re.count
+	if re.mode == resourceapi.DeviceAllocationModeAll {
+		need = 1
+	}
+	classCount := countTrue(re.classHits)
+	total := countTrue(re.match)
+	if classCount == 0 {
+		return []string{prefix + fmt.Sprintf("no device matches DeviceClass %s", re.class)}
+	}
+	if total == 0 {
+		msg := fmt.Sprintf("DeviceClass %s matches %d device(s) but none passes the request's selectors", re.class, classCount)
+		for i, n := range re.selCounts {
+			msg += fmt.Sprintf("; selectors[%d] keeps %d of them", i, n)
+		}
+		return []string{prefix + msg}
+	}
+	nodes := r.candidateNodes(pinned)
+	// Not enough matching devices on any one node.
+	bestNode, best := "", -1
+	for _, n := range nodes {
+		if c := r.countOn(re.match, n, false); c > best {
+			bestNode, best = n, c
+		}
+	}
+	if int64(best) < need {
+		return []string{prefix + fmt.Sprintf("needs %d device(s) on one node; %d match in all, at most %d on any one node (%s)", need, total, best, bestNode)}
+	}
+	// matchAttribute / distinctAttribute constraints.
+	if msg := r.explainConstraints(ce, re, nodes, need); msg != "" {
+		return []string{prefix + msg}
+	}
+	// Taints.
+	if r.feats.allocator.DeviceTaints && !re.admin {
+		bestUntainted, taints := 0, map[string]int{}
+		for _, n := range nodes {
+			c := 0
+			for _, i := range r.onNode(n) {
+				if !re.match[i] {
+					continue
+				}
+				if t := untolerated(r.inv.devices[i].dev.Taints, re.tolerates); t != "" {
+					taints[t]++
+					continue
+				}
+				c++
+			}
+			bestUntainted = max(bestUntainted, c)
+		}
+		if int64(bestUntainted) < need && len(taints) > 0 {
+			var ts []string
+			for _, t := range sortedKeys(taints) {
+				ts = append(ts, fmt.Sprintf("%s on %d", t, taints[t]))
+			}
+			return []string{prefix + fmt.Sprintf("matching devices carry taints the request does not tolerate (%s); at most %d untainted on one node, %d needed", strings.Join(ts, ", "), bestUntainted, need)}
+		}
+	}
+	// Held by earlier claims.
+	if !re.admin && r.opts.Sequential {
+		bestFree, freeNode := -1, ""
+		for _, n := range nodes {
+			if c := r.countOn(re.match, n, true); c > bestFree {
+				bestFree, freeNode = c, n
+			}
+		}
+		if int64(bestFree) < need {
+			holders := map[string]bool{}
+			for _, i := range r.onNode(freeNode) {
+				if re.match[i] && !r.free(i) {
+					holders[r.allocated[r.inv.devices[i].id]] = true
+				}
+			}
+			return []string{prefix + fmt.Sprintf("needs %d free device(s) on one node; at most %d of the matching ones are free (%s); earlier claims hold the rest: %s",
+				need, bestFree, freeNode, strings.Join(sortedKeys(holders), ", "))}
+		}
+	}
+	// Shared counters (partitionable devices).
+	if msg := r.explainCounters(re, nodes, need); msg != "" {
+		return []string{prefix + msg}
+	}
+	return nil
+}
+
+func (r *runner) candidateNodes(pinned string) []string {
+	if pinned != "" {
+		return []string{pinned}
+	}
+	out := make([]string, 0, len(r.inv.nodes))
+	for _, n := range r.inv.nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+func (r *runner) onNode(node string) []int {
+	return append(append([]int(nil), r.byNode[node]...), r.byNode[""]...)
+}
+
+// untolerated returns the first NoSchedule/NoExecute taint not tolerated.
+func untolerated(taints []resourceapi.DeviceTaint, tols []resourceapi.DeviceToleration) string {
+	for _, t := range taints {
+		if t.Effect != resourceapi.DeviceTaintEffectNoSchedule && t.Effect != resourceapi.DeviceTaintEffectNoExecute {
+			continue
+		}
+		tolerated := false
+		for _, tol := range tols {
+			if (tol.Key == "" || tol.Key == t.Key) && (tol.Effect == "" || tol.Effect == t.Effect) &&
+				(tol.Operator == resourceapi.DeviceTolerationOpExists || tol.Value == t.Value) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
+		}
+	}
+	return ""
+}
+
+// explainConstraints checks the claim's matchAttribute and
+// distinctAttribute constraints that cover this request alone.
+func (r *runner) explainConstraints(ce *claimEval, re *reqEval, nodes []string, need int64) string {
+	base := re.name
+	if i := strings.Index(base, "/"); i >= 0 {
+		base = base[:i]
+	}
+	for ci, c := range ce.claim.Spec.Devices.Constraints {
+		applies := len(c.Requests) == 0
+		for _, n := range c.Requests {
+			if n == base || n == re.name {
+				applies = true
+			}
+		}
+		if !applies {
+			continue
+		}
+		var attr resourceapi.FullyQualifiedName
+		distinct := false
+		switch {
+		case c.MatchAttribute != nil:
+			attr = *c.MatchAttribute
+		case c.DistinctAttribute != nil:
+			attr, distinct = *c.DistinctAttribute, true
+		default:
+			continue
+		}
+		domain, name := splitQualified(resourceapi.QualifiedName(attr), "")
+		bestNode, bestSize, bestGroups := "", -1, map[string]int{}
+		for _, n := range nodes {
+			groups := map[string]int{}
+			for _, i := range r.onNode(n) {
+				if !re.match[i] {
+					continue
+				}
+				d := r.inv.devices[i]
+				if a, ok := d.attribute(domain, name); ok {
+					groups[attrString(a)]++
+				} else {
+					groups["(no "+name+")"]++
+				}
+			}
+			size := 0
+			for k, v := range groups {
+				if strings.HasPrefix(k, "(no ") {
+					continue
+				}
+				if distinct {
+					size++
+				} else {
+					size = max(size, v)
+				}
+			}
+			if size > bestSize {
+				bestNode, bestSize, bestGroups = n, size, groups
+			}
+		}
+		if int64(bestSize) >= need {
+			continue
+		}
+		var gs []string
+		keys := sortedKeys(bestGroups)
+		sort.SliceStable(keys, func(i, j int) bool { return naturalLess(keys[i], keys[j]) })
+		for _, k := range keys {
+			gs = append(gs, fmt.Sprintf("%s=%s: %d", name, k, bestGroups[k]))
+		}
+		if distinct {
+			return fmt.Sprintf("constraints[%d] distinctAttribute %s cannot be met: needs %d devices with different values on one node; %s has %d distinct value(s) among the matching devices (%s)",
+				ci, attr, need, bestNode, bestSize, strings.Join(gs, ", "))
+		}
+		return fmt.Sprintf("constraints[%d] matchAttribute %s cannot be met: needs %d devices with the same %s on one node; the largest group has %d (on %s: %s)",
+			ci, attr, need, name, bestSize, bestNode, strings.Join(gs, ", "))
+	}
+	return ""
+}
+
+// explainCounters checks whether the cheapest matching devices fit in the
+// shared counters that are left on the best node.
+func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string {
+	for _, n := range nodes {
+		// Remaining counters per pool/set/counter on this node.
+		remaining := map[string]map[string]int64{}
+		consumers := map[string][]int64{} // counter key → consumption of each matching, free device
+		uses := false
+		for _, i := range r.onNode(n) {
+			d := r.inv.devices[i]
+			for _, cc := range d.dev.ConsumesCounters {
+				key := d.driver + "/" + d.pool + "/" + cc.CounterSet
+				if remaining[key] == nil {
+					remaining[key] = map[string]int64{}
+					for cn, c := range r.inv.counters[d.driver+"/"+d.pool][cc.CounterSet] {
+						remaining[key][cn] = c.Value.Value()
+					}
+				}
+				if !r.free(i) {
+					for cn, c := range cc.Counters {
+						remaining[key][cn] -= c.Value.Value()
+					}
+					continue
+				}
+				if re.match[i] {
+					uses = true
+					for cn, c := range cc.Counters {
+						consumers[key+"\x00"+cn] = append(consumers[key+"\x00"+cn], c.Value.Value())
+					}
+				}
+			}
+		}
+		if !uses {
+			return ""
+		}
+		exhausted := ""
+		for _, k := range sortedKeys(consumers) {
+			vals := consumers[k]
+			sort.Slice(vals, func(i, j int) bool { return vals[i] < vals[j] })
+			if int64(len(vals)) < need {
+				continue
+			}
+			var sum int64
+			for _, v := range vals[:need] {
+				sum += v
+			}
+			parts := strings.SplitN(k, "\x00", 2)
+			left := remaining[parts[0]][parts[1]]
+			if sum > left {
+				exhausted = fmt.Sprintf("counters exhausted: %d device(s) need at least %d of counter %s in counter set %s, %d left on %s",
+					need, sum, parts[1], parts[0], left, n)
+				break
+			}
+		}
+		if exhausted == "" {
+			return "" // some node has room: not the counters
+		}
+		if n == nodes[len(nodes)-1] {
+			return exhausted
+		}
+	}
+	return ""
+}
+
+// finish orders the findings and sets the exit code.
+func (r *runner) finish() {
+	if r.report.Findings == nil {
+		r.report.Findings = []Finding{}
+	}
+	r.report.Stats.Compiled = r.compiler.compiled
+	if len(r.report.Findings) > 0 {
+		r.report.ExitCode = ExitFindings
+	}
+}

@@ -1,0 +1,196 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// StandardDomain is the domain of the attributes Kubernetes defines
+// (resource.kubernetes.io/pciBusID, …), which any driver may publish.
+const StandardDomain = "resource.kubernetes.io"
+
+// device is one device of the inventory.
+type device struct {
+	id     structured.DeviceID
+	driver string
+	pool   string
+	name   string
+	node   string // "" for devices not bound to one node
+	dev    *resourceapi.Device
+	input  cel.Device
+}
+
+func (d *device) label() string {
+	if d.node != "" {
+		return d.node + "/" + d.name
+	}
+	return d.pool + "/" + d.name
+}
+
+// inventory is the indexed ResourceSlices.
+type inventory struct {
+	slices  []*resourceapi.ResourceSlice
+	nodes   []*v1.Node
+	devices []*device
+	byID    map[structured.DeviceID]*device
+	drivers map[string]bool
+	// attrs and caps: domain → name → type ("string", "int", "version",
+	// "bool", "list"; "quantity" for capacities), over all devices.
+	attrs map[string]map[string]string
+	caps  map[string]map[string]string
+	// counters: pool → counter set → counter → value, per driver.
+	counters map[string]map[string]map[string]resourceapi.Counter
+}
+
+func newInventory(slices []*resourceapi.ResourceSlice) *inventory {
+	inv := &inventory{
+		slices:   slices,
+		nodes:    nodesOf(slices),
+		byID:     map[structured.DeviceID]*device{},
+		drivers:  map[string]bool{},
+		attrs:    map[string]map[string]string{},
+		caps:     map[string]map[string]string{},
+		counters: map[string]map[string]map[string]resourceapi.Counter{},
+	}
+	for _, s := range slices {
+		driver := s.Spec.Driver
+		inv.drivers[driver] = true
+		poolKey := driver + "/" + s.Spec.Pool.Name
+		for _, cs := range s.Spec.SharedCounters {
+			if inv.counters[poolKey] == nil {
+				inv.counters[poolKey] = map[string]map[string]resourceapi.Counter{}
+			}
+			inv.counters[poolKey][cs.Name] = cs.Counters
+		}
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			node := ""
+			switch {
+			case d.NodeName != nil:
+				node = *d.NodeName
+			case s.Spec.NodeName != nil:
+				node = *s.Spec.NodeName
+			}
+			dev := &device{
+				id:     structured.MakeDeviceID(driver, s.Spec.Pool.Name, d.Name),
+				driver: driver, pool: s.Spec.Pool.Name, name: d.Name, node: node, dev: d,
+				input: cel.Device{Driver: driver, AllowMultipleAllocations: d.AllowMultipleAllocations, Attributes: d.Attributes, Capacity: d.Capacity},
+			}
+			inv.devices = append(inv.devices, dev)
+			inv.byID[dev.id] = dev
+			for name, a := range d.Attributes {
+				dom, id := splitQualified(name, driver)
+				addName(inv.attrs, dom, id, attributeTypeName(a))
+			}
+			for name := range d.Capacity {
+				dom, id := splitQualified(name, driver)
+				addName(inv.caps, dom, id, "quantity")
+			}
+		}
+	}
+	return inv
+}
+
+func addName(m map[string]map[string]string, dom, id, typ string) {
+	if m[dom] == nil {
+		m[dom] = map[string]string{}
+	}
+	if _, ok := m[dom][id]; !ok {
+		m[dom][id] = typ
+	}
+}
+
+// splitQualified splits an attribute or capacity name into domain and ID;
+// unqualified names are in the driver's domain.
+func splitQualified(name resourceapi.QualifiedName, driver string) (string, string) {
+	if i := strings.LastIndex(string(name), "/"); i >= 0 {
+		return string(name[:i]), string(name[i+1:])
+	}
+	return driver, string(name)
+}
+
+// attribute looks up device.attributes[domain][name].
+func (d *device) attribute(domain, name string) (resourceapi.DeviceAttribute, bool) {
+	if domain == d.driver {
+		if a, ok := d.dev.Attributes[resourceapi.QualifiedName(name)]; ok {
+			return a, true
+		}
+	}
+	a, ok := d.dev.Attributes[resourceapi.QualifiedName(domain+"/"+name)]
+	return a, ok
+}
+
+// capacity looks up device.capacity[domain][name].
+func (d *device) capacity(domain, name string) (resourceapi.DeviceCapacity, bool) {
+	if domain == d.driver {
+		if c, ok := d.dev.Capacity[resourceapi.QualifiedName(name)]; ok {
+			return c, true
+		}
+	}
+	c, ok := d.dev.Capacity[resourceapi.QualifiedName(domain+"/"+name)]
+	return c, ok
+}
+
+// evalKey is what a selector's result can depend on, given its refs: the
+// driver and the values it reads. Two devices with the same key get the
+// same result.
+func (d *device) evalKey(s *selector) string {
+	var b strings.Builder
+	b.WriteString(d.driver)
+	if d.dev.AllowMultipleAllocations != nil && *d.dev.AllowMultipleAllocations {
+		b.WriteString("\x00multi")
+	}
+	for _, r := range s.refs {
+		b.WriteByte(0)
+		switch r.what {
+		case "attributes":
+			if a, ok := d.attribute(r.domain, r.name); ok {
+				fmt.Fprintf(&b, "%s", attrValue(a))
+			} else {
+				b.WriteString("\x01missing")
+			}
+		case "capacity":
+			if c, ok := d.capacity(r.domain, r.name); ok {
+				b.WriteString(c.Value.String())
+			} else {
+				b.WriteString("\x01missing")
+			}
+		}
+	}
+	return b.String()
+}
+
+func attrValue(a resourceapi.DeviceAttribute) string {
+	switch {
+	case a.StringValue != nil:
+		return "s:" + *a.StringValue
+	case a.IntValue != nil:
+		return fmt.Sprintf("i:%d", *a.IntValue)
+	case a.BoolValue != nil:
+		return fmt.Sprintf("b:%t", *a.BoolValue)
+	case a.VersionValue != nil:
+		return "v:" + *a.VersionValue
+	}
+	return fmt.Sprintf("x:%v", a)
+}
+
+// attrString renders an attribute value for messages.
+func attrString(a resourceapi.DeviceAttribute) string {
+	s := attrValue(a)
+	return s[2:]
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,140 @@
+package check
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteText writes the report for people: the inventory, each class and
+// claim with what it matches and gets, then the findings.
+func (rep *Report) WriteText(w io.Writer, verbose bool) error {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	inv := rep.Inventory
+	p("inventory: %s\n", inv.Source)
+	p("  %d node(s), %d ResourceSlice(s), %d device(s); drivers: %s\n", inv.Nodes, inv.Slices, inv.Devices, strings.Join(inv.Drivers, ", "))
+	p("kubernetes %s feature set", rep.KubernetesVersion)
+	if rep.Sequential {
+		p(", claims allocated in sequence")
+	}
+	p("\n")
+	if verbose {
+		p("\nselectors (%d):\n", len(rep.Selectors))
+		for _, s := range rep.Selectors {
+			status := fmt.Sprintf("type %s, cost %d, matches %d of %d", s.Type, s.Cost, s.Matches, s.Devices)
+			if s.Error != "" {
+				status = "does not compile"
+			}
+			p("  %s %s %s: %s\n    %s\n", s.Source.File, s.Object, s.Field, status, oneLine(s.Expression))
+		}
+	}
+	if len(rep.Classes) > 0 {
+		p("\ndevice classes:\n")
+		for _, c := range rep.Classes {
+			p("  %-28s %s\n", c.Name, matchText(c.Matches))
+		}
+	}
+	if len(rep.Claims) > 0 {
+		p("\nclaims:\n")
+		for _, c := range rep.Claims {
+			p("  %s  (%s, %s)\n", c.Name, c.From, c.Source.File)
+			for _, rq := range c.Requests {
+				writeRequest(w, rq, "    ")
+			}
+			switch {
+			case c.Allocation != nil:
+				p("    ALLOCATED on %s:", c.Allocation.Node)
+				for _, d := range c.Allocation.Devices {
+					p(" %s=%s", d.Request, d.Device)
+				}
+				p("\n")
+				for _, d := range c.Allocation.Devices {
+					if i := strings.Index(d.Request, "/"); i >= 0 {
+						p("    firstAvailable: took subrequest %s for request %s\n", d.Request[i+1:], d.Request[:i])
+						break
+					}
+				}
+			case len(c.Unsatisfiable) > 0:
+				p("    UNSATISFIABLE:\n")
+				for _, why := range c.Unsatisfiable {
+					p("      - %s\n", why)
+				}
+			}
+		}
+	}
+	if len(rep.Ignored) > 0 {
+		p("\nignored (nothing to check):\n")
+		for _, s := range rep.Ignored {
+			p("  %s\n", s)
+		}
+	}
+	if len(rep.Findings) == 0 {
+		p("\nno findings\n")
+		return nil
+	}
+	p("\n%d finding(s):\n", len(rep.Findings))
+	for _, f := range rep.Findings {
+		loc := f.Source.String()
+		if f.Source.File == "" {
+			loc = "inventory"
+		}
+		p("\n%s: %s [%s]\n", loc, f.Object, f.Kind)
+		if f.Field != "" {
+			p("  field: %s\n", f.Field)
+		}
+		if f.Expression != "" && f.Caret == "" && !strings.Contains(f.Message, "\n |") {
+			p("  expression: %s\n", oneLine(f.Expression))
+		}
+		p("  %s\n", indent(f.Message, "  "))
+		if f.Caret != "" {
+			p("%s\n", indent(f.Caret, "  "))
+		}
+		if len(f.Devices) > 0 {
+			p("  devices: %s\n", strings.Join(f.Devices, ", "))
+		}
+		if f.Hint != "" {
+			p("  hint: %s\n", f.Hint)
+		}
+	}
+	return nil
+}
+
+func writeRequest(w io.Writer, rq RequestInfo, pad string) {
+	if rq.Sub != nil {
+		fmt.Fprintf(w, "%srequest %s: firstAvailable\n", pad, rq.Name)
+		for _, s := range rq.Sub {
+			writeRequest(w, s, pad+"  ")
+		}
+		return
+	}
+	want := fmt.Sprintf("%d", rq.Count)
+	if rq.Mode == "All" {
+		want = "all"
+	}
+	fmt.Fprintf(w, "%srequest %s: %s × %s; %s\n", pad, rq.Name, want, rq.Class, matchText(rq.Matches))
+}
+
+func matchText(m Matches) string {
+	s := fmt.Sprintf("matches %d device(s) on %d node(s)", m.Count, m.Nodes)
+	if len(m.Devices) > 0 {
+		list := m.Devices
+		more := ""
+		if len(list) > 16 {
+			list, more = list[:16], fmt.Sprintf(" … (%d more)", len(m.Devices)-16)
+		}
+		s += ": " + strings.Join(list, " ") + more
+	}
+	return s
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func indent(s, pad string) string { return strings.ReplaceAll(s, "\n", "\n"+pad) }

@@ -1,0 +1,139 @@
+package check
+
+// FindingKind classifies a finding; the JSON output carries it as is.
+type FindingKind string
+
+// The kinds of findings.
+const (
+	FindingCompile             FindingKind = "compile-error"
+	FindingCostLimit           FindingKind = "cost-limit"
+	FindingTooLong             FindingKind = "too-long"
+	FindingUnknownAttribute    FindingKind = "unknown-attribute"
+	FindingCapacityAsAttribute FindingKind = "capacity-as-attribute"
+	FindingAttributeAsCapacity FindingKind = "attribute-as-capacity"
+	FindingUnknownCapacity     FindingKind = "unknown-capacity"
+	FindingUnknownDriver       FindingKind = "unknown-driver"
+	FindingTypeMismatch        FindingKind = "type-mismatch"
+	FindingRuntimeError        FindingKind = "runtime-error"
+	FindingClassMatchesNothing FindingKind = "class-matches-nothing"
+	FindingUnknownClass        FindingKind = "unknown-class"
+	FindingUnsatisfiable       FindingKind = "unsatisfiable"
+	FindingMissingClaim        FindingKind = "missing-claim"
+	FindingInvalid             FindingKind = "invalid"
+	FindingUnknownField        FindingKind = "unknown-field"
+	FindingEmptyInventory      FindingKind = "empty-inventory"
+)
+
+// Finding is one problem, located as precisely as the input allows.
+type Finding struct {
+	Kind       FindingKind `json:"kind"`
+	Source     Source      `json:"source"`
+	Object     string      `json:"object,omitempty"`     // "DeviceClass gpu.gpudra.io"
+	Field      string      `json:"field,omitempty"`      // "spec.selectors[0].cel.expression"
+	Expression string      `json:"expression,omitempty"` // the CEL expression
+	Caret      string      `json:"caret,omitempty"`      // the expression's line and a caret under the position
+	Message    string      `json:"message"`
+	Hint       string      `json:"hint,omitempty"`
+	Devices    []string    `json:"devices,omitempty"` // devices that raised it (node/device), a few
+}
+
+// Report is what gpudra check found.
+type Report struct {
+	KubernetesVersion string         `json:"kubernetesVersion"`
+	Sequential        bool           `json:"sequential"`
+	Inventory         InventoryInfo  `json:"inventory"`
+	Selectors         []SelectorInfo `json:"selectors"`
+	Classes           []ClassInfo    `json:"classes"`
+	Claims            []ClaimInfo    `json:"claims"`
+	Findings          []Finding      `json:"findings"`
+	Ignored           []string       `json:"ignored,omitempty"`
+	Stats             Stats          `json:"stats"`
+	ExitCode          int            `json:"exitCode"`
+}
+
+// InventoryInfo describes the devices the selectors ran against.
+type InventoryInfo struct {
+	Source  string   `json:"source"` // "profile dgx-h100 (gpudra's slice builder)" or "ResourceSlices from files"
+	Drivers []string `json:"drivers"`
+	Nodes   int      `json:"nodes"`
+	Slices  int      `json:"slices"`
+	Devices int      `json:"devices"`
+}
+
+// SelectorInfo is one CEL expression: where it is, what the compiler said,
+// and how many devices it matches.
+type SelectorInfo struct {
+	Source     Source `json:"source"`
+	Object     string `json:"object"`
+	Field      string `json:"field"`
+	Expression string `json:"expression"`
+	Type       string `json:"type,omitempty"`   // the output type (bool)
+	Cost       uint64 `json:"cost,omitempty"`   // estimated worst-case cost
+	Error      string `json:"error,omitempty"`  // compile error
+	Matches    int    `json:"matches"`          // devices it matches
+	Errors     int    `json:"errors,omitempty"` // devices it failed on
+	Devices    int    `json:"evaluated"`        // devices it ran on
+}
+
+// Matches is a set of matching devices.
+type Matches struct {
+	Count int `json:"count"`
+	Nodes int `json:"nodes"` // nodes with at least one
+	// Devices lists them as node/device when the inventory is small
+	// (see Options.ListLimit).
+	Devices []string `json:"devices,omitempty"`
+}
+
+// ClassInfo is a DeviceClass and the devices it matches.
+type ClassInfo struct {
+	Name    string  `json:"name"`
+	Source  Source  `json:"source"`
+	Matches Matches `json:"matches"`
+}
+
+// RequestInfo is one request (or firstAvailable subrequest) of a claim.
+type RequestInfo struct {
+	Name    string        `json:"name"` // "gpu" or "gpu/h100"
+	Class   string        `json:"deviceClassName"`
+	Mode    string        `json:"allocationMode,omitempty"`
+	Count   int64         `json:"count,omitempty"`
+	Matches Matches       `json:"matches"`
+	Sub     []RequestInfo `json:"firstAvailable,omitempty"`
+}
+
+// ClaimInfo is one claim (from a ResourceClaim, a template, or a pod's
+// template reference) and what the allocator made of it.
+type ClaimInfo struct {
+	Name     string        `json:"name"`          // namespace/name
+	From     string        `json:"from"`          // "ResourceClaim", "ResourceClaimTemplate x", "Pod p"
+	Pod      string        `json:"pod,omitempty"` // the pod it was allocated with
+	Source   Source        `json:"source"`
+	Requests []RequestInfo `json:"requests"`
+	// Allocation is set when the allocator found devices.
+	Allocation *Allocation `json:"allocation,omitempty"`
+	// Unsatisfiable says why not, one line per reason.
+	Unsatisfiable []string `json:"unsatisfiable,omitempty"`
+}
+
+// Allocation is the allocator's result for a claim.
+type Allocation struct {
+	Node    string            `json:"node"`
+	Devices []AllocatedDevice `json:"devices"`
+}
+
+// AllocatedDevice is one result of an allocation.
+type AllocatedDevice struct {
+	Request string `json:"request"` // "gpu", or "gpu/h100" when a firstAvailable subrequest was taken
+	Driver  string `json:"driver"`
+	Pool    string `json:"pool"`
+	Device  string `json:"device"`
+}
+
+// Stats are the work done, for the benchmark and -v.
+type Stats struct {
+	Expressions  int `json:"expressions"`
+	Compiled     int `json:"compiled"`     // compiled (cache misses)
+	Evaluations  int `json:"evaluations"`  // CEL evaluations actually run
+	CachedEvals  int `json:"cachedEvals"`  // device × selector pairs answered from a device with the same relevant values
+	AllocateRuns int `json:"allocateRuns"` // allocator calls (one per unit and node tried)
+}

@@ -1,0 +1,284 @@
+package check
+
+import (
+	"fmt"
+	"strings"
+
+	celgo "github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
+	"github.com/google/cel-go/common/types"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/dynamic-resource-allocation/cel"
+)
+
+// selector is one CEL expression in the input and its compilation.
+type selector struct {
+	info   *SelectorInfo
+	source Source
+	result cel.CompilationResult
+	ok     bool     // compiled, within limits
+	infoIndex int
+	refs   []celRef // what it reads of the device
+	// dynamic means it reads the device in a way refs do not capture
+	// (iterating over a map, a computed key): no evaluation sharing.
+	dynamic bool
+}
+
+// celRef is one read of device.attributes[domain].name or
+// device.capacity[domain].name with constant keys, or of device.driver
+// compared with a literal.
+type celRef struct {
+	what     string // "attributes", "capacity" or "driver"
+	domain   string
+	name     string // attribute/capacity name; the literal for driver
+	testOnly bool   // has(), .? or [?]: absence is not an error
+	id       int64  // AST node, for the position
+	compared *types.Type
+	cmpOp    string
+	cmpLit   string
+}
+
+// compiler compiles selectors the way the API server validates them on
+// create: the DRA CEL environment for new expressions, cost estimation
+// against resource.k8s.io's limit, the length limit.
+type compiler struct {
+	features cel.Features
+	cache    map[string]cel.CompilationResult
+	compiled int
+}
+
+func newCompiler(features cel.Features) *compiler {
+	return &compiler{features: features, cache: map[string]cel.CompilationResult{}}
+}
+
+func (c *compiler) compile(expr string) cel.CompilationResult {
+	if r, ok := c.cache[expr]; ok {
+		return r
+	}
+	envType := environment.NewExpressions
+	r := cel.GetCompiler(c.features).CompileCELExpression(expr, cel.Options{EnvType: &envType})
+	c.compiled++
+	c.cache[expr] = r
+	return r
+}
+
+// analyze records what the compiled expression reads of the device.
+func (s *selector) analyze() {
+	env := s.result.Environment
+	if env == nil {
+		return
+	}
+	checked, iss := env.Compile(s.result.Expression)
+	if iss.Err() != nil {
+		s.dynamic = true
+		return
+	}
+	s.refs, s.dynamic = deviceRefs(checked)
+}
+
+func deviceRefs(checked *celgo.Ast) ([]celRef, bool) {
+	native := checked.NativeRep()
+	root := ast.NavigateAST(native)
+	var refs []celRef
+	dynamic := false
+	for _, n := range ast.MatchDescendants(root, ast.KindMatcher(ast.IdentKind)) {
+		if n.AsIdent() != "device" {
+			continue
+		}
+		p, ok := n.Parent()
+		if !ok || p.Kind() != ast.SelectKind {
+			dynamic = true
+			continue
+		}
+		field := p.AsSelect().FieldName()
+		switch field {
+		case "driver":
+			if lit, ok := comparedLiteral(p); ok {
+				refs = append(refs, celRef{what: "driver", name: lit, id: p.ID()})
+			}
+			continue
+		case "allowMultipleAllocations":
+			continue
+		case "attributes", "capacity":
+		default:
+			dynamic = true
+			continue
+		}
+		domainNode, domain, ok := constantKey(p)
+		if !ok {
+			dynamic = true
+			continue
+		}
+		nameNode, name, ok := constantKey(domainNode)
+		if !ok {
+			dynamic = true
+			continue
+		}
+		ref := celRef{what: field, domain: domain, name: name, id: nameNode.ID()}
+		ref.testOnly = isPresenceTest(nameNode)
+		if op, other, ok := comparison(nameNode); ok {
+			ref.cmpOp = op
+			if other.Kind() == ast.LiteralKind {
+				ref.compared = other.AsLiteral().Type().(*types.Type)
+				ref.cmpLit = strings.TrimSpace(literalText(other))
+			}
+		}
+		refs = append(refs, ref)
+	}
+	return refs, dynamic
+}
+
+// constantKey matches parent(n) as n.key, n[key], n[?key] or n.?key with a
+// string literal key, returning the parent and the key.
+func constantKey(n ast.NavigableExpr) (ast.NavigableExpr, string, bool) {
+	p, ok := n.Parent()
+	if !ok {
+		return nil, "", false
+	}
+	switch p.Kind() {
+	case ast.SelectKind:
+		return p, p.AsSelect().FieldName(), true
+	case ast.CallKind:
+		call := p.AsCall()
+		switch call.FunctionName() {
+		case operators.Index, operators.OptIndex, operators.OptSelect:
+		default:
+			return nil, "", false
+		}
+		args := call.Args()
+		if len(args) != 2 || args[0].ID() != n.ID() || args[1].Kind() != ast.LiteralKind {
+			return nil, "", false
+		}
+		s, ok := args[1].AsLiteral().Value().(string)
+		return p, s, ok
+	}
+	return nil, "", false
+}
+
+// isPresenceTest says whether the access tolerates absence: has(),
+// .?name, [?name].
+func isPresenceTest(n ast.NavigableExpr) bool {
+	switch n.Kind() {
+	case ast.SelectKind:
+		return n.AsSelect().IsTestOnly()
+	case ast.CallKind:
+		f := n.AsCall().FunctionName()
+		return f == operators.OptIndex || f == operators.OptSelect
+	}
+	return false
+}
+
+var comparisonOps = map[string]string{
+	operators.Equals: "==", operators.NotEquals: "!=",
+	operators.Less: "<", operators.LessEquals: "<=",
+	operators.Greater: ">", operators.GreaterEquals: ">=",
+}
+
+// comparison matches parent(n) as n <op> other or other <op> n.
+func comparison(n ast.NavigableExpr) (string, ast.Expr, bool) {
+	p, ok := n.Parent()
+	if !ok || p.Kind() != ast.CallKind {
+		return "", nil, false
+	}
+	call := p.AsCall()
+	op, ok := comparisonOps[call.FunctionName()]
+	if !ok || len(call.Args()) != 2 {
+		return "", nil, false
+	}
+	a, b := call.Args()[0], call.Args()[1]
+	if a.ID() == n.ID() {
+		return op, b, true
+	}
+	return op, a, true
+}
+
+func comparedLiteral(n ast.NavigableExpr) (string, bool) {
+	_, other, ok := comparison(n)
+	if !ok || other.Kind() != ast.LiteralKind {
+		return "", false
+	}
+	s, ok := other.AsLiteral().Value().(string)
+	return s, ok
+}
+
+func literalText(e ast.Expr) string {
+	v := e.AsLiteral()
+	if s, ok := v.Value().(string); ok {
+		return "'" + s + "'"
+	}
+	if t, ok := v.Type().(*types.Type); ok && t == types.BoolType {
+		if v.Value().(bool) {
+			return "true"
+		}
+		return "false"
+	}
+	return strings.TrimSpace(strings.Trim(strings.TrimSpace(fmtAny(v.Value())), "\""))
+}
+
+// caret renders the line of expr that holds the AST node id, and a caret
+// under the node's first character.
+func caret(s *selector, id int64) string {
+	if s.result.Environment == nil {
+		return ""
+	}
+	checked, iss := s.result.Environment.Compile(s.result.Expression)
+	if iss.Err() != nil {
+		return ""
+	}
+	loc := checked.NativeRep().SourceInfo().GetStartLocation(id)
+	return caretAt(s.result.Expression, loc.Line(), loc.Column())
+}
+
+func caretAt(expr string, line, col int) string {
+	lines := strings.Split(expr, "\n")
+	if line < 1 || line > len(lines) {
+		return ""
+	}
+	text := lines[line-1]
+	if col < 0 || col > len(text) {
+		col = 0
+	}
+	// Tabs keep their width under the caret.
+	pad := strings.Map(func(r rune) rune {
+		if r == '\t' {
+			return '\t'
+		}
+		return ' '
+	}, text[:col])
+	return " | " + text + "\n | " + pad + "^"
+}
+
+// attributeTypeName names the type of a published attribute as CEL sees it.
+func attributeTypeName(a resourceapi.DeviceAttribute) string {
+	switch {
+	case a.StringValue != nil:
+		return "string"
+	case a.IntValue != nil:
+		return "int"
+	case a.BoolValue != nil:
+		return "bool"
+	case a.VersionValue != nil:
+		return "version"
+	}
+	return "list"
+}
+
+// celTypeName maps a literal's CEL type to the attribute type it can be
+// compared with.
+func celTypeName(t *types.Type) string {
+	switch t {
+	case types.StringType:
+		return "string"
+	case types.IntType, types.UintType:
+		return "int"
+	case types.BoolType:
+		return "bool"
+	case types.DoubleType:
+		return "double"
+	}
+	return ""
+}
+
+func fmtAny(v any) string { return fmt.Sprint(v) }
