@@ -329,7 +329,7 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			names, known := inv.attrs[ref.domain]
 			if !known && !inv.drivers[ref.domain] {
 				f.Kind = FindingUnknownDriver
-				f.Message = fmt.Sprintf("device.attributes[%q]: no device in the inventory has attributes in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.attrs), ", "))
+				f.Message = fmt.Sprintf("device.attributes['%s']: no device in the inventory has attributes in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.attrs), ", "))
 				f.Hint = suggest(ref.domain, sortedKeys(inv.attrs), "did you mean %q? ") + "unqualified attributes live in the driver's domain, the driver name"
 				r.addFinding(f)
 				continue
@@ -340,8 +340,8 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			}
 			if _, ok := inv.caps[ref.domain][ref.name]; ok {
 				f.Kind = FindingCapacityAsAttribute
-				f.Message = fmt.Sprintf("%s is a capacity, not an attribute: device.attributes[%q].%s does not exist on any device", ref.name, ref.domain, ref.name)
-				f.Hint = fmt.Sprintf("use device.capacity[%q].%s, a quantity: device.capacity[%q].%s.compareTo(quantity('40Gi')) >= 0", ref.domain, ref.name, ref.domain, ref.name)
+				f.Message = fmt.Sprintf("%s is a capacity, not an attribute: device.attributes['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
+				f.Hint = fmt.Sprintf("use device.capacity['%s'].%s, a quantity: device.capacity['%s'].%s.compareTo(quantity('40Gi')) >= 0", ref.domain, ref.name, ref.domain, ref.name)
 				r.addFinding(f)
 				continue
 			}
@@ -358,14 +358,14 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			}
 			if _, ok := inv.attrs[ref.domain][ref.name]; ok {
 				f.Kind = FindingAttributeAsCapacity
-				f.Message = fmt.Sprintf("%s is an attribute, not a capacity: device.capacity[%q].%s does not exist on any device", ref.name, ref.domain, ref.name)
-				f.Hint = fmt.Sprintf("use device.attributes[%q].%s", ref.domain, ref.name)
+				f.Message = fmt.Sprintf("%s is an attribute, not a capacity: device.capacity['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
+				f.Hint = fmt.Sprintf("use device.attributes['%s'].%s", ref.domain, ref.name)
 				r.addFinding(f)
 				continue
 			}
 			if _, ok := inv.caps[ref.domain]; !ok && !inv.drivers[ref.domain] {
 				f.Kind = FindingUnknownDriver
-				f.Message = fmt.Sprintf("device.capacity[%q]: no device in the inventory has capacity in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.caps), ", "))
+				f.Message = fmt.Sprintf("device.capacity['%s']: no device in the inventory has capacity in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.caps), ", "))
 				f.Hint = suggest(ref.domain, sortedKeys(inv.caps), "did you mean %q?")
 				r.addFinding(f)
 				continue
@@ -398,7 +398,7 @@ func (r *runner) checkComparison(f Finding, ref celRef, typ string) {
 	switch typ {
 	case "version":
 		v := strings.Trim(ref.cmpLit, "'\"")
-		f.Hint = fmt.Sprintf("compare versions with semver(): device.attributes[%q].%s.compareTo(semver(%s)) >= 0, or .isGreaterThan(semver(...)); a version has three parts (%s)",
+		f.Hint = fmt.Sprintf("compare versions with semver(): device.attributes['%s'].%s.compareTo(semver(%s)) >= 0, or .isGreaterThan(semver(...)); a version has three parts (%s)",
 			ref.domain, ref.name, quoteSemver(v), quoteSemver(v))
 	case "int":
 		f.Hint = "compare with an integer literal, without quotes"
@@ -707,6 +707,7 @@ type reqEval struct {
 	classHits []bool
 	match     []bool
 	selCounts []int // per request selector: class matches it keeps
+	selErrors int   // class matches on which a request selector fails
 	sub       []*reqEval
 }
 
@@ -912,6 +913,9 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 		for j := range re.match {
 			if re.classHits[j] && res.match[j] {
 				kept++
+			}
+			if _, failed := res.errs[j]; failed && re.classHits[j] {
+				re.selErrors++
 			}
 			re.match[j] = re.match[j] && res.match[j]
 		}

@@ -71,6 +71,9 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 		for i, n := range re.selCounts {
 			msg += fmt.Sprintf("; selectors[%d] keeps %d of them", i, n)
 		}
+		if re.selErrors > 0 {
+			msg += fmt.Sprintf("; evaluation fails on %d of them, and the scheduler stops with that error instead of skipping the device", re.selErrors)
+		}
 		return []string{prefix + msg}
 	}
 	nodes := r.candidateNodes(pinned)
@@ -321,6 +324,13 @@ func (r *runner) finish() {
 		r.report.Findings = []Finding{}
 	}
 	r.report.Stats.Compiled = r.compiler.compiled
+	sort.SliceStable(r.report.Claims, func(i, j int) bool {
+		a, b := r.report.Claims[i].Source, r.report.Claims[j].Source
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Document < b.Document
+	})
 	if len(r.report.Findings) > 0 {
 		r.report.ExitCode = ExitFindings
 	}

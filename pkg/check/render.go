@@ -95,7 +95,7 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 		}
 		p("  %s\n", indent(f.Message, "  "))
 		if f.Caret != "" {
-			p("%s\n", indent(f.Caret, "  "))
+			p("  %s\n", indent(f.Caret, "  "))
 		}
 		if len(f.Devices) > 0 {
 			p("  devices: %s\n", strings.Join(f.Devices, ", "))

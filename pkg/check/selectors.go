@@ -15,12 +15,12 @@ import (
 
 // selector is one CEL expression in the input and its compilation.
 type selector struct {
-	info   *SelectorInfo
-	source Source
-	result cel.CompilationResult
-	ok     bool     // compiled, within limits
+	info      *SelectorInfo
+	source    Source
+	result    cel.CompilationResult
+	ok        bool // compiled, within limits
 	infoIndex int
-	refs   []celRef // what it reads of the device
+	refs      []celRef // what it reads of the device
 	// dynamic means it reads the device in a way refs do not capture
 	// (iterating over a map, a computed key): no evaluation sharing.
 	dynamic bool

@@ -1,0 +1,274 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// run checks the files under testdata/cases on one node of a profile.
+func run(t *testing.T, profile string, sequential bool, files ...string) *Report {
+	t.Helper()
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, filepath.Join("testdata", "cases", f))
+	}
+	in, err := LoadPaths(paths, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Options{Inputs: in, Profile: profile, Sequential: sequential, BuiltinClasses: true, ListLimit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func claim(t *testing.T, rep *Report, name string) ClaimInfo {
+	t.Helper()
+	for _, c := range rep.Claims {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no claim %s in the report", name)
+	return ClaimInfo{}
+}
+
+// wholeGPUs keeps the whole-GPU devices of a match list (MIG placements
+// are named gpu-<minor>-mig-…).
+func wholeGPUs(devices []string) []string {
+	var out []string
+	for _, d := range devices {
+		if !strings.Contains(d, "-mig-") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func findings(rep *Report, kind FindingKind) []Finding {
+	var out []Finding
+	for _, f := range rep.Findings {
+		if f.Kind == kind {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func nodeGPUs(minors ...string) []string {
+	var out []string
+	for _, m := range minors {
+		out = append(out, "node-1/gpu-"+m)
+	}
+	return out
+}
+
+// A class taking all of the driver's devices and a claim for at least
+// 40Gi: all 8 A100 40GB match; on the mixed node the H100s and A100s but
+// not the L4.
+func TestCapacitySelector(t *testing.T) {
+	for _, tt := range []struct {
+		profile string
+		want    []string
+	}{
+		{"dgx-a100", nodeGPUs("0", "1", "2", "3", "4", "5", "6", "7")},
+		{"mixed", nodeGPUs("0", "1", "2", "3", "4", "5", "6", "7")}, // gpu-8 is the L4 24GB
+	} {
+		t.Run(tt.profile, func(t *testing.T) {
+			rep := run(t, tt.profile, false, "capacity.yaml")
+			c := claim(t, rep, "default/big-gpu")
+			got := wholeGPUs(c.Requests[0].Matches.Devices)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("whole GPUs matched: got %v, want %v", got, tt.want)
+			}
+			if c.Allocation == nil {
+				t.Fatalf("not allocated: %v", c.Unsatisfiable)
+			}
+			if len(rep.Findings) != 0 {
+				t.Errorf("unexpected findings: %+v", rep.Findings)
+			}
+			if rep.ExitCode != ExitClean {
+				t.Errorf("exit code %d, want 0", rep.ExitCode)
+			}
+		})
+	}
+}
+
+// The same selector on device.attributes: a finding with the capacity
+// hint and a caret, and the per-device runtime error, not a crash.
+func TestCapacityUsedAsAttribute(t *testing.T) {
+	rep := run(t, "dgx-a100", false, "capacity-as-attribute.yaml")
+	fs := findings(rep, FindingCapacityAsAttribute)
+	if len(fs) != 1 {
+		t.Fatalf("want one %s finding, got %+v", FindingCapacityAsAttribute, rep.Findings)
+	}
+	f := fs[0]
+	if !strings.Contains(f.Hint, "device.capacity['gpu.gpudra.io'].memory") {
+		t.Errorf("hint %q does not suggest device.capacity", f.Hint)
+	}
+	if !strings.Contains(f.Caret, "^") || f.Field != "spec.devices.requests[0].exactly.selectors[0].cel.expression" || f.Source.Line != 14 {
+		t.Errorf("finding not located: field %q line %d caret %q", f.Field, f.Source.Line, f.Caret)
+	}
+	rt := findings(rep, FindingRuntimeError)
+	if len(rt) != 1 || !strings.Contains(rt[0].Message, "no such key: memory") || len(rt[0].Devices) == 0 || !strings.Contains(rt[0].Hint, "has(") {
+		t.Errorf("want a runtime error naming the key, a device and the has() hint, got %+v", rt)
+	}
+	if rep.ExitCode != ExitFindings {
+		t.Errorf("exit code %d, want 1", rep.ExitCode)
+	}
+}
+
+// cudaComputeCapability compared with a string: a finding that names the
+// type and suggests semver().
+func TestVersionComparedWithString(t *testing.T) {
+	rep := run(t, "dgx-h100", false, "version-as-string.yaml")
+	fs := findings(rep, FindingTypeMismatch)
+	if len(fs) != 1 {
+		t.Fatalf("want one %s finding, got %+v", FindingTypeMismatch, rep.Findings)
+	}
+	if !strings.Contains(fs[0].Message, "is a version") || !strings.Contains(fs[0].Hint, "semver('8.0.0')") {
+		t.Errorf("finding does not name the type or the fix: %+v", fs[0])
+	}
+	rt := findings(rep, FindingRuntimeError)
+	if len(rt) != 1 || !strings.Contains(rt[0].Hint, "cudaComputeCapability is a version") {
+		t.Errorf("runtime error should name the attribute's type: %+v", rt)
+	}
+}
+
+// Eight GPUs on one NVLink island, on a node with two islands of four:
+// unsatisfiable, and the reason says so.
+func TestNVLinkEightOnTwoIslands(t *testing.T) {
+	rep := run(t, "mixed", false, "nvlink-8.yaml")
+	c := claim(t, rep, "default/nvlink-8")
+	if c.Allocation != nil {
+		t.Fatalf("allocated %+v, want unsatisfiable", c.Allocation)
+	}
+	why := strings.Join(c.Unsatisfiable, "\n")
+	for _, want := range []string{"matchAttribute gpu.gpudra.io/nvlinkGroup cannot be met", "largest group has 4", "nvlinkGroup=0: 4", "nvlinkGroup=4: 4"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("explanation %q lacks %q", why, want)
+		}
+	}
+	if len(findings(rep, FindingUnsatisfiable)) != 1 || rep.ExitCode != ExitFindings {
+		t.Errorf("want one unsatisfiable finding and exit 1, got %+v", rep.Findings)
+	}
+	// On a DGX H100 (one island of eight) the same claim fits.
+	rep = run(t, "dgx-h100", false, "nvlink-8.yaml")
+	if c := claim(t, rep, "default/nvlink-8"); c.Allocation == nil || len(c.Allocation.Devices) != 8 {
+		t.Errorf("dgx-h100: want 8 GPUs, got %+v / %v", c.Allocation, c.Unsatisfiable)
+	}
+}
+
+// firstAvailable (an H100, else two A100s) on the mixed node: the H100
+// subrequest is taken; in sequence, once the four H100s are gone, the A100
+// subrequest is.
+func TestFirstAvailable(t *testing.T) {
+	rep := run(t, "mixed", false, "first-available.yaml")
+	c := claim(t, rep, "default/h100-or-two-a100")
+	if c.Allocation == nil || len(c.Allocation.Devices) != 1 || c.Allocation.Devices[0].Request != "gpu/h100" {
+		t.Fatalf("want the h100 subrequest, got %+v %v", c.Allocation, c.Unsatisfiable)
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "took subrequest h100 for request gpu") {
+		t.Errorf("the report does not say which subrequest was taken:\n%s", text.String())
+	}
+
+	// Six pods of the template in sequence: four H100s, then two A100 pairs.
+	in := &Inputs{}
+	data, err := os.ReadFile(filepath.Join("testdata", "cases", "first-available.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Add("first-available.yaml", data); err != nil {
+		t.Fatal(err)
+	}
+	pods := ""
+	for _, p := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		pods += "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p" + p + "}\nspec:\n  containers: [{name: c, image: x}]\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: h100-or-two-a100}]\n"
+	}
+	if err := in.Add("pods.yaml", []byte(pods)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Run(context.Background(), Options{Inputs: in, Profile: "mixed", Sequential: true, BuiltinClasses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range rep.Claims {
+		switch {
+		case c.Allocation != nil:
+			got = append(got, c.Allocation.Devices[0].Request)
+		default:
+			got = append(got, "none")
+		}
+	}
+	want := []string{"gpu/h100", "gpu/h100", "gpu/h100", "gpu/h100", "gpu/a100", "gpu/a100", "none"}
+	if !slices.Equal(got, want) {
+		t.Errorf("sequential subrequests: got %v, want %v", got, want)
+	}
+	last := claim(t, rep, "default/pg-gpu")
+	if why := strings.Join(last.Unsatisfiable, " "); !strings.Contains(why, "no subrequest can be satisfied") || !strings.Contains(why, "earlier claims hold") {
+		t.Errorf("7th pod: explanation %q", why)
+	}
+}
+
+// Unusable input: a clear message and an InputError (exit 2).
+func TestUnusableInput(t *testing.T) {
+	for _, tt := range []struct {
+		name, data, want string
+	}{
+		{"empty", "", "the file is empty"},
+		{"blank", "\n\n  \n", "the file is empty"},
+		{"comments", "# nothing\n---\n# still nothing\n", "holds no objects"},
+		{"malformed", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: [x\n", "malformed YAML"},
+		{"tabs", "apiVersion: v1\nkind: Pod\n\tmetadata: {}\n", "malformed YAML"},
+		{"scalar", "hello\n", "not a Kubernetes object"},
+		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", "apiVersion and kind are required"},
+		{"unknown kind", "apiVersion: resource.k8s.io/v1\nkind: DeviceKlass\nmetadata: {name: x}\n", "unknown kind DeviceKlass"},
+		{"unknown group", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: x}\n", "unknown kind Widget"},
+		{"old version", "apiVersion: resource.k8s.io/v1beta1\nkind: DeviceClass\nmetadata: {name: x}\n", "convert this object to apiVersion resource.k8s.io/v1"},
+		{"wrong type", "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: x}\nspec: {selectors: 3}\n", "DeviceClass"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &Inputs{}
+			err := in.Add("in.yaml", []byte(tt.data))
+			var ie *InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("want an InputError, got %v", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "in.yaml") {
+				t.Errorf("message %q should name the file and say %q", err, tt.want)
+			}
+		})
+	}
+	// The malformed line is the file's line, not the document's.
+	in := &Inputs{}
+	err := in.Add("in.yaml", []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: [x\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 8") && !strings.Contains(err.Error(), "line 9") {
+		t.Errorf("want the file line of the error, got %v", err)
+	}
+	// No inputs at all.
+	if _, err := Run(context.Background(), Options{}); !errors.As(err, new(*InputError)) {
+		t.Errorf("no inputs: want an InputError, got %v", err)
+	}
+	// A bad version or profile.
+	ok := &Inputs{}
+	if err := ok.Add("c.yaml", []byte("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: x}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), Options{Inputs: ok, KubernetesVersion: "1.29"}); !errors.As(err, new(*InputError)) {
+		t.Errorf("version 1.29: want an InputError, got %v", err)
+	}
+	if _, err := Run(context.Background(), Options{Inputs: ok, Profile: "no-such-profile"}); !errors.As(err, new(*InputError)) {
+		t.Errorf("unknown profile: want an InputError, got %v", err)
+	}
+}
