@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -143,8 +144,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		for _, c := range classes {
 			defined[c.Obj.(*resourceapi.DeviceClass).Name] = true
 		}
+		used := referencedClasses(in)
 		for _, c := range builtin {
-			if !defined[c.Obj.(*resourceapi.DeviceClass).Name] {
+			name := c.Obj.(*resourceapi.DeviceClass).Name
+			if !defined[name] && used[name] {
 				classes = append(classes, c)
 			}
 		}
@@ -156,6 +159,28 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	r.finish()
 	return r.report, nil
+}
+
+// referencedClasses are the DeviceClass names the claims and templates use.
+func referencedClasses(in *Inputs) map[string]bool {
+	used := map[string]bool{}
+	add := func(spec *resourceapi.ResourceClaimSpec) {
+		for _, r := range spec.Devices.Requests {
+			if r.Exactly != nil {
+				used[r.Exactly.DeviceClassName] = true
+			}
+			for _, s := range r.FirstAvailable {
+				used[s.DeviceClassName] = true
+			}
+		}
+	}
+	for _, o := range in.Claims {
+		add(&o.Obj.(*resourceapi.ResourceClaim).Spec)
+	}
+	for _, o := range in.Templates {
+		add(&o.Obj.(*resourceapi.ResourceClaimTemplate).Spec.Spec)
+	}
+	return used
 }
 
 // builtinClasses are the DeviceClasses shipped in deviceclasses/.
@@ -524,10 +549,23 @@ func (r *runner) reportRuntimeErrors(s *selector, res *evalResult, scope []bool,
 	}
 }
 
+var noSuchKey = regexp.MustCompile(`no such key: ([^ .]+)`)
+
 func runtimeHint(msg string, s *selector, d *device) string {
 	switch {
 	case strings.Contains(msg, "no such key"):
-		return "the scheduler stops with this error instead of skipping the device: guard the access with has(device.attributes['<domain>'].<name>), or use device.attributes['<domain>'].?<name>.orValue(<default>); or select the kind of device first (e.g. device.attributes['" + d.driver + "'].type == 'gpu' && …)"
+		what, domain, name := "attributes", "<domain>", "<name>"
+		if m := noSuchKey.FindStringSubmatch(msg); m != nil {
+			name = m[1]
+			for _, ref := range s.refs {
+				if ref.name == name && ref.what != "driver" {
+					what, domain = ref.what, ref.domain
+					break
+				}
+			}
+		}
+		return fmt.Sprintf("%s has no %s %s, and the scheduler stops with this error instead of skipping the device: guard the access with has(device.%s['%s'].%s) && …, or use device.%s['%s'].?%s.orValue(<default>), or select the kind of device first",
+			d.label(), strings.TrimSuffix(what, "s"), name, what, domain, name, what, domain, name)
 	case strings.Contains(msg, "no such overload"):
 		var types []string
 		for _, ref := range s.refs {
@@ -981,8 +1019,13 @@ func (r *runner) allocate(u *unit) {
 		r.report.Stats.AllocateRuns++
 		results, err := alloc.Allocate(r.ctx, node, claims)
 		if err != nil {
+			msg := "the scheduler stops with an error on node " + node.Name + ": " + cel.EnhanceRuntimeError(err).Error()
 			for _, ce := range todo {
-				r.unsatisfiable(ce, "the scheduler stops with an error on node "+node.Name+": "+cel.EnhanceRuntimeError(err).Error())
+				r.unsatisfiable(ce, msg)
+				f := Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
+					Hint: "a selector that fails on a device aborts scheduling; see the runtime-error findings"}
+				f.Source.Line = ce.source.lineOf("devices:")
+				r.addFinding(f)
 			}
 			return
 		}

@@ -272,3 +272,69 @@ func TestUnusableInput(t *testing.T) {
 		t.Errorf("unknown profile: want an InputError, got %v", err)
 	}
 }
+
+// One mistake per selector, each a located finding with a hint.
+func TestFindings(t *testing.T) {
+	rep := run(t, "dgx-h100", false, "findings.yaml")
+	want := map[FindingKind]string{
+		FindingUnknownDriver:       `did you mean "gpu.gpudra.io"?`,
+		FindingClassMatchesNothing: "matches none",
+		FindingCompile:             "Syntax error",
+		FindingUnknownAttribute:    `did you mean "productName"?`,
+		FindingUnknownCapacity:     `did you mean "memory"?`,
+		FindingUnknownClass:        `did you mean "gpu.gpudra.io"?`,
+		FindingRuntimeError:        "no such key",
+	}
+	for kind, text := range want {
+		fs := findings(rep, kind)
+		if len(fs) == 0 {
+			t.Errorf("no %s finding", kind)
+			continue
+		}
+		if !strings.Contains(fs[0].Message+" "+fs[0].Hint, text) {
+			t.Errorf("%s: %q / %q lacks %q", kind, fs[0].Message, fs[0].Hint, text)
+		}
+		if fs[0].Source.File == "" || fs[0].Object == "" {
+			t.Errorf("%s: not located: %+v", kind, fs[0])
+		}
+	}
+	c := findings(rep, FindingCompile)[0]
+	if c.Source.Line != 18 || !strings.Contains(c.Message, "^") {
+		t.Errorf("compile error: want line 18 and the compiler's caret, got %d %q", c.Source.Line, c.Message)
+	}
+	if rep.ExitCode != ExitFindings {
+		t.Errorf("exit code %d", rep.ExitCode)
+	}
+}
+
+// Partitionable devices from a hand-written inventory: counters
+// exhausted, explained; not allocated at all before Kubernetes 1.36; a
+// selector without a guard stops the (1.35) scheduler.
+func TestCounters(t *testing.T) {
+	rep := run(t, "", false, "partitioned-slices.yaml")
+	if c := claim(t, rep, "default/two-parts"); c.Allocation == nil || len(c.Allocation.Devices) != 2 {
+		t.Errorf("two parts: want 2 devices, got %+v %v", c.Allocation, c.Unsatisfiable)
+	}
+	c := claim(t, rep, "default/three-parts")
+	if why := strings.Join(c.Unsatisfiable, " "); !strings.Contains(why, "counters exhausted") || !strings.Contains(why, "120Gi") || !strings.Contains(why, "80Gi left") {
+		t.Errorf("three parts: %q", why)
+	}
+	if rep.Inventory.Source != "2 ResourceSlice(s) from the input files" {
+		t.Errorf("inventory: %q", rep.Inventory.Source)
+	}
+
+	in, err := LoadPaths([]string{filepath.Join("testdata", "cases", "partitioned-slices.yaml")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Run(context.Background(), Options{Inputs: in, KubernetesVersion: "1.35", BuiltinClasses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(t, rep, "default/two-parts"); !strings.Contains(strings.Join(c.Unsatisfiable, ""), "DRAPartitionableDevices") {
+		t.Errorf("1.35 two parts: %+v", c)
+	}
+	if c := claim(t, rep, "default/one-part-unguarded"); !strings.Contains(strings.Join(c.Unsatisfiable, ""), "scheduler stops with an error") {
+		t.Errorf("1.35 unguarded: %+v", c)
+	}
+}

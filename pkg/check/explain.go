@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // explain says why a unit could not be allocated on any node: for each
@@ -133,6 +134,18 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 			}
 			return []string{prefix + fmt.Sprintf("needs %d free device(s) on one node; at most %d of the matching ones are free (%s); earlier claims hold the rest: %s",
 				need, bestFree, freeNode, strings.Join(sortedKeys(holders), ", "))}
+		}
+	}
+	// Partitionable devices on a version that does not allocate them.
+	if !r.feats.allocator.PartitionableDevices {
+		consumers := 0
+		for i, m := range re.match {
+			if m && len(r.inv.devices[i].dev.ConsumesCounters) > 0 {
+				consumers++
+			}
+		}
+		if consumers > 0 {
+			return []string{prefix + fmt.Sprintf("%d matching device(s) consume shared counters (partitionable devices), which the scheduler of Kubernetes %s does not allocate (DRAPartitionableDevices is on by default from 1.36)", consumers, r.report.KubernetesVersion)}
 		}
 	}
 	// Shared counters (partitionable devices).
@@ -303,8 +316,8 @@ func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string
 			parts := strings.SplitN(k, "\x00", 2)
 			left := remaining[parts[0]][parts[1]]
 			if sum > left {
-				exhausted = fmt.Sprintf("counters exhausted: %d device(s) need at least %d of counter %s in counter set %s, %d left on %s",
-					need, sum, parts[1], parts[0], left, n)
+				exhausted = fmt.Sprintf("counters exhausted: %d device(s) need at least %s of counter %s in counter set %s, %s left on %s",
+					need, qty(sum), parts[1], parts[0], qty(left), n)
 				break
 			}
 		}
@@ -335,3 +348,5 @@ func (r *runner) finish() {
 		r.report.ExitCode = ExitFindings
 	}
 }
+
+func qty(v int64) string { return resource.NewQuantity(v, resource.BinarySI).String() }

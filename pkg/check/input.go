@@ -39,6 +39,7 @@ type Source struct {
 	Document int    `json:"document"`
 	Line     int    `json:"line"`
 	text     []byte // the document, for locating expressions
+	docLine  int    // the line the document starts on
 }
 
 func (s Source) String() string {
@@ -60,7 +61,7 @@ func (s Source) lineOf(needle string) int {
 	}
 	if needle != "" {
 		if i := bytes.Index(s.text, []byte(needle)); i >= 0 {
-			return s.Line + bytes.Count(s.text[:i], []byte("\n"))
+			return s.docLine + bytes.Count(s.text[:i], []byte("\n"))
 		}
 	}
 	return s.Line
@@ -232,6 +233,20 @@ func splitDocuments(data []byte) []document {
 	return docs
 }
 
+// leadingComments counts the comment and blank lines a document starts
+// with, so that an object's line is that of its first field.
+func leadingComments(doc []byte) int {
+	n := 0
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return n
+		}
+		n++
+	}
+	return 0
+}
+
 func onlyComments(doc []byte) bool {
 	for _, line := range bytes.Split(doc, []byte("\n")) {
 		line = bytes.TrimSpace(line)
@@ -257,7 +272,7 @@ func (in *Inputs) Add(file string, data []byte) error {
 		if onlyComments(doc.text) {
 			continue
 		}
-		src := Source{File: file, Document: i, Line: doc.line, text: doc.text}
+		src := Source{File: file, Document: i, Line: doc.line + leadingComments(doc.text), text: doc.text, docLine: doc.line}
 		n, err := in.addDocument(src, doc.text)
 		if err != nil {
 			return err
