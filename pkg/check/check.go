@@ -478,10 +478,13 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// evaluate runs a compiled selector on every device; devices whose
-// relevant values equal those of an earlier device share its result.
-func (r *runner) evaluate(s *selector) *evalResult {
-	if res, ok := r.evals[s.result.Expression]; ok {
+// evaluate runs a compiled selector on every device in scope (all when
+// scope is nil; for a request, the devices its class matches, as the
+// scheduler does); devices whose relevant values equal those of an
+// earlier device share its result. scopeKey names the scope for caching.
+func (r *runner) evaluate(s *selector, scope []bool, scopeKey string) *evalResult {
+	cacheKey := s.result.Expression + "\x00" + scopeKey
+	if res, ok := r.evals[cacheKey]; ok {
 		return res
 	}
 	res := &evalResult{match: make([]bool, len(r.inv.devices)), errs: map[int]error{}}
@@ -491,6 +494,9 @@ func (r *runner) evaluate(s *selector) *evalResult {
 	}
 	memo := map[string]outcome{}
 	for i, d := range r.inv.devices {
+		if scope != nil && !scope[i] {
+			continue
+		}
 		key := ""
 		if !s.dynamic {
 			key = d.evalKey(s)
@@ -515,7 +521,7 @@ func (r *runner) evaluate(s *selector) *evalResult {
 			memo[key] = outcome{ok, err}
 		}
 	}
-	r.evals[s.result.Expression] = res
+	r.evals[cacheKey] = res
 	return res
 }
 
@@ -609,7 +615,7 @@ func (r *runner) checkClasses(objs []Object) {
 				ce.broken = true
 				continue
 			}
-			res := r.evaluate(s)
+			res := r.evaluate(s, nil, "")
 			r.recordCounts(s, res, nil)
 			r.reportRuntimeErrors(s, res, nil, object, field, "")
 			for j := range ce.match {
@@ -641,7 +647,7 @@ func (r *runner) classHint(ce *classEval) string {
 		if !s.ok {
 			continue
 		}
-		res := r.evaluate(s)
+		res := r.evaluate(s, nil, "")
 		n := countTrue(res.match)
 		parts = append(parts, fmt.Sprintf("selectors[%d] matches %d", i, n))
 	}
@@ -944,7 +950,7 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 			re.broken = true
 			continue
 		}
-		res := r.evaluate(s)
+		res := r.evaluate(s, re.classHits, class)
 		r.recordCounts(s, res, re.classHits)
 		r.reportRuntimeErrors(s, res, re.classHits, object, f, " that DeviceClass "+class+" matches")
 		kept := 0

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -151,7 +152,7 @@ func (d *device) evalKey(s *selector) string {
 		switch r.what {
 		case "attributes":
 			if a, ok := d.attribute(r.domain, r.name); ok {
-				fmt.Fprintf(&b, "%s", attrValue(a))
+				b.WriteString(attrValue(a))
 			} else {
 				b.WriteString("\x01missing")
 			}
@@ -171,9 +172,9 @@ func attrValue(a resourceapi.DeviceAttribute) string {
 	case a.StringValue != nil:
 		return "s:" + *a.StringValue
 	case a.IntValue != nil:
-		return fmt.Sprintf("i:%d", *a.IntValue)
+		return "i:" + strconv.FormatInt(*a.IntValue, 10)
 	case a.BoolValue != nil:
-		return fmt.Sprintf("b:%t", *a.BoolValue)
+		return "b:" + strconv.FormatBool(*a.BoolValue)
 	case a.VersionValue != nil:
 		return "v:" + *a.VersionValue
 	}

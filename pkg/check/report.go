@@ -137,3 +137,15 @@ type Stats struct {
 	CachedEvals  int `json:"cachedEvals"`  // device × selector pairs answered from a device with the same relevant values
 	AllocateRuns int `json:"allocateRuns"` // allocator calls (one per unit and node tried)
 }
+
+// ExitCode is gpudra check's exit status for what Run returned: 2 for an
+// error (unusable input), 1 for a report with findings, 0 otherwise.
+func ExitCode(rep *Report, err error) int {
+	switch {
+	case err != nil || rep == nil:
+		return 2
+	case len(rep.Findings) > 0:
+		return 1
+	}
+	return 0
+}

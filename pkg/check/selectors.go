@@ -120,8 +120,8 @@ func deviceRefs(checked *celgo.Ast) ([]celRef, bool) {
 		ref.testOnly = isPresenceTest(nameNode)
 		if op, other, ok := comparison(nameNode); ok {
 			ref.cmpOp = op
-			if other.Kind() == ast.LiteralKind {
-				ref.compared = other.AsLiteral().Type().(*types.Type)
+			if t, isType := literalType(other); isType {
+				ref.compared = t
 				ref.cmpLit = strings.TrimSpace(literalText(other))
 			}
 		}
@@ -282,3 +282,11 @@ func celTypeName(t *types.Type) string {
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
+
+func literalType(e ast.Expr) (*types.Type, bool) {
+	if e.Kind() != ast.LiteralKind {
+		return nil, false
+	}
+	t, ok := e.AsLiteral().Type().(*types.Type)
+	return t, ok
+}

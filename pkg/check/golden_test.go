@@ -1,0 +1,165 @@
+package check
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden/*.json from the current DeviceClasses, examples and slice builder")
+
+// golden is what the shipped DeviceClasses and examples promise on one
+// node of a fake profile: which devices each class and request matches,
+// what each claim is allocated, and the findings.
+type golden struct {
+	Profile  string              `json:"profile"`
+	ExitCode int                 `json:"exitCode"`
+	Devices  int                 `json:"devices"`
+	Classes  map[string][]string `json:"classes"`
+	Requests map[string][]string `json:"requests"`
+	// Allocations: claim → "request=device" for each result, or
+	// "UNSATISFIABLE: why".
+	Allocations map[string][]string `json:"allocations"`
+	Findings    []string            `json:"findings"`
+}
+
+func summarize(profile string, rep *Report) golden {
+	g := golden{Profile: profile, ExitCode: rep.ExitCode, Devices: rep.Inventory.Devices,
+		Classes: map[string][]string{}, Requests: map[string][]string{}, Allocations: map[string][]string{}, Findings: []string{}}
+	for _, c := range rep.Classes {
+		g.Classes[c.Name] = nonNil(c.Matches.Devices)
+	}
+	var addRequest func(claim string, rq RequestInfo)
+	addRequest = func(claim string, rq RequestInfo) {
+		if rq.Sub != nil {
+			for _, s := range rq.Sub {
+				addRequest(claim, s)
+			}
+			return
+		}
+		g.Requests[claim+" "+rq.Name] = nonNil(rq.Matches.Devices)
+	}
+	for _, c := range rep.Claims {
+		for _, rq := range c.Requests {
+			addRequest(c.Name, rq)
+		}
+		switch {
+		case c.Allocation != nil:
+			var devs []string
+			for _, d := range c.Allocation.Devices {
+				devs = append(devs, fmt.Sprintf("%s=%s/%s", d.Request, d.Pool, d.Device))
+			}
+			g.Allocations[c.Name] = devs
+		default:
+			g.Allocations[c.Name] = []string{"UNSATISFIABLE: " + strings.Join(c.Unsatisfiable, "; ")}
+		}
+	}
+	for _, f := range rep.Findings {
+		g.Findings = append(g.Findings, fmt.Sprintf("%s: %s: %s", f.Kind, f.Object, f.Message))
+	}
+	sort.Strings(g.Findings)
+	return g
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// TestGoldenShipped runs gpudra check over deviceclasses/ (the DeviceClasses
+// and every example, as built into the binary) on each fake profile and
+// compares with testdata/golden/<profile>.json. When a shipped class or
+// example stops matching what it promised, this fails; after an intended
+// change run `go test ./pkg/check -run TestGoldenShipped -update` and
+// review the diff.
+func TestGoldenShipped(t *testing.T) {
+	for _, profile := range nvmlfake.Profiles() {
+		t.Run(profile, func(t *testing.T) {
+			in, err := LoadFS(deviceclasses.FS, "deviceclasses")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(context.Background(), Options{Inputs: in, Profile: profile, BuiltinClasses: true, ListLimit: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.MarshalIndent(summarize(profile, rep), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			file := filepath.Join("testdata", "golden", profile+".json")
+			if *update {
+				if err := os.WriteFile(file, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (new profile? run go test ./pkg/check -run TestGoldenShipped -update and review the result)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("gpudra check on the shipped DeviceClasses and examples changed on %s; if intended, run\n"+
+					"  go test ./pkg/check -run TestGoldenShipped -update\nand review the diff.\n%s", profile, lineDiff(string(want), string(got)))
+			}
+		})
+	}
+}
+
+// TestExamplesRunOnDemoNode: every shipped example is allocatable, without
+// findings, on the node `make demo` uses.
+func TestExamplesRunOnDemoNode(t *testing.T) {
+	in, err := LoadFS(deviceclasses.FS, "deviceclasses")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Options{Inputs: in, Profile: DefaultProfile, BuiltinClasses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Claims) == 0 {
+		t.Fatal("no claims in the examples")
+	}
+	for _, c := range rep.Claims {
+		if c.Allocation == nil {
+			t.Errorf("%s (%s): not allocatable on %s: %v", c.Name, c.Source.File, DefaultProfile, c.Unsatisfiable)
+		}
+	}
+	for _, f := range rep.Findings {
+		t.Errorf("finding: %s %s: %s", f.Kind, f.Object, f.Message)
+	}
+}
+
+// lineDiff shows the lines that differ, with a little context.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	shown := 0
+	for i := 0; i < max(len(w), len(g)) && shown < 40; i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "line %d:\n  - %s\n  + %s\n", i+1, wl, gl)
+			shown++
+		}
+	}
+	return b.String()
+}
