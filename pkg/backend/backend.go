@@ -38,6 +38,8 @@ type Backend interface {
 
 	// Close releases NVML.
 	Close() error
+	// MIG creates and destroys MIG partitions.
+	MIG
 }
 
 // Options select and configure a backend.

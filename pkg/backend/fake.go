@@ -58,3 +58,13 @@ func (b *fakeBackend) DeviceEdits(g gpu.GPU) gpu.Edits {
 
 // SysfsRoot is the state directory, which holds the fake sys/ tree.
 func (b *fakeBackend) SysfsRoot() string { return b.stateDir }
+
+// MigDeviceEdits gives the parent's stand-in device node and
+// GPUDRA_FAKE_MIG_<parent minor>_<GPU instance ID>=<MIG UUID>, so a test
+// workload can tell which MIG device it got.
+func (b *fakeBackend) MigDeviceEdits(parent gpu.GPU, giID, _ int, migUUID string) (gpu.Edits, error) {
+	return gpu.Edits{
+		Env:         []string{fmt.Sprintf("GPUDRA_FAKE_MIG_%d_%d=%s", parent.Minor, giID, migUUID)},
+		DeviceNodes: []gpu.DeviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", parent.Minor), HostPath: standIn}},
+	}, nil
+}

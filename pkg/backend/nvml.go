@@ -17,6 +17,9 @@ type nvmlBackend struct {
 	// devRoot is where the driver's device nodes are: the driver root
 	// when the driver container created them there, "/" otherwise.
 	devRoot string
+	// procRoot is the proc file system ("/proc"), where the driver lists
+	// MIG capabilities.
+	procRoot string
 }
 
 // libDirs are where distributions and the driver container install
@@ -52,7 +55,7 @@ func openNVML(_ context.Context, opts Options) (Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nvmlBackend{library: l, devRoot: devRootOf(root)}, nil
+	return &nvmlBackend{library: l, devRoot: devRootOf(root), procRoot: "/proc"}, nil
 }
 
 // findLibrary finds libnvidia-ml below a driver root such as the GPU

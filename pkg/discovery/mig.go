@@ -79,21 +79,9 @@ func migInfo(d nvml.Device, arch nvml.DeviceArchitecture, totalMemory uint64, mi
 	if !migEnabled {
 		return m, nil
 	}
-	for i := range infos {
-		gis, ret := d.GetGpuInstances(&infos[i])
-		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("list GPU instances of profile %s: %w", m.Profiles[i].Name, ret)
-		}
-		for _, gi := range gis {
-			inst, err := describeInstance(gi)
-			if err != nil {
-				return nil, err
-			}
-			m.Instances = append(m.Instances, inst)
-		}
-	}
-	slices.SortFunc(m.Instances, func(a, b gpu.MigInstance) int { return a.GIID - b.GIID })
-	return m, nil
+	var err error
+	m.Instances, err = MigInstances(d)
+	return m, err
 }
 
 // describeInstance reads a GPU instance and its compute instances.
@@ -141,5 +129,37 @@ func ComputeInstances(gi nvml.GpuInstance) ([]nvml.ComputeInstance, error) {
 		}
 		out = append(out, cis...)
 	}
+	return out, nil
+}
+
+// MigInstances lists the GPU instances that exist on a GPU, in ID order;
+// none when MIG mode is off or the GPU has no MIG.
+func MigInstances(d nvml.Device) ([]gpu.MigInstance, error) {
+	current, _, ret := d.GetMigMode()
+	if ret == nvml.ERROR_NOT_SUPPORTED || (ret == nvml.SUCCESS && current != nvml.DEVICE_MIG_ENABLE) {
+		return nil, nil
+	}
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get MIG mode: %w", ret)
+	}
+	var out []gpu.MigInstance
+	for index := range nvml.GPU_INSTANCE_PROFILE_COUNT {
+		info, ret := d.GetGpuInstanceProfileInfo(index)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		gis, ret := d.GetGpuInstances(&info)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("list GPU instances of profile %d: %w", info.Id, ret)
+		}
+		for _, gi := range gis {
+			inst, err := describeInstance(gi)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, inst)
+		}
+	}
+	slices.SortFunc(out, func(a, b gpu.MigInstance) int { return a.GIID - b.GIID })
 	return out, nil
 }

@@ -13,8 +13,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// goldenProfiles are the built-in fake profiles; every one has a golden file.
-var goldenProfiles = []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "mixed"}
+// goldenProfiles are the built-in fake profiles, and profile files under
+// testdata/profiles (by base name); every one has a golden file.
+var goldenProfiles = []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "mixed", "dgx-a100-mig"}
+
+// profileFiles are the golden profiles that are files, not built in.
+var profileFiles = map[string]string{"dgx-a100-mig": filepath.Join("testdata", "profiles", "dgx-a100-mig.yaml")}
 
 // TestGoldenSlices pins, for each fake profile, the exact ResourceSlices the
 // plugin publishes (their specs, in slice order). A change to attributes,
@@ -23,7 +27,11 @@ var goldenProfiles = []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "m
 func TestGoldenSlices(t *testing.T) {
 	for _, profile := range goldenProfiles {
 		t.Run(profile, func(t *testing.T) {
-			ctx, c := startCluster(t, profile)
+			source := profile
+			if file, ok := profileFiles[profile]; ok {
+				source = file
+			}
+			ctx, c := startCluster(t, source)
 			slices, err := c.Slices(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -2,20 +2,32 @@ package simulate
 
 import (
 	"context"
+	"reflect"
+	"sort"
 	"testing"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 )
 
 // TestXIDTaintsDevice: a critical XID on one GPU taints exactly that device
-// in the ResourceSlices (one API write), reports it Unhealthy to the
-// kubelet, and the scheduler stops picking it.
+// in the ResourceSlices, reports it Unhealthy to the kubelet, and the
+// scheduler stops picking it. On a node without MIG placements (an A100
+// with MIG off) that is one API write. Where the GPU's MIG placements are
+// published too (H100), they are tainted with it: two slices change, so
+// the ResourceSlice controller starts a new pool generation and rewrites
+// every slice of the node once.
 func TestXIDTaintsDevice(t *testing.T) {
-	ctx, c := startCluster(t, "dgx-h100")
+	t.Run("whole GPUs only", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-a100") })
+	t.Run("with MIG placements", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-h100") })
+}
+
+func testXIDTaintsDevice(t *testing.T, profile string) {
+	ctx, c := startCluster(t, profile)
 	if _, err := c.Slices(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +65,28 @@ func TestXIDTaintsDevice(t *testing.T) {
 			break
 		}
 	}
-	if len(tainted) != 1 || tainted[0] != sick.DeviceName() {
-		t.Fatalf("tainted devices %v, want only %s", tainted, sick.DeviceName())
-	}
 	time.Sleep(500 * time.Millisecond)
-	if got := countWrites(c.Client.Actions()) - before; got != 1 {
-		t.Errorf("one GPU's health change issued %d ResourceSlice writes, want 1", got)
+	tainted = taintedDevices(ctx, t, c)
+	want := []string{sick.DeviceName()}
+	if sick.MIG != nil && sick.MigCapable && !sick.MIG.ModeChangeNeedsReset {
+		for _, p := range sick.MIG.Profiles {
+			for _, pl := range p.Placements {
+				want = append(want, gpu.MigDeviceName(sick.Minor, p.Name, pl.Start))
+			}
+		}
+	}
+	sort.Strings(tainted)
+	sort.Strings(want)
+	if !reflect.DeepEqual(tainted, want) {
+		t.Fatalf("tainted devices %v, want %v", tainted, want)
+	}
+	wantWrites := 1
+	if len(want) > 1 {
+		slices, _ := c.Slices(ctx)
+		wantWrites = len(slices)
+	}
+	if got := countWrites(c.Client.Actions()) - before; got != wantWrites {
+		t.Errorf("one GPU's health change issued %d ResourceSlice writes, want %d", got, wantWrites)
 	}
 
 	// The scheduler no longer hands out the tainted GPU: 7 fit, 8 do not.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
@@ -23,6 +22,15 @@ type Options struct {
 	// Health by GPU UUID. Only gpu.Unhealthy taints a device; a GPU that is
 	// missing from the map counts as healthy.
 	Health map[string]gpu.Health
+	// AdminInstances are, by GPU UUID, the MIG instances that gpudra did
+	// not create (an admin's, or another tool's). Their placements, any
+	// placement they overlap and their whole GPU are not published, and
+	// the GPU's counters shrink by their share.
+	AdminInstances map[string][]gpu.MigInstance
+	// WholeGPUsOnly publishes whole GPUs without counters or MIG
+	// placements: for clusters that do not serve partitionable devices
+	// (the API server drops the fields).
+	WholeGPUsOnly bool
 }
 
 // Build describes a node's GPUs as the ResourceSlices that the kubelet
@@ -45,11 +53,11 @@ func Build(node gpu.Node, opts Options) (resourceslice.DriverResources, error) {
 
 	var layout poolLayout
 	if len(node.GPUs) > 0 {
-		devices, err := wholeGPUDevices(node, opts)
+		var err error
+		layout, err = buildLayout(node, opts)
 		if err != nil {
 			return resourceslice.DriverResources{}, fmt.Errorf("node %s: %w", node.Name, err)
 		}
-		layout.wholeGPUs = devices
 	}
 
 	res := resourceslice.DriverResources{
@@ -61,22 +69,39 @@ func Build(node gpu.Node, opts Options) (resourceslice.DriverResources, error) {
 	return res, nil
 }
 
-// wholeGPUDevices returns one device per GPU, in minor order.
-func wholeGPUDevices(node gpu.Node, opts Options) ([]resourceapi.Device, error) {
+// buildLayout returns one device per usable whole GPU, in minor order,
+// and for each partitionable GPU its counter set and MIG placements.
+func buildLayout(node gpu.Node, opts Options) (poolLayout, error) {
+	var layout poolLayout
 	vers, err := newNodeVersions(node)
 	if err != nil {
-		return nil, err
+		return layout, err
 	}
 	gpus := slices.Clone(node.GPUs)
 	slices.SortStableFunc(gpus, func(a, b gpu.GPU) int { return a.Minor - b.Minor })
 
-	devices := make([]resourceapi.Device, 0, len(gpus))
 	for _, g := range gpus {
-		d, err := wholeGPUDevice(g, vers, opts.Health[g.UUID], opts.DriverName, opts.SysfsRoot)
+		health := opts.Health[g.UUID]
+		d, err := wholeGPUDevice(g, vers, health, opts.DriverName, opts.SysfsRoot)
 		if err != nil {
-			return nil, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
+			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
 		}
-		devices = append(devices, d)
+		if opts.WholeGPUsOnly || !Partitionable(g) {
+			layout.wholeGPUs = append(layout.wholeGPUs, d)
+			continue
+		}
+		mig, err := buildMIG(g, opts.AdminInstances[g.UUID], health, opts.DriverName)
+		if err != nil {
+			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
+		}
+		if mig.wholeUsable {
+			d.ConsumesCounters = mig.wholeConsumes
+			layout.wholeGPUs = append(layout.wholeGPUs, d)
+		}
+		layout.counterSets = append(layout.counterSets, mig.counterSet)
+		if len(mig.placements) > 0 {
+			layout.partitions = append(layout.partitions, mig.placements)
+		}
 	}
-	return devices, nil
+	return layout, nil
 }

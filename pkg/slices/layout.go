@@ -30,12 +30,14 @@ const (
 //     indices (and names) when MIG is switched on;
 //  3. partitions (MIG placements): last.
 //
-// Each section is cut into chunks within the API limits. Only the first is
-// filled today.
+// Each section is cut into chunks within the API limits. Partitions are
+// grouped by GPU and a GPU's placements are never split across slices, so
+// that a health change on one GPU rewrites one partition slice.
 type poolLayout struct {
 	wholeGPUs   []resourceapi.Device
 	counterSets []resourceapi.CounterSet
-	partitions  []resourceapi.Device
+	// partitions holds each partitionable GPU's placements, in minor order.
+	partitions [][]resourceapi.Device
 }
 
 // pool turns the layout into the controller's Pool. A node without devices
@@ -50,7 +52,7 @@ func (l poolLayout) pool() resourceslice.Pool {
 	for _, sets := range chunk(l.counterSets, counterSetsPerSlice) {
 		out = append(out, resourceslice.Slice{SharedCounters: sets})
 	}
-	for _, devs := range chunk(l.partitions, devicesPerSlice) {
+	for _, devs := range pack(l.partitions, devicesPerSlice) {
 		out = append(out, resourceslice.Slice{Devices: devs})
 	}
 	if len(out) == 0 {
@@ -67,6 +69,29 @@ func chunk[T any](items []T, size int) [][]T {
 		n := min(size, len(items))
 		out = append(out, items[:n:n])
 		items = items[n:]
+	}
+	return out
+}
+
+// pack concatenates groups into pieces of at most size, in order, starting
+// a new piece where the next group would not fit; a group larger than size
+// is cut.
+func pack[T any](groups [][]T, size int) [][]T {
+	var out [][]T
+	var cur []T
+	for _, g := range groups {
+		if len(cur) > 0 && len(cur)+len(g) > size {
+			out = append(out, cur)
+			cur = nil
+		}
+		for len(g) > size {
+			out = append(out, g[:size:size])
+			g = g[size:]
+		}
+		cur = append(cur, g...)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
 	}
 	return out
 }

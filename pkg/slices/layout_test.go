@@ -92,7 +92,7 @@ func TestLayoutOrder(t *testing.T) {
 	for i := range 9 {
 		layout.counterSets = append(layout.counterSets, resourceapi.CounterSet{Name: fmt.Sprintf("gpu-%d-counters", i)})
 	}
-	layout.partitions = []resourceapi.Device{dev("gpu-0-mig-1g10gb-0")}
+	layout.partitions = [][]resourceapi.Device{{dev("gpu-0-mig-1g10gb-0")}}
 
 	type shape struct{ devices, counterSets int }
 	want := []shape{{64, 0}, {6, 0}, {0, 8}, {0, 1}, {1, 0}}
@@ -122,5 +122,36 @@ func TestChunk(t *testing.T) {
 	}
 	if chunk([]int(nil), 2) != nil {
 		t.Errorf("chunk(nil) should be nil")
+	}
+}
+
+// TestPack: a GPU's placements stay in one slice; groups are packed in
+// order up to the limit.
+func TestPack(t *testing.T) {
+	group := func(n int) []int { return make([]int, n) }
+	sizes := func(out [][]int) []int {
+		var s []int
+		for _, o := range out {
+			s = append(s, len(o))
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		groups []int
+		want   []int
+	}{
+		{[]int{25, 25, 25, 25, 25, 25, 25, 25}, []int{50, 50, 50, 50}},
+		{[]int{64}, []int{64}},
+		{[]int{40, 30}, []int{40, 30}},
+		{[]int{10, 70}, []int{10, 64, 6}},
+		{nil, nil},
+	} {
+		var groups [][]int
+		for _, n := range tc.groups {
+			groups = append(groups, group(n))
+		}
+		if got := sizes(pack(groups, 64)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("pack(%v) = %v, want %v", tc.groups, got, tc.want)
+		}
 	}
 }

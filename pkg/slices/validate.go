@@ -3,6 +3,7 @@ package slices
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -100,6 +101,30 @@ func (v validator) pool(name string, pool resourceslice.Pool) error {
 			counterSets[cs.Name] = i
 		}
 	}
+	// Every consumption names a counter set of the pool and counters it
+	// has: the API server cannot check this across slices, and the
+	// allocator would find such a device never fits.
+	sets := map[string]resourceapi.CounterSet{}
+	for _, s := range pool.Slices {
+		for _, cs := range s.SharedCounters {
+			sets[cs.Name] = cs
+		}
+	}
+	for _, s := range pool.Slices {
+		for _, d := range s.Devices {
+			for _, c := range d.ConsumesCounters {
+				cs, ok := sets[c.CounterSet]
+				if !ok {
+					return fmt.Errorf("device %q consumes counter set %q, which the pool does not have", d.Name, c.CounterSet)
+				}
+				for _, name := range slices.Sorted(maps.Keys(c.Counters)) {
+					if _, ok := cs.Counters[name]; !ok {
+						return fmt.Errorf("device %q consumes counter %q, which counter set %q does not have", d.Name, name, c.CounterSet)
+					}
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -113,6 +138,14 @@ func (v validator) slice(s resourceslice.Slice) error {
 	for _, cs := range s.SharedCounters {
 		if n := len(cs.Counters); n > resourceapi.ResourceSliceMaxCountersPerCounterSet {
 			return fmt.Errorf("counter set %q: %d counters, more than the limit of %d", cs.Name, n, resourceapi.ResourceSliceMaxCountersPerCounterSet)
+		}
+		if msgs := content.IsDNS1123Label(cs.Name); len(msgs) > 0 {
+			return fmt.Errorf("counter set %q: %s", cs.Name, strings.Join(msgs, "; "))
+		}
+		for name := range cs.Counters {
+			if msgs := content.IsDNS1123Label(name); len(msgs) > 0 {
+				return fmt.Errorf("counter set %q: counter %q: %s", cs.Name, name, strings.Join(msgs, "; "))
+			}
 		}
 	}
 
