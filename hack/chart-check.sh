@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# helm lint and helm template of deployments/helm/gpudra, offline: both
+# backends, non-default values, and values the schema must reject.
+# Part of make test. The API server's own checks (CEL, field shapes) run in
+# the e2e suite (kubectl apply --dry-run=server).
+set -euo pipefail
+HELM=${HELM:?HELM must name the helm binary}
+chart=${1:-deployments/helm/gpudra}
+kv=${KUBE_VERSION:-1.37.2}
+out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+# helm warns on every run that files/deviceclasses is a symlink (on purpose).
+quiet() { "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
+
+quiet "$HELM" lint --strict "$chart" --kube-version "$kv" >"$out/lint" || { cat "$out/lint"; exit 1; }
+quiet "$HELM" lint --strict "$chart" --kube-version "$kv" --set deviceBackend=fake >"$out/lint" || { cat "$out/lint"; exit 1; }
+
+render() { quiet "$HELM" template gpudra "$chart" --kube-version "$kv" --namespace gpudra "$@"; }
+render >"$out/nvml.yaml"
+render --set deviceBackend=fake --set fakeProfile=mixed --set driverName=gpu.example.com \
+  --set featureGates.ContextualLogging=true --set kubeletDir=/var/lib/k0s/kubelet >"$out/fake.yaml"
+render --set deviceBackend=fake --set-string 'fakeProfileFile=gpus: []' >"$out/profile.yaml"
+
+# What the rendered manifests must say.
+fail=0
+expect() { if ! grep -qF -- "$2" "$out/$1"; then echo "chart-check: $1 lacks: $2"; fail=1; fi; }
+expect nvml.yaml "kind: DaemonSet"
+expect nvml.yaml "maxSurge: 1"
+expect nvml.yaml "maxUnavailable: 0"
+expect nvml.yaml "priorityClassName: system-node-critical"
+expect nvml.yaml "fieldPath: metadata.uid"
+expect nvml.yaml "kind: ValidatingAdmissionPolicy"
+expect nvml.yaml "kind: DeviceClass"
+expect nvml.yaml "name: gpu.gpudra.io"
+expect nvml.yaml "mountPath: /var/lib/kubelet/plugins/gpu.gpudra.io"
+expect nvml.yaml "path: /var/lib/kubelet/plugins/gpu.gpudra.io"
+expect fake.yaml "device.driver == 'gpu.example.com'"
+expect fake.yaml "name: gpu.example.com"
+expect fake.yaml "--feature-gates=ContextualLogging=true"
+expect fake.yaml 'value: "mixed"'
+expect fake.yaml "mountPath: /var/lib/k0s/kubelet/plugins/gpu.example.com"
+expect profile.yaml "kind: ConfigMap"
+expect profile.yaml 'value: "/etc/gpudra/profile/profile.yaml"'
+if grep -v "^#" "$out/fake.yaml" | grep -q "gpu.gpudra.io"; then echo "chart-check: driverName=gpu.example.com still renders gpu.gpudra.io"; fail=1; fi
+
+# What the schema must reject.
+for bad in deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
+  logVerbosity=11 kubeletDir=relative/path featureGates.lowercase=true unknownValue=1 \
+  kubeletPlugin.updateStrategy.type=Recreate; do
+  if render --set "$bad" >/dev/null 2>&1; then echo "chart-check: the schema accepts $bad"; fail=1; fi
+done
+[ $fail -eq 0 ] && echo "chart-check: helm lint and template ok ($(grep -c '^kind:' "$out/nvml.yaml") objects)"
+exit $fail

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# make e2e-kind: the e2e suite on a kind cluster. Needs Docker (or podman),
+# kind (go install sigs.k8s.io/kind@v0.33.0) and kindest/node:v1.37.x.
+# It creates the cluster from kind-config.yaml, loads the plugin's image and
+# a busybox image, runs the same suite as make e2e-local, and deletes the
+# cluster (KEEP_CLUSTER=1 keeps it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+KIND=${KIND:-kind}
+CLUSTER=${KIND_CLUSTER:-gpudra-e2e}
+IMAGE=${IMAGE:-localhost/gpudra:e2e}
+BUSYBOX=${BUSYBOX_IMAGE:-docker.io/library/busybox:1.37}
+HELM=${HELM:-$("$root/hack/localcluster/build.sh" helm >&2 && "$root/hack/localcluster/build.sh" paths | sed 's/.*HELM=//')}
+command -v "$KIND" >/dev/null || { echo "e2e-kind: kind not found (go install sigs.k8s.io/kind@v0.33.0)" >&2; exit 1; }
+work=$(mktemp -d)
+cleanup() {
+  [ "${KEEP_CLUSTER:-}" = 1 ] || "$KIND" delete cluster --name "$CLUSTER" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$KIND" create cluster --name "$CLUSTER" --config "$here/kind-config.yaml" ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"} \
+  --kubeconfig "$work/kubeconfig" --wait 120s
+"$root/hack/image.sh" "$work/gpudra.tar" "$IMAGE"
+"$KIND" load image-archive "$work/gpudra.tar" --name "$CLUSTER"
+docker pull "$BUSYBOX" >/dev/null && "$KIND" load docker-image "$BUSYBOX" --name "$CLUSTER"
+
+cat >"$work/values.yaml" <<VALUES
+image:
+  repository: ${IMAGE%:*}
+  tag: ${IMAGE##*:}
+  pullPolicy: Never
+VALUES
+cd "$root"
+KUBECONFIG=$work/kubeconfig GPUDRA_E2E_HELM=$HELM GPUDRA_E2E_KUBECTL=${KUBECTL:-kubectl} \
+  GPUDRA_E2E_VALUES=$work/values.yaml GPUDRA_E2E_TEST_IMAGE=$BUSYBOX GPUDRA_E2E_PULL_POLICY=IfNotPresent \
+  go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "$E2E_RUN"} ./e2e/
