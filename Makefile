@@ -7,8 +7,14 @@ export CGO_ENABLED := 1
 # go-nvml's header marks many NVML calls deprecated; the warnings are noise.
 export CGO_CFLAGS  := -Wno-deprecated-declarations
 GOTESTFLAGS ?= -count=1
+# Tools built once, outside the repository, keyed by version (hack/localcluster/build.sh).
+GPUDRA_CACHE ?= $(HOME)/.cache/gpudra
+HELM_VERSION ?= v3.22.0
+HELM         ?= $(GPUDRA_CACHE)/helm-$(HELM_VERSION)/helm
+export GPUDRA_CACHE HELM_VERSION
+IMAGE        ?= ghcr.io/gpudra/gpudra:dev
 
-.PHONY: all build test demo fmt fmt-check vet lint bench clean
+.PHONY: all build test demo fmt fmt-check vet lint bench clean chart-check image e2e-local e2e-kind
 
 all: build
 
@@ -17,9 +23,29 @@ build:
 	$(GO) build -o $(BIN)/gpudra-kubelet-plugin ./cmd/kubelet-plugin
 	$(GO) build -o $(BIN)/gpudra ./cmd/gpudra
 
-## test: unit, golden and in-process integration tests (no cluster, no GPU)
-test: fmt-check vet
+## test: unit, golden and in-process integration tests, helm lint/template, the kind config (no cluster, no GPU)
+test: fmt-check vet chart-check
 	$(GO) test $(GOTESTFLAGS) ./...
+	cd hack/kind && GOWORK=off $(GO) test $(GOTESTFLAGS) ./...
+
+## chart-check: helm lint and helm template of deployments/helm/gpudra (helm is built into $(GPUDRA_CACHE) on first use, ~5-10 min)
+chart-check: $(HELM)
+	HELM=$(HELM) hack/chart-check.sh
+
+$(HELM):
+	hack/localcluster/build.sh helm
+
+## image: the kubelet plugin's image as a docker-archive tarball, without Docker (bin/gpudra-image.tar)
+image:
+	hack/image.sh $(BIN)/gpudra-image.tar $(IMAGE)
+
+## e2e-local: the e2e suite on a single-node cluster built from source on this machine (root; see README)
+e2e-local:
+	hack/localcluster/e2e-local.sh
+
+## e2e-kind: the e2e suite on a kind cluster (needs Docker and kind)
+e2e-kind:
+	hack/kind/e2e-kind.sh
 
 ## demo: run the kubelet plugin in-process on a fake DGX H100 and show what each example pod gets
 demo:
