@@ -16,6 +16,11 @@ type Checkpoint struct {
 	BootID string `json:"bootID"`
 	// Claims by claim UID.
 	Claims map[string]Claim `json:"claims"`
+	// MigModeEnabled lists, by UUID, the GPUs whose MIG mode gpudra turned
+	// on (recorded just before it does): it turns MIG mode off again once
+	// no claim uses the GPU. GPUs an admin put in MIG mode are not listed
+	// and stay as they are.
+	MigModeEnabled []string `json:"migModeEnabled,omitempty"`
 }
 
 // New returns an empty checkpoint of the current version.
@@ -78,4 +83,40 @@ type Device struct {
 	// capabilities), so a spec rewritten after a reboot is identical to
 	// the first.
 	Env []string `json:"env,omitempty"`
+	// Mig is set for a MIG partition: where it is and how far its creation
+	// got, written before and after each step.
+	Mig *MigDevice `json:"mig,omitempty"`
+}
+
+// MigStep is the MIG creation step a device is in. Each is recorded before
+// the NVML call it names, so that after a crash the plugin knows an
+// instance may exist that the checkpoint has no ID for.
+type MigStep string
+
+const (
+	// MigCreatingGPUInstance: the GPU instance is being created.
+	MigCreatingGPUInstance MigStep = "CreatingGPUInstance"
+	// MigCreatingComputeInstance: the GPU instance exists (its ID is
+	// recorded); the compute instance is being created.
+	MigCreatingComputeInstance MigStep = "CreatingComputeInstance"
+	// MigCreated: both exist and their IDs and the MIG device UUID are
+	// recorded.
+	MigCreated MigStep = "Created"
+)
+
+// MigDevice is a MIG partition gpudra creates for a claim.
+type MigDevice struct {
+	// Profile name and NVML GPU instance profile ID.
+	Profile   string `json:"profile"`
+	ProfileID uint32 `json:"profileID"`
+	// PlacementStart and PlacementSize, in memory slices.
+	PlacementStart int `json:"placementStart"`
+	PlacementSize  int `json:"placementSize"`
+	// Step is how far creation got; empty means nothing was attempted.
+	Step MigStep `json:"step,omitempty"`
+	// GPUInstanceID and ComputeInstanceID are set once created.
+	GPUInstanceID     *int `json:"gpuInstanceID,omitempty"`
+	ComputeInstanceID *int `json:"computeInstanceID,omitempty"`
+	// UUID is the MIG device's UUID ("MIG-…").
+	UUID string `json:"uuid,omitempty"`
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
@@ -18,6 +19,8 @@ import (
 type plannedDevice struct {
 	result resourceapi.DeviceRequestAllocationResult
 	gpu    gpu.GPU
+	// mig is set for a MIG placement; gpu is then its parent.
+	mig    *gpu.MigDevice
 	config configapi.Config
 }
 
@@ -39,15 +42,20 @@ func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedD
 		if result.Pool != node.Name {
 			return nil, fmt.Errorf("%s: request %q: device %s is in pool %q, but this node's pool is %q", ref, result.Request, result.Device, result.Pool, node.Name)
 		}
-		g, ok := node.GPUByDeviceName(result.Device)
-		if !ok {
-			return nil, fmt.Errorf("%s: request %q: device %q is not a GPU on node %s (it may have been removed since the claim was allocated)", ref, result.Request, result.Device, node.Name)
+		p := plannedDevice{result: result}
+		if g, ok := node.GPUByDeviceName(result.Device); ok {
+			p.gpu = g
+		} else if md, ok := node.MigDeviceByName(result.Device); ok {
+			p.gpu, p.mig = md.Parent, &md
+		} else {
+			return nil, fmt.Errorf("%s: request %q: device %q is not a GPU on node %s, nor a MIG placement of one (it may have been removed since the claim was allocated)", ref, result.Request, result.Device, node.Name)
 		}
-		cfg, err := s.configFor(ref, claim, result)
+		cfg, err := s.configFor(ref, claim, result, p.mig != nil)
 		if err != nil {
 			return nil, err
 		}
-		planned = append(planned, plannedDevice{result: result, gpu: g, config: cfg})
+		p.config = cfg
+		planned = append(planned, p)
 	}
 	return planned, nil
 }
@@ -60,7 +68,7 @@ func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedD
 // The scheduler happens to list class configs before claim configs, but the
 // API promises no order, so the precedence is applied here rather than
 // inferred from the position in the list.
-func (s *State) configFor(ref ClaimRef, claim *resourceapi.ResourceClaim, result resourceapi.DeviceRequestAllocationResult) (configapi.Config, error) {
+func (s *State) configFor(ref ClaimRef, claim *resourceapi.ResourceClaim, result resourceapi.DeviceRequestAllocationResult, isMig bool) (configapi.Config, error) {
 	applicable := resourceclaim.ConfigForResult(claim.Status.Allocation.Devices.Config, result)
 	slices.SortStableFunc(applicable, func(a, b resourceapi.DeviceAllocationConfiguration) int {
 		return cmp.Compare(sourceRank(a.Source), sourceRank(b.Source))
@@ -77,6 +85,16 @@ func (s *State) configFor(ref ClaimRef, claim *resourceapi.ResourceClaim, result
 			return nil, fmt.Errorf("%s: request %q: %s: %w", ref, result.Request, where, err)
 		}
 		effective, effectiveWhere = cfg, where
+	}
+	if isMig {
+		if effective == nil {
+			return configapi.NewMigConfig(), nil
+		}
+		if _, ok := effective.(*configapi.MigConfig); !ok {
+			return nil, fmt.Errorf("%s: request %q: device %s is a MIG partition, but the config that applies to it (%s) is a %s; use kind MigConfig for MIG partitions (and limit GpuConfig to the whole-GPU requests)",
+				ref, result.Request, result.Device, effectiveWhere, effective.GetObjectKind().GroupVersionKind().Kind)
+		}
+		return effective, nil
 	}
 	if effective == nil {
 		return configapi.NewGpuConfig(), nil
@@ -161,13 +179,19 @@ func deviceClassName(claim *resourceapi.ResourceClaim, request string) string {
 }
 
 // requestEnv returns, per request, the environment every device of that
-// request carries: NVIDIA_VISIBLE_DEVICES lists all GPUs of the request, so
-// that a container that references the request sees all of them, whichever
-// device's edits the runtime applies last.
-func requestEnv(planned []plannedDevice) map[string][]string {
+// request carries: NVIDIA_VISIBLE_DEVICES lists all GPUs (and MIG devices,
+// by MIG UUID) of the request, so that a container that references the
+// request sees all of them, whichever device's edits the runtime applies
+// last.
+func requestEnv(devices []checkpoint.Device) map[string][]string {
 	uuids := map[string][]string{}
-	for _, p := range planned {
-		uuids[p.result.Request] = append(uuids[p.result.Request], p.gpu.UUID)
+	for _, d := range devices {
+		id := d.GPUUUID
+		if d.Mig != nil {
+			id = d.Mig.UUID
+		}
+		req := d.Requests[0]
+		uuids[req] = append(uuids[req], id)
 	}
 	env := map[string][]string{}
 	for req, ids := range uuids {

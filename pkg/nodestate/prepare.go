@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
@@ -32,7 +33,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	existing, known := s.cp.Claims[ref.UID]
 	s.mu.Unlock()
 	if known && existing.State == checkpoint.PrepareCompleted {
-		if _, err := s.ensureSpec(ctx, existing); err != nil {
+		if _, err := s.ensurePrepared(ctx, &existing); err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
 		logger.V(4).Info("Claim already prepared", "devices", len(existing.Devices))
@@ -76,16 +77,36 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		}
 	}
 
+	// MIG partitions are created one step at a time, each recorded; whole
+	// GPUs of MIG-capable models need MIG mode off.
+	for i, p := range planned {
+		var err error
+		if p.mig != nil {
+			err = s.prepareMig(ctx, &record, i)
+		} else if !isAdmin(p.result) {
+			err = s.prepareWhole(ctx, p.gpu)
+		}
+		if isCrash(err) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, s.failPrepare(ctx, ref, fmt.Errorf("device %s: %w", p.result.Device, err))
+		}
+	}
+	s.refreshEnv(&record)
+
 	// The CDI spec is written outside s.mu: claims prepare concurrently.
 	if err := s.writeSpec(record); err != nil {
 		return nil, s.failPrepare(ctx, ref, err)
 	}
+	if h := s.opts.Hooks.BeforePrepareCompleted; h != nil {
+		if err := h(ref.UID); err != nil {
+			return nil, err
+		}
+	}
 
 	record.State = checkpoint.PrepareCompleted
-	s.mu.Lock()
-	err = s.putClaimLocked(ref.UID, &record)
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.saveRecord(&record); err != nil {
 		// The checkpoint still says PrepareStarted, so the next start-up
 		// would roll the claim back under whatever container the kubelet
 		// started with it: undo now, report failure, and let the kubelet
@@ -109,6 +130,9 @@ func (s *State) failPrepare(ctx context.Context, ref ClaimRef, err error) error 
 // to two unrelated claims: the scheduler should never allocate it twice, but
 // a stale allocation or a bug must not leak one tenant's GPU to another.
 // Devices allocated with admin access may overlap (monitoring).
+//
+// Two devices conflict when they are the same device, or share a GPU and
+// either is the whole GPU or their MIG placements overlap.
 func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error {
 	for _, p := range planned {
 		if isAdmin(p.result) {
@@ -119,7 +143,7 @@ func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error
 				continue
 			}
 			for _, d := range other.Devices {
-				if d.Device == p.result.Device && !d.AdminAccess {
+				if !d.AdminAccess && conflicts(p, d) {
 					return fmt.Errorf("%s: request %q: device %s is already prepared for ResourceClaim %s/%s (UID %s); refusing to give one GPU to two claims",
 						ref, p.result.Request, p.result.Device, other.Namespace, other.Name, uid)
 				}
@@ -129,6 +153,19 @@ func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error
 	return nil
 }
 
+func conflicts(p plannedDevice, d checkpoint.Device) bool {
+	if d.Device == p.result.Device {
+		return true
+	}
+	if d.GPUUUID != p.gpu.UUID {
+		return false
+	}
+	if p.mig == nil || d.Mig == nil {
+		return true
+	}
+	return p.mig.Placement.Overlaps(placementOf(d.Mig))
+}
+
 func isAdmin(r resourceapi.DeviceRequestAllocationResult) bool {
 	return r.AdminAccess != nil && *r.AdminAccess
 }
@@ -136,25 +173,48 @@ func isAdmin(r resourceapi.DeviceRequestAllocationResult) bool {
 // record turns the plan into the checkpoint entry, including the CDI device
 // IDs, which are a pure function of the claim UID and device name.
 func (s *State) record(ref ClaimRef, planned []plannedDevice) (checkpoint.Claim, error) {
-	reqEnv := requestEnv(planned)
 	c := checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name}
 	for _, p := range planned {
 		raw, err := json.Marshal(p.config)
 		if err != nil {
 			return c, fmt.Errorf("%s: encode config for %s: %w", ref, p.result.Device, err)
 		}
-		c.Devices = append(c.Devices, checkpoint.Device{
+		d := checkpoint.Device{
 			Requests:     []string{p.result.Request},
 			Pool:         p.result.Pool,
 			Device:       p.result.Device,
 			GPUUUID:      p.gpu.UUID,
 			AdminAccess:  isAdmin(p.result),
-			Env:          slices.Concat(reqEnv[p.result.Request], configEnv(p.config)),
+			Env:          configEnv(p.config),
 			Config:       raw,
 			CDIDeviceIDs: []string{s.opts.CDI.DeviceID(ref.UID, p.result.Device)},
-		})
+		}
+		if m := p.mig; m != nil {
+			d.Mig = &checkpoint.MigDevice{
+				Profile:        m.Profile.Name,
+				ProfileID:      m.Profile.ID,
+				PlacementStart: m.Placement.Start,
+				PlacementSize:  m.Placement.Size,
+			}
+		}
+		c.Devices = append(c.Devices, d)
 	}
+	s.refreshEnv(&c)
 	return c, nil
+}
+
+// visibleDevicesPrefix starts the entry that lists a request's devices.
+const visibleDevicesPrefix = "NVIDIA_VISIBLE_DEVICES="
+
+// refreshEnv puts each device's request-wide NVIDIA_VISIBLE_DEVICES in
+// front of its own environment; MIG UUIDs are known only once created.
+func (s *State) refreshEnv(c *checkpoint.Claim) {
+	reqEnv := requestEnv(c.Devices)
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		own := slices.DeleteFunc(slices.Clone(d.Env), func(e string) bool { return strings.HasPrefix(e, visibleDevicesPrefix) })
+		d.Env = slices.Concat(reqEnv[d.Requests[0]], own)
+	}
 }
 
 // configEnv is the environment a config asks for.
@@ -177,11 +237,41 @@ func (s *State) writeSpec(c checkpoint.Claim) error {
 		// Append copies: the backend may hand out edits it keeps, and
 		// appending the claim's env in place would write into them while
 		// another claim (admin access) reads them.
-		edits := s.opts.Hardware.DeviceEdits(g).Append(gpu.Edits{Env: d.Env})
+		base := s.opts.Hardware.DeviceEdits(g)
+		if m := d.Mig; m != nil {
+			hw, err := s.mig()
+			if err != nil {
+				return err
+			}
+			if m.Step != checkpoint.MigCreated || m.GPUInstanceID == nil || m.ComputeInstanceID == nil {
+				return fmt.Errorf("write CDI spec: device %s: its MIG device was not created", d.Device)
+			}
+			if base, err = hw.MigDeviceEdits(g, *m.GPUInstanceID, *m.ComputeInstanceID, m.UUID); err != nil {
+				return fmt.Errorf("write CDI spec: device %s: %w", d.Device, err)
+			}
+		}
+		edits := base.Append(gpu.Edits{Env: d.Env})
 		devices = append(devices, cdispec.Device{Name: d.Device, Edits: edits})
 	}
 	// The Writer's errors already say "write CDI spec for claim <uid>".
 	return s.opts.CDI.WriteClaimSpec(c.UID, s.opts.Hardware.CommonEdits(), devices)
+}
+
+// ensurePrepared recreates a prepared claim's MIG devices if they are gone
+// and rewrites its CDI spec if it is missing or they were recreated. It
+// says whether it rewrote the spec; c is updated. The caller holds the
+// claim lock.
+func (s *State) ensurePrepared(ctx context.Context, c *checkpoint.Claim) (bool, error) {
+	rec := cloneClaim(*c)
+	recreated, err := s.ensureMig(ctx, &rec)
+	if err != nil {
+		return false, err
+	}
+	*c = rec
+	if recreated {
+		return true, s.writeSpec(rec)
+	}
+	return s.ensureSpec(ctx, rec)
 }
 
 // ensureSpec rewrites a prepared claim's CDI spec if it is missing, and
@@ -203,6 +293,9 @@ func (s *State) ensureSpec(ctx context.Context, c checkpoint.Claim) (rewritten b
 // The caller holds the claim's lock.
 func (s *State) rollback(ctx context.Context, ref ClaimRef) error {
 	if err := s.opts.CDI.RemoveClaimSpec(ref.UID); err != nil {
+		return err
+	}
+	if err := s.destroyMigDevices(ctx, ref.UID); err != nil {
 		return err
 	}
 	s.mu.Lock()

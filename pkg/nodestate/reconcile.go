@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/checkpoint"
+	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
 // ReconcileReport says what Reconcile changed, for logs and tests.
@@ -23,6 +24,9 @@ type ReconcileReport struct {
 	Rewritten []string
 	// RemovedStale lists CDI specs of claims the checkpoint does not hold.
 	RemovedStale []string
+	// AdminInstances are, by GPU UUID, the MIG instances that no claim
+	// accounts for: an admin's. They are left alone.
+	AdminInstances map[string][]gpu.MigInstance
 }
 
 // Reconcile brings the node in line with the checkpoint at start-up, before
@@ -71,6 +75,18 @@ func (s *State) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		}
 	}
 
+	admin, err := s.AdminInstances()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list MIG instances: %w", err))
+	}
+	report.AdminInstances = admin
+	for _, uuid := range slices.Sorted(maps.Keys(admin)) {
+		for _, inst := range admin[uuid] {
+			logger.Info("Found a MIG instance gpudra did not create; leaving it alone and not publishing its placement or its GPU",
+				"gpu", uuid, "gpuInstance", inst.GIID, "profileID", inst.ProfileID, "placementStart", inst.Placement.Start, "placementSize", inst.Placement.Size)
+		}
+	}
+
 	// Record the current boot ID so the next start can tell a reboot.
 	s.mu.Lock()
 	if err := s.saveLocked(); err != nil {
@@ -98,7 +114,7 @@ func (s *State) reconcileClaim(ctx context.Context, uid string) (rewritten, roll
 	}
 	ref := ClaimRef{UID: c.UID, Namespace: c.Namespace, Name: c.Name}
 	if c.State == checkpoint.PrepareCompleted {
-		rewritten, err := s.ensureSpec(ctx, c)
+		rewritten, err := s.ensurePrepared(ctx, &c)
 		if err != nil {
 			return false, false, fmt.Errorf("%s: %w", ref, err)
 		}

@@ -11,7 +11,8 @@ import (
 )
 
 // Hardware is what the node state needs from the NVML layer: the inventory
-// and what a container needs for each device.
+// and what a container needs for each device. To prepare MIG partitions it
+// must implement MIGHardware too.
 type Hardware interface {
 	CommonEdits() gpu.Edits
 	DeviceEdits(g gpu.GPU) gpu.Edits
@@ -38,11 +39,24 @@ type Options struct {
 }
 
 // Hooks let tests stop a prepare at the points where a real plugin can die.
+//
+// Each hook's non-nil error ends Prepare on the spot, with no rollback,
+// exactly as if the process had been killed there.
 type Hooks struct {
 	// AfterPrepareStarted runs once PrepareStarted is on disk and before
-	// anything is created. A non-nil error ends Prepare on the spot, with
-	// no rollback, exactly as if the process had been killed there.
+	// anything is created.
 	AfterPrepareStarted func(claimUID string) error
+	// AfterMigModeEnabled runs once MIG mode was switched on for a claim.
+	AfterMigModeEnabled func(claimUID, gpuUUID string) error
+	// AfterGPUInstanceCreated runs once a MIG device's GPU instance
+	// exists, before its ID is recorded.
+	AfterGPUInstanceCreated func(claimUID, device string) error
+	// AfterComputeInstanceCreated runs once its compute instance exists,
+	// before its ID is recorded.
+	AfterComputeInstanceCreated func(claimUID, device string) error
+	// BeforePrepareCompleted runs once the CDI spec is written, before
+	// PrepareCompleted is.
+	BeforePrepareCompleted func(claimUID string) error
 }
 
 // State is the node's prepared claims. It is safe for concurrent use: claims
@@ -59,6 +73,8 @@ type State struct {
 	nodeMu sync.RWMutex
 
 	claimLocks keyedMutex
+	// gpuLocks serialize MIG operations and MIG mode changes per GPU UUID.
+	gpuLocks keyedMutex
 }
 
 // ClaimRef names a ResourceClaim.

@@ -29,6 +29,11 @@ func (s *State) Unprepare(ctx context.Context, ref ClaimRef) error {
 		logger.V(4).Info("Claim not prepared on this node; nothing to unprepare")
 		return nil
 	}
+	// The claim stays recorded until its MIG devices are gone: a failure
+	// here is retried by the kubelet, and a crash by the next start-up.
+	if err := s.destroyMigDevices(ctx, ref.UID); err != nil {
+		return fmt.Errorf("%s: %w", ref, err)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/backend"
@@ -66,6 +68,13 @@ type Driver struct {
 	// WatchHealthStatus streams.
 	healthChanged chan struct{}
 
+	// admin are the MIG instances gpudra did not create, by GPU UUID: their
+	// placements and GPUs are not published.
+	admin map[string][]gpu.MigInstance
+	// wholeGPUsOnly is set once the API server dropped the partitionable
+	// fields: from then on only whole GPUs are published.
+	wholeGPUsOnly bool
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -116,7 +125,8 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := state.Reconcile(ctx); err != nil {
+	report, err := state.Reconcile(ctx)
+	if err != nil {
 		// Reconcile did what it could; what is left is logged and the
 		// affected claims fail on prepare with a clear error.
 		logger.Error(err, "Reconciling node state left problems")
@@ -130,6 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		health:        map[string]gpu.HealthEvent{},
 		healthChanged: make(chan struct{}),
 		cancel:        cancel,
+		admin:         report.AdminInstances,
 	}
 
 	opts := []kubeletplugin.Option{
@@ -180,6 +191,34 @@ func (d *Driver) Stop() {
 	}
 }
 
+// fallBackToWholeGPUs switches publishing to whole GPUs only and reports
+// whether it was not so already.
+func (d *Driver) fallBackToWholeGPUs() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.wholeGPUsOnly {
+		return false
+	}
+	d.wholeGPUsOnly = true
+	return true
+}
+
+// WholeGPUsOnly reports whether the plugin fell back to publishing whole
+// GPUs only because the cluster drops partitionable devices.
+func (d *Driver) WholeGPUsOnly() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.wholeGPUsOnly
+}
+
+// AdminInstances are the MIG instances found at start-up that gpudra did
+// not create, by GPU UUID.
+func (d *Driver) AdminInstances() map[string][]gpu.MigInstance {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.admin
+}
+
 // State exposes the node state to in-process tests and tools.
 func (d *Driver) State() *nodestate.State { return d.state }
 
@@ -192,11 +231,26 @@ func (d *Driver) Node() gpu.Node {
 
 // HandleError is called by the helper for background errors, e.g. while
 // publishing ResourceSlices.
+//
+// When the API server drops the partitionable-device fields (a cluster
+// without DRAPartitionableDevices), the plugin falls back to publishing
+// whole GPUs only, which every cluster serves, and says so.
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	logger := klog.FromContext(ctx)
-	var dropped interface{ DisabledFeatures() []string }
+	var dropped *resourceslice.DroppedFieldsError
 	if errors.As(err, &dropped) {
-		logger.Error(err, "The API server dropped fields of the published ResourceSlices; enable these features on the cluster", "features", dropped.DisabledFeatures())
+		features := dropped.DisabledFeatures()
+		logger.Error(err, "The API server dropped fields of the published ResourceSlices; enable these features on the cluster", "features", features)
+		if slices.Contains(features, "DRAPartitionableDevices") && d.fallBackToWholeGPUs() {
+			logger.Info("The cluster does not serve partitionable devices: publishing whole GPUs only, without MIG partitions. Enable the DRAPartitionableDevices feature on the API server and scheduler, then restart the plugin, to get on-demand MIG.")
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				if err := d.publish(ctx); err != nil {
+					logger.Error(err, "Republish whole GPUs only")
+				}
+			}()
+		}
 	} else {
 		logger.Error(err, msg)
 	}

@@ -20,12 +20,15 @@ func (d *Driver) publish(ctx context.Context) error {
 	for uuid, ev := range d.health {
 		health[uuid] = ev.Health
 	}
+	admin, wholeOnly := d.admin, d.wholeGPUsOnly
 	d.mu.Unlock()
 
 	resources, err := slices.Build(node, slices.Options{
-		DriverName: d.cfg.DriverName,
-		SysfsRoot:  d.cfg.Backend.SysfsRoot(),
-		Health:     health,
+		DriverName:     d.cfg.DriverName,
+		SysfsRoot:      d.cfg.Backend.SysfsRoot(),
+		Health:         health,
+		AdminInstances: admin,
+		WholeGPUsOnly:  wholeOnly,
 	})
 	if err != nil {
 		return fmt.Errorf("build ResourceSlices: %w", err)

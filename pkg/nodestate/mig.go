@@ -1,0 +1,444 @@
+package nodestate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/pkg/checkpoint"
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+// MIGHardware is what the node state needs from the NVML layer to create
+// and destroy MIG partitions (backend.MIG implements it). A Hardware
+// without it cannot prepare MIG devices.
+type MIGHardware interface {
+	MigMode(uuid string) (current, pending bool, err error)
+	SetMigMode(uuid string, on bool) error
+	CreateGPUInstance(uuid string, profileID uint32, pl gpu.MigPlacement) (giID int, err error)
+	CreateComputeInstance(uuid string, giID int) (ciID int, err error)
+	MigDeviceUUID(uuid string, giID, ciID int) (string, error)
+	DestroyComputeInstance(uuid string, giID, ciID int) error
+	DestroyGPUInstance(uuid string, giID int, profileID uint32, pl gpu.MigPlacement) error
+	MigInstances(uuid string) ([]gpu.MigInstance, error)
+	MigDeviceEdits(parent gpu.GPU, giID, ciID int, migUUID string) (gpu.Edits, error)
+}
+
+// errCrash marks an error from a test hook: the prepare stops there, with
+// no rollback, as if the process had been killed.
+type errCrash struct{ error }
+
+func (e errCrash) Unwrap() error { return e.error }
+
+func crash(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errCrash{err}
+}
+
+func isCrash(err error) bool {
+	var c errCrash
+	return errors.As(err, &c)
+}
+
+func (s *State) mig() (MIGHardware, error) {
+	m, ok := s.opts.Hardware.(MIGHardware)
+	if !ok {
+		return nil, errors.New("this node's hardware backend cannot create MIG partitions")
+	}
+	return m, nil
+}
+
+func placementOf(m *checkpoint.MigDevice) gpu.MigPlacement {
+	return gpu.MigPlacement{Start: m.PlacementStart, Size: m.PlacementSize}
+}
+
+// cloneClaim deep-copies what MIG steps change in a record.
+func cloneClaim(rec checkpoint.Claim) checkpoint.Claim {
+	c := rec
+	c.Devices = slices.Clone(rec.Devices)
+	for i := range c.Devices {
+		if m := c.Devices[i].Mig; m != nil {
+			mc := *m
+			c.Devices[i].Mig = &mc
+		}
+		c.Devices[i].Env = slices.Clone(c.Devices[i].Env)
+	}
+	return c
+}
+
+// saveRecord writes the claim record as it now is. The caller holds the
+// claim lock; rec is the caller's copy.
+func (s *State) saveRecord(rec *checkpoint.Claim) error {
+	c := cloneClaim(*rec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.putClaimLocked(rec.UID, &c)
+}
+
+// prepareMig creates device i's MIG partition: MIG mode on where needed,
+// the GPU instance at exactly the allocated placement, then its compute
+// instance, recording each step before and after. Operations on one GPU
+// are serialized.
+func (s *State) prepareMig(ctx context.Context, rec *checkpoint.Claim, i int) error {
+	hw, err := s.mig()
+	if err != nil {
+		return err
+	}
+	d := &rec.Devices[i]
+	m := d.Mig
+	unlock := s.gpuLocks.lock(d.GPUUUID)
+	defer unlock()
+	logger := klog.FromContext(ctx).WithValues("device", d.Device, "gpu", d.GPUUUID)
+
+	if err := s.ensureMigModeLocked(ctx, hw, rec.UID, d.GPUUUID); err != nil {
+		return err
+	}
+
+	m.Step = checkpoint.MigCreatingGPUInstance
+	if err := s.saveRecord(rec); err != nil {
+		return fmt.Errorf("record MIG step: %w", err)
+	}
+	giID, err := hw.CreateGPUInstance(d.GPUUUID, m.ProfileID, placementOf(m))
+	if err != nil {
+		// Nothing was created: say so, so that no rollback goes looking
+		// for an instance at this placement (it may be someone else's).
+		m.Step = ""
+		if serr := s.saveRecord(rec); serr != nil {
+			return fmt.Errorf("%w; recording that also failed: %v", err, serr)
+		}
+		return err
+	}
+	if h := s.opts.Hooks.AfterGPUInstanceCreated; h != nil {
+		if err := h(rec.UID, d.Device); err != nil {
+			return crash(err)
+		}
+	}
+	m.GPUInstanceID = &giID
+	m.Step = checkpoint.MigCreatingComputeInstance
+	if err := s.saveRecord(rec); err != nil {
+		return fmt.Errorf("record GPU instance %d: %w", giID, err)
+	}
+	ciID, err := hw.CreateComputeInstance(d.GPUUUID, giID)
+	if err != nil {
+		return err
+	}
+	if h := s.opts.Hooks.AfterComputeInstanceCreated; h != nil {
+		if err := h(rec.UID, d.Device); err != nil {
+			return crash(err)
+		}
+	}
+	m.ComputeInstanceID = &ciID
+	uuid, err := hw.MigDeviceUUID(d.GPUUUID, giID, ciID)
+	if err != nil {
+		return err
+	}
+	m.UUID = uuid
+	m.Step = checkpoint.MigCreated
+	if err := s.saveRecord(rec); err != nil {
+		return fmt.Errorf("record compute instance %d: %w", ciID, err)
+	}
+	logger.V(2).Info("Created MIG device", "profile", m.Profile, "placementStart", m.PlacementStart, "gpuInstance", giID, "computeInstance", ciID, "uuid", uuid)
+	return nil
+}
+
+// ensureMigModeLocked turns MIG mode on where it is off, recording first
+// that gpudra did, so that it is turned off again once unused even if the
+// plugin dies right after. The caller holds the GPU lock.
+func (s *State) ensureMigModeLocked(ctx context.Context, hw MIGHardware, claimUID, uuid string) error {
+	on, _, err := hw.MigMode(uuid)
+	if err != nil {
+		return err
+	}
+	if on {
+		return nil
+	}
+	s.mu.Lock()
+	if !slices.Contains(s.cp.MigModeEnabled, uuid) {
+		s.cp.MigModeEnabled = append(s.cp.MigModeEnabled, uuid)
+		slices.Sort(s.cp.MigModeEnabled)
+		if err := s.saveLocked(); err != nil {
+			s.cp.MigModeEnabled = slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == uuid })
+			s.mu.Unlock()
+			return fmt.Errorf("record MIG mode change: %w", err)
+		}
+	}
+	s.mu.Unlock()
+	if err := hw.SetMigMode(uuid, true); err != nil {
+		return fmt.Errorf("enable MIG mode (a GPU that needs a reset for it must have MIG mode enabled by an admin): %w", err)
+	}
+	klog.FromContext(ctx).Info("Enabled MIG mode", "gpu", uuid)
+	if h := s.opts.Hooks.AfterMigModeEnabled; h != nil {
+		if err := h(claimUID, uuid); err != nil {
+			return crash(err)
+		}
+	}
+	return nil
+}
+
+// destroyMig removes a device's MIG partition, whatever step its creation
+// reached, and turns MIG mode off if gpudra turned it on and nothing else
+// uses the GPU. An instance is looked up by placement only when the
+// checkpoint says its creation was under way: that instance can only be
+// this claim's, because the placement was free when it was allocated.
+func (s *State) destroyMig(ctx context.Context, claimUID string, d checkpoint.Device) error {
+	hw, err := s.mig()
+	if err != nil {
+		return err
+	}
+	m := d.Mig
+	unlock := s.gpuLocks.lock(d.GPUUUID)
+	defer unlock()
+	pl := placementOf(m)
+	giID := m.GPUInstanceID
+	if giID == nil && m.Step == checkpoint.MigCreatingGPUInstance {
+		insts, err := hw.MigInstances(d.GPUUUID)
+		if err != nil {
+			return err
+		}
+		for _, inst := range insts {
+			if inst.ProfileID == m.ProfileID && inst.Placement == pl && !s.recordedElsewhere(claimUID, d.GPUUUID, inst) {
+				id := inst.GIID
+				giID = &id
+			}
+		}
+	}
+	if giID != nil {
+		if m.ComputeInstanceID != nil {
+			if err := hw.DestroyComputeInstance(d.GPUUUID, *giID, *m.ComputeInstanceID); err != nil {
+				return err
+			}
+		}
+		if err := hw.DestroyGPUInstance(d.GPUUUID, *giID, m.ProfileID, pl); err != nil {
+			return err
+		}
+		klog.FromContext(ctx).V(2).Info("Destroyed MIG device", "device", d.Device, "gpu", d.GPUUUID, "gpuInstance", *giID)
+	}
+	return s.maybeDisableMigModeLocked(ctx, hw, claimUID, d.GPUUUID)
+}
+
+// recordedElsewhere reports whether another claim's record holds inst.
+func (s *State) recordedElsewhere(claimUID, uuid string, inst gpu.MigInstance) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for uid, c := range s.cp.Claims {
+		if uid == claimUID {
+			continue
+		}
+		for _, d := range c.Devices {
+			if d.GPUUUID == uuid && d.Mig != nil && d.Mig.GPUInstanceID != nil && *d.Mig.GPUInstanceID == inst.GIID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// maybeDisableMigModeLocked turns MIG mode off on a GPU that gpudra put in
+// MIG mode, once no claim but except has a device on it and no instance
+// is left (an admin's would keep it on). The caller holds the GPU lock.
+func (s *State) maybeDisableMigModeLocked(ctx context.Context, hw MIGHardware, except, uuid string) error {
+	s.mu.Lock()
+	ours := slices.Contains(s.cp.MigModeEnabled, uuid)
+	used := s.gpuUsedLocked(except, uuid)
+	s.mu.Unlock()
+	if !ours || used {
+		return nil
+	}
+	insts, err := hw.MigInstances(uuid)
+	if err != nil {
+		return err
+	}
+	if len(insts) > 0 {
+		return nil
+	}
+	on, _, err := hw.MigMode(uuid)
+	if err != nil {
+		return err
+	}
+	if on {
+		if err := hw.SetMigMode(uuid, false); err != nil {
+			return fmt.Errorf("disable MIG mode: %w", err)
+		}
+		klog.FromContext(ctx).Info("Disabled MIG mode that gpudra had enabled", "gpu", uuid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cp.MigModeEnabled = slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == uuid })
+	return s.saveLocked()
+}
+
+// gpuUsedLocked reports whether any claim but except has a device on the
+// GPU.
+func (s *State) gpuUsedLocked(except, uuid string) bool {
+	for uid, c := range s.cp.Claims {
+		if uid == except {
+			continue
+		}
+		for _, d := range c.Devices {
+			if d.GPUUUID == uuid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// prepareWhole readies a whole GPU of a MIG-capable model: MIG mode must
+// be off for CUDA to see the GPU as one device. gpudra turns it off where
+// that needs no reset and no instance exists; otherwise the prepare fails
+// and says why.
+func (s *State) prepareWhole(ctx context.Context, g gpu.GPU) error {
+	if g.MIG == nil {
+		return nil
+	}
+	hw, ok := s.opts.Hardware.(MIGHardware)
+	if !ok {
+		return nil
+	}
+	unlock := s.gpuLocks.lock(g.UUID)
+	defer unlock()
+	on, _, err := hw.MigMode(g.UUID)
+	if err != nil || !on {
+		return err
+	}
+	insts, err := hw.MigInstances(g.UUID)
+	if err != nil {
+		return err
+	}
+	if len(insts) > 0 {
+		return fmt.Errorf("GPU %s (%s) holds %d MIG instances; it cannot be used whole", g.DeviceName(), g.UUID, len(insts))
+	}
+	if g.MIG.ModeChangeNeedsReset {
+		return fmt.Errorf("GPU %s (%s) is in MIG mode, and turning it off needs a GPU reset", g.DeviceName(), g.UUID)
+	}
+	if err := hw.SetMigMode(g.UUID, false); err != nil {
+		return fmt.Errorf("GPU %s: disable MIG mode: %w", g.DeviceName(), err)
+	}
+	klog.FromContext(ctx).Info("Disabled MIG mode to hand out the whole GPU", "gpu", g.UUID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Contains(s.cp.MigModeEnabled, g.UUID) {
+		s.cp.MigModeEnabled = slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == g.UUID })
+		return s.saveLocked()
+	}
+	return nil
+}
+
+// ensureMig recreates the MIG partitions of a prepared claim that are gone
+// (a reboot or GPU reset destroys every instance), at the same placements,
+// and reports whether it did: the claim's CDI spec must then be rewritten
+// with the new instances. The caller holds the claim lock.
+func (s *State) ensureMig(ctx context.Context, rec *checkpoint.Claim) (bool, error) {
+	changed := false
+	for i := range rec.Devices {
+		d := &rec.Devices[i]
+		if d.Mig == nil {
+			continue
+		}
+		hw, err := s.mig()
+		if err != nil {
+			return false, err
+		}
+		insts, err := hw.MigInstances(d.GPUUUID)
+		if err != nil {
+			return false, err
+		}
+		alive := false
+		for _, inst := range insts {
+			if d.Mig.GPUInstanceID != nil && inst.GIID == *d.Mig.GPUInstanceID && inst.ProfileID == d.Mig.ProfileID &&
+				inst.Placement == placementOf(d.Mig) && d.Mig.ComputeInstanceID != nil && slices.Contains(inst.ComputeInstances, *d.Mig.ComputeInstanceID) {
+				alive = true
+			}
+		}
+		if alive {
+			continue
+		}
+		klog.FromContext(ctx).Info("Recreating a prepared claim's MIG device that is gone", "claim", klog.KRef(rec.Namespace, rec.Name), "device", d.Device)
+		d.Mig.GPUInstanceID, d.Mig.ComputeInstanceID, d.Mig.UUID, d.Mig.Step = nil, nil, "", ""
+		if err := s.prepareMig(ctx, rec, i); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	if changed {
+		s.refreshEnv(rec)
+		if err := s.saveRecord(rec); err != nil {
+			return false, err
+		}
+	}
+	return changed, nil
+}
+
+// AdminInstances returns, by GPU UUID, the MIG instances that exist on the
+// node's GPUs and that no claim's record accounts for: an admin's (or
+// another tool's). gpudra never destroys them; the plugin leaves their
+// placements and their GPU unpublished.
+func (s *State) AdminInstances() (map[string][]gpu.MigInstance, error) {
+	hw, ok := s.opts.Hardware.(MIGHardware)
+	if !ok {
+		return nil, nil
+	}
+	out := map[string][]gpu.MigInstance{}
+	var errs []error
+	for _, g := range s.node().GPUs {
+		if g.MIG == nil {
+			continue
+		}
+		insts, err := hw.MigInstances(g.UUID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, inst := range insts {
+			if !s.accountedFor(g.UUID, inst) {
+				out[g.UUID] = append(out[g.UUID], inst)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// accountedFor reports whether a claim's record holds the instance, or is
+// creating one at its placement.
+func (s *State) accountedFor(uuid string, inst gpu.MigInstance) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.cp.Claims {
+		for _, d := range c.Devices {
+			m := d.Mig
+			if d.GPUUUID != uuid || m == nil || m.ProfileID != inst.ProfileID || placementOf(m) != inst.Placement {
+				continue
+			}
+			if (m.GPUInstanceID != nil && *m.GPUInstanceID == inst.GIID) || (m.GPUInstanceID == nil && m.Step == checkpoint.MigCreatingGPUInstance) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// destroyMigDevices destroys the MIG devices of the claim as recorded, in
+// reverse order, and forgets each one's IDs in the record as it goes.
+func (s *State) destroyMigDevices(ctx context.Context, claimUID string) error {
+	s.mu.Lock()
+	c, ok := s.cp.Claims[claimUID]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	for i := len(c.Devices) - 1; i >= 0; i-- {
+		d := c.Devices[i]
+		if d.Mig == nil {
+			continue
+		}
+		if err := s.destroyMig(ctx, claimUID, d); err != nil {
+			return fmt.Errorf("device %s: destroy MIG device: %w", d.Device, err)
+		}
+	}
+	return nil
+}
