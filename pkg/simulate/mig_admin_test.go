@@ -197,4 +197,3 @@ func hasMIG(devices map[string]bool) bool {
 	}
 	return false
 }
-
