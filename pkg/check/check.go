@@ -71,8 +71,12 @@ type runner struct {
 	// evaluation results by expression
 	evals   map[string]*evalResult
 	classes map[string]*classEval
-	lister  classLister
-	byNode  map[string][]int // device indexes per node ("" = not node-local)
+	used    map[string]bool // class names claims and templates use
+	// unusedClass is set while checking a class that no claim uses, when
+	// the inputs have claims (a check of classes alone checks them all).
+	unusedClass bool
+	lister      classLister
+	byNode      map[string][]int // device indexes per node ("" = not node-local)
 	// sequential allocation state
 	allocated map[structured.DeviceID]string // device → claim holding it
 	state     structured.AllocatedState
@@ -134,6 +138,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := r.loadInventory(in); err != nil {
 		return nil, err
 	}
+	r.used = referencedClasses(in)
 	classes := in.Classes
 	if opts.BuiltinClasses {
 		builtin, err := builtinClasses()
@@ -144,10 +149,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		for _, c := range classes {
 			defined[c.Obj.(*resourceapi.DeviceClass).Name] = true
 		}
-		used := referencedClasses(in)
 		for _, c := range builtin {
 			name := c.Obj.(*resourceapi.DeviceClass).Name
-			if !defined[name] && used[name] {
+			if !defined[name] && r.used[name] {
 				classes = append(classes, c)
 			}
 		}
@@ -259,7 +263,24 @@ func (r *runner) resetState() {
 	}
 }
 
+// inventoryDependent findings say that something does not fit this
+// inventory. For a DeviceClass no claim uses (say, a MIG profile of a
+// GPU model the inventory lacks) they are notes: the scheduler never
+// evaluates that class here.
+var inventoryDependent = map[FindingKind]bool{
+	FindingUnknownAttribute: true, FindingCapacityAsAttribute: true, FindingAttributeAsCapacity: true,
+	FindingUnknownCapacity: true, FindingUnknownDriver: true, FindingRuntimeError: true,
+	FindingClassMatchesNothing: true, FindingTypeMismatch: false,
+}
+
 func (r *runner) addFinding(f Finding) {
+	if f.Severity == "" {
+		f.Severity = SeverityError
+		if r.unusedClass && inventoryDependent[f.Kind] {
+			f.Severity = SeverityNote
+			f.Message += " (no claim in the inputs uses this class)"
+		}
+	}
 	r.report.Findings = append(r.report.Findings, f)
 }
 
@@ -602,6 +623,7 @@ func (r *runner) checkClasses(objs []Object) {
 			ce.match[i] = true
 		}
 		object := "DeviceClass " + dc.Name
+		r.unusedClass = len(r.used) > 0 && !r.used[dc.Name]
 		for i, sel := range dc.Spec.Selectors {
 			field := fmt.Sprintf("spec.selectors[%d].cel.expression", i)
 			if sel.CEL == nil {
@@ -638,6 +660,7 @@ func (r *runner) checkClasses(objs []Object) {
 				Hint:    r.classHint(ce)})
 		}
 	}
+	r.unusedClass = false
 	r.lister = classLister{classes: r.classes}
 }
 

@@ -90,7 +90,7 @@ func TestCapacitySelector(t *testing.T) {
 			if c.Allocation == nil {
 				t.Fatalf("not allocated: %v", c.Unsatisfiable)
 			}
-			if len(rep.Findings) != 0 {
+			if rep.Errors() != 0 {
 				t.Errorf("unexpected findings: %+v", rep.Findings)
 			}
 			if rep.ExitCode != ExitClean {

@@ -344,9 +344,7 @@ func (r *runner) finish() {
 		}
 		return a.Document < b.Document
 	})
-	if len(r.report.Findings) > 0 {
-		r.report.ExitCode = ExitFindings
-	}
+	r.report.ExitCode = ExitCode(r.report, nil)
 }
 
 func qty(v int64) string { return resource.NewQuantity(v, resource.BinarySI).String() }

@@ -76,17 +76,29 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 			p("  %s\n", s)
 		}
 	}
-	if len(rep.Findings) == 0 {
+	errs := rep.Errors()
+	notes := len(rep.Findings) - errs
+	switch {
+	case errs == 0 && notes == 0:
 		p("\nno findings\n")
 		return nil
+	case errs == 0:
+		p("\nno findings, %d note(s):\n", notes)
+	case notes == 0:
+		p("\n%d finding(s):\n", errs)
+	default:
+		p("\n%d finding(s), %d note(s):\n", errs, notes)
 	}
-	p("\n%d finding(s):\n", len(rep.Findings))
 	for _, f := range rep.Findings {
 		loc := f.Source.String()
 		if f.Source.File == "" {
 			loc = "inventory"
 		}
-		p("\n%s: %s [%s]\n", loc, f.Object, f.Kind)
+		kind := string(f.Kind)
+		if f.Severity == SeverityNote {
+			kind = "note: " + kind
+		}
+		p("\n%s: %s [%s]\n", loc, f.Object, kind)
 		if f.Field != "" {
 			p("  field: %s\n", f.Field)
 		}

@@ -26,15 +26,18 @@ const (
 
 // Finding is one problem, located as precisely as the input allows.
 type Finding struct {
-	Kind       FindingKind `json:"kind"`
-	Source     Source      `json:"source"`
-	Object     string      `json:"object,omitempty"`     // "DeviceClass gpu.gpudra.io"
-	Field      string      `json:"field,omitempty"`      // "spec.selectors[0].cel.expression"
-	Expression string      `json:"expression,omitempty"` // the CEL expression
-	Caret      string      `json:"caret,omitempty"`      // the expression's line and a caret under the position
-	Message    string      `json:"message"`
-	Hint       string      `json:"hint,omitempty"`
-	Devices    []string    `json:"devices,omitempty"` // devices that raised it (node/device), a few
+	Kind FindingKind `json:"kind"`
+	// Severity is "error" (counts for the exit status) or "note" (worth
+	// knowing, e.g. a class no claim uses matches nothing here).
+	Severity   string   `json:"severity"`
+	Source     Source   `json:"source"`
+	Object     string   `json:"object,omitempty"`     // "DeviceClass gpu.gpudra.io"
+	Field      string   `json:"field,omitempty"`      // "spec.selectors[0].cel.expression"
+	Expression string   `json:"expression,omitempty"` // the CEL expression
+	Caret      string   `json:"caret,omitempty"`      // the expression's line and a caret under the position
+	Message    string   `json:"message"`
+	Hint       string   `json:"hint,omitempty"`
+	Devices    []string `json:"devices,omitempty"` // devices that raised it (node/device), a few
 }
 
 // Report is what gpudra check found.
@@ -144,8 +147,25 @@ func ExitCode(rep *Report, err error) int {
 	switch {
 	case err != nil || rep == nil:
 		return 2
-	case len(rep.Findings) > 0:
+	case rep.Errors() > 0:
 		return 1
 	}
 	return 0
+}
+
+// Severities of findings.
+const (
+	SeverityError = "error"
+	SeverityNote  = "note"
+)
+
+// Errors counts the findings of severity error.
+func (rep *Report) Errors() int {
+	n := 0
+	for _, f := range rep.Findings {
+		if f.Severity != SeverityNote {
+			n++
+		}
+	}
+	return n
 }

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs `gpudra check args...` and returns its exit status and
+// output.
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := newCheckCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.Execute()
+	var exit exitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errOut.String()
+	case errors.As(err, &exit):
+		return exit.code, out.String(), errOut.String()
+	}
+	t.Fatalf("gpudra check %v: %v", args, err)
+	return -1, "", ""
+}
+
+func TestCheckCommandExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: big}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.gpudra.io
+          selectors:
+          - cel:
+              expression: device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('40Gi')) >= 0
+`)
+	wrong := write("wrong.yaml", strings.Replace(mustRead(t, good), "device.capacity", "device.attributes", 1))
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		stdin  string
+		code   int
+		output string // in stdout (code 0, 1) or stderr (code 2)
+	}{
+		{"clean", []string{"--profile", "dgx-a100", good}, "", 0, "ALLOCATED on node-1: gpu=gpu-0"},
+		{"examples", []string{"--examples"}, "", 0, "no findings"},
+		{"finding", []string{"--profile", "dgx-a100", wrong}, "", 1, "use device.capacity['gpu.gpudra.io'].memory"},
+		{"stdin", []string{"--profile", "dgx-a100", "-"}, mustRead(t, wrong), 1, "capacity-as-attribute"},
+		{"empty file", []string{write("empty.yaml", "")}, "", 2, "empty.yaml: the file is empty"},
+		{"malformed", []string{write("bad.yaml", "kind: [\n")}, "", 2, "malformed YAML"},
+		{"unknown kind", []string{write("kind.yaml", "apiVersion: v1\nkind: Gadget\nmetadata: {name: g}\n")}, "", 2, "unknown kind Gadget"},
+		{"no such file", []string{filepath.Join(dir, "nope.yaml")}, "", 2, "no such file"},
+		{"no args", nil, "", 2, "give YAML files"},
+		{"bad version", []string{"--kubernetes-version", "1.20", good}, "", 2, "not supported"},
+		{"bad output", []string{"-o", "xml", good}, "", 2, "want text or json"},
+		{"bad profile", []string{"--profile", "dgx-z9", good}, "", 2, "unknown profile"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, tt.stdin, tt.args...)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, out, errOut)
+			}
+			where := out
+			if code == 2 {
+				where = errOut
+			}
+			if !strings.Contains(where, tt.output) {
+				t.Errorf("output lacks %q:\nstdout:\n%s\nstderr:\n%s", tt.output, out, errOut)
+			}
+		})
+	}
+
+	// -o json is a Report with the same exit status.
+	code, out, _ := runCLI(t, "", "-o", "json", "--profile", "mixed", wrong)
+	var rep struct {
+		ExitCode int `json:"exitCode"`
+		Findings []struct {
+			Kind string `json:"kind"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if code != 1 || rep.ExitCode != 1 || len(rep.Findings) == 0 {
+		t.Errorf("-o json: exit %d, report %+v", code, rep)
+	}
+}
+
+func mustRead(t *testing.T, p string) string {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

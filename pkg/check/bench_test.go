@@ -1,0 +1,167 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+var (
+	benchOnce   sync.Once
+	benchSlices []*resourceapi.ResourceSlice
+	benchBuild  time.Duration
+	benchErr    error
+)
+
+// benchInventory is 1000 dgx-h100 nodes from gpudra's slice builder.
+func benchInventory(b *testing.B) []*resourceapi.ResourceSlice {
+	benchOnce.Do(func() {
+		start := time.Now()
+		benchSlices, benchErr = ProfileInventory(context.Background(), "dgx-h100", 1000, DefaultDriverName)
+		benchBuild = time.Since(start)
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return benchSlices
+}
+
+// benchTemplates are n distinct ResourceClaimTemplates of the kinds users
+// write: memory thresholds, product names, compute capability, NVLink
+// groups of 2, 4 or 8, firstAvailable.
+func benchTemplates(n int) []byte {
+	var b strings.Builder
+	for i := range n {
+		var req string
+		switch i % 5 {
+		case 0:
+			req = fmt.Sprintf(`      - name: gpu
+        exactly:
+          deviceClassName: gpu.gpudra.io
+          selectors:
+          - cel:
+              expression: device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('%dGi')) >= 0`, 10+i%70)
+		case 1:
+			req = fmt.Sprintf(`      - name: gpu
+        exactly:
+          deviceClassName: gpu.gpudra.io
+          selectors:
+          - cel:
+              expression: device.attributes['gpu.gpudra.io'].productName.startsWith('NVIDIA H100') && device.attributes['gpu.gpudra.io'].index >= %d`, i%8)
+		case 2:
+			req = fmt.Sprintf(`      - name: gpu
+        exactly:
+          deviceClassName: gpu.gpudra.io
+          selectors:
+          - cel:
+              expression: device.attributes['gpu.gpudra.io'].cudaComputeCapability.compareTo(semver('%d.0.0')) >= 0`, 7+i%3)
+		case 3:
+			req = fmt.Sprintf(`      - name: gpus
+        exactly:
+          deviceClassName: gpu.gpudra.io
+          count: %d
+          selectors:
+          - cel:
+              expression: device.attributes['gpu.gpudra.io'].minor >= %d
+      constraints:
+      - requests: [gpus]
+        matchAttribute: gpu.gpudra.io/nvlinkGroup`, []int{2, 4, 8}[i%3], i/1000)
+		case 4:
+			req = fmt.Sprintf(`      - name: gpu
+        firstAvailable:
+        - name: big
+          deviceClassName: gpu.gpudra.io
+          selectors:
+          - cel:
+              expression: device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('%dGi')) >= 0
+        - name: any
+          deviceClassName: gpu.gpudra.io`, 100+i)
+		}
+		fmt.Fprintf(&b, "---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: t%d\nspec:\n  spec:\n    devices:\n      requests:\n%s\n", i, req)
+	}
+	return []byte(b.String())
+}
+
+// BenchmarkCheck100Templates1000Nodes checks 100 templates against 1000
+// dgx-h100 nodes: compile, evaluate on every device, allocate each.
+func BenchmarkCheck100Templates1000Nodes(b *testing.B) {
+	slices := benchInventory(b)
+	b.ReportMetric(benchBuild.Seconds(), "inventory-build-s")
+	data := benchTemplates(100)
+	b.ResetTimer()
+	var last *Report
+	var compileTime, total time.Duration
+	for b.Loop() {
+		in := &Inputs{}
+		if err := in.Add("templates.yaml", data); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		rep, err := Run(context.Background(), Options{Inputs: in, Slices: slices, BuiltinClasses: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+		last = rep
+		_ = compileTime
+	}
+	s := last.Stats
+	perOp := total.Seconds() / float64(b.N)
+	b.ReportMetric(float64(last.Inventory.Devices), "devices")
+	b.ReportMetric(float64(s.Expressions), "expressions")
+	b.ReportMetric(float64(s.Evaluations), "cel-evals/op")
+	b.ReportMetric(float64(s.CachedEvals), "shared-evals/op")
+	b.ReportMetric(float64(s.Evaluations+s.CachedEvals)/perOp, "device-selector-pairs/s")
+	b.ReportMetric(float64(s.AllocateRuns), "allocate-calls/op")
+	for _, c := range last.Claims {
+		if c.Allocation == nil {
+			b.Fatalf("%s not allocated: %v", c.Name, c.Unsatisfiable)
+		}
+	}
+	if last.Errors() != 0 {
+		b.Fatalf("findings: %+v", last.Findings[0])
+	}
+}
+
+// BenchmarkCompile measures what a cache miss costs: the API server's
+// compilation of a typical selector, with cost estimation.
+func BenchmarkCompile(b *testing.B) {
+	i := 0
+	for b.Loop() {
+		c := newCompiler(featuresMust(b).cel)
+		r := c.compile(fmt.Sprintf("device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('%dGi')) >= 0 && device.attributes['gpu.gpudra.io'].productName.startsWith('NVIDIA')", i))
+		if r.Error != nil {
+			b.Fatal(r.Error)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "compiles/s")
+}
+
+// BenchmarkEvaluate measures one selector on one device (no sharing).
+func BenchmarkEvaluate(b *testing.B) {
+	slices := benchInventory(b)
+	c := newCompiler(featuresMust(b).cel)
+	r := c.compile("device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('40Gi')) >= 0 && device.attributes['gpu.gpudra.io'].productName.startsWith('NVIDIA')")
+	inv := newInventory(slices[:8])
+	d := inv.devices[0]
+	for b.Loop() {
+		if _, _, err := r.DeviceMatches(context.Background(), d.input); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "evals/s")
+}
+
+func featuresMust(b *testing.B) versionFeatures {
+	f, err := featuresFor(DefaultKubernetesVersion)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
