@@ -1,6 +1,7 @@
 package check
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -141,7 +142,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.used = referencedClasses(in)
 	classes := in.Classes
 	if opts.BuiltinClasses {
-		builtin, err := builtinClasses()
+		builtin, err := builtinClasses(opts.DriverName)
 		if err != nil {
 			return nil, err
 		}
@@ -187,8 +188,10 @@ func referencedClasses(in *Inputs) map[string]bool {
 	return used
 }
 
-// builtinClasses are the DeviceClasses shipped in deviceclasses/.
-func builtinClasses() ([]Object, error) {
+// builtinClasses are the DeviceClasses shipped in deviceclasses/, for a
+// driver name as the Helm chart renders them: every "gpu.gpudra.io" (class
+// names, selectors, attribute domains) becomes the driver name.
+func builtinClasses(driverName string) ([]Object, error) {
 	sub, err := fs.Sub(deviceclasses.FS, ".")
 	if err != nil {
 		return nil, err
@@ -203,6 +206,7 @@ func builtinClasses() ([]Object, error) {
 		if err != nil {
 			return nil, err
 		}
+		data = bytes.ReplaceAll(data, []byte(DefaultDriverName), []byte(driverName))
 		if err := in.Add("(built in) deviceclasses/"+f, data); err != nil {
 			return nil, err
 		}

@@ -338,3 +338,31 @@ func TestCounters(t *testing.T) {
 		t.Errorf("1.35 unguarded: %+v", c)
 	}
 }
+
+// With another driver name the built-in classes are rendered as the Helm
+// chart renders them, so a claim for the renamed class works.
+func TestDriverName(t *testing.T) {
+	in := &Inputs{}
+	err := in.Add("c.yaml", []byte(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.example.com
+        selectors:
+        - cel: {expression: "device.attributes['gpu.example.com'].productName.startsWith('NVIDIA')"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Options{Inputs: in, Profile: "dgx-a100", DriverName: "gpu.example.com", BuiltinClasses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(t, rep, "default/c"); c.Allocation == nil || c.Allocation.Devices[0].Driver != "gpu.example.com" || rep.ExitCode != 0 {
+		t.Errorf("got %+v, findings %+v", c, rep.Findings)
+	}
+}
