@@ -294,11 +294,11 @@ func (r *runner) addFinding(f Finding) {
 // limits and the inventory, and evaluates it on every device.
 func (r *runner) addSelector(src Source, object, field, expr string) *selector {
 	r.report.Stats.Expressions++
+	src.Line = src.lineOf(expr)
 	r.report.Selectors = append(r.report.Selectors, SelectorInfo{Source: src, Object: object, Field: field, Expression: expr})
 	info := &r.report.Selectors[len(r.report.Selectors)-1]
 	s := &selector{source: src}
 	at := Finding{Source: src, Object: object, Field: field, Expression: expr}
-	at.Source.Line = src.lineOf(expr)
 	if len(expr) > resourceapi.CELSelectorExpressionMaxLength {
 		info.Error = fmt.Sprintf("longer than %d characters", resourceapi.CELSelectorExpressionMaxLength)
 		f := at
@@ -570,7 +570,6 @@ func (r *runner) reportRuntimeErrors(s *selector, res *evalResult, scope []bool,
 		sort.Ints(idx)
 		info.Errors += len(idx)
 		f := Finding{Kind: FindingRuntimeError, Source: s.source, Object: object, Field: field, Expression: s.result.Expression}
-		f.Source.Line = s.source.lineOf(s.result.Expression)
 		f.Message = fmt.Sprintf("evaluation fails on %d device(s)%s: %s", len(idx), where, msg)
 		for _, i := range idx[:min(3, len(idx))] {
 			f.Devices = append(f.Devices, r.inv.devices[i].label())

@@ -56,11 +56,17 @@ func (s Source) lineOf(needle string) int {
 	if i := strings.IndexAny(needle, "\n"); i >= 0 {
 		needle = needle[:i]
 	}
-	if len(needle) > 40 {
-		needle = needle[:40]
-	}
-	if needle != "" {
-		if i := bytes.Index(s.text, []byte(needle)); i >= 0 {
+	// A folded scalar (>-) joins lines, so try shorter and shorter
+	// prefixes until one is on a single line of the file.
+	for _, n := range []int{40, 24, 12} {
+		prefix := needle
+		if len(prefix) > n {
+			prefix = prefix[:n]
+		}
+		if prefix == "" {
+			break
+		}
+		if i := bytes.Index(s.text, []byte(prefix)); i >= 0 {
 			return s.docLine + bytes.Count(s.text[:i], []byte("\n"))
 		}
 	}
