@@ -14,7 +14,7 @@ HELM         ?= $(GPUDRA_CACHE)/helm-$(HELM_VERSION)/helm
 export GPUDRA_CACHE HELM_VERSION
 IMAGE        ?= ghcr.io/gpudra/gpudra:dev
 
-.PHONY: all build test demo fmt fmt-check vet lint bench clean chart-check image e2e-local e2e-kind
+.PHONY: all build test demo fmt fmt-check vet lint bench fuzz clean chart-check image e2e-local e2e-kind
 
 all: build
 
@@ -53,7 +53,11 @@ demo:
 
 ## bench: the performance figures quoted in the docs
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/simulate/ ./pkg/slices/
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/simulate/ ./pkg/slices/ ./pkg/check/
+
+## fuzz: search gpudra check's input path (YAML and CEL) for panics for a minute
+fuzz:
+	$(GO) test ./pkg/check -run '^$$' -fuzz FuzzCheck -fuzztime 1m
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
