@@ -3,11 +3,13 @@ package check
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -45,6 +47,9 @@ type Options struct {
 	ListLimit int
 	// Slices, if set, is used as the inventory as is (tests, benchmarks).
 	Slices []*resourceapi.ResourceSlice
+	// AllocateTimeout bounds one allocator call on one node, as the
+	// scheduler's DRASchedulerFilterTimeout does (default 10s).
+	AllocateTimeout time.Duration
 }
 
 // DefaultProfile is the inventory when the inputs hold no ResourceSlices.
@@ -111,6 +116,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	if opts.ListLimit == 0 {
 		opts.ListLimit = 64
+	}
+	if opts.AllocateTimeout == 0 {
+		opts.AllocateTimeout = 10 * time.Second
 	}
 	feats, err := featuresFor(opts.KubernetesVersion)
 	if err != nil {
@@ -760,6 +768,8 @@ type claimEval struct {
 	field  string // "spec" or "spec.spec"
 	source Source
 	reqs   []*reqEval
+	// invalid: the API server would reject the claim; it is not allocated.
+	invalid bool
 	// allocated, once done (a shared claim used by several pods)
 	done bool
 	node string
@@ -905,7 +915,8 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src Sou
 		var re *reqEval
 		switch {
 		case req.Exactly != nil && len(req.FirstAvailable) > 0:
-			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: "a request sets both exactly and firstAvailable"})
+			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: "a request sets both exactly and firstAvailable; the API server rejects the claim"})
+			ce.invalid = true
 			continue
 		case req.Exactly != nil:
 			e := req.Exactly
@@ -920,16 +931,83 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src Sou
 				re.sub = append(re.sub, r.newRequest(req.Name+"/"+sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Selectors, src, object, fmt.Sprintf("%s.firstAvailable[%d]", f, j)))
 			}
 		default:
-			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: fmt.Sprintf("request %q sets neither exactly nor firstAvailable", req.Name)})
+			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: fmt.Sprintf("request %q sets neither exactly nor firstAvailable; the API server rejects the claim", req.Name)})
+			ce.invalid = true
 			continue
 		}
 		ce.reqs = append(ce.reqs, re)
 	}
+	ce.invalid = ce.invalid || r.validateRequests(ce, src, object, field)
 	ce.info = &r.report.Claims[ce.idx]
 	for _, re := range ce.reqs {
 		r.report.Claims[ce.idx].Requests = append(r.report.Claims[ce.idx].Requests, r.requestInfo(re))
 	}
 	return ce
+}
+
+// validateRequests checks what the API server checks on a claim and the
+// allocator relies on: names, classes, modes and counts. It reports each
+// problem and says whether there was one.
+func (r *runner) validateRequests(ce *claimEval, src Source, object, field string) bool {
+	bad := false
+	report := func(f, msg string) {
+		r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: msg + "; the API server rejects the claim"})
+		bad = true
+	}
+	check := func(f, name, class string, mode resourceapi.DeviceAllocationMode, count int64) {
+		if name == "" {
+			report(f+".name", "a request needs a name")
+		}
+		if class == "" {
+			report(f+".deviceClassName", "deviceClassName is required")
+		}
+		switch mode {
+		case resourceapi.DeviceAllocationModeExactCount:
+			if count < 1 {
+				report(f+".count", fmt.Sprintf("count must be at least 1, got %d", count))
+			}
+		case resourceapi.DeviceAllocationModeAll:
+		default:
+			report(f+".allocationMode", fmt.Sprintf("unknown allocationMode %q (ExactCount or All)", mode))
+		}
+	}
+	names := map[string]bool{}
+	reqs := ce.claim.Spec.Devices.Requests
+	if len(reqs) == 0 {
+		report(field+".devices.requests", "a claim needs at least one request")
+	}
+	for i, req := range reqs {
+		f := fmt.Sprintf("%s.devices.requests[%d]", field, i)
+		if names[req.Name] {
+			report(f+".name", fmt.Sprintf("duplicate request name %q", req.Name))
+		}
+		names[req.Name] = true
+		if req.Exactly != nil {
+			e := req.Exactly
+			check(f+".exactly", req.Name, e.DeviceClassName, e.AllocationMode, e.Count)
+		}
+		subs := map[string]bool{}
+		for j, sub := range req.FirstAvailable {
+			sf := fmt.Sprintf("%s.firstAvailable[%d]", f, j)
+			if subs[sub.Name] {
+				report(sf+".name", fmt.Sprintf("duplicate subrequest name %q", sub.Name))
+			}
+			subs[sub.Name] = true
+			check(sf, sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count)
+		}
+	}
+	for i, c := range ce.claim.Spec.Devices.Constraints {
+		for _, n := range c.Requests {
+			base, _, _ := strings.Cut(n, "/")
+			if !names[base] {
+				report(fmt.Sprintf("%s.devices.constraints[%d].requests", field, i), fmt.Sprintf("constraint names request %q, which the claim does not have", n))
+			}
+		}
+		if (c.MatchAttribute == nil) == (c.DistinctAttribute == nil) {
+			report(fmt.Sprintf("%s.devices.constraints[%d]", field, i), "a constraint needs exactly one of matchAttribute and distinctAttribute")
+		}
+	}
+	return bad
 }
 
 func (r *runner) requestInfo(re *reqEval) RequestInfo {
@@ -1020,6 +1098,12 @@ func (r *runner) allocate(u *unit) {
 	claims := make([]*resourceapi.ResourceClaim, len(todo))
 	for i, ce := range todo {
 		claims[i] = ce.claim
+		if ce.invalid {
+			for _, ce := range todo {
+				r.unsatisfiable(ce, "the API server rejects claim "+claims[i].Namespace+"/"+claims[i].Name+" (see the findings): it is never allocated")
+			}
+			return
+		}
 	}
 	for _, ce := range todo {
 		for _, re := range ce.reqs {
@@ -1049,7 +1133,19 @@ func (r *runner) allocate(u *unit) {
 			continue
 		}
 		r.report.Stats.AllocateRuns++
-		results, err := alloc.Allocate(r.ctx, node, claims)
+		ctx, cancel := context.WithTimeout(r.ctx, r.opts.AllocateTimeout)
+		results, err := safeAllocate(ctx, alloc, node, claims)
+		cancel()
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && r.ctx.Err() == nil {
+			msg := fmt.Sprintf("the allocator did not finish within %s on node %s; the scheduler gives up likewise (DRASchedulerFilterTimeout, 10s by default): too many combinations to try (large counts with constraints?)", r.opts.AllocateTimeout, node.Name)
+			for _, ce := range todo {
+				r.unsatisfiable(ce, msg)
+				f := Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg)}
+				f.Source.Line = ce.source.lineOf("devices:")
+				r.addFinding(f)
+			}
+			return
+		}
 		if err != nil {
 			msg := "the scheduler stops with an error on node " + node.Name + ": " + cel.EnhanceRuntimeError(err).Error()
 			for _, ce := range todo {
@@ -1069,6 +1165,17 @@ func (r *runner) allocate(u *unit) {
 		}
 	}
 	r.explain(u, todo, pinned)
+}
+
+// safeAllocate turns a panic of the allocator (on input the API server
+// would have rejected) into an error: gpudra check reports, never crashes.
+func safeAllocate(ctx context.Context, alloc structured.Allocator, node *v1.Node, claims []*resourceapi.ResourceClaim) (results []resourceapi.AllocationResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the allocator failed on this input (it panicked: %v); the API server probably rejects one of these objects", p)
+		}
+	}()
+	return alloc.Allocate(ctx, node, claims)
 }
 
 func anySub(re *reqEval, f func(*reqEval) bool) bool {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 )
@@ -49,7 +50,7 @@ func checkBytes(t testing.TB, data []byte, expr string) (int, string) {
 			return ExitCode(nil, err), err.Error()
 		}
 	}
-	rep, err := Run(context.Background(), Options{Inputs: in, Slices: fuzzInventory(t), BuiltinClasses: true})
+	rep, err := Run(context.Background(), Options{Inputs: in, Slices: fuzzInventory(t), BuiltinClasses: true, AllocateTimeout: 2 * time.Second})
 	code := ExitCode(rep, err)
 	if err != nil {
 		var ie *InputError
@@ -133,6 +134,9 @@ func FuzzCheck(f *testing.F) {
 		f.Add([]byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n"), e)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, expr string) {
+		if dir := os.Getenv("GPUDRA_FUZZ_TRACE"); dir != "" {
+			_ = os.WriteFile(filepath.Join(dir, "current"), append(append([]byte(expr), 0), data...), 0o644)
+		}
 		code, msg := checkBytes(t, data, expr)
 		if code < 0 || code > 2 {
 			t.Fatalf("exit status %d", code)
