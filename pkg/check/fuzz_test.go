@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -135,7 +136,16 @@ func FuzzCheck(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, expr string) {
 		if dir := os.Getenv("GPUDRA_FUZZ_TRACE"); dir != "" {
+			// Debugging aid: the input being run, and how long each took.
 			_ = os.WriteFile(filepath.Join(dir, "current"), append(append([]byte(expr), 0), data...), 0o644)
+			start := time.Now()
+			defer func() {
+				f, err := os.OpenFile(filepath.Join(dir, "times"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+				if err == nil {
+					fmt.Fprintf(f, "%d %s\n", len(data)+len(expr), time.Since(start))
+					_ = f.Close()
+				}
+			}()
 		}
 		code, msg := checkBytes(t, data, expr)
 		if code < 0 || code > 2 {
