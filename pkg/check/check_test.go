@@ -2,12 +2,16 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
 )
 
 // run checks the files under testdata/cases on one node of a profile.
@@ -365,4 +369,38 @@ spec:
 	if c := claim(t, rep, "default/c"); c.Allocation == nil || c.Allocation.Devices[0].Driver != "gpu.example.com" || rep.ExitCode != 0 {
 		t.Errorf("got %+v, findings %+v", c, rep.Findings)
 	}
+}
+
+// Building nodes side by side gives what building them one by one gives.
+func TestProfileInventoryParallel(t *testing.T) {
+	ctx := context.Background()
+	all, err := ProfileInventory(ctx, "mixed", 6, DefaultDriverName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := 1; i <= 6; i++ {
+		one, err := nodeInventory(ctx, "mixed", fmt.Sprintf("node-%d", i), DefaultDriverName, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range one {
+			want = append(want, sliceJSON(t, s))
+		}
+	}
+	var got []string
+	for _, s := range all {
+		got = append(got, sliceJSON(t, s))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("parallel build differs from one node at a time")
+	}
+}
+
+func sliceJSON(t *testing.T, s *resourceapi.ResourceSlice) string {
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
