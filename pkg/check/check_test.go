@@ -404,3 +404,32 @@ func sliceJSON(t *testing.T, s *resourceapi.ResourceSlice) string {
 	}
 	return string(data)
 }
+
+// Nine GPUs on two 8-GPU nodes: enough in all, not enough on one node.
+func TestNotEnoughOnOneNode(t *testing.T) {
+	in := &Inputs{}
+	err := in.Add("nine.yaml", []byte(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: nine}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly: {deviceClassName: gpu.gpudra.io, count: 9}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Options{Inputs: in, Profile: "dgx-h100", Nodes: 2, BuiltinClasses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claim(t, rep, "default/nine")
+	if why := strings.Join(c.Unsatisfiable, " "); !strings.Contains(why, "needs 9 device(s) on one node; 16 match in all, at most 8 on any one node") {
+		t.Errorf("explanation: %q", why)
+	}
+	if rep.Stats.AllocateRuns != 0 {
+		t.Errorf("the allocator ran %d times on nodes that cannot fit the claim", rep.Stats.AllocateRuns)
+	}
+}
