@@ -304,15 +304,16 @@ func (r *runner) addSelector(src Source, object, field, expr string) *selector {
 	r.report.Stats.Expressions++
 	src.Line = src.lineOf(expr)
 	r.report.Selectors = append(r.report.Selectors, SelectorInfo{Source: src, Object: object, Field: field, Expression: expr})
-	info := &r.report.Selectors[len(r.report.Selectors)-1]
-	s := &selector{source: src}
+	// The report's slice may grow later; the selector keeps an index.
+	s := &selector{source: src, infoIndex: len(r.report.Selectors) - 1}
+	info := &r.report.Selectors[s.infoIndex]
 	at := Finding{Source: src, Object: object, Field: field, Expression: expr}
 	if len(expr) > resourceapi.CELSelectorExpressionMaxLength {
 		info.Error = fmt.Sprintf("longer than %d characters", resourceapi.CELSelectorExpressionMaxLength)
 		f := at
 		f.Kind, f.Message = FindingTooLong, fmt.Sprintf("the expression is %d characters long; the API server accepts at most %d", len(expr), resourceapi.CELSelectorExpressionMaxLength)
 		r.addFinding(f)
-		return r.finishSelector(s, info)
+		return s
 	}
 	s.result = r.compiler.compile(expr)
 	if s.result.Error != nil {
@@ -321,7 +322,7 @@ func (r *runner) addSelector(src Source, object, field, expr string) *selector {
 		f.Kind, f.Message = FindingCompile, s.result.Error.Detail
 		f.Hint = compileHint(s.result.Error.Detail)
 		r.addFinding(f)
-		return r.finishSelector(s, info)
+		return s
 	}
 	info.Type = s.result.OutputType.String()
 	info.Cost = s.result.MaxCost
@@ -331,19 +332,11 @@ func (r *runner) addSelector(src Source, object, field, expr string) *selector {
 		f.Message = fmt.Sprintf("too complex: estimated worst-case cost %d exceeds the limit of %d", s.result.MaxCost, resourceapi.CELSelectorExpressionMaxCost)
 		f.Hint = "the API server rejects this object; avoid comprehensions over attributes or long string operations"
 		r.addFinding(f)
-		return r.finishSelector(s, info)
+		return s
 	}
 	s.ok = true
-	s.analyze()
+	r.compiler.analyze(s)
 	r.checkRefs(s, at)
-	return r.finishSelector(s, info)
-}
-
-func (r *runner) finishSelector(s *selector, info *SelectorInfo) *selector {
-	// info points into a slice that may grow; keep an index instead.
-	s.info = nil
-	s.infoIndex = len(r.report.Selectors) - 1
-	_ = info
 	return s
 }
 

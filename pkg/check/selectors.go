@@ -15,11 +15,10 @@ import (
 
 // selector is one CEL expression in the input and its compilation.
 type selector struct {
-	info      *SelectorInfo
 	source    Source
 	result    cel.CompilationResult
-	ok        bool // compiled, within limits
-	infoIndex int
+	ok        bool     // compiled, within limits
+	infoIndex int      // in Report.Selectors
 	refs      []celRef // what it reads of the device
 	// dynamic means it reads the device in a way refs do not capture
 	// (iterating over a map, a computed key): no evaluation sharing.
@@ -46,11 +45,12 @@ type celRef struct {
 type compiler struct {
 	features cel.Features
 	cache    map[string]cel.CompilationResult
+	analyzed map[string]analysis
 	compiled int
 }
 
 func newCompiler(features cel.Features) *compiler {
-	return &compiler{features: features, cache: map[string]cel.CompilationResult{}}
+	return &compiler{features: features, cache: map[string]cel.CompilationResult{}, analyzed: map[string]analysis{}}
 }
 
 func (c *compiler) compile(expr string) cel.CompilationResult {
@@ -64,18 +64,25 @@ func (c *compiler) compile(expr string) cel.CompilationResult {
 	return r
 }
 
-// analyze records what the compiled expression reads of the device.
-func (s *selector) analyze() {
-	env := s.result.Environment
-	if env == nil {
+// analyze records what the compiled expression reads of the device
+// (once per expression).
+func (c *compiler) analyze(s *selector) {
+	if a, ok := c.analyzed[s.result.Expression]; ok {
+		s.refs, s.dynamic = a.refs, a.dynamic
 		return
 	}
-	checked, iss := env.Compile(s.result.Expression)
-	if iss.Err() != nil {
-		s.dynamic = true
-		return
+	s.dynamic = true
+	if env := s.result.Environment; env != nil {
+		if checked, iss := env.Compile(s.result.Expression); iss.Err() == nil {
+			s.refs, s.dynamic = deviceRefs(checked)
+		}
 	}
-	s.refs, s.dynamic = deviceRefs(checked)
+	c.analyzed[s.result.Expression] = analysis{s.refs, s.dynamic}
+}
+
+type analysis struct {
+	refs    []celRef
+	dynamic bool
 }
 
 func deviceRefs(checked *celgo.Ast) ([]celRef, bool) {
