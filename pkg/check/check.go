@@ -170,6 +170,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	for _, u := range units {
 		r.allocate(u)
 	}
+	for _, u := range units {
+		if u.pod != "" {
+			r.report.Pods = append(r.report.Pods, r.podInfo(u))
+		}
+	}
 	r.finish()
 	return r.report, nil
 }
@@ -750,6 +755,8 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 // unit is what is allocated at once: one pod's claims, or one claim.
 type unit struct {
 	pod    string // namespace/name, "" for a lone claim
+	podObj Object
+	byName map[string]*claimEval // pod claim name → claim
 	claims []*claimEval
 }
 
@@ -806,7 +813,7 @@ func (r *runner) buildUnits(in *Inputs) []*unit {
 	usedClaims := map[*claimEval]bool{}
 	for _, o := range in.Pods {
 		pod := o.Obj.(*v1.Pod)
-		u := &unit{pod: o.Name}
+		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}}
 		for i, pc := range pod.Spec.ResourceClaims {
 			field := fmt.Sprintf("spec.resourceClaims[%d]", i)
 			switch {
@@ -821,6 +828,7 @@ func (r *runner) buildUnits(in *Inputs) []*unit {
 				}
 				usedClaims[ce] = true
 				u.claims = append(u.claims, ce)
+				u.byName[pc.Name] = ce
 			case pc.ResourceClaimTemplateName != nil:
 				name := pod.Namespace + "/" + *pc.ResourceClaimTemplateName
 				t, ok := templates[name]
@@ -839,6 +847,7 @@ func (r *runner) buildUnits(in *Inputs) []*unit {
 				ce := r.newClaim(claim, "ResourceClaimTemplate "+name+" for Pod "+o.Name, t.Source, "ResourceClaimTemplate "+name, "spec.spec")
 				ce.info.Pod = o.Name
 				u.claims = append(u.claims, ce)
+				u.byName[pc.Name] = ce
 			default:
 				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
 					Message: "names neither resourceClaimName nor resourceClaimTemplateName"})
@@ -878,6 +887,46 @@ func (r *runner) buildUnits(in *Inputs) []*unit {
 		out[i] = units[i].u
 	}
 	return out
+}
+
+// podInfo says what each container of a pod would receive.
+func (r *runner) podInfo(u *unit) PodInfo {
+	pod := u.podObj.Obj.(*v1.Pod)
+	pi := PodInfo{Name: u.pod, Source: u.podObj.Source}
+	for _, ce := range u.claims {
+		if a := r.report.Claims[ce.idx].Allocation; a != nil {
+			pi.Node = a.Node
+		} else {
+			pi.Pending = true
+		}
+	}
+	if len(u.claims) < len(pod.Spec.ResourceClaims) {
+		pi.Pending = true
+	}
+	if pi.Pending {
+		pi.Node = ""
+	}
+	for _, c := range pod.Spec.Containers {
+		ci := ContainerInfo{Name: c.Name, Devices: []string{}}
+		for _, rc := range c.Resources.Claims {
+			ce, ok := u.byName[rc.Name]
+			if !ok {
+				continue
+			}
+			a := r.report.Claims[ce.idx].Allocation
+			if a == nil {
+				continue
+			}
+			for _, d := range a.Devices {
+				base, _, _ := strings.Cut(d.Request, "/")
+				if rc.Request == "" || rc.Request == base || rc.Request == d.Request {
+					ci.Devices = append(ci.Devices, fmt.Sprintf("%s (claim %s, request %s)", d.Device, rc.Name, d.Request))
+				}
+			}
+		}
+		pi.Containers = append(pi.Containers, ci)
+	}
+	return pi
 }
 
 // checkContainerClaims reports containers that name a pod claim (or a

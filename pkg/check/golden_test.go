@@ -30,7 +30,9 @@ type golden struct {
 	// Allocations: claim → "request=device" for each result, or
 	// "UNSATISFIABLE: why".
 	Allocations map[string][]string `json:"allocations"`
-	Findings    []string            `json:"findings"`
+	// Pods: pod → "container: devices", or "PENDING".
+	Pods     map[string][]string `json:"pods"`
+	Findings []string            `json:"findings"`
 }
 
 func summarize(profile string, rep *Report) golden {
@@ -62,6 +64,16 @@ func summarize(profile string, rep *Report) golden {
 			g.Allocations[c.Name] = devs
 		default:
 			g.Allocations[c.Name] = []string{"UNSATISFIABLE: " + strings.Join(c.Unsatisfiable, "; ")}
+		}
+	}
+	g.Pods = map[string][]string{}
+	for _, p := range rep.Pods {
+		if p.Pending {
+			g.Pods[p.Name] = []string{"PENDING"}
+			continue
+		}
+		for _, c := range p.Containers {
+			g.Pods[p.Name] = append(g.Pods[p.Name], p.Node+" "+c.Name+": "+strings.Join(c.Devices, ", "))
 		}
 	}
 	for _, f := range rep.Findings {
@@ -136,6 +148,16 @@ func TestExamplesRunOnDemoNode(t *testing.T) {
 	for _, c := range rep.Claims {
 		if c.Allocation == nil {
 			t.Errorf("%s (%s): not allocatable on %s: %v", c.Name, c.Source.File, DefaultProfile, c.Unsatisfiable)
+		}
+	}
+	for _, p := range rep.Pods {
+		if p.Pending {
+			t.Errorf("pod %s stays Pending on %s", p.Name, DefaultProfile)
+		}
+		for _, c := range p.Containers {
+			if len(c.Devices) == 0 {
+				t.Errorf("pod %s container %s receives no device", p.Name, c.Name)
+			}
 		}
 	}
 	for _, f := range rep.Findings {

@@ -70,6 +70,23 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 			}
 		}
 	}
+	if len(rep.Pods) > 0 {
+		p("\npods:\n")
+		for _, pod := range rep.Pods {
+			if pod.Pending {
+				p("  %s: PENDING (a claim cannot be allocated)\n", pod.Name)
+				continue
+			}
+			p("  %s on %s\n", pod.Name, pod.Node)
+			for _, c := range pod.Containers {
+				devs := "no devices"
+				if len(c.Devices) > 0 {
+					devs = strings.Join(c.Devices, ", ")
+				}
+				p("    container %s: %s\n", c.Name, devs)
+			}
+		}
+	}
 	if len(rep.Ignored) > 0 {
 		p("\nignored (nothing to check):\n")
 		for _, s := range rep.Ignored {

@@ -48,6 +48,7 @@ type Report struct {
 	Selectors         []SelectorInfo `json:"selectors"`
 	Classes           []ClassInfo    `json:"classes"`
 	Claims            []ClaimInfo    `json:"claims"`
+	Pods              []PodInfo      `json:"pods,omitempty"`
 	Findings          []Finding      `json:"findings"`
 	Ignored           []string       `json:"ignored,omitempty"`
 	Stats             Stats          `json:"stats"`
@@ -116,6 +117,22 @@ type ClaimInfo struct {
 	Allocation *Allocation `json:"allocation,omitempty"`
 	// Unsatisfiable says why not, one line per reason.
 	Unsatisfiable []string `json:"unsatisfiable,omitempty"`
+}
+
+// PodInfo is a pod: where its claims were allocated and the devices each
+// container would receive (through resources.claims).
+type PodInfo struct {
+	Name       string          `json:"name"`
+	Source     Source          `json:"source"`
+	Node       string          `json:"node,omitempty"`
+	Pending    bool            `json:"pending,omitempty"` // a claim is not allocatable: the pod stays Pending
+	Containers []ContainerInfo `json:"containers"`
+}
+
+// ContainerInfo lists the devices one container would receive.
+type ContainerInfo struct {
+	Name    string   `json:"name"`
+	Devices []string `json:"devices"`
 }
 
 // Allocation is the allocator's result for a claim.
