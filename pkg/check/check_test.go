@@ -433,3 +433,35 @@ spec:
 		t.Errorf("the allocator ran %d times on nodes that cannot fit the claim", rep.Stats.AllocateRuns)
 	}
 }
+
+// The CEL environment follows --kubernetes-version: allowMultipleAllocations
+// (consumable capacity) exists from 1.36 on.
+func TestVersionedEnvironment(t *testing.T) {
+	doc := []byte(`apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: single}
+spec:
+  selectors:
+  - cel: {expression: "!device.allowMultipleAllocations"}
+`)
+	for _, tt := range []struct {
+		version string
+		compile bool
+	}{{"1.34", false}, {"1.35", false}, {"1.36", true}, {"1.37", true}} {
+		in := &Inputs{}
+		if err := in.Add("c.yaml", doc); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Run(context.Background(), Options{Inputs: in, Profile: "dgx-a100", KubernetesVersion: tt.version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		compiles := len(findings(rep, FindingCompile)) == 0
+		if compiles != tt.compile {
+			t.Errorf("%s: compiles %v, want %v (%+v)", tt.version, compiles, tt.compile, rep.Findings)
+		}
+		if rep.KubernetesVersion != tt.version {
+			t.Errorf("report version %q", rep.KubernetesVersion)
+		}
+	}
+}

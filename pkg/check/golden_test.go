@@ -167,23 +167,48 @@ func TestExamplesRunOnDemoNode(t *testing.T) {
 	}
 }
 
-// lineDiff shows the lines that differ, with a little context.
+// lineDiff is a unified-style diff of two texts (longest common
+// subsequence of lines), at most 60 lines of it.
 func lineDiff(want, got string) string {
 	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	// lcs[i][j]: length of the LCS of w[i:] and g[j:].
+	lcs := make([][]int, len(w)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(g)+1)
+	}
+	for i := len(w) - 1; i >= 0; i-- {
+		for j := len(g) - 1; j >= 0; j-- {
+			if w[i] == g[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
 	var b strings.Builder
-	shown := 0
-	for i := 0; i < max(len(w), len(g)) && shown < 40; i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
+	lines := 0
+	emit := func(prefix, line string) {
+		if lines < 60 {
+			b.WriteString(prefix + line + "\n")
 		}
-		if i < len(g) {
-			gl = g[i]
+		lines++
+	}
+	i, j := 0, 0
+	for i < len(w) || j < len(g) {
+		switch {
+		case i < len(w) && j < len(g) && w[i] == g[j]:
+			i++
+			j++
+		case i < len(w) && (j == len(g) || lcs[i+1][j] >= lcs[i][j+1]):
+			emit("- ", w[i])
+			i++
+		default:
+			emit("+ ", g[j])
+			j++
 		}
-		if wl != gl {
-			fmt.Fprintf(&b, "line %d:\n  - %s\n  + %s\n", i+1, wl, gl)
-			shown++
-		}
+	}
+	if lines > 60 {
+		fmt.Fprintf(&b, "… %d more changed lines\n", lines-60)
 	}
 	return b.String()
 }
