@@ -78,6 +78,7 @@ type runner struct {
 	evals   map[string]*evalResult
 	classes map[string]*classEval
 	used    map[string]bool // class names claims and templates use
+	seen    map[string]bool // findings already reported
 	// unusedClass is set while checking a class that no claim uses, when
 	// the inputs have claims (a check of classes alone checks them all).
 	unusedClass bool
@@ -143,6 +144,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		celCache: cel.NewCache(1000, feats.cel),
 		evals:    map[string]*evalResult{},
 		classes:  map[string]*classEval{},
+		seen:     map[string]bool{},
 	}
 	if err := r.loadInventory(in); err != nil {
 		return nil, err
@@ -298,6 +300,12 @@ func (r *runner) addFinding(f Finding) {
 			f.Message += " (no claim in the inputs uses this class)"
 		}
 	}
+	// A template used by several pods is checked once per pod; say it once.
+	key := fmt.Sprintf("%s\x00%s\x00%d\x00%s\x00%s\x00%s", f.Kind, f.Source.File, f.Source.Document, f.Object, f.Field, f.Message)
+	if r.seen[key] {
+		return
+	}
+	r.seen[key] = true
 	r.report.Findings = append(r.report.Findings, f)
 }
 

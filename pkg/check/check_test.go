@@ -465,3 +465,31 @@ spec:
 		}
 	}
 }
+
+// A template that several pods use is reported once.
+func TestFindingsOncePerTemplate(t *testing.T) {
+	in, err := LoadPaths([]string{filepath.Join("testdata", "cases", "version-as-string.yaml")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := ""
+	for _, p := range []string{"a", "b", "c"} {
+		pods += "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p" + p + "}\nspec:\n  containers: [{name: c, image: x}]\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: ampere-or-newer}]\n"
+	}
+	if err := in.Add("pods.yaml", []byte(pods)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Options{Inputs: in, Profile: "dgx-a100", BuiltinClasses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(findings(rep, FindingTypeMismatch)); n != 1 {
+		t.Errorf("%d type-mismatch findings, want 1", n)
+	}
+	if n := len(findings(rep, FindingRuntimeError)); n != 1 {
+		t.Errorf("%d runtime-error findings, want 1", n)
+	}
+	if n := len(findings(rep, FindingUnsatisfiable)); n != 3 {
+		t.Errorf("%d unsatisfiable findings, want one per pod", n)
+	}
+}
