@@ -1,0 +1,134 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/gpudra/gpudra/pkg/discovery"
+	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	gpuslices "github.com/gpudra/gpudra/pkg/slices"
+)
+
+// migDocModels are the MIG-capable models docs/mig.md lists.
+var migDocModels = []string{"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm5-141gb", "b200-sxm-180gb"}
+
+const (
+	docsBegin = "<!-- BEGIN GENERATED: go test ./pkg/simulate -run TestMigDocs -update -->\n"
+	docsEnd   = "<!-- END GENERATED -->\n"
+)
+
+// TestMigDocs keeps the profile tables of docs/mig.md equal to what the
+// plugin publishes for each MIG-capable model: every profile, its device
+// names, capacities and counters, and each GPU's counter set.
+func TestMigDocs(t *testing.T) {
+	var buf bytes.Buffer
+	for _, key := range migDocModels {
+		writeModelDoc(t, &buf, key)
+	}
+	path := filepath.Join("..", "..", "docs", "mig.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := bytes.Index(doc, []byte(docsBegin)), bytes.Index(doc, []byte(docsEnd))
+	if begin < 0 || end < begin {
+		t.Fatalf("%s has no generated section (%q … %q)", path, docsBegin, docsEnd)
+	}
+	got := slices.Concat(doc[:begin+len(docsBegin)], buf.Bytes(), doc[end:])
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !bytes.Equal(got, doc) {
+		t.Errorf("%s is out of date: run go test ./pkg/simulate -run TestMigDocs -update and review the diff", path)
+	}
+}
+
+func writeModelDoc(t *testing.T, w *bytes.Buffer, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "profile.yaml")
+	if err := os.WriteFile(file, []byte("gpus:\n- model: "+key+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: file, NodeName: "docs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Init()
+	defer s.Shutdown()
+	node, err := discovery.Discover(context.Background(), s, "docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := node.GPUs[0]
+	m := g.MIG
+	reset := "no: gpudra switches MIG mode on when a partition is prepared, and off again when the last one is released"
+	if m.ModeChangeNeedsReset {
+		reset = "yes: gpudra publishes this GPU's placements only while an admin has MIG mode on, and the whole GPU only while it is off"
+	}
+	fmt.Fprintf(w, "### %s (`%s`)\n\n", g.ProductName, key)
+	fmt.Fprintf(w, "%d memory slices, %d compute slices. MIG mode change needs a GPU reset: %s.\n\n", m.MemorySlices, m.ComputeSlices, reset)
+	fmt.Fprintf(w, "| profile | device names (GPU minor 0) | memory | SMs | copy engines | decoders | encoders | JPEG | OFA | at most | counters consumed besides the memory slices |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	limited := map[uint32]bool{}
+	for _, p := range m.LimitedProfiles() {
+		limited[p.ID] = true
+	}
+	for _, p := range m.Profiles {
+		var names []string
+		for _, pl := range p.Placements {
+			names = append(names, fmt.Sprintf("`%s`", gpu.MigDeviceName(0, p.Name, pl.Start)))
+		}
+		consumed := []string{fmt.Sprintf("memory %dMi", p.MemoryBytes>>20), fmt.Sprintf("multiprocessors %d", p.Multiprocessors)}
+		for _, e := range []struct {
+			name string
+			v    int
+		}{{gpuslices.CounterCopyEngines, p.CopyEngines}, {gpuslices.CounterDecoders, p.Decoders}, {gpuslices.CounterEncoders, p.Encoders},
+			{gpuslices.CounterJPEGEngines, p.JPEGEngines}, {gpuslices.CounterOFAEngines, p.OFAEngines}} {
+			if e.v > 0 {
+				consumed = append(consumed, fmt.Sprintf("%s %d", e.name, e.v))
+			}
+		}
+		if limited[p.ID] {
+			consumed = append(consumed, gpuslices.InstancesCounter(p.Name)+" 1")
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %dMi | %d | %d | %d | %d | %d | %d | %d | %s |\n", p.Name, strings.Join(names, " "),
+			p.MemoryBytes>>20, p.Multiprocessors, p.CopyEngines, p.Decoders, p.Encoders, p.JPEGEngines, p.OFAEngines, p.InstanceCount, strings.Join(consumed, ", "))
+	}
+	who := "the whole GPU `gpu-0` consumes all of it"
+	if m.ModeChangeNeedsReset {
+		// Shown as published while an admin has MIG mode on.
+		node.GPUs[0].MigEnabled = true
+		who = "published while MIG mode is on, when the whole GPU is not"
+	}
+	res, err := gpuslices.Build(node, gpuslices.Options{DriverName: "gpu.gpudra.io", SysfsRoot: "/nonexistent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sl := range res.Pools["docs"].Slices {
+		for _, cs := range sl.SharedCounters {
+			var names []string
+			for n := range cs.Counters {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			var parts []string
+			for _, n := range names {
+				v := cs.Counters[n].Value
+				parts = append(parts, fmt.Sprintf("%s %s", n, v.String()))
+			}
+			fmt.Fprintf(w, "\nCounter set `%s` (%s): %s.\n\n", cs.Name, who, strings.Join(parts, ", "))
+		}
+	}
+}
