@@ -1,0 +1,182 @@
+package slices
+
+import (
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+// h100MIG is the MIG table of an H100 80GB (the fake's), trimmed to three
+// profiles to keep the test readable.
+func pls(starts []int, size int) []gpu.MigPlacement {
+	var out []gpu.MigPlacement
+	for _, s := range starts {
+		out = append(out, gpu.MigPlacement{Start: s, Size: size})
+	}
+	return out
+}
+
+func h100MIG() *gpu.MIG {
+	return &gpu.MIG{
+		MemorySlices: 8, ComputeSlices: 7,
+		Profiles: []gpu.MigProfile{
+			{Name: "1g.10gb", ID: 19, ComputeSlices: 1, InstanceCount: 7, MemoryBytes: 10 << 30, Multiprocessors: 16, CopyEngines: 1, Decoders: 1,
+				Placements: pls([]int{0, 1, 2, 3, 4, 5, 6}, 1)},
+			{Name: "3g.40gb", ID: 9, ComputeSlices: 3, InstanceCount: 2, MemoryBytes: 40 << 30, Multiprocessors: 48, CopyEngines: 3, Decoders: 2,
+				Placements: pls([]int{0, 4}, 4)},
+			{Name: "1g.10gb+me", ID: 20, ComputeSlices: 1, InstanceCount: 1, MemoryBytes: 10 << 30, Multiprocessors: 16, CopyEngines: 1, Decoders: 1, JPEGEngines: 1, OFAEngines: 1,
+				Placements: pls([]int{0, 1, 2, 3, 4, 5, 6}, 1)},
+		},
+	}
+}
+
+func migNode(mig *gpu.MIG, enabled bool) gpu.Node {
+	node := h100Node("node-a", 2)
+	for i := range node.GPUs {
+		m := *mig
+		node.GPUs[i].MIG = &m
+		node.GPUs[i].MigEnabled = enabled
+	}
+	return node
+}
+
+
+func TestBuildMIG(t *testing.T) {
+	res, err := Build(migNode(h100MIG(), false), Options{DriverName: testDriver, SysfsRoot: noSysfs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := res.Pools["node-a"].Slices
+	// whole GPUs, counter sets, placements (2 × 16 in one slice)
+	if len(sl) != 3 || len(sl[0].Devices) != 2 || len(sl[1].SharedCounters) != 2 || len(sl[2].Devices) != 32 {
+		t.Fatalf("layout: %d slices", len(sl))
+	}
+	cs := sl[1].SharedCounters[0]
+	if cs.Name != "gpu-0-counters" {
+		t.Errorf("counter set %s", cs.Name)
+	}
+	want := map[string]string{
+		"memory-slice-0": "1", "memory-slice-7": "1", "multiprocessors": "112", "1g10gbme-instances": "1",
+		"copy-engines": "7", "decoders": "7", "jpeg-engines": "1", "ofa-engines": "1",
+	}
+	for k, v := range want {
+		q, ok := cs.Counters[k]
+		if !ok || q.Value.String() != v {
+			t.Errorf("counter %s = %v, want %s", k, q.Value.String(), v)
+		}
+	}
+	if _, ok := cs.Counters["encoders"]; ok {
+		t.Error("a counter of value 0 is published")
+	}
+	whole := sl[0].Devices[0]
+	if len(whole.ConsumesCounters) != 1 || len(whole.ConsumesCounters[0].Counters) != len(cs.Counters) {
+		t.Errorf("the whole GPU does not consume the whole counter set: %+v", whole.ConsumesCounters)
+	}
+	me := sl[2].Devices[9] // 7 × 1g, 2 × 3g, then the first +me
+	if me.Name != "gpu-0-mig-1g10gbme-0" || *me.Attributes[AttrType].StringValue != TypeMIG || *me.Attributes[AttrProfile].StringValue != "1g.10gb+me" {
+		t.Fatalf("device %s %v", me.Name, me.Attributes)
+	}
+	c := me.ConsumesCounters[0].Counters
+	for _, k := range []string{"memory-slice-0", "1g10gbme-instances", "ofa-engines", "multiprocessors"} {
+		if _, ok := c[k]; !ok {
+			t.Errorf("%s does not consume %s", me.Name, k)
+		}
+	}
+	if _, ok := c["memory-slice-1"]; ok {
+		t.Errorf("%s consumes a memory slice outside its placement", me.Name)
+	}
+	if n := len(me.Attributes); n != 8 {
+		t.Errorf("%d attributes on a MIG device, want 8", n)
+	}
+}
+
+func TestBuildMIGAmpere(t *testing.T) {
+	mig := h100MIG()
+	mig.ModeChangeNeedsReset = true
+	res, err := Build(migNode(mig, false), Options{DriverName: testDriver, SysfsRoot: noSysfs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sl := res.Pools["node-a"].Slices; len(sl) != 1 || len(sl[0].Devices) != 2 || len(sl[0].Devices[0].ConsumesCounters) != 0 {
+		t.Errorf("Ampere with MIG off: want whole GPUs only, got %d slices", len(sl))
+	}
+	res, err = Build(migNode(mig, true), Options{DriverName: testDriver, SysfsRoot: noSysfs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Pools["node-a"].Slices {
+		for _, d := range s.Devices {
+			if !strings.Contains(d.Name, "-mig-") {
+				t.Errorf("Ampere with MIG on publishes the whole GPU %s", d.Name)
+			}
+		}
+	}
+}
+
+func TestBuildMIGAdminAndFallback(t *testing.T) {
+	node := migNode(h100MIG(), true)
+	admin := map[string][]gpu.MigInstance{node.GPUs[1].UUID: {{GIID: 1, ProfileID: 9, Placement: gpu.MigPlacement{Start: 4, Size: 4}}}}
+	res, err := Build(node, Options{DriverName: testDriver, SysfsRoot: noSysfs, AdminInstances: admin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	var cs resourceapi.CounterSet
+	for _, s := range res.Pools["node-a"].Slices {
+		for _, d := range s.Devices {
+			names[d.Name] = true
+		}
+		for _, c := range s.SharedCounters {
+			if c.Name == "gpu-1-counters" {
+				cs = c
+			}
+		}
+	}
+	for _, gone := range []string{"gpu-1", "gpu-1-mig-3g40gb-4", "gpu-1-mig-1g10gb-5"} {
+		if names[gone] {
+			t.Errorf("%s is published beside an admin's instance", gone)
+		}
+	}
+	for _, kept := range []string{"gpu-0", "gpu-1-mig-3g40gb-0", "gpu-1-mig-1g10gb-3"} {
+		if !names[kept] {
+			t.Errorf("%s is not published", kept)
+		}
+	}
+	mp := cs.Counters["multiprocessors"]
+	if v := mp.Value.String(); v != "64" {
+		t.Errorf("GPU 1 multiprocessors counter %s, want 112-48", v)
+	}
+	if _, ok := cs.Counters["memory-slice-5"]; ok {
+		t.Error("an admin's memory slice is still counted as free")
+	}
+
+	res, err = Build(node, Options{DriverName: testDriver, SysfsRoot: noSysfs, WholeGPUsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sl := res.Pools["node-a"].Slices; len(sl) != 1 || len(sl[0].Devices) != 2 || len(sl[0].Devices[0].ConsumesCounters) != 0 {
+		t.Errorf("WholeGPUsOnly: %d slices", len(sl))
+	}
+}
+
+// TestValidateCounterReferences: a device that consumes a counter set or
+// counter the pool lacks is caught before publishing.
+func TestValidateCounterReferences(t *testing.T) {
+	res, err := Build(migNode(h100MIG(), false), Options{DriverName: testDriver, SysfsRoot: noSysfs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := res.Pools["node-a"]
+	pool.Slices[2].Devices[0].ConsumesCounters[0].Counters["no-such-counter"] = resourceapi.Counter{}
+	if err := Validate(testDriver, res); err == nil || !strings.Contains(err.Error(), "no-such-counter") {
+		t.Errorf("Validate = %v", err)
+	}
+	delete(pool.Slices[2].Devices[0].ConsumesCounters[0].Counters, "no-such-counter")
+	pool.Slices[2].Devices[0].ConsumesCounters[0].CounterSet = "gpu-9-counters"
+	if err := Validate(testDriver, res); err == nil || !strings.Contains(err.Error(), "gpu-9-counters") {
+		t.Errorf("Validate = %v", err)
+	}
+}
