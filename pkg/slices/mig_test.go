@@ -43,7 +43,6 @@ func migNode(mig *gpu.MIG, enabled bool) gpu.Node {
 	return node
 }
 
-
 func TestBuildMIG(t *testing.T) {
 	res, err := Build(migNode(h100MIG(), false), Options{DriverName: testDriver, SysfsRoot: noSysfs})
 	if err != nil {
