@@ -99,7 +99,7 @@ malformed YAML, an unknown kind, an empty file, bad flags).`,
 	f.BoolVar(&opts.BuiltinClasses, "builtin-classes", true, "add gpudra's shipped DeviceClasses that the inputs do not define")
 	f.IntVar(&opts.ListLimit, "list-limit", 64, "list matching devices by name up to this many; count them beyond")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
-	f.BoolVarP(&verbose, "verbose", "v", false, "also list every selector with its type, cost and match count")
+	f.BoolVarP(&verbose, "verbose", "v", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
 	f.BoolVar(&builtinExamples, "examples", false, "also check the DeviceClasses and examples built into this binary (deviceclasses/)")
 	return cmd
 }

@@ -99,14 +99,22 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 	case errs == 0 && notes == 0:
 		p("\nno findings\n")
 		return nil
+	case errs == 0 && !verbose:
+		p("\nno findings (%d note(s); -v lists them)\n", notes)
+		return nil
 	case errs == 0:
 		p("\nno findings, %d note(s):\n", notes)
 	case notes == 0:
 		p("\n%d finding(s):\n", errs)
+	case !verbose:
+		p("\n%d finding(s) (and %d note(s); -v lists them):\n", errs, notes)
 	default:
 		p("\n%d finding(s), %d note(s):\n", errs, notes)
 	}
 	for _, f := range rep.Findings {
+		if f.Severity == SeverityNote && !verbose {
+			continue
+		}
 		loc := f.Source.String()
 		if f.Source.File == "" {
 			loc = "inventory"
