@@ -361,3 +361,31 @@ func flipBit(data []byte, i, bit int) []byte {
 	out[i] ^= 1 << bit
 	return out
 }
+
+// TestMigFieldsRoundTrip: the MIG steps and IDs and the GPUs whose MIG mode
+// gpudra switched on survive a save and load; a record without them (an
+// older gpudra's) still reads as "nothing MIG was done".
+func TestMigFieldsRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	gi, ci := 3, 0
+	cp := New("boot")
+	cp.MigModeEnabled = []string{"GPU-a"}
+	cp.Claims["uid"] = Claim{UID: "uid", State: PrepareStarted, Devices: []Device{{
+		Requests: []string{"mig"}, Pool: "node", Device: "gpu-0-mig-1g10gb-3", GPUUUID: "GPU-a",
+		Mig: &MigDevice{Profile: "1g.10gb", ProfileID: 19, PlacementStart: 3, PlacementSize: 1,
+			Step: MigCreated, GPUInstanceID: &gi, ComputeInstanceID: &ci, UUID: "MIG-x"},
+	}, {Requests: []string{"gpu"}, Pool: "node", Device: "gpu-1", GPUUUID: "GPU-b"}}}
+	if err := NewStore(path).Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewStore(path).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Claims, cp.Claims) || !reflect.DeepEqual(got.MigModeEnabled, cp.MigModeEnabled) {
+		t.Errorf("round trip: got %+v, want %+v", got, cp)
+	}
+	if got.Claims["uid"].Devices[1].Mig != nil {
+		t.Error("a whole GPU's record grew MIG fields")
+	}
+}

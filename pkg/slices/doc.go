@@ -45,6 +45,20 @@
 // leading zeros. Compare them with semver():
 // device.attributes['gpu.gpudra.io'].driverVersion.isGreaterThan(semver('550.0.0')).
 //
+// # MIG partitions
+//
+// A MIG-capable GPU that can be partitioned (Partitionable: MIG mode on, or
+// switchable without a reset) also gets a counter set gpu-<minor>-counters
+// that its whole-GPU device consumes entirely, and one device of type "mig"
+// per profile × placement, gpu-<minor>-mig-<profile token>-<start>
+// (gpu.MigDeviceName), consuming its profile's share and its memory slices.
+// Attributes: type, profile, parentUUID, parentIndex, placementStart,
+// placementSize, productName, cudaComputeCapability; capacities: memory,
+// multiprocessors, copyEngines, decoders, encoders, jpegEngines,
+// ofaEngines. Options.AdminInstances hides what an admin's instances
+// overlap; Options.WholeGPUsOnly publishes no counters at all. See
+// docs/mig.md.
+//
 // # Health
 //
 // A GPU whose health is gpu.Unhealthy carries the device taint
