@@ -8,6 +8,11 @@
 // between leaves a PrepareStarted record, which Reconcile rolls back at the
 // next start; the kubelet then retries the prepare from scratch.
 //
+// MIG partitions are created between PrepareStarted and PrepareCompleted,
+// one recorded step at a time (MIG mode switched on, GPU instance being
+// created, its ID, compute instance, MIG UUID), so that a rollback destroys
+// exactly what was created and nothing else; see mig.go and docs/mig.md.
+//
 // The package knows nothing of gRPC or the kubelet: the plugin layer calls
 // Prepare and Unprepare and translates the results.
 package nodestate

@@ -225,3 +225,59 @@ func withRequestConfig(claim *resourceapi.ResourceClaim, request, params string)
 	claim.Spec.Devices.Config[len(claim.Spec.Devices.Config)-1].Requests = []string{request}
 	return claim
 }
+
+// TestMigConcurrentPrepares: seven 1g.10gb claims that the allocator put on
+// one GPU are prepared by seven concurrent calls (the kubelet prepares pods
+// in parallel); operations on the GPU are serialized, so all succeed, and
+// seven concurrent unprepares leave nothing, MIG mode included.
+func TestMigConcurrentPrepares(t *testing.T) {
+	ctx, c := startCluster(t, "dgx-h100")
+	var claims []*resourceapi.ResourceClaim
+	for i := range 7 {
+		claim, err := c.CreateClaim(ctx, migClaim(fmt.Sprintf("p%d", i), false, "1g.10gb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claim, err = c.Allocate(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, claim)
+	}
+	parallel := func(call func(*resourceapi.ResourceClaim) error) {
+		errs := make(chan error, len(claims))
+		for _, claim := range claims {
+			go func() { errs <- call(claim) }()
+		}
+		for range claims {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	parallel(func(claim *resourceapi.ResourceClaim) error {
+		resp, err := c.NodePrepareResources(ctx, claim)
+		if err != nil {
+			return err
+		}
+		if r := resp.Claims[string(claim.UID)]; r.Error != "" {
+			return errors.New(r.Error)
+		}
+		return nil
+	})
+	if got, want := instancesOn(hardware(t, c)), expectedInstances(t, c, claims...); !reflect.DeepEqual(got, want) || len(want) != 8 {
+		t.Fatalf("hardware holds %v, want %v (seven 1g on one GPU)", got, want)
+	}
+	parallel(func(claim *resourceapi.ResourceClaim) error {
+		resp, err := c.NodeUnprepareResources(ctx, claim)
+		if err != nil {
+			return err
+		}
+		if r := resp.Claims[string(claim.UID)]; r.Error != "" {
+			return errors.New(r.Error)
+		}
+		return nil
+	})
+	if got := instancesOn(hardware(t, c)); len(got) != 0 {
+		t.Errorf("after concurrent unprepares the hardware holds %v", got)
+	}
+}
