@@ -39,6 +39,11 @@ const (
 	// PrepareCompleted is recorded once every device of the claim is ready
 	// and its CDI spec is written.
 	PrepareCompleted State = "PrepareCompleted"
+	// UnprepareStarted is recorded before MIG devices of a claim are
+	// destroyed: a plugin that dies half-way finishes the job at its next
+	// start instead of recreating what was already gone. (Older gpudra
+	// versions treat it like PrepareStarted, which rolls back the same way.)
+	UnprepareStarted State = "UnprepareStarted"
 )
 
 // Claim is one ResourceClaim prepared (or being prepared) on this node.

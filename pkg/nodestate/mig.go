@@ -439,6 +439,27 @@ func (s *State) destroyMigDevices(ctx context.Context, claimUID string) error {
 		if err := s.destroyMig(ctx, claimUID, d); err != nil {
 			return fmt.Errorf("device %s: destroy MIG device: %w", d.Device, err)
 		}
+		if h := s.opts.Hooks.AfterMigDeviceDestroyed; h != nil && c.State == checkpoint.UnprepareStarted {
+			if err := h(claimUID, d.Device); err != nil {
+				return crash(err)
+			}
+		}
+	}
+	return nil
+}
+
+// markUnprepareStarted records that the claim's MIG devices are about to
+// be destroyed; a claim without MIG devices needs no such record.
+func (s *State) markUnprepareStarted(claimUID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.cp.Claims[claimUID]
+	if !ok || c.State == checkpoint.UnprepareStarted || !slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.Mig != nil }) {
+		return nil
+	}
+	c.State = checkpoint.UnprepareStarted
+	if err := s.putClaimLocked(claimUID, &c); err != nil {
+		return fmt.Errorf("record UnprepareStarted: %w", err)
 	}
 	return nil
 }

@@ -40,6 +40,15 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		return toPrepared(existing.Devices), nil
 	}
 
+	// A record that is not complete (a prepare or unprepare that failed
+	// half-way without a restart) is rolled back first, so that what it
+	// created is destroyed rather than left in the way of this prepare.
+	if known {
+		if err := s.rollback(ctx, ref); err != nil {
+			return nil, fmt.Errorf("%s: roll back the unfinished earlier attempt: %w", ref, err)
+		}
+	}
+
 	// Planning has no side effects and decodes configs, which takes a
 	// while: it runs outside s.mu so that it does not hold up the other
 	// claims. The claim lock keeps this claim's entry as read above.

@@ -57,6 +57,9 @@ type Hooks struct {
 	// BeforePrepareCompleted runs once the CDI spec is written, before
 	// PrepareCompleted is.
 	BeforePrepareCompleted func(claimUID string) error
+	// AfterMigDeviceDestroyed runs in Unprepare once a MIG device is
+	// destroyed, before the next one is (or the claim is forgotten).
+	AfterMigDeviceDestroyed func(claimUID, device string) error
 }
 
 // State is the node's prepared claims. It is safe for concurrent use: claims

@@ -29,8 +29,12 @@ func (s *State) Unprepare(ctx context.Context, ref ClaimRef) error {
 		logger.V(4).Info("Claim not prepared on this node; nothing to unprepare")
 		return nil
 	}
-	// The claim stays recorded until its MIG devices are gone: a failure
-	// here is retried by the kubelet, and a crash by the next start-up.
+	// The claim stays recorded, as UnprepareStarted, until its MIG devices
+	// are gone: a failure here is retried by the kubelet, and a crash is
+	// finished by the next start-up (which would otherwise recreate them).
+	if err := s.markUnprepareStarted(ref.UID); err != nil {
+		return fmt.Errorf("%s: %w", ref, err)
+	}
 	if err := s.destroyMigDevices(ctx, ref.UID); err != nil {
 		return fmt.Errorf("%s: %w", ref, err)
 	}

@@ -185,3 +185,54 @@ func allocatedClaims(t testing.TB, c *Cluster) []*resourceapi.ResourceClaim {
 	}
 	return out
 }
+
+// TestMigCrashDuringUnprepare: a plugin killed after destroying the first
+// of a claim's two partitions finishes the unprepare at its next start
+// (rather than recreating the partition), leaving nothing.
+func TestMigCrashDuringUnprepare(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var crashed atomic.Bool
+	hooks := nodestate.Hooks{AfterMigDeviceDestroyed: func(string, string) error {
+		if crashed.CompareAndSwap(false, true) {
+			return errors.New("simulated crash")
+		}
+		return nil
+	}}
+	c, err := Start(ctx, Options{Dir: shortTempDir(t), Hooks: hooks}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyClasses(ctx, t, c)
+	res, err := runClaim(ctx, t, c, migClaim("going", true, "3g.40gb", "3g.40gb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := res.Claims[0].Claim
+	resp, err := c.NodeUnprepareResources(ctx, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.Claims[string(claim.UID)]; r == nil || !strings.Contains(r.Error, "simulated crash") {
+		t.Fatalf("unprepare = %+v, want the simulated crash", r)
+	}
+	if got := instancesOn(hardware(t, c)); len(got) != 2 {
+		t.Fatalf("after the crash the hardware holds %v, want one partition and MIG mode on", got)
+	}
+	if got := c.Driver.State().PreparedClaims()[string(claim.UID)]; got != checkpoint.UnprepareStarted {
+		t.Fatalf("checkpoint state %q, want UnprepareStarted", got)
+	}
+	c.Stop()
+	if c, err = Start(ctx, c.Opts, c.Client); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if got := instancesOn(hardware(t, c)); len(got) != 0 {
+		t.Errorf("after restart the hardware holds %v, want nothing", got)
+	}
+	assertNothingPrepared(t, c)
+	// The kubelet's retry of the unprepare succeeds.
+	resp, err = c.NodeUnprepareResources(ctx, claim)
+	if err != nil || resp.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("retried unprepare: %v %+v", err, resp)
+	}
+}
