@@ -281,3 +281,49 @@ func TestMigConcurrentPrepares(t *testing.T) {
 		t.Errorf("after concurrent unprepares the hardware holds %v", got)
 	}
 }
+
+// TestMigProfileClasses: each per-profile DeviceClass carries the extended
+// resource name NVIDIA's device plugin uses, and a claim for it (what the
+// scheduler builds for a pod asking for nvidia.com/mig-<profile>, where the
+// cluster maps extended resources to DRA) gets a partition of exactly that
+// profile, for every profile of the node that has a class.
+func TestMigProfileClasses(t *testing.T) {
+	ctx, c := startCluster(t, "dgx-h100")
+	list, err := c.Client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := c.Driver.Node()
+	tested := 0
+	for _, dc := range list.Items {
+		profile, ok := strings.CutPrefix(dc.Name, "mig-")
+		if !ok {
+			continue
+		}
+		profile = strings.TrimSuffix(profile, ".gpudra.io")
+		if dc.Spec.ExtendedResourceName == nil || *dc.Spec.ExtendedResourceName != "nvidia.com/mig-"+profile {
+			t.Errorf("DeviceClass %s: extendedResourceName %v, want nvidia.com/mig-%s", dc.Name, dc.Spec.ExtendedResourceName, profile)
+		}
+		if _, ok := node.GPUs[0].MIG.ProfileByName(profile); !ok {
+			continue // another model's profile
+		}
+		res, err := runClaim(ctx, t, c, migClaim("ext-"+strings.ReplaceAll(profile, ".", "-"), false, profile))
+		if err != nil {
+			t.Fatalf("%s: %v", dc.Name, err)
+		}
+		md, _ := node.MigDeviceByName(allocatedDevices(res)[0])
+		if md.Profile.Name != profile {
+			t.Errorf("%s gave %s", dc.Name, md.Name())
+		}
+		if err := c.StopPod(ctx, res); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Client.ResourceV1().ResourceClaims("default").Delete(ctx, res.Claims[0].Claim.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tested++
+	}
+	if tested != 6 {
+		t.Errorf("tested %d H100 profiles, want 6 (all but +me)", tested)
+	}
+}
