@@ -109,7 +109,11 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CDI spec dir %s: %w", cfg.CDIDir, err)
 	}
-	bootID, err := checkpoint.BootID(cfg.BootIDPath)
+	bootIDPath := cfg.BootIDPath
+	if bootIDPath == "" {
+		bootIDPath = checkpoint.BootIDPath
+	}
+	bootID, err := checkpoint.BootID(bootIDPath)
 	if err != nil {
 		return nil, fmt.Errorf("read boot ID: %w", err)
 	}
