@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Stops the local cluster that up.sh started and removes what it left on the
+# host: pods (through the kubelet, so CNI and DRA clean up after them), every
+# process by its PID file, containerd's shims, mounts under $STATE, the pod
+# cgroups, the bridge, the node IP on lo, the iptables chains of the kubelet, kube-proxy
+# and CNI, and ip_forward. The logs are kept in $LOGS_OUT
+# (default /tmp/gpudra-e2e-logs); $STATE is deleted. Safe to run twice.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/env.sh"
+LOGS_OUT=${GPUDRA_E2E_LOGS:-/tmp/gpudra-e2e-logs}
+[ -d "$STATE" ] || exit 0
+K="kubectl --kubeconfig $KUBECONFIG_ADMIN --request-timeout=5s"
+running() { [ -e "$STATE/pids/$1.pid" ] && kill -0 "$(cat "$STATE/pids/$1.pid")" 2>/dev/null; }
+
+# stop NAME: SIGTERM, up to 10 s, then SIGKILL.
+stop() {
+  local f="$STATE/pids/$1.pid" pid
+  [ -e "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  rm -f "$f"
+}
+
+ctrk() { ctr -a "$CONTAINERD_SOCK" -n k8s.io "$@"; }
+
+# 1. Let the kubelet stop the pods while everything still runs.
+if running kube-apiserver && running kubelet; then
+  log "down: deleting workloads and pods"
+  $K delete daemonsets,deployments,replicasets,jobs --all -A --wait=false >/dev/null 2>&1
+  $K delete pods --all -A --grace-period=1 --wait=false >/dev/null 2>&1
+  for _ in $(seq 60); do
+    [ -z "$(ctrk tasks ls -q 2>/dev/null)" ] && break
+    sleep 0.5
+  done
+fi
+
+# 2. Node and control plane.
+stop kube-proxy
+kube-proxy --cleanup >/dev/null 2>&1
+stop kubelet
+stop kube-scheduler
+stop kube-controller-manager
+stop kube-apiserver
+
+# 3. Whatever containers are left, then containerd and its idle shims.
+if running containerd; then
+  for t in $(ctrk tasks ls -q 2>/dev/null); do ctrk tasks kill -s KILL "$t" >/dev/null 2>&1; done
+  sleep 0.5
+  for t in $(ctrk tasks ls -q 2>/dev/null); do ctrk tasks rm -f "$t" >/dev/null 2>&1; done
+  for c in $(ctrk containers ls -q 2>/dev/null); do ctrk containers rm "$c" >/dev/null 2>&1; done
+fi
+stop containerd
+for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK" 2>/dev/null); do
+  kill -KILL "$pid" 2>/dev/null
+done
+# Container processes whose shim is gone: anything still in our cgroups.
+for h in /sys/fs/cgroup/*/; do
+  d="$h${CGROUP_ROOT#/}"
+  [ -d "$d" ] || continue
+  find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do kill -KILL "$pid" 2>/dev/null; done
+done
+stop etcd
+
+# 4. Mounts (network namespaces, pod volumes, rootfs) below $STATE.
+findmnt -rn -o TARGET | grep -F "$STATE" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+findmnt -rn -o TARGET | grep -F "$KUBELET_DIR" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+
+# 5. Pod cgroups, deepest first (a cgroup goes once its processes have).
+sleep 0.5
+for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/unified/; do
+  d="${h%/}${CGROUP_ROOT}"
+  [ -d "$d" ] || continue
+  for _ in 1 2 3 4 5; do
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+    [ -d "$d" ] || break
+    sleep 0.5
+  done
+  [ -d "$d" ] && log "down: WARNING: cgroup $d remains"
+done
+
+# 6. Network.
+ip link del "$BRIDGE" 2>/dev/null
+ip addr del "$NODE_IP/32" dev lo 2>/dev/null
+# The kubelet's, kube-proxy's and the bridge plugin's chains and every rule
+# that jumps to them; other rules stay as they are.
+for ipt in iptables ip6tables; do
+  for table in filter nat mangle raw; do
+    rules=$($ipt-save -t $table 2>/dev/null) || continue
+    grep -qE 'KUBE-|CNI-' <<<"$rules" || continue
+    grep -vE '^:(KUBE-|CNI-)|^-A (KUBE-|CNI-)|-j (KUBE-|CNI-)' <<<"$rules" | $ipt-restore -T $table
+  done
+done
+[ -e "$STATE/ip_forward.before" ] && cat "$STATE/ip_forward.before" >/proc/sys/net/ipv4/ip_forward
+
+# 7. Keep the logs, drop the rest.
+rm -rf "$LOGS_OUT"; mkdir -p "$LOGS_OUT"
+cp -r "$STATE/logs/." "$LOGS_OUT/" 2>/dev/null
+[ -d "$STATE/pod-logs" ] && cp -r "$STATE/pod-logs" "$LOGS_OUT/pods" 2>/dev/null
+rm -rf "$STATE"
+[ -d "$STATE" ] && log "down: WARNING: could not remove $STATE"
+log "down: cluster stopped, host cleaned; logs in $LOGS_OUT"
+exit 0

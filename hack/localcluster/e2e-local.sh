@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# make e2e-local: the e2e suite on a single-node cluster built from source and
+# run as host processes on this machine (no Docker, no registry, no systemd).
+#
+#  1. Debian packages (deps.sh), then the cluster's binaries, built once and
+#     cached by version in $GPUDRA_CACHE (build.sh);
+#  2. images as tarballs (images.sh), the cluster (up.sh);
+#  3. the suite (go test -tags e2e ./e2e/) with the chart installed on the fake
+#     backend, the plugin's host paths under $STATE;
+#  4. down.sh, whatever happened: nothing is left running or mounted.
+#
+# Environment: GPUDRA_CACHE, GPUDRA_E2E_STATE, GPUDRA_E2E_KEEP=1 (leave the
+# cluster up after the suite; run down.sh yourself), E2E_RUN (go test -run),
+# GPUDRA_E2E_REPORT (timings file).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+t0=$SECONDS
+stamp() { echo "[e2e-local $(date +%T)] +$((SECONDS - t0))s $*"; }
+
+"$here/deps.sh"
+stamp "packages ready"
+"$here/build.sh" helm k8s etcd containerd
+stamp "binaries ready"
+source "$here/env.sh"
+
+if [ -e "$STATE/pids" ]; then
+  stamp "a previous cluster's state is in $STATE: stopping it"
+  "$here/down.sh"
+fi
+"$here/images.sh"
+stamp "images ready"
+
+if [ "${GPUDRA_E2E_KEEP:-}" != 1 ]; then trap '"$here/down.sh"' EXIT; fi
+"$here/up.sh"
+stamp "cluster ready"
+
+cat >"$STATE/values.yaml" <<VALUES
+# Chart values for the local cluster (written by e2e-local.sh).
+image:
+  repository: $PLUGIN_IMAGE_REPO
+  tag: $PLUGIN_IMAGE_TAG
+  pullPolicy: Never
+kubeletDir: $KUBELET_DIR
+cdiDir: $CDI_DIR
+fakeStateDir: $FAKE_STATE_DIR
+VALUES
+
+set +e
+(cd "$root" && KUBECONFIG=$KUBECONFIG_ADMIN \
+  GPUDRA_E2E_HELM=$HELM GPUDRA_E2E_KUBECTL=$K8S_BIN/kubectl \
+  GPUDRA_E2E_VALUES=$STATE/values.yaml GPUDRA_E2E_TEST_IMAGE=$BUSYBOX_IMAGE GPUDRA_E2E_PULL_POLICY=Never \
+  go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "$E2E_RUN"} ./e2e/)
+rc=$?
+set -e
+stamp "suite done (exit $rc)"
+if [ $rc -ne 0 ]; then
+  echo "--- plugin logs (last 60 lines each) ---"
+  find "$STATE/pod-logs" -path "*gpudra-e2e-system*" -name '*.log' 2>/dev/null | while read -r f; do echo "== $f"; tail -n 60 "$f"; done
+  echo "== kubelet (DRA lines)"; grep -iE "dra|resourceclaim" "$STATE/logs/kubelet.log" | tail -n 40
+fi
+exit $rc
