@@ -15,7 +15,7 @@ tag=${2:-ghcr.io/gpudra/gpudra:dev}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 (cd "$root/hack/mkimage" && GOWORK=off CGO_ENABLED=0 go build -o "$work/mkimage" .)
 (cd "$root" && CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
-  go build -trimpath -ldflags "-s -w" -o "$work/gpudra-kubelet-plugin" ./cmd/kubelet-plugin)
+  go build -ldflags "-s -w" -o "$work/gpudra-kubelet-plugin" ./cmd/kubelet-plugin)
 "$work/mkimage" -o "$out" -t "$tag" -ldd \
   -file "$work/gpudra-kubelet-plugin:/usr/bin/gpudra-kubelet-plugin" \
   -entrypoint /usr/bin/gpudra-kubelet-plugin
