@@ -40,7 +40,10 @@ expect fake.yaml 'value: "mixed"'
 expect fake.yaml "mountPath: /var/lib/k0s/kubelet/plugins/gpu.example.com"
 expect profile.yaml "kind: ConfigMap"
 expect profile.yaml 'value: "/etc/gpudra/profile/profile.yaml"'
-if grep -v "^#" "$out/fake.yaml" | grep -q "gpu.gpudra.io"; then echo "chart-check: driverName=gpu.example.com still renders gpu.gpudra.io"; fail=1; fi
+# Another driver name must not collide with the default installation:
+# no class, selector or attribute domain of gpudra.io, no extended resources.
+if grep -v "^#" "$out/fake.yaml" | grep -q "gpudra[.]io"; then echo "chart-check: driverName=gpu.example.com still renders gpudra.io names"; fail=1; fi
+if grep -q "extendedResourceName" "$out/fake.yaml"; then echo "chart-check: driverName=gpu.example.com keeps extendedResourceName"; fail=1; fi
 
 # What the schema must reject.
 for bad in deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
