@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -154,6 +156,9 @@ func (e *env) expectedSlices(ctx context.Context, t *testing.T) []*resourceapi.R
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	// The in-process plugin logs through klog like the real one; its log is
+	// not what this suite is about.
+	ctx = klog.NewContext(ctx, logr.Discard())
 	c, err := simulate.Start(ctx, simulate.Options{Dir: dir, NodeName: e.node, DriverName: e.driver, Profile: e.profile}, nil)
 	if err != nil {
 		t.Fatalf("in-process plugin: %v", err)
