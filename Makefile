@@ -68,6 +68,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/
 
 ## lint: gofmt and go vet (golangci-lint takes over 10 minutes to build and run on 2 cores; see README)
 lint: fmt-check vet
