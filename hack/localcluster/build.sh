@@ -18,7 +18,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 CACHE=${GPUDRA_CACHE:-$HOME/.cache/gpudra}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
-export GOWORK=off GOFLAGS=-mod=readonly CGO_ENABLED=0
+# -buildvcs=false: the scratch modules live in this repository, and a CI
+# checkout may not let go stamp its VCS state.
+export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
 
 modver() { awk -v m="$2" '$1==m || ($1=="require" && $2==m) {print ($1=="require") ? $3 : $2; exit}' "$here/modules/$1/go.mod"; }
 K8S_VERSION=$(modver k8s k8s.io/kubernetes)
