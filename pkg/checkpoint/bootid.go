@@ -9,10 +9,14 @@ import (
 // BootIDPath is where Linux publishes the current boot's random ID.
 const BootIDPath = "/proc/sys/kernel/random/boot_id"
 
-// BootID reads the boot ID from path (BootIDPath on a real node; tests pass
-// a file of their own). It changes on every reboot, which is how the plugin
-// tells a restart of itself from a reboot of the node.
+// BootID reads the boot ID from path; an empty path means the kernel's
+// (BootIDPath), which is what a real node uses, and tests pass a file of
+// their own. It changes on every reboot, which is how the plugin tells a
+// restart of itself from a reboot of the node.
 func BootID(path string) (string, error) {
+	if path == "" {
+		path = BootIDPath
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("read boot ID: %w", err)

@@ -109,11 +109,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CDI spec dir %s: %w", cfg.CDIDir, err)
 	}
-	bootIDPath := cfg.BootIDPath
-	if bootIDPath == "" {
-		bootIDPath = checkpoint.BootIDPath
-	}
-	bootID, err := checkpoint.BootID(bootIDPath)
+	bootID, err := checkpoint.BootID(cfg.BootIDPath)
 	if err != nil {
 		return nil, fmt.Errorf("read boot ID: %w", err)
 	}
