@@ -72,6 +72,8 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("PluginRestart", func(t *testing.T) { e.pluginRestart(ctx, t) })
 	t.Run("PodDeletedWhilePluginDown", func(t *testing.T) { e.podDeletedWhilePluginDown(ctx, t) })
 	t.Run("RollingUpgrade", func(t *testing.T) { e.rollingUpgrade(ctx, t) })
+	t.Run("MIGPartition", func(t *testing.T) { e.migPartition(ctx, t) })
+	t.Run("MIGExtendedResource", func(t *testing.T) { e.migExtendedResource(ctx, t) })
 	t.Run("Uninstall", func(t *testing.T) {
 		e.uninstall(ctx, t)
 		uninstalled = true

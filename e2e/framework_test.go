@@ -49,6 +49,7 @@ type env struct {
 	driver     string
 	kubeletDir string
 	cdiDir     string
+	fakeDir    string // the fake backend's state directory on the node
 	report     string
 
 	node string // the GPU node (where the plugin runs)
@@ -75,6 +76,7 @@ func newEnv(t *testing.T) *env {
 		driver:     "gpu.gpudra.io",
 		kubeletDir: "/var/lib/kubelet",
 		cdiDir:     "/var/run/cdi",
+		fakeDir:    "/var/lib/gpudra/fake",
 		report:     os.Getenv("GPUDRA_E2E_REPORT"),
 	}
 	if e.kubeconfig == "" {
@@ -90,6 +92,7 @@ func newEnv(t *testing.T) *env {
 			DriverName string `json:"driverName"`
 			KubeletDir string `json:"kubeletDir"`
 			CDIDir     string `json:"cdiDir"`
+			FakeDir    string `json:"fakeStateDir"`
 		}
 		if err := yaml.Unmarshal(data, &v); err != nil {
 			t.Fatalf("%s: %v", e.values, err)
@@ -102,6 +105,9 @@ func newEnv(t *testing.T) *env {
 		}
 		if v.CDIDir != "" {
 			e.cdiDir = v.CDIDir
+		}
+		if v.FakeDir != "" {
+			e.fakeDir = v.FakeDir
 		}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
@@ -560,7 +566,7 @@ func (e *env) readyPluginPod(ctx context.Context, t *testing.T, exclude ...strin
 const inspectorPod = "node-inspector"
 
 // startInspector runs a pod on the GPU node with the host's CDI and kubelet
-// plugin directories mounted read-only, to look at what the driver leaves
+// plugin directories and the fake backend's state directory mounted read-only, to look at what the driver leaves
 // there.
 func (e *env) startInspector(ctx context.Context, t *testing.T) {
 	t.Helper()
@@ -573,11 +579,13 @@ func (e *env) startInspector(ctx context.Context, t *testing.T) {
 		hp("cdi", e.cdiDir),
 		hp("plugins", e.kubeletDir+"/plugins"),
 		hp("registry", e.kubeletDir+"/plugins_registry"),
+		hp("fake", e.fakeDir),
 	}
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{
 		{Name: "cdi", MountPath: "/host/cdi", ReadOnly: true},
 		{Name: "plugins", MountPath: "/host/plugins", ReadOnly: true},
 		{Name: "registry", MountPath: "/host/registry", ReadOnly: true},
+		{Name: "fake", MountPath: "/host/fake", ReadOnly: true},
 	}
 	if _, err := e.cs.CoreV1().Pods(testNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -586,7 +594,7 @@ func (e *env) startInspector(ctx context.Context, t *testing.T) {
 }
 
 // hostFiles lists a directory of the node through the inspector pod:
-// dir is cdi, plugins/<driver> or registry.
+// dir is cdi, plugins/<driver>, registry or fake.
 func (e *env) hostFiles(ctx context.Context, t *testing.T, dir string) []string {
 	t.Helper()
 	out, err := e.kubectlRun(ctx, "-n", testNS, "exec", inspectorPod, "--", "ls", "-1", "/host/"+dir)
