@@ -135,31 +135,16 @@ func LoadPaths(paths []string, stdin func() ([]byte, error)) (*Inputs, error) {
 			}
 			continue
 		}
-		var files []string
-		err = filepath.WalkDir(p, func(f string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !d.IsDir() && isManifestName(f) {
-				files = append(files, f)
-			}
-			return nil
-		})
+		dir := os.DirFS(p)
+		files, err := manifestFiles(dir)
 		if err != nil {
-			return nil, inputErrorf("%v", err)
+			return nil, err
 		}
 		if len(files) == 0 {
 			return nil, inputErrorf("%s: no *.yaml, *.yml or *.json files in this directory", p)
 		}
-		sort.Strings(files)
-		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				return nil, inputErrorf("%v", err)
-			}
-			if err := in.Add(f, data); err != nil {
-				return nil, err
-			}
+		if err := in.addFiles(dir, p, files); err != nil {
+			return nil, err
 		}
 	}
 	return in, nil
@@ -169,6 +154,19 @@ func LoadPaths(paths []string, stdin func() ([]byte, error)) (*Inputs, error) {
 // DeviceClasses and examples built into the binary.
 func LoadFS(fsys fs.FS, prefix string) (*Inputs, error) {
 	in := &Inputs{}
+	files, err := manifestFiles(fsys)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.addFiles(fsys, prefix, files); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// manifestFiles lists the *.yaml, *.yml and *.json files of fsys,
+// recursively, sorted.
+func manifestFiles(fsys fs.FS) ([]string, error) {
 	var files []string
 	err := fs.WalkDir(fsys, ".", func(f string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -183,16 +181,21 @@ func LoadFS(fsys fs.FS, prefix string) (*Inputs, error) {
 		return nil, inputErrorf("%v", err)
 	}
 	sort.Strings(files)
+	return files, nil
+}
+
+// addFiles reads files of fsys into in, naming each prefix/file in messages.
+func (in *Inputs) addFiles(fsys fs.FS, prefix string, files []string) error {
 	for _, f := range files {
 		data, err := fs.ReadFile(fsys, f)
 		if err != nil {
-			return nil, inputErrorf("%v", err)
+			return inputErrorf("%v", err)
 		}
 		if err := in.Add(path.Join(prefix, f), data); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return in, nil
+	return nil
 }
 
 func isManifestName(f string) bool {
