@@ -81,6 +81,11 @@ type Driver struct {
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 
+// The node state finds MIG operations on its Hardware by type assertion;
+// this makes a backend that drifted from nodestate.MIGHardware a build error
+// instead of "cannot prepare MIG devices" at run time.
+var _ nodestate.MIGHardware = backend.Backend(nil)
+
 // CheckpointFile is the checkpoint's name inside the plugin data dir.
 const CheckpointFile = "checkpoint.json"
 
