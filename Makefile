@@ -53,7 +53,7 @@ demo:
 
 ## bench: the performance figures quoted in the docs
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/simulate/ ./pkg/slices/ ./pkg/check/
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/simulate/ ./pkg/slicebuilder/ ./pkg/check/
 
 ## fuzz: search gpudra check's input path (YAML and CEL) for panics for a minute
 fuzz:

@@ -16,7 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpudra/gpudra/pkg/backend"
-	"github.com/gpudra/gpudra/pkg/slices"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 // ProfileInventory builds the ResourceSlices that gpudra's kubelet plugin
@@ -83,7 +83,7 @@ func nodeInventory(ctx context.Context, profile, nodeName, driverName, dir strin
 	node, err := be.Discover(ctx)
 	if err == nil {
 		var res resourceslice.DriverResources
-		res, err = slices.Build(node, slices.Options{DriverName: driverName, SysfsRoot: be.SysfsRoot()})
+		res, err = slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: be.SysfsRoot()})
 		if err == nil {
 			out = PoolSlices(driverName, nodeName, res)
 		}

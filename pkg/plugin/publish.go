@@ -7,7 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/slices"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 // publish builds the node's ResourceSlices from the inventory and the
@@ -23,7 +23,7 @@ func (d *Driver) publish(ctx context.Context) error {
 	admin, wholeOnly := d.admin, d.wholeGPUsOnly
 	d.mu.Unlock()
 
-	resources, err := slices.Build(node, slices.Options{
+	resources, err := slicebuilder.Build(node, slicebuilder.Options{
 		DriverName:     d.cfg.DriverName,
 		SysfsRoot:      d.cfg.Backend.SysfsRoot(),
 		Health:         health,

@@ -18,7 +18,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/discovery"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
-	gpuslices "github.com/gpudra/gpudra/pkg/slices"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 // The scheduler's cost of gpudra's ResourceSlice layout: one Filter call
@@ -91,7 +91,7 @@ func h100Inventory(tb testing.TB) gpu.Node {
 func newAllocCluster(tb testing.TB, shape allocShape, n, busy int) *allocCluster {
 	tb.Helper()
 	inv := h100Inventory(tb)
-	res, err := gpuslices.Build(inv, gpuslices.Options{DriverName: "gpu.gpudra.io", SysfsRoot: "/nonexistent", WholeGPUsOnly: shape == shapePlain})
+	res, err := slicebuilder.Build(inv, slicebuilder.Options{DriverName: "gpu.gpudra.io", SysfsRoot: "/nonexistent", WholeGPUsOnly: shape == shapePlain})
 	if err != nil {
 		tb.Fatal(err)
 	}

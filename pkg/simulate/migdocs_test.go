@@ -14,7 +14,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/discovery"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
-	gpuslices "github.com/gpudra/gpudra/pkg/slices"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 // migDocModels are the MIG-capable models docs/mig.md lists.
@@ -94,14 +94,14 @@ func writeModelDoc(t *testing.T, w *bytes.Buffer, key string) {
 		for _, e := range []struct {
 			name string
 			v    int
-		}{{gpuslices.CounterCopyEngines, p.CopyEngines}, {gpuslices.CounterDecoders, p.Decoders}, {gpuslices.CounterEncoders, p.Encoders},
-			{gpuslices.CounterJPEGEngines, p.JPEGEngines}, {gpuslices.CounterOFAEngines, p.OFAEngines}} {
+		}{{slicebuilder.CounterCopyEngines, p.CopyEngines}, {slicebuilder.CounterDecoders, p.Decoders}, {slicebuilder.CounterEncoders, p.Encoders},
+			{slicebuilder.CounterJPEGEngines, p.JPEGEngines}, {slicebuilder.CounterOFAEngines, p.OFAEngines}} {
 			if e.v > 0 {
 				consumed = append(consumed, fmt.Sprintf("%s %d", e.name, e.v))
 			}
 		}
 		if limited[p.ID] {
-			consumed = append(consumed, gpuslices.InstancesCounter(p.Name)+" 1")
+			consumed = append(consumed, slicebuilder.InstancesCounter(p.Name)+" 1")
 		}
 		fmt.Fprintf(w, "| `%s` | %s | %dMi | %d | %d | %d | %d | %d | %d | %d | %s |\n", p.Name, strings.Join(names, " "),
 			p.MemoryBytes>>20, p.Multiprocessors, p.CopyEngines, p.Decoders, p.Encoders, p.JPEGEngines, p.OFAEngines, p.InstanceCount, strings.Join(consumed, ", "))
@@ -112,7 +112,7 @@ func writeModelDoc(t *testing.T, w *bytes.Buffer, key string) {
 		node.GPUs[0].MigEnabled = true
 		who = "published while MIG mode is on, when the whole GPU is not"
 	}
-	res, err := gpuslices.Build(node, gpuslices.Options{DriverName: "gpu.gpudra.io", SysfsRoot: "/nonexistent"})
+	res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: "gpu.gpudra.io", SysfsRoot: "/nonexistent"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package slices is gpudra's slice builder: it turns the device model
+// Package slicebuilder is gpudra's slice builder: it turns the device model
 // (package gpu) into the ResourceSlices that the kubelet plugin publishes
 // with kubeletplugin.Helper.PublishResources.
 //
@@ -71,4 +71,4 @@
 // Build is deterministic: the same node and health give DeepEqual output,
 // so republishing it causes no API writes, and one GPU's health change
 // rewrites only the slice that holds it.
-package slices
+package slicebuilder
