@@ -5,42 +5,57 @@
 package backend
 
 import (
-	"context"
-
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
-// Backend is one node's GPUs, reached through nvml.Interface. There are two
-// implementations, "nvml" (the real library) and "fake" (go-nvml's mock
-// servers raised to hardware fidelity); everything above this package uses
-// only this interface and never asks which one it has.
-type Backend interface {
-	// Discover enumerates the node's GPUs. It is cheap enough to call on
-	// every resync; results are in index order.
-	Discover(ctx context.Context) (gpu.Node, error)
-
-	// CommonEdits is what every container with at least one of this
-	// driver's devices needs (control device nodes, driver files).
-	CommonEdits() gpu.Edits
-
-	// DeviceEdits is what a container needs to use one whole GPU.
-	DeviceEdits(g gpu.GPU) gpu.Edits
-
-	// SysfsRoot is the root under which /sys/bus/pci/devices/<busID> can be
-	// resolved for the standard PCIe-root and NUMA attributes: "/" on a real
-	// node, a directory the fake populates under the fake backend.
-	SysfsRoot() string
-
-	// WatchHealth sends a HealthEvent each time a GPU's health changes
-	// (XID errors, a GPU lost, recovery) until ctx is done. It returns
-	// nil when ctx is cancelled.
-	WatchHealth(ctx context.Context, events chan<- gpu.HealthEvent) error
-
-	// Close releases NVML.
-	Close() error
-	// MIG creates and destroys MIG partitions.
-	MIG
+// Backend is one node's GPUs, reached through nvml.Interface. It opens
+// either the real library ("nvml") or go-nvml's mock servers raised to
+// hardware fidelity ("fake"); discovery, health and MIG operations are one
+// code path over either, and the only thing that differs is what a
+// container is given for a device (its deviceFiles). Everything above this
+// package uses its methods and never asks which library it has.
+//
+// The node state declares what it needs of a Backend (nodestate.Hardware);
+// pkg/plugin makes the compiler check that a *Backend provides it.
+type Backend struct {
+	library
+	files deviceFiles
 }
+
+// deviceFiles is what the two backends give a container for a device:
+// real device nodes (and, on a real node, driver files), or harmless
+// stand-ins that name the device under the fake.
+type deviceFiles interface {
+	// commonEdits is what every container with at least one of this
+	// driver's devices needs (control device nodes, driver files).
+	commonEdits() gpu.Edits
+	// deviceEdits is what a container needs to use one whole GPU.
+	deviceEdits(g gpu.GPU) gpu.Edits
+	// migDeviceEdits is what a container needs to use one MIG device of
+	// the parent GPU.
+	migDeviceEdits(parent gpu.GPU, giID, ciID int, migUUID string) (gpu.Edits, error)
+	// sysfsRoot is the root under which /sys/bus/pci/devices/<busID>
+	// resolves.
+	sysfsRoot() string
+}
+
+// CommonEdits is what every container with at least one of this driver's
+// devices needs (control device nodes, driver files).
+func (b *Backend) CommonEdits() gpu.Edits { return b.files.commonEdits() }
+
+// DeviceEdits is what a container needs to use one whole GPU.
+func (b *Backend) DeviceEdits(g gpu.GPU) gpu.Edits { return b.files.deviceEdits(g) }
+
+// MigDeviceEdits is what a container needs to use one MIG device of the
+// parent GPU.
+func (b *Backend) MigDeviceEdits(parent gpu.GPU, giID, ciID int, migUUID string) (gpu.Edits, error) {
+	return b.files.migDeviceEdits(parent, giID, ciID, migUUID)
+}
+
+// SysfsRoot is the root under which /sys/bus/pci/devices/<busID> can be
+// resolved for the standard PCIe-root and NUMA attributes: "/" on a real
+// node, a directory the fake populates under the fake backend.
+func (b *Backend) SysfsRoot() string { return b.files.sysfsRoot() }
 
 // Options select and configure a backend.
 type Options struct {

@@ -10,17 +10,16 @@ import (
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 )
 
-// fakeBackend is nvmlfake's GPUs. What a container receives is harmless:
+// fakeFiles are what a container receives for nvmlfake's GPUs: harmless
 // /dev/null under the GPU's device node names, and the GPU's UUID in an
 // environment variable so a test workload can tell which GPU it got.
-type fakeBackend struct {
-	library
+type fakeFiles struct {
 	stateDir string
 }
 
-var _ Backend = (*fakeBackend)(nil)
+var _ deviceFiles = fakeFiles{}
 
-func openFake(_ context.Context, opts Options) (Backend, error) {
+func openFake(_ context.Context, opts Options) (*Backend, error) {
 	if opts.FakeProfile == "" {
 		return nil, fmt.Errorf("--fake-profile is required with --device-backend=fake (built-in: %s; or the path of a profile file)",
 			strings.Join(nvmlfake.Profiles(), ", "))
@@ -39,30 +38,30 @@ func openFake(_ context.Context, opts Options) (Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fakeBackend{library: l, stateDir: opts.FakeStateDir}, nil
+	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}}, nil
 }
 
 // standIn is the host device every fake device node is made from.
 const standIn = "/dev/null"
 
-func (b *fakeBackend) CommonEdits() gpu.Edits {
+func (fakeFiles) commonEdits() gpu.Edits {
 	return gpu.Edits{DeviceNodes: []gpu.DeviceNode{{Path: "/dev/nvidiactl", HostPath: standIn}}}
 }
 
-func (b *fakeBackend) DeviceEdits(g gpu.GPU) gpu.Edits {
+func (fakeFiles) deviceEdits(g gpu.GPU) gpu.Edits {
 	return gpu.Edits{
 		Env:         []string{fmt.Sprintf("GPUDRA_FAKE_GPU_%d=%s", g.Minor, g.UUID)},
 		DeviceNodes: []gpu.DeviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", g.Minor), HostPath: standIn}},
 	}
 }
 
-// SysfsRoot is the state directory, which holds the fake sys/ tree.
-func (b *fakeBackend) SysfsRoot() string { return b.stateDir }
+// sysfsRoot is the state directory, which holds the fake sys/ tree.
+func (f fakeFiles) sysfsRoot() string { return f.stateDir }
 
-// MigDeviceEdits gives the parent's stand-in device node and
+// migDeviceEdits gives the parent's stand-in device node and
 // GPUDRA_FAKE_MIG_<parent minor>_<GPU instance ID>=<MIG UUID>, so a test
 // workload can tell which MIG device it got.
-func (b *fakeBackend) MigDeviceEdits(parent gpu.GPU, giID, _ int, migUUID string) (gpu.Edits, error) {
+func (fakeFiles) migDeviceEdits(parent gpu.GPU, giID, _ int, migUUID string) (gpu.Edits, error) {
 	return gpu.Edits{
 		Env:         []string{fmt.Sprintf("GPUDRA_FAKE_MIG_%d_%d=%s", parent.Minor, giID, migUUID)},
 		DeviceNodes: []gpu.DeviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", parent.Minor), HostPath: standIn}},

@@ -15,7 +15,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 )
 
-func openFakeBackend(t *testing.T, profile, dir string) Backend {
+func openFakeBackend(t *testing.T, profile, dir string) *Backend {
 	t.Helper()
 	be, err := Open(context.Background(), Options{Kind: "fake", NodeName: "node-1", FakeProfile: profile, FakeStateDir: dir})
 	if err != nil {
@@ -134,13 +134,10 @@ func TestFakeSysfs(t *testing.T) {
 	}
 }
 
-// nvmlOf is how the layers above reach the library for MIG operations.
-type nvmlOf interface{ NVML() nvml.Interface }
-
 func TestFakeStateSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	be := openFakeBackend(t, "dgx-h100", dir)
-	lib := be.(nvmlOf).NVML()
+	lib := be.NVML()
 	d, _ := lib.DeviceGetHandleByIndex(2)
 	d.SetMigMode(nvml.DEVICE_MIG_ENABLE)
 	info, _ := d.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
@@ -157,7 +154,7 @@ func TestFakeStateSurvivesReopen(t *testing.T) {
 	if !node.GPUs[2].MigEnabled || node.GPUs[1].MigEnabled {
 		t.Errorf("MIG enabled after reopen: GPU 2 %v, GPU 1 %v", node.GPUs[2].MigEnabled, node.GPUs[1].MigEnabled)
 	}
-	d2, _ := be2.(nvmlOf).NVML().DeviceGetHandleByIndex(2)
+	d2, _ := be2.NVML().DeviceGetHandleByIndex(2)
 	if gis, _ := d2.GetGpuInstances(&info); len(gis) != 1 {
 		t.Errorf("%d 3g instances after reopen, want 1", len(gis))
 	}
@@ -208,19 +205,19 @@ func TestNVMLEdits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := &nvmlBackend{devRoot: devRootOf(root)}
-	common := b.CommonEdits()
+	b := &nvmlFiles{devRoot: devRootOf(root)}
+	common := b.commonEdits()
 	if len(common.DeviceNodes) != 2 || common.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidiactl", HostPath: filepath.Join(root, "dev/nvidiactl")}) {
 		t.Errorf("CommonEdits under a driver root = %+v", common.DeviceNodes)
 	}
-	if got := b.DeviceEdits(gpu.GPU{Minor: 5}); got.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidia5", HostPath: filepath.Join(root, "dev/nvidia5")}) {
+	if got := b.deviceEdits(gpu.GPU{Minor: 5}); got.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidia5", HostPath: filepath.Join(root, "dev/nvidia5")}) {
 		t.Errorf("DeviceEdits = %+v", got.DeviceNodes)
 	}
-	host := &nvmlBackend{devRoot: devRootOf(t.TempDir())} // no device nodes there: host /dev
-	if got := host.DeviceEdits(gpu.GPU{Minor: 1}); got.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidia1"}) {
+	host := &nvmlFiles{devRoot: devRootOf(t.TempDir())} // no device nodes there: host /dev
+	if got := host.deviceEdits(gpu.GPU{Minor: 1}); got.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidia1"}) {
 		t.Errorf("DeviceEdits with the host dev root = %+v", got.DeviceNodes)
 	}
-	if host.SysfsRoot() != "/" {
+	if host.sysfsRoot() != "/" {
 		t.Error("nvml SysfsRoot is not /")
 	}
 }

@@ -26,10 +26,14 @@ func initLibrary(lib nvml.Interface, nodeName, what string) (library, error) {
 	return library{lib: lib, nodeName: nodeName}, nil
 }
 
+// Discover enumerates the node's GPUs, in index order.
 func (l library) Discover(ctx context.Context) (gpu.Node, error) {
 	return discovery.Discover(ctx, l.lib, l.nodeName)
 }
 
+// WatchHealth sends a HealthEvent each time a GPU's health changes (XID
+// errors, a GPU lost, recovery) until ctx is done. It returns nil when ctx
+// is cancelled.
 func (l library) WatchHealth(ctx context.Context, events chan<- gpu.HealthEvent) error {
 	node, err := l.Discover(ctx)
 	if err != nil {
@@ -38,10 +42,11 @@ func (l library) WatchHealth(ctx context.Context, events chan<- gpu.HealthEvent)
 	return discovery.WatchHealth(ctx, l.lib, node, events)
 }
 
-// NVML is the initialized library, for the MIG and sharing operations
-// above discovery.
+// NVML is the initialized library; tests use it to act on the GPUs as an
+// admin would.
 func (l library) NVML() nvml.Interface { return l.lib }
 
+// Close releases NVML.
 func (l library) Close() error {
 	if ret := l.lib.Shutdown(); ret != nvml.SUCCESS {
 		return fmt.Errorf("shut down NVML: %w", ret)

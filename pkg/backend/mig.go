@@ -10,40 +10,6 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
-// MIG is what the node state needs to create and destroy MIG partitions.
-// Every call names the parent GPU by UUID (indices can change); IDs are
-// NVML's GPU and compute instance IDs.
-type MIG interface {
-	// MigMode reports the current and the pending MIG mode.
-	MigMode(uuid string) (current, pending bool, err error)
-	// SetMigMode switches MIG mode. Where the change needs a GPU reset
-	// (Ampere) it returns ErrResetRequired and the change stays pending.
-	SetMigMode(uuid string, on bool) error
-	// CreateGPUInstance creates a GPU instance of the profile at exactly
-	// the placement. A placement that is taken (or overlaps one that is)
-	// fails with ErrInsufficientResources.
-	CreateGPUInstance(uuid string, profileID uint32, pl gpu.MigPlacement) (giID int, err error)
-	// CreateComputeInstance creates the compute instance that spans the
-	// whole GPU instance.
-	CreateComputeInstance(uuid string, giID int) (ciID int, err error)
-	// MigDeviceUUID returns the MIG-… UUID of a compute instance.
-	MigDeviceUUID(uuid string, giID, ciID int) (string, error)
-	// DestroyComputeInstance destroys a compute instance; one that is
-	// already gone is not an error.
-	DestroyComputeInstance(uuid string, giID, ciID int) error
-	// DestroyGPUInstance destroys a GPU instance and the compute instances
-	// left in it, provided it is the instance of the given profile at the
-	// given placement (IDs are reused); one that is gone, or that is now
-	// another instance, is left alone and not an error.
-	DestroyGPUInstance(uuid string, giID int, profileID uint32, pl gpu.MigPlacement) error
-	// MigInstances lists the GPU instances that exist on the GPU (none
-	// with MIG mode off).
-	MigInstances(uuid string) ([]gpu.MigInstance, error)
-	// MigDeviceEdits is what a container needs to use one MIG device of
-	// the parent GPU.
-	MigDeviceEdits(parent gpu.GPU, giID, ciID int, migUUID string) (gpu.Edits, error)
-}
-
 var (
 	// ErrResetRequired: the MIG mode change takes effect at the next GPU
 	// reset.
@@ -60,6 +26,7 @@ func (l library) device(uuid string) (nvml.Device, error) {
 	return d, nil
 }
 
+// MigMode reports the current and the pending MIG mode.
 func (l library) MigMode(uuid string) (bool, bool, error) {
 	d, err := l.device(uuid)
 	if err != nil {
@@ -72,6 +39,8 @@ func (l library) MigMode(uuid string) (bool, bool, error) {
 	return cur == nvml.DEVICE_MIG_ENABLE, pending == nvml.DEVICE_MIG_ENABLE, nil
 }
 
+// SetMigMode switches MIG mode. Where the change needs a GPU reset
+// (Ampere) it returns ErrResetRequired and the change stays pending.
 func (l library) SetMigMode(uuid string, on bool) error {
 	d, err := l.device(uuid)
 	if err != nil {
@@ -105,6 +74,9 @@ func profileInfo(d nvml.Device, profileID uint32) (nvml.GpuInstanceProfileInfo, 
 	return nvml.GpuInstanceProfileInfo{}, fmt.Errorf("no GPU instance profile with ID %d", profileID)
 }
 
+// CreateGPUInstance creates a GPU instance of the profile at exactly the
+// placement. A placement that is taken (or overlaps one that is) fails
+// with ErrInsufficientResources.
 func (l library) CreateGPUInstance(uuid string, profileID uint32, pl gpu.MigPlacement) (int, error) {
 	d, err := l.device(uuid)
 	if err != nil {
@@ -137,6 +109,8 @@ func (l library) gpuInstance(uuid string, giID int) (nvml.GpuInstance, nvml.Retu
 	return gi, ret, nil
 }
 
+// CreateComputeInstance creates the compute instance that spans the whole
+// GPU instance.
 func (l library) CreateComputeInstance(uuid string, giID int) (int, error) {
 	gi, ret, err := l.gpuInstance(uuid, giID)
 	if err != nil {
@@ -171,6 +145,7 @@ func (l library) CreateComputeInstance(uuid string, giID int) (int, error) {
 	return int(info.Id), nil
 }
 
+// MigDeviceUUID returns the MIG-… UUID of a compute instance.
 func (l library) MigDeviceUUID(uuid string, giID, ciID int) (string, error) {
 	d, err := l.device(uuid)
 	if err != nil {
@@ -202,6 +177,8 @@ func (l library) MigDeviceUUID(uuid string, giID, ciID int) (string, error) {
 	return "", fmt.Errorf("GPU %s: no MIG device for GPU instance %d, compute instance %d", uuid, giID, ciID)
 }
 
+// DestroyComputeInstance destroys a compute instance; one that is already
+// gone is not an error.
 func (l library) DestroyComputeInstance(uuid string, giID, ciID int) error {
 	gi, ret, err := l.gpuInstance(uuid, giID)
 	if err != nil {
@@ -226,6 +203,10 @@ func (l library) DestroyComputeInstance(uuid string, giID, ciID int) error {
 	return nil
 }
 
+// DestroyGPUInstance destroys a GPU instance and the compute instances
+// left in it, provided it is the instance of the given profile at the given
+// placement (IDs are reused); one that is gone, or that is now another
+// instance, is left alone and not an error.
 func (l library) DestroyGPUInstance(uuid string, giID int, profileID uint32, pl gpu.MigPlacement) error {
 	gi, ret, err := l.gpuInstance(uuid, giID)
 	if err != nil {
@@ -259,6 +240,8 @@ func (l library) DestroyGPUInstance(uuid string, giID int, profileID uint32, pl 
 	return nil
 }
 
+// MigInstances lists the GPU instances that exist on the GPU (none with
+// MIG mode off).
 func (l library) MigInstances(uuid string) ([]gpu.MigInstance, error) {
 	d, err := l.device(uuid)
 	if err != nil {

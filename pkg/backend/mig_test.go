@@ -107,8 +107,8 @@ func TestNVMLMigDeviceEdits(t *testing.T) {
 	}
 	write("gpu3/mig/gi2/access", "DeviceFileMinor: 30\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
 	write("gpu3/mig/gi2/ci0/access", "DeviceFileMinor: 31\nDeviceFileMode: 292\n")
-	b := &nvmlBackend{devRoot: "/", procRoot: proc}
-	e, err := b.MigDeviceEdits(gpu.GPU{Minor: 3}, 2, 0, "MIG-x")
+	b := &nvmlFiles{devRoot: "/", procRoot: proc}
+	e, err := b.migDeviceEdits(gpu.GPU{Minor: 3}, 2, 0, "MIG-x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +119,11 @@ func TestNVMLMigDeviceEdits(t *testing.T) {
 	if got := strings.Join(paths, " "); got != "/dev/nvidia3 /dev/nvidia-caps/nvidia-cap30 /dev/nvidia-caps/nvidia-cap31" {
 		t.Errorf("device nodes %s", got)
 	}
-	if _, err := b.MigDeviceEdits(gpu.GPU{Minor: 3}, 5, 0, "MIG-y"); err == nil {
+	if _, err := b.migDeviceEdits(gpu.GPU{Minor: 3}, 5, 0, "MIG-y"); err == nil {
 		t.Error("edits for a GPU instance the driver does not list")
 	}
 	write("gpu1/mig/gi0/access", "DeviceFileMode: 292\n")
-	if _, err := b.MigDeviceEdits(gpu.GPU{Minor: 1}, 0, 0, "MIG-z"); err == nil || !strings.Contains(err.Error(), "DeviceFileMinor") {
+	if _, err := b.migDeviceEdits(gpu.GPU{Minor: 1}, 0, 0, "MIG-z"); err == nil || !strings.Contains(err.Error(), "DeviceFileMinor") {
 		t.Errorf("capability without a minor: %v", err)
 	}
 }

@@ -21,9 +21,9 @@ import (
 // capsDir is where the driver publishes capabilities, below a proc root.
 const capsDir = "driver/nvidia/capabilities"
 
-// MigDeviceEdits gives the parent GPU's device node and the GPU and
+// migDeviceEdits gives the parent GPU's device node and the GPU and
 // compute instance capability nodes of the MIG device.
-func (b *nvmlBackend) MigDeviceEdits(parent gpu.GPU, giID, ciID int, _ string) (gpu.Edits, error) {
+func (b nvmlFiles) migDeviceEdits(parent gpu.GPU, giID, ciID int, _ string) (gpu.Edits, error) {
 	gi := filepath.Join(b.procRoot, capsDir, fmt.Sprintf("gpu%d", parent.Minor), "mig", fmt.Sprintf("gi%d", giID))
 	e := gpu.Edits{DeviceNodes: []gpu.DeviceNode{b.deviceNode(fmt.Sprintf("/dev/nvidia%d", parent.Minor))}}
 	for _, access := range []string{filepath.Join(gi, "access"), filepath.Join(gi, fmt.Sprintf("ci%d", ciID), "access")} {

@@ -11,9 +11,9 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
-// nvmlBackend is the real libnvidia-ml on a GPU node.
-type nvmlBackend struct {
-	library
+// nvmlFiles are what a container receives for the real libnvidia-ml's
+// GPUs: the driver's device nodes.
+type nvmlFiles struct {
 	// devRoot is where the driver's device nodes are: the driver root
 	// when the driver container created them there, "/" otherwise.
 	devRoot string
@@ -36,9 +36,9 @@ var libDirs = []string{
 
 const nvmlLibrary = "libnvidia-ml.so.1"
 
-var _ Backend = (*nvmlBackend)(nil)
+var _ deviceFiles = nvmlFiles{}
 
-func openNVML(_ context.Context, opts Options) (Backend, error) {
+func openNVML(_ context.Context, opts Options) (*Backend, error) {
 	root := opts.DriverRoot
 	if root == "" {
 		root = "/"
@@ -55,7 +55,7 @@ func openNVML(_ context.Context, opts Options) (Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nvmlBackend{library: l, devRoot: devRootOf(root), procRoot: "/proc"}, nil
+	return &Backend{library: l, files: nvmlFiles{devRoot: devRootOf(root), procRoot: "/proc"}}, nil
 }
 
 // findLibrary finds libnvidia-ml below a driver root such as the GPU
@@ -83,7 +83,7 @@ func devRootOf(driverRoot string) string {
 // opens; the UVM ones appear once nvidia-uvm is loaded.
 var commonDeviceNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
 
-func (b *nvmlBackend) CommonEdits() gpu.Edits {
+func (b nvmlFiles) commonEdits() gpu.Edits {
 	var e gpu.Edits
 	// Looked up on every call: nvidia-uvm nodes are created lazily, after
 	// the plugin may have started.
@@ -95,13 +95,13 @@ func (b *nvmlBackend) CommonEdits() gpu.Edits {
 	return e
 }
 
-func (b *nvmlBackend) DeviceEdits(g gpu.GPU) gpu.Edits {
+func (b nvmlFiles) deviceEdits(g gpu.GPU) gpu.Edits {
 	return gpu.Edits{DeviceNodes: []gpu.DeviceNode{b.deviceNode(fmt.Sprintf("/dev/nvidia%d", g.Minor))}}
 }
 
 // deviceNode is a device node at path in the container, taken from the
 // dev root on the host.
-func (b *nvmlBackend) deviceNode(path string) gpu.DeviceNode {
+func (b nvmlFiles) deviceNode(path string) gpu.DeviceNode {
 	n := gpu.DeviceNode{Path: path}
 	if b.devRoot != "/" {
 		n.HostPath = filepath.Join(b.devRoot, path)
@@ -109,7 +109,7 @@ func (b *nvmlBackend) deviceNode(path string) gpu.DeviceNode {
 	return n
 }
 
-func (b *nvmlBackend) SysfsRoot() string { return "/" }
+func (nvmlFiles) sysfsRoot() string { return "/" }
 
 func exists(path string) bool {
 	_, err := os.Stat(path)

@@ -11,7 +11,7 @@ var Kinds = []string{"nvml", "fake"}
 
 // Open opens the backend opts.Kind names and initializes NVML. The caller
 // closes it.
-func Open(ctx context.Context, opts Options) (Backend, error) {
+func Open(ctx context.Context, opts Options) (*Backend, error) {
 	switch opts.Kind {
 	case "nvml":
 		return openNVML(ctx, opts)

@@ -2,6 +2,7 @@ package nodestate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,7 +33,11 @@ const (
 // fakeHardware gives every GPU an env entry naming its UUID and a device
 // node that is /dev/null on the host, so a spec written for it passes the
 // CDI library's validation and shows which GPUs a container would get.
-type fakeHardware struct{}
+type fakeHardware struct {
+	// noMIG: the test inventories have no MIG-capable GPU, so the node
+	// state never calls a MIG operation on them.
+	noMIG
+}
 
 func (fakeHardware) CommonEdits() gpu.Edits {
 	return gpu.Edits{
@@ -47,6 +52,25 @@ func (fakeHardware) DeviceEdits(g gpu.GPU) gpu.Edits {
 		DeviceNodes: []gpu.DeviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", g.Minor), HostPath: "/dev/null"}},
 	}
 }
+
+var errNoMIG = errors.New("no MIG on this test hardware")
+
+// noMIG is a Hardware's MIG half that has no MIG-capable GPU.
+type noMIG struct{}
+
+func (noMIG) MigDeviceEdits(gpu.GPU, int, int, string) (gpu.Edits, error) {
+	return gpu.Edits{}, errNoMIG
+}
+func (noMIG) MigMode(string) (bool, bool, error) { return false, false, nil }
+func (noMIG) SetMigMode(string, bool) error      { return errNoMIG }
+func (noMIG) CreateGPUInstance(string, uint32, gpu.MigPlacement) (int, error) {
+	return 0, errNoMIG
+}
+func (noMIG) CreateComputeInstance(string, int) (int, error)                 { return 0, errNoMIG }
+func (noMIG) MigDeviceUUID(string, int, int) (string, error)                 { return "", errNoMIG }
+func (noMIG) DestroyComputeInstance(string, int, int) error                  { return errNoMIG }
+func (noMIG) DestroyGPUInstance(string, int, uint32, gpu.MigPlacement) error { return errNoMIG }
+func (noMIG) MigInstances(string) ([]gpu.MigInstance, error)                 { return nil, nil }
 
 func gpuUUID(minor int) string { return fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", minor) }
 

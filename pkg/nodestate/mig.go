@@ -12,21 +12,6 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
-// MIGHardware is what the node state needs from the NVML layer to create
-// and destroy MIG partitions (backend.MIG implements it). A Hardware
-// without it cannot prepare MIG devices.
-type MIGHardware interface {
-	MigMode(uuid string) (current, pending bool, err error)
-	SetMigMode(uuid string, on bool) error
-	CreateGPUInstance(uuid string, profileID uint32, pl gpu.MigPlacement) (giID int, err error)
-	CreateComputeInstance(uuid string, giID int) (ciID int, err error)
-	MigDeviceUUID(uuid string, giID, ciID int) (string, error)
-	DestroyComputeInstance(uuid string, giID, ciID int) error
-	DestroyGPUInstance(uuid string, giID int, profileID uint32, pl gpu.MigPlacement) error
-	MigInstances(uuid string) ([]gpu.MigInstance, error)
-	MigDeviceEdits(parent gpu.GPU, giID, ciID int, migUUID string) (gpu.Edits, error)
-}
-
 // errCrash marks an error from a test hook: the prepare stops there, with
 // no rollback, as if the process had been killed.
 type errCrash struct{ error }
@@ -43,14 +28,6 @@ func crash(err error) error {
 func isCrash(err error) bool {
 	var c errCrash
 	return errors.As(err, &c)
-}
-
-func (s *State) mig() (MIGHardware, error) {
-	m, ok := s.opts.Hardware.(MIGHardware)
-	if !ok {
-		return nil, errors.New("this node's hardware backend cannot create MIG partitions")
-	}
-	return m, nil
 }
 
 func placementOf(m *checkpoint.MigDevice) gpu.MigPlacement {
@@ -85,10 +62,7 @@ func (s *State) saveRecord(rec *checkpoint.Claim) error {
 // instance, recording each step before and after. Operations on one GPU
 // are serialized.
 func (s *State) prepareMig(ctx context.Context, rec *checkpoint.Claim, i int) error {
-	hw, err := s.mig()
-	if err != nil {
-		return err
-	}
+	hw := s.opts.Hardware
 	d := &rec.Devices[i]
 	m := d.Mig
 	unlock := s.gpuLocks.lock(d.GPUUUID)
@@ -149,7 +123,7 @@ func (s *State) prepareMig(ctx context.Context, rec *checkpoint.Claim, i int) er
 // ensureMigModeLocked turns MIG mode on where it is off, recording first
 // that gpudra did, so that it is turned off again once unused even if the
 // plugin dies right after. The caller holds the GPU lock.
-func (s *State) ensureMigModeLocked(ctx context.Context, hw MIGHardware, claimUID, uuid string) error {
+func (s *State) ensureMigModeLocked(ctx context.Context, hw Hardware, claimUID, uuid string) error {
 	on, _, err := hw.MigMode(uuid)
 	if err != nil {
 		return err
@@ -186,10 +160,7 @@ func (s *State) ensureMigModeLocked(ctx context.Context, hw MIGHardware, claimUI
 // checkpoint says its creation was under way: that instance can only be
 // this claim's, because the placement was free when it was allocated.
 func (s *State) destroyMig(ctx context.Context, claimUID string, d checkpoint.Device) error {
-	hw, err := s.mig()
-	if err != nil {
-		return err
-	}
+	hw := s.opts.Hardware
 	m := d.Mig
 	unlock := s.gpuLocks.lock(d.GPUUUID)
 	defer unlock()
@@ -241,7 +212,7 @@ func (s *State) recordedElsewhere(claimUID, uuid string, inst gpu.MigInstance) b
 // maybeDisableMigModeLocked turns MIG mode off on a GPU that gpudra put in
 // MIG mode, once no claim but except has a device on it and no instance
 // is left (an admin's would keep it on). The caller holds the GPU lock.
-func (s *State) maybeDisableMigModeLocked(ctx context.Context, hw MIGHardware, except, uuid string) error {
+func (s *State) maybeDisableMigModeLocked(ctx context.Context, hw Hardware, except, uuid string) error {
 	s.mu.Lock()
 	ours := slices.Contains(s.cp.MigModeEnabled, uuid)
 	used := s.gpuUsedLocked(except, uuid)
@@ -296,10 +267,7 @@ func (s *State) prepareWhole(ctx context.Context, g gpu.GPU) error {
 	if g.MIG == nil {
 		return nil
 	}
-	hw, ok := s.opts.Hardware.(MIGHardware)
-	if !ok {
-		return nil
-	}
+	hw := s.opts.Hardware
 	unlock := s.gpuLocks.lock(g.UUID)
 	defer unlock()
 	on, _, err := hw.MigMode(g.UUID)
@@ -340,11 +308,7 @@ func (s *State) ensureMig(ctx context.Context, rec *checkpoint.Claim) (bool, err
 		if d.Mig == nil {
 			continue
 		}
-		hw, err := s.mig()
-		if err != nil {
-			return false, err
-		}
-		insts, err := hw.MigInstances(d.GPUUUID)
+		insts, err := s.opts.Hardware.MigInstances(d.GPUUUID)
 		if err != nil {
 			return false, err
 		}
@@ -377,13 +341,10 @@ func (s *State) ensureMig(ctx context.Context, rec *checkpoint.Claim) (bool, err
 // AdminInstances returns, by GPU UUID, the MIG instances that exist on the
 // node's GPUs and that no claim's record accounts for: an admin's (or
 // another tool's). gpudra never destroys them; the plugin leaves their
-// placements and their GPU unpublished.
+// placements and their GPU unpublished. It is nil when there are none.
 func (s *State) AdminInstances() (map[string][]gpu.MigInstance, error) {
-	hw, ok := s.opts.Hardware.(MIGHardware)
-	if !ok {
-		return nil, nil
-	}
-	out := map[string][]gpu.MigInstance{}
+	hw := s.opts.Hardware
+	var out map[string][]gpu.MigInstance
 	var errs []error
 	for _, g := range s.node().GPUs {
 		if g.MIG == nil {
@@ -396,6 +357,9 @@ func (s *State) AdminInstances() (map[string][]gpu.MigInstance, error) {
 		}
 		for _, inst := range insts {
 			if !s.accountedFor(g.UUID, inst) {
+				if out == nil {
+					out = map[string][]gpu.MigInstance{}
+				}
 				out[g.UUID] = append(out[g.UUID], inst)
 			}
 		}

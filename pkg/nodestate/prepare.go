@@ -248,14 +248,11 @@ func (s *State) writeSpec(c checkpoint.Claim) error {
 		// another claim (admin access) reads them.
 		base := s.opts.Hardware.DeviceEdits(g)
 		if m := d.Mig; m != nil {
-			hw, err := s.mig()
-			if err != nil {
-				return err
-			}
 			if m.Step != checkpoint.MigCreated || m.GPUInstanceID == nil || m.ComputeInstanceID == nil {
 				return fmt.Errorf("write CDI spec: device %s: its MIG device was not created", d.Device)
 			}
-			if base, err = hw.MigDeviceEdits(g, *m.GPUInstanceID, *m.ComputeInstanceID, m.UUID); err != nil {
+			var err error
+			if base, err = s.opts.Hardware.MigDeviceEdits(g, *m.GPUInstanceID, *m.ComputeInstanceID, m.UUID); err != nil {
 				return fmt.Errorf("write CDI spec: device %s: %w", d.Device, err)
 			}
 		}

@@ -10,12 +10,46 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
-// Hardware is what the node state needs from the NVML layer: the inventory
-// and what a container needs for each device. To prepare MIG partitions it
-// must implement MIGHardware too.
+// Hardware is everything the node state needs from the NVML layer (the
+// real or fake backend implements it; pkg/plugin has the compiler check
+// that): what a container needs for each device, and the MIG operations
+// that create and destroy partitions. Every MIG call names the parent GPU
+// by UUID (indices can change); IDs are NVML's GPU and compute instance IDs.
 type Hardware interface {
+	// CommonEdits is what every container with at least one of this
+	// driver's devices needs (control device nodes, driver files).
 	CommonEdits() gpu.Edits
+	// DeviceEdits is what a container needs to use one whole GPU.
 	DeviceEdits(g gpu.GPU) gpu.Edits
+	// MigDeviceEdits is what a container needs to use one MIG device of
+	// the parent GPU.
+	MigDeviceEdits(parent gpu.GPU, giID, ciID int, migUUID string) (gpu.Edits, error)
+
+	// MigMode reports the current and the pending MIG mode.
+	MigMode(uuid string) (current, pending bool, err error)
+	// SetMigMode switches MIG mode. Where the change needs a GPU reset
+	// (Ampere) the change stays pending and an error says so.
+	SetMigMode(uuid string, on bool) error
+	// CreateGPUInstance creates a GPU instance of the profile at exactly
+	// the placement; a placement that is taken (or overlaps one that is)
+	// fails.
+	CreateGPUInstance(uuid string, profileID uint32, pl gpu.MigPlacement) (giID int, err error)
+	// CreateComputeInstance creates the compute instance that spans the
+	// whole GPU instance.
+	CreateComputeInstance(uuid string, giID int) (ciID int, err error)
+	// MigDeviceUUID returns the MIG-… UUID of a compute instance.
+	MigDeviceUUID(uuid string, giID, ciID int) (string, error)
+	// DestroyComputeInstance destroys a compute instance; one that is
+	// already gone is not an error.
+	DestroyComputeInstance(uuid string, giID, ciID int) error
+	// DestroyGPUInstance destroys a GPU instance and the compute instances
+	// left in it, provided it is the instance of the given profile at the
+	// given placement (IDs are reused); one that is gone, or that is now
+	// another instance, is left alone and not an error.
+	DestroyGPUInstance(uuid string, giID int, profileID uint32, pl gpu.MigPlacement) error
+	// MigInstances lists the GPU instances that exist on the GPU (none
+	// with MIG mode off).
+	MigInstances(uuid string) ([]gpu.MigInstance, error)
 }
 
 // Options configure a State.
@@ -25,7 +59,7 @@ type Options struct {
 	DriverName string
 	// Node is the inventory the plugin published. Its name is the pool.
 	Node gpu.Node
-	// Hardware supplies container edits for devices.
+	// Hardware supplies container edits and MIG operations.
 	Hardware Hardware
 	// CDI writes and removes the per-claim CDI specs.
 	CDI *cdispec.Writer

@@ -30,7 +30,7 @@ type Config struct {
 	NodeName   string
 	KubeClient kubernetes.Interface
 	// Backend is the opened NVML layer; the plugin closes it on Stop.
-	Backend backend.Backend
+	Backend *backend.Backend
 	// PluginDataDir holds the DRA socket and the checkpoint. It must have
 	// the same path inside and outside the plugin's container.
 	PluginDataDir string
@@ -81,10 +81,9 @@ type Driver struct {
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 
-// The node state finds MIG operations on its Hardware by type assertion;
-// this makes a backend that drifted from nodestate.MIGHardware a build error
-// instead of "cannot prepare MIG devices" at run time.
-var _ nodestate.MIGHardware = backend.Backend(nil)
+// The node state declares what it needs of the hardware; a backend that
+// drifted from it is a build error here.
+var _ nodestate.Hardware = (*backend.Backend)(nil)
 
 // CheckpointFile is the checkpoint's name inside the plugin data dir.
 const CheckpointFile = "checkpoint.json"
