@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpudra/gpudra/pkg/errorlist"
 )
 
 // Config is a decoded opaque device configuration: one of this package's
@@ -12,8 +14,8 @@ type Config interface {
 	// Default fills in every field the user left unset. It is idempotent.
 	Default()
 	// Validate reports every invalid field at once, each with its path
-	// relative to the parameters ("parameters.driverCapabilities[1]: ...").
-	// Call it after Default.
+	// relative to the parameters ("parameters.driverCapabilities[1]: ..."),
+	// summarized past errorlist.Max (see summarize). Call it after Default.
 	Validate() error
 }
 
@@ -26,3 +28,15 @@ var (
 	_ Config = &GpuConfig{}
 	_ Config = &MigConfig{}
 )
+
+// summarize is how Validate methods return their field errors: the first
+// errorlist.Max of them and how many there are. field.ErrorList's own
+// ToAggregate formats every error and joins them all, which a config with
+// thousands of bad entries turns into a message of hundreds of kilobytes.
+func summarize(errs field.ErrorList) error {
+	list := make([]error, len(errs))
+	for i, e := range errs {
+		list[i] = e
+	}
+	return errorlist.Summarize(list)
+}

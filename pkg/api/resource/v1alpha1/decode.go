@@ -11,8 +11,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
-	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpudra/gpudra/pkg/errorlist"
 )
 
 var (
@@ -37,6 +38,10 @@ var (
 //	parameters: unknown field "sharng"
 //	parameters.kind: "GpuConfg" is not known in resource.gpudra.io/v1alpha1; known kinds: GpuConfig, MigConfig
 //
+// Past errorlist.Max problems, the message lists the first ones and says how
+// many there are ("first 10 of 2538 errors: [...]"), so that a config full
+// of mistakes still gets a short message, quickly.
+//
 // The caller adds which claim and which config entry the parameters came
 // from.
 func Decode(raw []byte) (Config, error) {
@@ -47,7 +52,7 @@ func Decode(raw []byte) (Config, error) {
 			errs = append(errs, err)
 		}
 	}
-	if err := utilerrors.Flatten(utilerrors.NewAggregate(errs)); err != nil {
+	if err := errorlist.Summarize(errs); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -61,12 +66,17 @@ func Decode(raw []byte) (Config, error) {
 // apiVersion or kind, or a value of the wrong type, is still an error.
 func DecodeNonStrict(raw []byte) (Config, error) {
 	cfg, errs := decode(raw, lenientSerializer)
-	if err := utilerrors.Flatten(utilerrors.NewAggregate(errs)); err != nil {
+	if err := errorlist.Summarize(errs); err != nil {
 		return nil, err
 	}
 	cfg.Default()
 	return cfg, nil
 }
+
+// strictDecoderMaxErrors is where the strict JSON decoder (sigs.k8s.io/json)
+// stops collecting unknown and duplicate fields; past it the count is a
+// lower bound, and the summary says "at least".
+const strictDecoderMaxErrors = 100
 
 // decode returns the decoded config, if any, and every error found. With a
 // strict serializer a config can come back together with errors: unknown or
@@ -93,6 +103,9 @@ func decode(raw []byte, serializer *kjson.Serializer) (Config, []error) {
 			// parameters ("unknown field \"mig.foo\""), so the message
 			// reads well under the parameters' own path.
 			errs = append(errs, &decodeError{path: parametersPath.String(), msg: e.Error()})
+		}
+		if len(strict.Errors()) >= strictDecoderMaxErrors {
+			errs = append(errs, errorlist.More)
 		}
 	}
 	cfg, ok := obj.(Config)

@@ -48,10 +48,10 @@ func (c *MigConfig) Default() {
 }
 
 // Validate reports every invalid field, with paths relative to the
-// parameters.
+// parameters (the first errorlist.Max of them, and how many there are).
 func (c *MigConfig) Validate() error {
 	errs := validateDriverCapabilities(c.DriverCapabilities, parametersPath.Child("driverCapabilities"))
-	return errs.ToAggregate()
+	return summarize(errs)
 }
 
 // DriverCapabilitiesEnv is the "NVIDIA_DRIVER_CAPABILITIES=..." entry for

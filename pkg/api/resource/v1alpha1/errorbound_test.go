@@ -1,0 +1,110 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// maxConfigBytes is the API server's limit on one opaque config's
+// parameters (resource.k8s.io OpaqueParametersMaxLength).
+const maxConfigBytes = 10 * 1024
+
+// invalidConfigs fill the API server's limit with problems of each kind a
+// user can make many of in one config.
+func invalidConfigs() map[string]string {
+	fill := func(prefix, item, suffix string) string {
+		var items []string
+		for n := 0; ; n++ {
+			next := append(items, item)
+			if len(prefix+strings.Join(next, ",")+suffix) > maxConfigBytes {
+				return prefix + strings.Join(items, ",") + suffix
+			}
+			items = next
+		}
+	}
+	numbered := func(prefix, format, suffix string) string {
+		var items []string
+		for n := 0; ; n++ {
+			next := append(items, fmt.Sprintf(format, n))
+			if len(prefix+strings.Join(next, ",")+suffix) > maxConfigBytes {
+				return prefix + strings.Join(items, ",") + suffix
+			}
+			items = next
+		}
+	}
+	return map[string]string{
+		// Past the strict decoder's count of 100 the total is a lower bound.
+		"unknown fields, past what the decoder counts": numbered(`{`+header+`,"kind":"GpuConfig",`, `"f%d":1`, `}`),
+		"unsupported capabilities":                     fill(`{`+header+`,"kind":"GpuConfig","driverCapabilities":[`, `"x"`, `]}`),
+		"duplicate capabilities":                       fill(`{`+header+`,"kind":"MigConfig","driverCapabilities":[`, `"compute"`, `]}`),
+		"unknown fields and values": numbered(`{`+header+`,"kind":"GpuConfig","driverCapabilities":["cuda","cuda"],`,
+			`"f%d":1`, `}`),
+	}
+}
+
+// TestDecodeBoundsLargeInvalidConfigs: a config at the API server's size
+// limit with a problem in every entry gets a short message that still names
+// the first problems and says how many there are, and gets it fast. (Before,
+// 2,538 unsupported capabilities gave a 385 KB message that took most of a
+// second to build, and twelve such claims in one pod overflowed the
+// kubelet's 4 MiB gRPC limit, so the user saw ResourceExhausted instead of
+// the field that was wrong.)
+func TestDecodeBoundsLargeInvalidConfigs(t *testing.T) {
+	const maxMessage = 4096
+	for name, raw := range invalidConfigs() {
+		t.Run(name, func(t *testing.T) {
+			if len(raw) > maxConfigBytes || len(raw) < maxConfigBytes-64 {
+				t.Fatalf("test config is %d bytes, want just under %d", len(raw), maxConfigBytes)
+			}
+			// Parsing the JSON alone is the yardstick: a ratio within one
+			// run holds on a busy machine where absolute times do not.
+			parse := bestOf(3, func() {
+				var v any
+				if err := json.Unmarshal([]byte(raw), &v); err != nil {
+					t.Fatal(err)
+				}
+			})
+			// What the user waits for is the message, not only the error.
+			var msg string
+			decode := bestOf(3, func() {
+				_, err := Decode([]byte(raw))
+				if err == nil {
+					t.Fatal("Decode accepted an invalid config")
+				}
+				msg = err.Error()
+			})
+			if len(msg) > maxMessage {
+				t.Errorf("message is %d bytes, want at most %d; it starts: %.300s", len(msg), maxMessage, msg)
+			}
+			wantPrefix := "first 10 of "
+			if strings.HasPrefix(name, "unknown fields") {
+				wantPrefix += "at least 10"
+			}
+			if !strings.HasPrefix(msg, wantPrefix) || !strings.Contains(msg, "parameters") {
+				t.Errorf("message does not say it shows the first 10 problems of all, or names no field: %.300s", msg)
+			}
+			// Twelve claims of one pod, each failing like this, in one
+			// NodePrepareResources response: far under the 4 MiB limit.
+			if total := 12 * len(msg); total > 64*1024 {
+				t.Errorf("twelve such errors make %d bytes", total)
+			}
+			if ratio := float64(decode) / float64(parse); ratio > 50 {
+				t.Errorf("Decode and its message took %v, %.0f times as long as parsing the JSON (%v); want under 50 times", decode, ratio, parse)
+			}
+		})
+	}
+}
+
+// bestOf runs f n times and returns its fastest run.
+func bestOf(n int, f func()) time.Duration {
+	best := time.Duration(1<<63 - 1)
+	for range n {
+		start := time.Now()
+		f()
+		best = min(best, time.Since(start))
+	}
+	return max(best, time.Microsecond)
+}

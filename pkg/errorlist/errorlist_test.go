@@ -1,0 +1,113 @@
+package errorlist
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+)
+
+func numbered(n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = fmt.Errorf("e%d", i)
+	}
+	return errs
+}
+
+func TestSummarize(t *testing.T) {
+	sentinel := errors.New("sentinel")
+	tests := []struct {
+		name      string
+		errs      []error
+		want      string // "" for nil
+		wantTotal int
+	}{
+		{name: "none", errs: nil},
+		{name: "only nils", errs: []error{nil, nil}},
+		{name: "one is itself", errs: []error{sentinel}, want: "sentinel", wantTotal: 1},
+		{name: "a few, as an aggregate prints them", errs: numbered(3), want: "[e0, e1, e2]", wantTotal: 3},
+		{name: "exactly Max", errs: numbered(Max), want: "[e0, e1, e2, e3, e4, e5, e6, e7, e8, e9]", wantTotal: Max},
+		{name: "one more than Max", errs: numbered(Max + 1), want: "first 10 of 11 errors: [e0, e1, e2, e3, e4, e5, e6, e7, e8, e9]", wantTotal: Max + 1},
+		{name: "thousands", errs: numbered(2538), want: "first 10 of 2538 errors: [e0, e1, e2, e3, e4, e5, e6, e7, e8, e9]", wantTotal: 2538},
+		{name: "repeats shown once", errs: []error{sentinel, sentinel}, want: "sentinel", wantTotal: 2},
+		{
+			name:      "nested joins and aggregates are flattened",
+			errs:      []error{errors.Join(numbered(2)...), utilerrors.NewAggregate(numbered(2)[1:]), errors.New("x")},
+			want:      "[e0, e1, x]",
+			wantTotal: 4,
+		},
+		{
+			name:      "a source that stopped counting",
+			errs:      append(numbered(100), More),
+			want:      "first 10 of at least 100 errors: [e0, e1, e2, e3, e4, e5, e6, e7, e8, e9]",
+			wantTotal: 100,
+		},
+		{
+			name:      "at least, nested",
+			errs:      []error{Summarize(append(numbered(2), More))},
+			want:      "at least these errors: [e0, e1]",
+			wantTotal: 2,
+		},
+		{
+			name:      "a summary of summaries counts every original error",
+			errs:      []error{Summarize(numbered(100)), Summarize(numbered(50))},
+			want:      "first 10 of 150 errors: [e0, e1, e2, e3, e4, e5, e6, e7, e8, e9]",
+			wantTotal: 150,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Summarize(tc.errs)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Summarize = %q, want nil", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("Summarize = %v\nwant %s", err, tc.want)
+			}
+			if got := Total(err); got != tc.wantTotal {
+				t.Errorf("Total = %d, want %d", got, tc.wantTotal)
+			}
+		})
+	}
+}
+
+func TestSummarizeKeepsErrorsIs(t *testing.T) {
+	sentinel := errors.New("sentinel")
+	err := Summarize([]error{errors.New("a"), fmt.Errorf("wrapped: %w", sentinel)})
+	if !errors.Is(err, sentinel) {
+		t.Errorf("errors.Is(%v, sentinel) = false", err)
+	}
+}
+
+// TestSummarizeFormatsOnlyWhatItShows: a million errors whose messages cost
+// something to build must not all be built.
+func TestSummarizeFormatsOnlyWhatItShows(t *testing.T) {
+	formatted := 0
+	errs := make([]error, 1_000_000)
+	for i := range errs {
+		errs[i] = countingError{n: i, formatted: &formatted}
+	}
+	msg := Summarize(errs).Error()
+	if formatted > 2*Max {
+		t.Errorf("%d messages formatted for a summary of %d errors, want at most %d", formatted, len(errs), 2*Max)
+	}
+	if !strings.HasPrefix(msg, "first 10 of 1000000 errors: [") || len(msg) > 200 {
+		t.Errorf("summary = %q", msg)
+	}
+}
+
+type countingError struct {
+	n         int
+	formatted *int
+}
+
+func (e countingError) Error() string {
+	*e.formatted++
+	return fmt.Sprint(e.n)
+}
