@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +21,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		devices, err := d.state.Prepare(ctx, claim)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Prepare failed", "claim", klog.KObj(claim))
-			result[claim.UID] = kubeletplugin.PrepareResult{Err: err}
+			result[claim.UID] = kubeletplugin.PrepareResult{Err: bounded(err)}
 			continue
 		}
 		out := make([]kubeletplugin.Device, 0, len(devices))
@@ -42,7 +44,40 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	result := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
 		ref := nodestate.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}
-		result[claim.UID] = d.state.Unprepare(ctx, ref)
+		if err := d.state.Unprepare(ctx, ref); err != nil {
+			klog.FromContext(ctx).Error(err, "Unprepare failed", "claim", klog.KRef(claim.Namespace, claim.Name))
+			result[claim.UID] = bounded(err)
+		} else {
+			result[claim.UID] = nil
+		}
 	}
 	return result, nil
 }
+
+// maxClaimErrorBytes bounds the message of one claim's error in a response
+// to the kubelet. Validation already summarizes what it finds
+// (pkg/errorlist); this is the backstop that keeps any error, present or
+// future, from pushing a pod's response past the 4 MiB gRPC limit, where
+// the kubelet would get ResourceExhausted and lose every claim's message:
+// 128 claims of 16 KiB each are 2 MiB.
+const maxClaimErrorBytes = 16 << 10
+
+// bounded returns err, or, if its message is longer than
+// maxClaimErrorBytes, an error with the start of the message that still
+// wraps err (the full message is in the plugin's log).
+func bounded(err error) error {
+	msg := err.Error()
+	if len(msg) <= maxClaimErrorBytes {
+		return err
+	}
+	return &truncatedError{msg: fmt.Sprintf("%s... (%d bytes more; the plugin's log has the whole message)",
+		strings.ToValidUTF8(msg[:maxClaimErrorBytes], ""), len(msg)-maxClaimErrorBytes), err: err}
+}
+
+type truncatedError struct {
+	msg string
+	err error
+}
+
+func (e *truncatedError) Error() string { return e.msg }
+func (e *truncatedError) Unwrap() error { return e.err }
