@@ -23,13 +23,14 @@ type Device struct {
 // WriteClaimSpec writes the claim's spec file, replacing any earlier one.
 // common holds the edits every container with at least one of the devices
 // gets once (control device nodes, driver files, the claim's settings);
-// each device adds its own. The write is atomic.
+// each device adds its own. The write is atomic, and one that fails leaves
+// nothing behind.
 func (w *Writer) WriteClaimSpec(claimUID string, common gpu.Edits, devices []Device) error {
 	spec, err := w.buildSpec(claimUID, common, devices)
 	if err != nil {
 		return fmt.Errorf("CDI spec for claim %s: %w", claimUID, err)
 	}
-	if err := w.cache.WriteSpec(spec, w.specName(claimUID)+specExt); err != nil {
+	if err := w.writeStaged(spec, w.specName(claimUID)+specExt); err != nil {
 		return fmt.Errorf("write CDI spec for claim %s: %w", claimUID, err)
 	}
 	return nil

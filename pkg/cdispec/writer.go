@@ -24,9 +24,9 @@ const (
 type Writer struct {
 	dir    string
 	vendor string
-	// cache is used only to write and remove specs: it is the CDI
-	// library's way to do both atomically, with validation. It is never
-	// refreshed, so other spec files in the directory cost nothing.
+	// cache is used only to remove specs. It is never refreshed, so other
+	// spec files in the directory cost nothing. (Writes go through a
+	// staging directory of their own: see staging.go.)
 	cache *cdi.Cache
 }
 
@@ -48,13 +48,20 @@ func New(dir, driverName string) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create CDI spec directory: %w", err)
 	}
+	w := &Writer{dir: dir, vendor: vendor}
+	// A plugin killed in the middle of a write left its staging
+	// directory; it is of no use to anyone now.
+	if err := w.removeStaleStaging(); err != nil {
+		return nil, err
+	}
 	// NewCache scans dir once; auto-refresh would start a file watcher
 	// that a writer does not need.
 	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
 	if err != nil {
 		return nil, fmt.Errorf("open CDI spec directory %s: %w", dir, err)
 	}
-	return &Writer{dir: dir, vendor: vendor, cache: cache}, nil
+	w.cache = cache
+	return w, nil
 }
 
 // Dir is the spec directory.
