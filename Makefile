@@ -13,8 +13,10 @@ HELM_VERSION ?= v3.22.0
 HELM         ?= $(GPUDRA_CACHE)/helm-$(HELM_VERSION)/helm
 export GPUDRA_CACHE HELM_VERSION
 IMAGE        ?= ghcr.io/gpudra/gpudra:dev
+# deepcopy-gen, run from the module proxy at a pinned version (make generate).
+DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build test demo fmt fmt-check vet lint bench fuzz clean chart-check image e2e-local e2e-kind
+.PHONY: all build test demo fmt fmt-check vet lint bench fuzz clean chart-check image e2e-local e2e-kind generate verify-generate
 
 all: build
 
@@ -24,9 +26,17 @@ build:
 	$(GO) build -o $(BIN)/gpudra ./cmd/gpudra
 
 ## test: unit, golden and in-process integration tests, helm lint/template, the kind config (no cluster, no GPU)
-test: fmt-check vet chart-check
+test: fmt-check vet verify-generate chart-check
 	$(GO) test $(GOTESTFLAGS) ./...
 	cd hack/kind && GOWORK=off $(GO) test $(GOTESTFLAGS) ./...
+
+## generate: the generated code (deep-copy functions of the config API)
+generate:
+	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go --go-header-file hack/boilerplate.go.txt ./pkg/api/resource/v1alpha1
+
+## verify-generate: fail when generated code is out of date (part of make test)
+verify-generate:
+	hack/verify-generate.sh
 
 ## chart-check: helm lint and helm template of deployments/helm/gpudra (helm is built into $(GPUDRA_CACHE) on first use, ~5-10 min)
 chart-check: $(HELM)
@@ -55,9 +65,11 @@ demo:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/simulate/ ./pkg/slicebuilder/ ./pkg/check/
 
-## fuzz: search gpudra check's input path (YAML and CEL) for panics for a minute
+## fuzz: search gpudra check's input path (YAML and CEL) for panics for a minute, and the config decoder for another
 fuzz:
 	$(GO) test ./pkg/check -run '^$$' -fuzz FuzzCheck -fuzztime 1m
+	$(GO) test ./pkg/api/resource/v1alpha1 -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./pkg/api/resource/v1alpha1 -run '^$$' -fuzz FuzzMergeParameters -fuzztime 30s
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

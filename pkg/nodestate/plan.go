@@ -54,6 +54,11 @@ func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedD
 		if err != nil {
 			return nil, err
 		}
+		if sharingOf(cfg) != nil {
+			// The node side of sharing lands separately; until then a
+			// claim that asks for it fails rather than get an unshared GPU.
+			return nil, fmt.Errorf("%s: request %q: sharing is not supported by this version of the plugin yet", ref, result.Request)
+		}
 		p.config = cfg
 		planned = append(planned, p)
 	}
@@ -62,8 +67,10 @@ func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedD
 
 // configFor decodes (strictly, with defaults, validated) every opaque config
 // of this driver that applies to the result, and returns the effective one:
-// configs from the claim override configs from the DeviceClass, and later
-// entries of one source override earlier ones.
+// the configs merged field by field, those from the claim over those from
+// the DeviceClass and later entries of one source over earlier ones (see
+// configapi.MergeParameters). So a DeviceClass can fix a sharing tier and a
+// claim still pick its driver capabilities.
 //
 // The scheduler happens to list class configs before claim configs, but the
 // API promises no order, so the precedence is applied here rather than
@@ -75,16 +82,28 @@ func (s *State) configFor(ref ClaimRef, claim *resourceapi.ResourceClaim, result
 	})
 	var effective configapi.Config
 	var effectiveWhere string
+	var layers [][]byte
 	for _, c := range applicable {
 		if c.Opaque == nil || c.Opaque.Driver != s.opts.DriverName {
 			continue
 		}
+		// Each config is checked on its own first, so that an error names
+		// the config it is in.
 		where := configLocation(claim, result, c)
-		cfg, err := configapi.Decode(c.Opaque.Parameters.Raw)
-		if err != nil {
+		if _, err := configapi.Decode(c.Opaque.Parameters.Raw); err != nil {
 			return nil, fmt.Errorf("%s: request %q: %s: %w", ref, result.Request, where, err)
 		}
-		effective, effectiveWhere = cfg, where
+		layers = append(layers, c.Opaque.Parameters.Raw)
+		effectiveWhere = where
+	}
+	if len(layers) > 0 {
+		merged, err := configapi.MergeParameters(layers...)
+		if err == nil {
+			effective, err = configapi.Decode(merged)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: request %q: the configs that apply to device %s do not merge: %w", ref, result.Request, result.Device, err)
+		}
 	}
 	if isMig {
 		if effective == nil {
@@ -104,6 +123,17 @@ func (s *State) configFor(ref ClaimRef, claim *resourceapi.ResourceClaim, result
 			ref, result.Request, result.Device, effectiveWhere, effective.GetObjectKind().GroupVersionKind().Kind)
 	}
 	return effective, nil
+}
+
+// sharingOf returns the sharing section of a config, nil when it has none.
+func sharingOf(cfg configapi.Config) *configapi.Sharing {
+	switch c := cfg.(type) {
+	case *configapi.GpuConfig:
+		return c.Sharing
+	case *configapi.MigConfig:
+		return c.Sharing
+	}
+	return nil
 }
 
 // sourceRank orders configs by precedence, lowest first: the DeviceClass's

@@ -96,6 +96,9 @@ func decode(raw []byte, serializer *kjson.Serializer) (Config, []error) {
 	if err != nil {
 		strict, ok := runtime.AsStrictDecodingError(err)
 		if !ok {
+			if qerr := findBadQuantity(raw); qerr != nil {
+				return nil, []error{qerr}
+			}
 			return nil, []error{translateJSONError(err)}
 		}
 		for _, e := range strict.Errors() {

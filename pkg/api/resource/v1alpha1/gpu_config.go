@@ -12,6 +12,12 @@ import (
 //	apiVersion: resource.gpudra.io/v1alpha1
 //	kind: GpuConfig
 //	driverCapabilities: ["compute", "utility", "graphics"]
+//	sharing:
+//	  strategy: TimeSlicing
+//	  timeSlicing:
+//	    interval: Long
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type GpuConfig struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -28,6 +34,13 @@ type GpuConfig struct {
 	//
 	// +optional
 	DriverCapabilities []string `json:"driverCapabilities,omitempty"`
+
+	// Sharing says how the containers of this claim, and of other claims
+	// allocated the same GPU (consumable capacity), share it:
+	// TimeSlicing or MPS. See Sharing.
+	//
+	// +optional
+	Sharing *Sharing `json:"sharing,omitempty"`
 }
 
 // NewGpuConfig returns the configuration a device gets when its claim has
@@ -38,15 +51,18 @@ func NewGpuConfig() *GpuConfig {
 	return c
 }
 
-// Default sets DriverCapabilities to DefaultDriverCapabilities when unset.
+// Default sets DriverCapabilities to DefaultDriverCapabilities when unset,
+// and the settings of the chosen sharing strategy.
 func (c *GpuConfig) Default() {
 	c.DriverCapabilities = defaultDriverCapabilities(c.DriverCapabilities)
+	c.Sharing.Default()
 }
 
 // Validate reports every invalid field, with paths relative to the
 // parameters (the first errorlist.Max of them, and how many there are).
 func (c *GpuConfig) Validate() error {
 	errs := validateDriverCapabilities(c.DriverCapabilities, parametersPath.Child("driverCapabilities"))
+	errs = append(errs, c.Sharing.validate(parametersPath.Child("sharing"), false)...)
 	return summarize(errs)
 }
 

@@ -8,14 +8,20 @@ import (
 // applies to.
 //
 // It is a kind of its own, rather than a flag on GpuConfig, because MIG
-// partitions take settings that make no sense for a whole GPU; those settings
-// will be added here as fields.
+// partitions take settings that make no sense for a whole GPU (and refuse
+// some that do, such as a time-slice interval).
 //
-// Example:
+// Example, MPS on a MIG partition:
 //
 //	apiVersion: resource.gpudra.io/v1alpha1
 //	kind: MigConfig
 //	driverCapabilities: ["compute", "utility"]
+//	sharing:
+//	  strategy: MPS
+//	  mps:
+//	    defaultActiveThreadPercentage: 50
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type MigConfig struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -32,6 +38,13 @@ type MigConfig struct {
 	//
 	// +optional
 	DriverCapabilities []string `json:"driverCapabilities,omitempty"`
+
+	// Sharing says how the containers of this claim, and of other claims
+	// allocated the same MIG partition (consumable capacity), share it:
+	// TimeSlicing or MPS. See Sharing.
+	//
+	// +optional
+	Sharing *Sharing `json:"sharing,omitempty"`
 }
 
 // NewMigConfig returns the configuration a device gets when its claim has
@@ -42,15 +55,18 @@ func NewMigConfig() *MigConfig {
 	return c
 }
 
-// Default sets DriverCapabilities to DefaultDriverCapabilities when unset.
+// Default sets DriverCapabilities to DefaultDriverCapabilities when unset,
+// and the settings of the chosen sharing strategy.
 func (c *MigConfig) Default() {
 	c.DriverCapabilities = defaultDriverCapabilities(c.DriverCapabilities)
+	c.Sharing.Default()
 }
 
 // Validate reports every invalid field, with paths relative to the
 // parameters (the first errorlist.Max of them, and how many there are).
 func (c *MigConfig) Validate() error {
 	errs := validateDriverCapabilities(c.DriverCapabilities, parametersPath.Child("driverCapabilities"))
+	errs = append(errs, c.Sharing.validate(parametersPath.Child("sharing"), true)...)
 	return summarize(errs)
 }
 
