@@ -26,8 +26,8 @@ type plannedDevice struct {
 
 // plan resolves a claim's allocation into devices of this node and decodes
 // the opaque configs that apply to them. It has no side effects, so a claim
-// with a bad config or a device this node does not have fails before
-// anything is recorded or created.
+// with a bad config, a device this node does not have, or devices that
+// overlap each other fails before anything is recorded or created.
 func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedDevice, error) {
 	if claim.Status.Allocation == nil {
 		return nil, fmt.Errorf("%s is not allocated", ref)
@@ -61,6 +61,9 @@ func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedD
 		}
 		p.config = cfg
 		planned = append(planned, p)
+	}
+	if err := checkWithinClaim(ref, planned); err != nil {
+		return nil, err
 	}
 	return planned, nil
 }
