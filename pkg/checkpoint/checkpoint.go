@@ -46,6 +46,18 @@ const (
 	UnprepareStarted State = "UnprepareStarted"
 )
 
+// Known reports whether this gpudra knows what the state means. A state it
+// does not know was written by a newer gpudra (before a downgrade): the
+// claim must be kept as it is, since its containers may be running, and
+// reported, never rolled back.
+func (s State) Known() bool {
+	switch s {
+	case PrepareStarted, PrepareCompleted, UnprepareStarted:
+		return true
+	}
+	return false
+}
+
 // Claim is one ResourceClaim prepared (or being prepared) on this node.
 type Claim struct {
 	// UID of the ResourceClaim; also the key in Checkpoint.Claims.

@@ -6,7 +6,10 @@
 // about to receive, before anything is created for it, and as
 // PrepareCompleted only once its CDI spec is on disk. A plugin that dies in
 // between leaves a PrepareStarted record, which Reconcile rolls back at the
-// next start; the kubelet then retries the prepare from scratch.
+// next start; the kubelet then retries the prepare from scratch. A claim
+// recorded in a state this version does not know (a newer gpudra wrote it
+// before a downgrade) is kept and reported, never rolled back: its
+// containers may be running.
 //
 // MIG partitions are created between PrepareStarted and PrepareCompleted,
 // one recorded step at a time (MIG mode switched on, GPU instance being

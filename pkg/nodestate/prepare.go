@@ -40,6 +40,11 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		return toPrepared(existing.Devices), nil
 	}
 
+	// A record in a state this gpudra does not know came from a newer one:
+	// redoing the prepare would first roll back whatever that one did.
+	if known && !existing.State.Known() {
+		return nil, fmt.Errorf("%s is recorded in state %q, which this gpudra does not know (was it written by a newer gpudra before a downgrade?); it is kept as it is: upgrade gpudra again, or unprepare the claim (delete the pods that use it)", ref, existing.State)
+	}
 	// A record that is not complete (a prepare or unprepare that failed
 	// half-way without a restart) is rolled back first, so that what it
 	// created is destroyed rather than left in the way of this prepare.

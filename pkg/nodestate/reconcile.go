@@ -20,6 +20,9 @@ type ReconcileReport struct {
 	// RolledBack lists claims that were PrepareStarted: a plugin died
 	// mid-prepare. Their partial work is undone; the kubelet retries.
 	RolledBack []string
+	// UnknownState lists claims recorded in a state this gpudra does not
+	// know (written by a newer one): they are kept as they are.
+	UnknownState []string
 	// Rewritten lists prepared claims whose CDI spec was missing.
 	Rewritten []string
 	// RemovedStale lists CDI specs of claims the checkpoint does not hold.
@@ -33,7 +36,8 @@ type ReconcileReport struct {
 // the plugin serves the kubelet: half-prepared claims are rolled back,
 // prepared claims get their CDI specs back (a reboot empties /var/run/cdi),
 // and specs of claims that are not prepared are removed so that no container
-// can be started with a device it no longer owns.
+// can be started with a device it no longer owns. A claim in a state this
+// gpudra does not know is kept as it is and reported.
 //
 // Each claim is handled under its claim lock and from its entry as it is
 // then, so that a Prepare or Unprepare that runs alongside (a plugin that
@@ -49,15 +53,17 @@ func (s *State) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	s.mu.Unlock()
 
 	for _, uid := range uids {
-		rewritten, rolledBack, err := s.reconcileClaim(ctx, uid)
+		outcome, err := s.reconcileClaim(ctx, uid)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if rewritten {
+		switch outcome {
+		case claimRewritten:
 			report.Rewritten = append(report.Rewritten, uid)
-		}
-		if rolledBack {
+		case claimRolledBack:
 			report.RolledBack = append(report.RolledBack, uid)
+		case claimUnknownState:
+			report.UnknownState = append(report.UnknownState, uid)
 		}
 	}
 
@@ -97,36 +103,58 @@ func (s *State) Reconcile(ctx context.Context) (ReconcileReport, error) {
 
 	logger.Info("Reconciled node state with checkpoint",
 		"rebooted", report.Rebooted, "prepared", prepared,
-		"rolledBack", len(report.RolledBack), "rewrittenSpecs", len(report.Rewritten), "removedStaleSpecs", len(report.RemovedStale))
+		"rolledBack", len(report.RolledBack), "rewrittenSpecs", len(report.Rewritten), "removedStaleSpecs", len(report.RemovedStale),
+		"keptInUnknownState", len(report.UnknownState))
 	return report, errors.Join(errs...)
 }
 
-// reconcileClaim rewrites the missing spec of a prepared claim or rolls back
-// a half-prepared one.
-func (s *State) reconcileClaim(ctx context.Context, uid string) (rewritten, rolledBack bool, err error) {
+// claimOutcome is what reconcileClaim did with a claim.
+type claimOutcome int
+
+const (
+	claimUnchanged claimOutcome = iota
+	claimRewritten
+	claimRolledBack
+	claimUnknownState
+)
+
+// reconcileClaim rewrites the missing spec of a prepared claim, rolls back
+// a half-prepared one, and keeps one in a state it does not know.
+func (s *State) reconcileClaim(ctx context.Context, uid string) (claimOutcome, error) {
 	unlock := s.claimLocks.lock(uid)
 	defer unlock()
 	s.mu.Lock()
 	c, ok := s.cp.Claims[uid]
 	s.mu.Unlock()
 	if !ok {
-		return false, false, nil
+		return claimUnchanged, nil
 	}
 	ref := ClaimRef{UID: c.UID, Namespace: c.Namespace, Name: c.Name}
-	if c.State == checkpoint.PrepareCompleted {
+	switch {
+	case c.State == checkpoint.PrepareCompleted:
 		rewritten, err := s.ensurePrepared(ctx, &c)
 		if err != nil {
-			return false, false, fmt.Errorf("%s: %w", ref, err)
+			return claimUnchanged, fmt.Errorf("%s: %w", ref, err)
 		}
-		return rewritten, false, nil
+		if rewritten {
+			return claimRewritten, nil
+		}
+		return claimUnchanged, nil
+	case !c.State.Known():
+		// A newer gpudra wrote it: whatever the state means, containers
+		// may be using the devices. Rolling back would strip them; keep
+		// the record (its devices stay taken) and say so.
+		klog.FromContext(ctx).Error(nil, "Claim is recorded in a state this gpudra does not know (written by a newer version?); keeping it as it is: its devices stay prepared and taken until the kubelet unprepares it",
+			"claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "state", c.State)
+		return claimUnknownState, nil
 	}
-	// PrepareStarted (or a state this version does not know): the
-	// prepare never finished, so no container can be using the devices.
+	// PrepareStarted or UnprepareStarted: the prepare never finished (or
+	// the unprepare began), so no container can be using the devices.
 	// Undo and let the kubelet retry.
 	if err := s.rollback(ctx, ref); err != nil {
-		return false, false, fmt.Errorf("%s: roll back unfinished prepare: %w", ref, err)
+		return claimUnchanged, fmt.Errorf("%s: roll back unfinished prepare: %w", ref, err)
 	}
-	return false, true, nil
+	return claimRolledBack, nil
 }
 
 // removeStaleSpec removes the spec of a claim the checkpoint does not hold.
