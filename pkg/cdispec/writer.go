@@ -3,6 +3,7 @@ package cdispec
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -82,6 +83,13 @@ func (w *Writer) DeviceID(claimUID, name string) string {
 // The claim UID keeps the names of different claims apart: the runtime
 // resolves names across every spec file of the vendor and class.
 func cdiDeviceName(claimUID, name string) string { return claimUID + "-" + name }
+
+// SpecFileGlob is the shell pattern that matches the spec files of every
+// claim of this driver, e.g. "/var/run/cdi/k8s.gpu.gpudra.io-claim_*": for
+// messages that tell an admin which files are gpudra's.
+func (w *Writer) SpecFileGlob() string {
+	return filepath.Join(w.dir, w.specName("")+"*")
+}
 
 // specName is the claim's spec file name without extension, deterministic
 // so that a rewrite replaces the claim's spec and a remove finds it.

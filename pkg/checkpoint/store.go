@@ -69,6 +69,22 @@ func (s *Store) load() (*Checkpoint, error) {
 	return nil, fmt.Errorf("checkpoint %s: %w; %s", s.path, err, leftUntouched)
 }
 
+// Exists reports whether the checkpoint file is there. Load reads a missing
+// file as an empty checkpoint, which is right for a fresh node and wrong for
+// a node whose file was deleted: the caller tells the two apart by what
+// else the node holds (CDI specs of prepared claims).
+func (s *Store) Exists() (bool, error) {
+	_, err := os.Stat(s.path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("look for checkpoint %s: %w", s.path, err)
+	}
+}
+
 // Save replaces the checkpoint file with cp, written as the current Version.
 // It is atomic: after a crash at any point the file holds either the old
 // checkpoint or the new one, never a mix. The directory is created if

@@ -135,10 +135,20 @@ type PreparedDevice struct {
 
 // New loads the checkpoint and returns the node state. It does not touch
 // hardware or CDI specs; call Reconcile for that. A corrupt checkpoint is an
-// error: the plugin must not start and forget what it prepared.
+// error, and so is a missing one on a node that holds CDI specs of this
+// driver: the plugin must not start and forget what it prepared.
 func New(opts Options) (*State, error) {
 	if opts.DriverName == "" || opts.Node.Name == "" || opts.Hardware == nil || opts.CDI == nil || opts.Checkpoint == nil {
 		return nil, errors.New("nodestate: DriverName, Node.Name, Hardware, CDI and Checkpoint are required")
+	}
+	exists, err := opts.Checkpoint.Exists()
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		if err := checkNothingPrepared(opts); err != nil {
+			return nil, err
+		}
 	}
 	cp, err := opts.Checkpoint.Load()
 	if err != nil {
