@@ -1,0 +1,89 @@
+package slicebuilder
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpudra/gpudra/pkg/discovery"
+	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
+)
+
+// fakeInventory is a fake profile's node as discovery sees it.
+func fakeInventory(tb testing.TB, profile string) gpu.Node {
+	tb.Helper()
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: profile, NodeName: "bench"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.Init()
+	defer s.Shutdown()
+	node, err := discovery.Discover(context.Background(), s, "node-0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return node
+}
+
+// poolObjects are the ResourceSlice objects the ResourceSlice controller
+// would write for a node's pool (names and metadata as it sets them).
+func poolObjects(tb testing.TB, node gpu.Node, opts Options) []*resourceapi.ResourceSlice {
+	tb.Helper()
+	res, err := Build(node, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pool := res.Pools[node.Name].Slices
+	var out []*resourceapi.ResourceSlice
+	for i, s := range pool {
+		out = append(out, &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%05d", node.Name, opts.DriverName, i)},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver:         opts.DriverName,
+				Pool:           resourceapi.ResourcePool{Name: node.Name, Generation: 1, ResourceSliceCount: int64(len(pool))},
+				NodeName:       &node.Name,
+				Devices:        s.Devices,
+				SharedCounters: s.SharedCounters,
+			},
+		})
+	}
+	return out
+}
+
+// BenchmarkSliceBytes reports what one node's ResourceSlices weigh on the
+// wire and in etcd: protobuf (what the API server stores) and JSON bytes
+// per node, and the number of devices, for each 8-GPU fake profile.
+//
+//	go test ./pkg/slicebuilder -run '^$' -bench BenchmarkSliceBytes -benchtime=1x
+func BenchmarkSliceBytes(b *testing.B) {
+	for _, profile := range []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200"} {
+		node := fakeInventory(b, profile)
+		b.Run(profile, func(b *testing.B) {
+			var protoBytes, jsonBytes, devices int
+			for b.Loop() {
+				protoBytes, jsonBytes, devices = 0, 0, 0
+				for _, s := range poolObjects(b, node, Options{DriverName: testDriver, SysfsRoot: noSysfs}) {
+					p, err := s.Marshal()
+					if err != nil {
+						b.Fatal(err)
+					}
+					j, err := json.Marshal(s)
+					if err != nil {
+						b.Fatal(err)
+					}
+					protoBytes += len(p)
+					jsonBytes += len(j)
+					devices += len(s.Spec.Devices)
+				}
+			}
+			b.ReportMetric(float64(protoBytes), "proto-B/node")
+			b.ReportMetric(float64(jsonBytes), "json-B/node")
+			b.ReportMetric(float64(devices), "devices/node")
+		})
+	}
+}
