@@ -38,9 +38,9 @@ type want struct {
 
 var (
 	a100 = want{"NVIDIA A100-SXM4-40GB", "Ampere", "8.0", 40960 << 20, 108, true, 0}
-	h100 = want{"NVIDIA H100 80GB HBM3", "Hopper", "9.0", 81920 << 20, 132, true, 0}
-	h200 = want{"NVIDIA H200", "Hopper", "9.0", 144384 << 20, 132, true, 0}
-	b200 = want{"NVIDIA B200", "Blackwell", "10.0", 184320 << 20, 148, true, 0}
+	h100 = want{"NVIDIA H100 80GB HBM3", "Hopper", "9.0", 81559 << 20, 132, true, 0}
+	h200 = want{"NVIDIA H200", "Hopper", "9.0", 143771 << 20, 132, true, 0}
+	b200 = want{"NVIDIA B200", "Blackwell", "10.0", 183359 << 20, 148, true, 0}
 	l4   = want{"NVIDIA L4", "Ada Lovelace", "8.9", 23034 << 20, 58, false, 0}
 )
 
@@ -117,8 +117,8 @@ func TestDiscoverMIGEnabled(t *testing.T) {
 	}
 	h, a := node.GPUs[0], node.GPUs[5]
 	// NVML cannot count cores with MIG on: the 7g profile's SMs stand in.
-	if !h.MigEnabled || h.Multiprocessors != 112 {
-		t.Errorf("H100 with MIG on: enabled %v, SMs %d; want true, 112", h.MigEnabled, h.Multiprocessors)
+	if !h.MigEnabled || h.Multiprocessors != 132 {
+		t.Errorf("H100 with MIG on: enabled %v, SMs %d; want true, 132 (the 7g.80gb profile's)", h.MigEnabled, h.Multiprocessors)
 	}
 	// Ampere's change is pending until a reset: still off, all SMs.
 	if a.MigEnabled || a.Multiprocessors != 108 {

@@ -24,7 +24,7 @@ func TestMigProfiles(t *testing.T) {
 		{"dgx-a100", "1g.5gb@0-6 2g.10gb@0,2,4 3g.20gb@0,4 4g.20gb@0 7g.40gb@0 1g.5gb+me@0-6 1g.10gb@0,2,4,6",
 			gpu.MigUsage{MemoryBytes: 40192 << 20, Multiprocessors: 98, CopyEngines: 7, Decoders: 5, JPEGEngines: 1, OFAEngines: 1}},
 		{"dgx-h100", "1g.10gb@0-6 2g.20gb@0,2,4 3g.40gb@0,4 4g.40gb@0 7g.80gb@0 1g.10gb+me@0-6 1g.20gb@0,2,4,6",
-			gpu.MigUsage{MemoryBytes: 81920 << 20, Multiprocessors: 112, CopyEngines: 7, Decoders: 7, JPEGEngines: 1, OFAEngines: 1}},
+			gpu.MigUsage{MemoryBytes: 81152 << 20, Multiprocessors: 132, CopyEngines: 8, Decoders: 7, JPEGEngines: 7, OFAEngines: 1}},
 		{"dgx-h200", "1g.18gb@0-6 2g.35gb@0,2,4 3g.71gb@0,4 4g.71gb@0 7g.141gb@0 1g.18gb+me@0-6 1g.35gb@0,2,4,6", gpu.MigUsage{}},
 		{"dgx-b200", "1g.23gb@0-6 2g.45gb@0,2,4 3g.90gb@0,4 4g.90gb@0 7g.180gb@0 1g.23gb+me@0-6 1g.45gb@0,2,4,6", gpu.MigUsage{}},
 	}

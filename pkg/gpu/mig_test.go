@@ -40,11 +40,17 @@ func TestMigMemoryGB(t *testing.T) {
 		profileMiB, totalMiB uint64
 		want                 int
 	}{
+		// nvidia-smi mig -lgip sizes and NVML totals of real GPUs (see
+		// pkg/nvmlfake/testdata/calibration), and the names nvidia-smi
+		// gives them.
 		{4864, 40960, 5}, {9856, 40960, 10}, {19968, 40960, 20}, {40192, 40960, 40}, // A100 40GB
-		{9856, 81920, 10}, {80384, 81920, 80}, // A100 80GB
-		{9856, 81559, 10}, {81920, 81920, 80}, // H100 (real total) and the mock
-		{18432, 144384, 18}, {35840, 144384, 35}, {72704, 144384, 71}, {144384, 144384, 141}, // H200
-		{23552, 184320, 23}, {92160, 184320, 90}, // B200
+		{9728, 81920, 10}, {19968, 81920, 20}, {40192, 81920, 40}, {80896, 81920, 80}, // A100 80GB
+		{9984, 81559, 10}, {20096, 81559, 20}, {40448, 81559, 40}, {81152, 81559, 80}, // H100
+		{16384, 143771, 18}, {33024, 143771, 35}, {71168, 143771, 71}, {143104, 143771, 141}, // H200
+		{20992, 183359, 23}, {22528, 183359, 23}, {45312, 183359, 45}, {91136, 183359, 90}, {182784, 183359, 180}, // B200 (22.00 GiB on early R570)
+		// Nominal sizes that round a little up (go-nvml's mock tables) are
+		// not taken for the next slice.
+		{9856, 81559, 10}, {81920, 81920, 80}, {18432, 144384, 18}, {72704, 144384, 71},
 	} {
 		if got := MigMemoryGB(tc.profileMiB, tc.totalMiB*mib, 8); got != tc.want {
 			t.Errorf("MigMemoryGB(%d of %d MiB) = %d, want %d", tc.profileMiB, tc.totalMiB, got, tc.want)

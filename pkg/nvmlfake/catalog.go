@@ -9,14 +9,18 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 )
 
-// model is one GPU model the fake can stand in for.
+// model is one GPU model the fake can stand in for. Every value is what
+// NVML reports on the real GPU; the evidence for each, with its source, is
+// in testdata/calibration/<key>.yaml, and TestCalibration compares the
+// fake's NVML answers with it, so a value changed here without evidence
+// (or evidence changed without the value) fails.
 type model struct {
 	// key is the catalog name used in profile files.
 	key string
-	// config is what the go-nvml mock server is built from. Name and PCI
-	// device ID are the real ones (the mock's A100 is called "Mock NVIDIA
-	// A100-SXM4-40GB"); memory is the mock's nominal size, which its MIG
-	// profile sizes are consistent with.
+	// config is what the go-nvml mock server is built from: the real
+	// product name, architecture, brand, compute capability, PCI device
+	// ID and framebuffer size (nvidia-smi -q "FB Memory Usage / Total",
+	// which is NVML's memory.total: 81559 MiB on an H100, not 81920).
 	config gpus.Config
 	// subsystemID is the PCI subsystem (board) ID.
 	subsystemID uint32
@@ -31,69 +35,116 @@ type model struct {
 	migNeedsReset bool
 }
 
-// The catalog: the models a profile may use, by key.
+// identity is a model's nvidia-smi -q identity.
+func identity(name string, arch nvml.DeviceArchitecture, ccMajor, ccMinor int, memoryMiB uint64, pciDeviceID uint32) gpus.Config {
+	return gpus.Config{
+		Name:         name,
+		Architecture: arch,
+		Brand:        nvml.BRAND_NVIDIA,
+		MemoryMB:     memoryMiB,
+		CudaMajor:    ccMajor,
+		CudaMinor:    ccMinor,
+		PciDeviceId:  pciDeviceID,
+	}
+}
+
+// The catalog: the models a profile may use, by key. The MIG tables are
+// nvidia-smi mig -lgip transcribed: memory in MiB (the GiB column times
+// 1024), SMs, and the DEC, ENC, CE, JPEG and OFA engine counts.
 var catalog = func() map[string]*model {
 	models := []*model{
 		{
 			key:           "a100-sxm4-40gb",
-			config:        withIdentity(gpus.A100_SXM4_40GB, "NVIDIA A100-SXM4-40GB", 0x20B010DE),
+			config:        identity("NVIDIA A100-SXM4-40GB", nvml.DEVICE_ARCH_AMPERE, 8, 0, 40960, 0x20B010DE),
 			subsystemID:   0x134F10DE,
 			sms:           108,
 			coresPerSM:    64,
 			nvlinks:       12,
-			mig:           newMIGTable(gpus.A100_SXM4_40GB.MIGProfiles.GpuInstanceProfiles),
 			migNeedsReset: true,
+			mig: newMIGTable([]giSpec{
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE, memoryMiB: 4864, sms: 14, ce: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, memoryMiB: 4864, sms: 14, dec: 1, ce: 1, jpeg: 1, ofa: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, memoryMiB: 9856, sms: 14, dec: 1, ce: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_2_SLICE, memoryMiB: 9856, sms: 28, dec: 1, ce: 2},
+				{index: nvml.GPU_INSTANCE_PROFILE_3_SLICE, memoryMiB: 19968, sms: 42, dec: 2, ce: 3},
+				{index: nvml.GPU_INSTANCE_PROFILE_4_SLICE, memoryMiB: 19968, sms: 56, dec: 2, ce: 4},
+				{index: nvml.GPU_INSTANCE_PROFILE_7_SLICE, memoryMiB: 40192, sms: 98, dec: 5, ce: 7, jpeg: 1, ofa: 1},
+			}),
 		},
 		{
 			key:           "a100-sxm4-80gb",
-			config:        withIdentity(gpus.A100_SXM4_80GB, "NVIDIA A100-SXM4-80GB", 0x20B210DE),
+			config:        identity("NVIDIA A100-SXM4-80GB", nvml.DEVICE_ARCH_AMPERE, 8, 0, 81920, 0x20B210DE),
 			subsystemID:   0x147F10DE,
 			sms:           108,
 			coresPerSM:    64,
 			nvlinks:       12,
-			mig:           newMIGTable(gpus.A100_SXM4_80GB.MIGProfiles.GpuInstanceProfiles),
 			migNeedsReset: true,
+			mig: newMIGTable([]giSpec{
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE, memoryMiB: 9728, sms: 14, ce: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, memoryMiB: 9728, sms: 14, dec: 1, ce: 1, jpeg: 1, ofa: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, memoryMiB: 19968, sms: 14, dec: 1, ce: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_2_SLICE, memoryMiB: 19968, sms: 28, dec: 1, ce: 2},
+				{index: nvml.GPU_INSTANCE_PROFILE_3_SLICE, memoryMiB: 40192, sms: 42, dec: 2, ce: 3},
+				{index: nvml.GPU_INSTANCE_PROFILE_4_SLICE, memoryMiB: 40192, sms: 56, dec: 2, ce: 4},
+				{index: nvml.GPU_INSTANCE_PROFILE_7_SLICE, memoryMiB: 80896, sms: 98, dec: 5, ce: 7, jpeg: 1, ofa: 1},
+			}),
 		},
 		{
 			key:         "h100-sxm5-80gb",
-			config:      withIdentity(gpus.H100_SXM5_80GB, "NVIDIA H100 80GB HBM3", 0x233010DE),
+			config:      identity("NVIDIA H100 80GB HBM3", nvml.DEVICE_ARCH_HOPPER, 9, 0, 81559, 0x233010DE),
 			subsystemID: 0x16C110DE,
 			sms:         132,
 			coresPerSM:  128,
 			nvlinks:     18,
-			mig:         newMIGTable(gpus.H100_SXM5_80GB.MIGProfiles.GpuInstanceProfiles),
+			mig: newMIGTable([]giSpec{
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE, memoryMiB: 9984, sms: 16, dec: 1, ce: 1, jpeg: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, memoryMiB: 9984, sms: 16, dec: 1, ce: 1, jpeg: 1, ofa: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, memoryMiB: 20096, sms: 26, dec: 1, ce: 1, jpeg: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_2_SLICE, memoryMiB: 20096, sms: 32, dec: 2, ce: 2, jpeg: 2},
+				{index: nvml.GPU_INSTANCE_PROFILE_3_SLICE, memoryMiB: 40448, sms: 60, dec: 3, ce: 3, jpeg: 3},
+				{index: nvml.GPU_INSTANCE_PROFILE_4_SLICE, memoryMiB: 40448, sms: 64, dec: 4, ce: 4, jpeg: 4},
+				{index: nvml.GPU_INSTANCE_PROFILE_7_SLICE, memoryMiB: 81152, sms: 132, dec: 7, ce: 8, jpeg: 7, ofa: 1},
+			}),
 		},
 		{
 			key:         "h200-sxm5-141gb",
-			config:      withIdentity(gpus.H200_SXM5_141GB, "NVIDIA H200", 0x233510DE),
+			config:      identity("NVIDIA H200", nvml.DEVICE_ARCH_HOPPER, 9, 0, 143771, 0x233510DE),
 			subsystemID: 0x18BE10DE,
 			sms:         132,
 			coresPerSM:  128,
 			nvlinks:     18,
-			mig:         newMIGTable(gpus.H200_SXM5_141GB.MIGProfiles.GpuInstanceProfiles),
+			mig: newMIGTable([]giSpec{
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE, memoryMiB: 16384, sms: 16, dec: 1, ce: 1, jpeg: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, memoryMiB: 16384, sms: 16, dec: 1, ce: 1, jpeg: 1, ofa: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, memoryMiB: 33024, sms: 26, dec: 1, ce: 1, jpeg: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_2_SLICE, memoryMiB: 33024, sms: 32, dec: 2, ce: 2, jpeg: 2},
+				{index: nvml.GPU_INSTANCE_PROFILE_3_SLICE, memoryMiB: 71168, sms: 60, dec: 3, ce: 3, jpeg: 3},
+				{index: nvml.GPU_INSTANCE_PROFILE_4_SLICE, memoryMiB: 71168, sms: 64, dec: 4, ce: 4, jpeg: 4},
+				{index: nvml.GPU_INSTANCE_PROFILE_7_SLICE, memoryMiB: 143104, sms: 132, dec: 7, ce: 8, jpeg: 7, ofa: 1},
+			}),
 		},
 		{
 			key:         "b200-sxm-180gb",
-			config:      withIdentity(gpus.B200_SXM5_180GB, "NVIDIA B200", 0x290110DE),
+			config:      identity("NVIDIA B200", nvml.DEVICE_ARCH_BLACKWELL, 10, 0, 183359, 0x290110DE),
 			subsystemID: 0x199910DE,
 			sms:         148,
 			coresPerSM:  128,
 			nvlinks:     18,
-			mig:         newMIGTable(gpus.B200_SXM5_180GB.MIGProfiles.GpuInstanceProfiles),
+			mig: newMIGTable([]giSpec{
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE, memoryMiB: 20992, sms: 18, dec: 1, ce: 2, jpeg: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, memoryMiB: 20992, sms: 18, dec: 1, ce: 2, jpeg: 1, ofa: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, memoryMiB: 45312, sms: 30, dec: 1, ce: 2, jpeg: 1},
+				{index: nvml.GPU_INSTANCE_PROFILE_2_SLICE, memoryMiB: 45312, sms: 36, dec: 2, ce: 4, jpeg: 2},
+				{index: nvml.GPU_INSTANCE_PROFILE_3_SLICE, memoryMiB: 91136, sms: 70, dec: 3, ce: 6, jpeg: 3},
+				{index: nvml.GPU_INSTANCE_PROFILE_4_SLICE, memoryMiB: 91136, sms: 72, dec: 4, ce: 8, jpeg: 4},
+				{index: nvml.GPU_INSTANCE_PROFILE_7_SLICE, memoryMiB: 182784, sms: 148, dec: 7, ce: 16, jpeg: 7, ofa: 1},
+			}),
 		},
 		{
-			// go-nvml has no mock for a non-MIG GPU; the L4 is the common
-			// PCIe inference card (Ada Lovelace, no NVLink, no MIG).
-			key: "l4",
-			config: gpus.Config{
-				Name:         "NVIDIA L4",
-				Architecture: nvml.DEVICE_ARCH_ADA,
-				Brand:        nvml.BRAND_NVIDIA,
-				MemoryMB:     23034,
-				CudaMajor:    8,
-				CudaMinor:    9,
-				PciDeviceId:  0x27B810DE,
-			},
+			// The common PCIe inference card (Ada Lovelace, no NVLink,
+			// no MIG).
+			key:         "l4",
+			config:      identity("NVIDIA L4", nvml.DEVICE_ARCH_ADA, 8, 9, 23034, 0x27B810DE),
 			subsystemID: 0x16CA10DE,
 			sms:         58,
 			coresPerSM:  128,
@@ -105,13 +156,6 @@ var catalog = func() map[string]*model {
 	}
 	return m
 }()
-
-// withIdentity returns cfg with the real product name and PCI device ID.
-func withIdentity(cfg gpus.Config, name string, pciDeviceID uint32) gpus.Config {
-	cfg.Name = name
-	cfg.PciDeviceId = pciDeviceID
-	return cfg
-}
 
 // Models lists the model names a profile file may use.
 func Models() []string {

@@ -5,9 +5,14 @@
 // that gpudra depends on, so that code which passes against the fake also
 // works on real hardware:
 //
+//   - calibration: every model's product name, PCI IDs, framebuffer size
+//     (81559 MiB on an H100, as NVML reports it, not the 80 GiB of its
+//     name), SM count, NVLink links and MIG profile table (nvidia-smi mig
+//     -lgip and -lgipp) are those of the real GPU; the public evidence for
+//     each, with its source, is in testdata/calibration, and
+//     TestCalibration compares the fake's NVML answers with it;
 //   - identity: GPU-<uuid> UUIDs and NVML-style PCI bus IDs that are stable
 //     for a node name and differ between nodes; minor number = index;
-//     real core counts; real product names and PCI device IDs;
 //   - NVLink: islands of GPUs whose pairwise P2P NVLink status is OK;
 //   - MIG: real profile IDs (19 for 1g on A100/H100, not the profile
 //     index), placements in memory-slice units, MIG mode checks, pending

@@ -65,7 +65,8 @@ func TestMIGDevices(t *testing.T) {
 	}
 	mem, _ := mig.GetMemoryInfo()
 	attrs, _ := mig.GetAttributes()
-	if mem.Total != 40960<<20 || attrs.MemorySizeMB != 40960 || attrs.GpuInstanceSliceCount != 3 || attrs.MultiprocessorCount == 0 {
+	// 3g.40gb on an H100: 39.50 GiB and 60 SMs (nvidia-smi mig -lgip).
+	if mem.Total != 40448<<20 || attrs.MemorySizeMB != 40448 || attrs.GpuInstanceSliceCount != 3 || attrs.MultiprocessorCount != 60 {
 		t.Errorf("MIG memory %d, attributes %+v", mem.Total, attrs)
 	}
 	if name, _ := mig.GetName(); name != "NVIDIA H100 80GB HBM3 MIG 3g.40gb" {

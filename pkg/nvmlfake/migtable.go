@@ -53,9 +53,10 @@ var realGIProfileIDs = map[int]uint32{
 }
 
 // realGIPlacements are the placements of an 8-memory-slice GPU
-// (nvidia-smi mig -lgipp on A100/H100): start and size in memory slices.
-// The go-nvml mocks get Hopper and Blackwell wrong (7 slices, 3g of size
-// 3), which hides overlap bugs that real hardware exposes.
+// (nvidia-smi mig -lgipp, the same on A100, H100, H200 and B200): start
+// and size in memory slices. The go-nvml mocks get Hopper and Blackwell
+// wrong (7 slices, 3g of size 3), which hides overlap bugs that real
+// hardware exposes.
 var realGIPlacements = map[int][]nvml.GpuInstancePlacement{
 	nvml.GPU_INSTANCE_PROFILE_1_SLICE:      spread(0, 1, 1, 7),
 	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: spread(0, 1, 1, 7),
@@ -97,41 +98,85 @@ func spread(first, size, step uint32, n int) []nvml.GpuInstancePlacement {
 	return out
 }
 
-// newMIGTable builds a real-hardware table from the go-nvml mock's GPU
-// instance profiles, keeping the mock's memory sizes, SM and engine counts
-// and replacing IDs, placements and compute instance profiles.
-func newMIGTable(mockProfiles map[int]nvml.GpuInstanceProfileInfo) *migTable {
+// giSpec is one row of nvidia-smi mig -lgip: a GPU instance profile's
+// memory and engines. Its ID, placements and instance count follow from
+// the profile index (realGIProfileIDs, realGIPlacements).
+type giSpec struct {
+	// index is the NVML_GPU_INSTANCE_PROFILE_* value.
+	index int
+	// memoryMiB is the GPU instance's memory (lgip's GiB column × 1024).
+	memoryMiB uint64
+	// sms, and the decoder, encoder, copy, JPEG and OFA engine counts.
+	sms, dec, enc, ce, jpeg, ofa uint32
+}
+
+// sliceCounts are the compute slices of each profile index.
+var sliceCounts = map[int]uint32{
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE:      1,
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: 1,
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2: 1,
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE:      2,
+	nvml.GPU_INSTANCE_PROFILE_3_SLICE:      3,
+	nvml.GPU_INSTANCE_PROFILE_4_SLICE:      4,
+	nvml.GPU_INSTANCE_PROFILE_7_SLICE:      7,
+}
+
+// instanceLimits are the profiles of which a GPU holds fewer instances
+// than they have placements (lgip "Instances Total"): one +me instance.
+var instanceLimits = map[int]uint32{
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: 1,
+}
+
+// newMIGTable builds a model's table from its lgip rows, with the real
+// profile IDs, placements (lgipp) and compute instance profiles.
+func newMIGTable(specs []giSpec) *migTable {
 	t := &migTable{memorySlices: 8, computeSlices: 7}
-	for index, id := range realGIProfileIDs {
-		info, ok := mockProfiles[index]
-		if !ok {
-			continue
-		}
-		info.Id = id
+	for _, s := range specs {
+		slices := sliceCounts[s.index]
 		p := giProfile{
-			index:           index,
-			info:            info,
-			placements:      realGIPlacements[index],
+			index:           s.index,
+			placements:      realGIPlacements[s.index],
 			computeProfiles: map[int]ciProfile{},
 		}
-		info.InstanceCount = uint32(min(int(info.InstanceCount), len(p.placements)))
-		p.info = info
+		count := uint32(len(p.placements))
+		if limit, ok := instanceLimits[s.index]; ok {
+			count = min(count, limit)
+		}
+		p.info = nvml.GpuInstanceProfileInfo{
+			Id:                  realGIProfileIDs[s.index],
+			SliceCount:          slices,
+			InstanceCount:       count,
+			MultiprocessorCount: s.sms,
+			CopyEngineCount:     s.ce,
+			DecoderCount:        s.dec,
+			EncoderCount:        s.enc,
+			JpegCount:           s.jpeg,
+			OfaCount:            s.ofa,
+			MemorySizeMB:        s.memoryMiB,
+		}
+		info := p.info
 		smPerSlice := info.MultiprocessorCount / info.SliceCount
 		for size, starts := range realCIStarts[info.SliceCount] {
 			ciIndex := ciProfileIndex[size]
+			// A compute instance spanning the GPU instance has all of
+			// its SMs; a smaller one its share.
+			sms := smPerSlice * size
+			if size == info.SliceCount {
+				sms = info.MultiprocessorCount
+			}
 			ci := ciProfile{info: nvml.ComputeInstanceProfileInfo{
 				Id:                    uint32(ciIndex),
 				SliceCount:            size,
 				InstanceCount:         uint32(len(starts)),
-				MultiprocessorCount:   smPerSlice * size,
+				MultiprocessorCount:   sms,
 				SharedCopyEngineCount: info.CopyEngineCount,
 				SharedDecoderCount:    info.DecoderCount,
 				SharedEncoderCount:    info.EncoderCount,
 				SharedJpegCount:       info.JpegCount,
 				SharedOfaCount:        info.OfaCount,
 			}}
-			for _, s := range starts {
-				ci.placements = append(ci.placements, nvml.ComputeInstancePlacement{Start: s, Size: size})
+			for _, st := range starts {
+				ci.placements = append(ci.placements, nvml.ComputeInstancePlacement{Start: st, Size: size})
 			}
 			p.computeProfiles[ciIndex] = ci
 		}

@@ -151,10 +151,18 @@ func TestCELSelectors(t *testing.T) {
 		unsched  bool
 	}{
 		{
-			name:     "memory >= 80Gi picks only the H100s",
-			selector: "device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('80Gi')) >= 0",
+			name:     "memory >= 79Gi picks only the H100s",
+			selector: "device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('79Gi')) >= 0",
 			count:    4,
-			want:     func(p string, m uint64) bool { return m >= 80 },
+			want:     func(p string, m uint64) bool { return m >= 79 },
+		},
+		{
+			// An H100 80GB reports 81559Mi through NVML, as the fake
+			// does: "80Gi" matches no real H100.
+			name:     "no H100 has 80Gi",
+			selector: "device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('80Gi')) >= 0",
+			count:    1,
+			unsched:  true,
 		},
 		{
 			name:     "memory >= 40Gi excludes the small GPU",

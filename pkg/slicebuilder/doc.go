@@ -38,7 +38,7 @@
 //
 //	capacity         unit   meaning
 //	---------------  -----  -----------------------------------------------
-//	memory           bytes  framebuffer memory, e.g. 80Gi
+//	memory           bytes  framebuffer memory as NVML reports it, e.g. 81559Mi (H100 80GB)
 //	multiprocessors  count  streaming multiprocessors; omitted when unknown
 //
 // Versions are strict semver (NormalizeVersion): pad to three parts, drop
