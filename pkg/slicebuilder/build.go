@@ -82,7 +82,11 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, error) {
 
 	for _, g := range gpus {
 		health := opts.Health[g.UUID]
-		d, err := wholeGPUDevice(g, vers, health, opts.DriverName, opts.SysfsRoot)
+		shared, err := newGPUAttributes(g, vers, opts.SysfsRoot)
+		if err != nil {
+			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
+		}
+		d, err := wholeGPUDevice(g, shared, health, opts.DriverName)
 		if err != nil {
 			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
 		}
@@ -90,7 +94,7 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, error) {
 			layout.wholeGPUs = append(layout.wholeGPUs, d)
 			continue
 		}
-		mig, err := buildMIG(g, opts.AdminInstances[g.UUID], health, opts.DriverName)
+		mig, err := buildMIG(g, shared, opts.AdminInstances[g.UUID], health, opts.DriverName)
 		if err != nil {
 			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
 		}

@@ -29,28 +29,32 @@ func newNodeVersions(node gpu.Node) (nodeVersions, error) {
 	return nodeVersions{driver: driver, cudaDriver: cuda}, nil
 }
 
-// wholeGPUAttributes is how many attributes a whole GPU can have: 12 of
-// its own and the 3 standard topology ones.
+// wholeGPUAttributes is how many attributes a whole GPU can have: 4 of
+// its own, the GPU's 8 that its MIG partitions share, and the 3 standard
+// topology ones.
 const wholeGPUAttributes = 15
 
-// wholeGPUDevice describes one physical GPU as a device of type TypeGPU.
-//
-// Attributes that every whole GPU has are always published, even when their
-// value is an empty string: a selector on a key that some devices lack
-// fails with a runtime error on those devices, which fails the whole
-// allocation attempt, whereas a comparison with "" is just false.
-func wholeGPUDevice(g gpu.GPU, vers nodeVersions, health gpu.Health, driverName, sysfsRoot string) (resourceapi.Device, error) {
+// gpuAttributes are the attributes of a GPU that are true of the whole GPU
+// and of every MIG partition cut from it alike: the silicon (product,
+// brand, architecture, compute capability, MIG capability), the node's
+// driver, the NVLink island and the standard PCI and NUMA attributes. A
+// selector written for whole GPUs that reads any of them therefore
+// evaluates on MIG devices too: a missing attribute would be a run-time
+// error, and one device's run-time error fails the whole allocation
+// attempt in the scheduler.
+type gpuAttributes struct {
+	attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+	// cc is the normalized compute capability.
+	cc string
+}
+
+// newGPUAttributes computes a GPU's shared attributes once per Build.
+func newGPUAttributes(g gpu.GPU, vers nodeVersions, sysfsRoot string) (gpuAttributes, error) {
 	cc, err := NormalizeVersion(g.CUDAComputeCapability)
 	if err != nil {
-		return resourceapi.Device{}, fmt.Errorf("CUDA compute capability: %w", err)
+		return gpuAttributes{}, fmt.Errorf("CUDA compute capability: %w", err)
 	}
-	// Sized for every attribute a whole GPU can have, so that adding the
-	// topology ones does not grow the map: Build runs on every resync.
-	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, wholeGPUAttributes)
-	attrs[AttrType] = stringAttr(TypeGPU)
-	attrs[AttrUUID] = stringAttr(g.UUID)
-	attrs[AttrIndex] = intAttr(int64(g.Index))
-	attrs[AttrMinor] = intAttr(int64(g.Minor))
+	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 11)
 	attrs[AttrProductName] = stringAttr(g.ProductName)
 	attrs[AttrBrand] = stringAttr(g.Brand)
 	attrs[AttrArchitecture] = stringAttr(g.Architecture)
@@ -60,8 +64,34 @@ func wholeGPUDevice(g gpu.GPU, vers nodeVersions, health gpu.Health, driverName,
 	attrs[AttrMigCapable] = boolAttr(g.MigCapable)
 	attrs[AttrNVLinkGroup] = intAttr(int64(g.NVLinkGroup))
 	if err := addTopologyAttributes(attrs, g.PCIBusID, sysfsRoot); err != nil {
-		return resourceapi.Device{}, err
+		return gpuAttributes{}, err
 	}
+	return gpuAttributes{attrs: attrs, cc: cc}, nil
+}
+
+// into copies the shared attributes into a device's map, each value
+// copied, so that no device's attributes share pointers with another's.
+func (a gpuAttributes) into(dst map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) {
+	for k, v := range a.attrs {
+		dst[k] = *v.DeepCopy()
+	}
+}
+
+// wholeGPUDevice describes one physical GPU as a device of type TypeGPU.
+//
+// Attributes that every whole GPU has are always published, even when their
+// value is an empty string: a selector on a key that some devices lack
+// fails with a runtime error on those devices, which fails the whole
+// allocation attempt, whereas a comparison with "" is just false.
+func wholeGPUDevice(g gpu.GPU, shared gpuAttributes, health gpu.Health, driverName string) (resourceapi.Device, error) {
+	// Sized for every attribute a whole GPU can have, so that adding the
+	// shared ones does not grow the map: Build runs on every resync.
+	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, wholeGPUAttributes)
+	attrs[AttrType] = stringAttr(TypeGPU)
+	attrs[AttrUUID] = stringAttr(g.UUID)
+	attrs[AttrIndex] = intAttr(int64(g.Index))
+	attrs[AttrMinor] = intAttr(int64(g.Minor))
+	shared.into(attrs)
 
 	capacity, err := gpuCapacity(g)
 	if err != nil {

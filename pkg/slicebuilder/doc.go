@@ -53,7 +53,11 @@
 // per profile × placement, gpu-<minor>-mig-<profile token>-<start>
 // (gpu.MigDeviceName), consuming its profile's share and its memory slices.
 // Attributes: type, profile, parentUUID, parentIndex, placementStart,
-// placementSize, productName, cudaComputeCapability; capacities: memory,
+// placementSize, and every attribute of the GPU that is true of the
+// partition (productName, brand, architecture, cudaComputeCapability,
+// driverVersion, cudaDriverVersion, migCapable, nvlinkGroup and the
+// standard pciBusID, pcieRoot, numaNode), so that a selector written for
+// whole GPUs evaluates on partitions without a run-time error; capacities: memory,
 // multiprocessors, copyEngines, decoders, encoders, jpegEngines,
 // ofaEngines. Options.AdminInstances hides what an admin's instances
 // overlap; Options.WholeGPUsOnly publishes no counters at all. See

@@ -82,12 +82,8 @@ type migGPU struct {
 // buildMIG describes a partitionable GPU: its counter set, what the whole
 // GPU consumes, and one device per profile × placement that no admin
 // instance overlaps.
-func buildMIG(g gpu.GPU, admin []gpu.MigInstance, health gpu.Health, driverName string) (migGPU, error) {
+func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health gpu.Health, driverName string) (migGPU, error) {
 	m := g.MIG
-	cc, err := NormalizeVersion(g.CUDAComputeCapability)
-	if err != nil {
-		return migGPU{}, fmt.Errorf("CUDA compute capability: %w", err)
-	}
 	max := m.MaxConcurrentUsage()
 	var taken gpu.MigUsage
 	adminCount := map[uint32]int{}
@@ -149,7 +145,7 @@ func buildMIG(g gpu.GPU, admin []gpu.MigInstance, health gpu.Health, driverName 
 			if overlapsAny(pl, admin) {
 				continue
 			}
-			d := migDevice(g, p, pl, cc, limited[p.ID], counters)
+			d := migDevice(g, shared, p, pl, limited[p.ID], counters)
 			d.Taints = healthTaints(driverName, health)
 			out.placements = append(out.placements, d)
 		}
@@ -173,18 +169,24 @@ func overlapsAny(pl gpu.MigPlacement, insts []gpu.MigInstance) bool {
 	return false
 }
 
-// migDevice is one MIG placement as a device of type TypeMIG.
-func migDevice(g gpu.GPU, p gpu.MigProfile, pl gpu.MigPlacement, cc string, limited bool, available map[string]resourceapi.Counter) resourceapi.Device {
-	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		AttrType:                  stringAttr(TypeMIG),
-		AttrProfile:               stringAttr(p.Name),
-		AttrParentUUID:            stringAttr(g.UUID),
-		AttrParentIndex:           intAttr(int64(g.Index)),
-		AttrPlacementStart:        intAttr(int64(pl.Start)),
-		AttrPlacementSize:         intAttr(int64(pl.Size)),
-		AttrProductName:           stringAttr(g.ProductName),
-		AttrCUDAComputeCapability: versionAttr(cc),
-	}
+// migAttributes is how many attributes a MIG placement has: 6 of its own
+// and its GPU's shared ones (gpuAttributes).
+const migAttributes = 6 + 11
+
+// migDevice is one MIG placement as a device of type TypeMIG. It carries
+// its own attributes and every attribute of its GPU that is true of it
+// (gpuAttributes), so that selectors written for whole GPUs evaluate on
+// it; not the GPU's uuid, index and minor, which name the GPU (the
+// partition has parentUUID and parentIndex).
+func migDevice(g gpu.GPU, shared gpuAttributes, p gpu.MigProfile, pl gpu.MigPlacement, limited bool, available map[string]resourceapi.Counter) resourceapi.Device {
+	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, migAttributes)
+	attrs[AttrType] = stringAttr(TypeMIG)
+	attrs[AttrProfile] = stringAttr(p.Name)
+	attrs[AttrParentUUID] = stringAttr(g.UUID)
+	attrs[AttrParentIndex] = intAttr(int64(g.Index))
+	attrs[AttrPlacementStart] = intAttr(int64(pl.Start))
+	attrs[AttrPlacementSize] = intAttr(int64(pl.Size))
+	shared.into(attrs)
 	count := func(n int) resourceapi.DeviceCapacity {
 		return resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(n), resource.DecimalSI)}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
@@ -87,8 +88,21 @@ func TestBuildMIG(t *testing.T) {
 	if _, ok := c["memory-slice-1"]; ok {
 		t.Errorf("%s consumes a memory slice outside its placement", me.Name)
 	}
-	if n := len(me.Attributes); n != 8 {
-		t.Errorf("%d attributes on a MIG device, want 8", n)
+	// Every attribute of the whole GPU that is true of a partition is on
+	// it, with the GPU's value; the ones that name the GPU are not.
+	for name, want := range whole.Attributes {
+		got, ok := me.Attributes[name]
+		switch name {
+		case AttrUUID, AttrIndex, AttrMinor:
+			if ok {
+				t.Errorf("%s carries the GPU's %s", me.Name, name)
+			}
+		case AttrType:
+		default:
+			if !ok || !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("%s: attribute %s = %v, the GPU's is %v", me.Name, name, got, want)
+			}
+		}
 	}
 }
 

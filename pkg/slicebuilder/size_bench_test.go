@@ -9,25 +9,24 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpudra/gpudra/pkg/discovery"
+	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/nvmlfake"
 )
 
-// fakeInventory is a fake profile's node as discovery sees it.
-func fakeInventory(tb testing.TB, profile string) gpu.Node {
+// fakeInventory is a fake profile's node as the plugin sees it, and the
+// root of the fake's sysfs (for the standard topology attributes).
+func fakeInventory(tb testing.TB, profile string) (gpu.Node, string) {
 	tb.Helper()
-	s, err := nvmlfake.New(nvmlfake.Options{Profile: profile, NodeName: "bench"})
+	be, err := backend.Open(context.Background(), backend.Options{Kind: "fake", NodeName: "node-0", FakeProfile: profile, FakeStateDir: tb.TempDir()})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s.Init()
-	defer s.Shutdown()
-	node, err := discovery.Discover(context.Background(), s, "node-0")
+	defer be.Close()
+	node, err := be.Discover(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return node
+	return node, be.SysfsRoot()
 }
 
 // poolObjects are the ResourceSlice objects the ResourceSlice controller
@@ -62,12 +61,12 @@ func poolObjects(tb testing.TB, node gpu.Node, opts Options) []*resourceapi.Reso
 //	go test ./pkg/slicebuilder -run '^$' -bench BenchmarkSliceBytes -benchtime=1x
 func BenchmarkSliceBytes(b *testing.B) {
 	for _, profile := range []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200"} {
-		node := fakeInventory(b, profile)
+		node, sysfs := fakeInventory(b, profile)
 		b.Run(profile, func(b *testing.B) {
 			var protoBytes, jsonBytes, devices int
 			for b.Loop() {
 				protoBytes, jsonBytes, devices = 0, 0, 0
-				for _, s := range poolObjects(b, node, Options{DriverName: testDriver, SysfsRoot: noSysfs}) {
+				for _, s := range poolObjects(b, node, Options{DriverName: testDriver, SysfsRoot: sysfs}) {
 					p, err := s.Marshal()
 					if err != nil {
 						b.Fatal(err)
