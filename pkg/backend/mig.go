@@ -18,12 +18,54 @@ var (
 	ErrInsufficientResources = errors.New("insufficient resources")
 )
 
+// device returns the handle of the GPU with the given UUID. A GPU that is
+// not there any more is an error wrapping gpu.ErrGPUGone.
 func (l library) device(uuid string) (nvml.Device, error) {
 	d, ret := l.lib.DeviceGetHandleByUUID(uuid)
-	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("GPU %s: get handle: %w", uuid, ret)
+	switch ret {
+	case nvml.SUCCESS:
+		return d, nil
+	case nvml.ERROR_NOT_FOUND:
+		return nil, fmt.Errorf("GPU %s: get handle: %w: %w", uuid, ret, gpu.ErrGPUGone)
+	case nvml.ERROR_GPU_IS_LOST:
+		// nvml.h says a lookup by UUID fails so "if any GPU has fallen
+		// off the bus": find out whether it is this one.
+		return l.deviceByIndexScan(uuid)
 	}
-	return d, nil
+	return nil, fmt.Errorf("GPU %s: get handle: %w", uuid, ret)
+}
+
+// deviceByIndexScan looks for the GPU among the handles by index, which
+// fail only for the lost GPU itself: if no reachable GPU has the UUID, it
+// is the lost one (or gone altogether).
+func (l library) deviceByIndexScan(uuid string) (nvml.Device, error) {
+	count, ret := l.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU %s: get handle: ERROR_GPU_IS_LOST, and counting GPUs: %w", uuid, ret)
+	}
+	for i := range count {
+		d, ret := l.lib.DeviceGetHandleByIndex(i)
+		if ret == nvml.ERROR_GPU_IS_LOST {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("GPU %s: get handle: ERROR_GPU_IS_LOST, and GPU %d: %w", uuid, i, ret)
+		}
+		if u, ret := d.GetUUID(); ret == nvml.SUCCESS && u == uuid {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("GPU %s: get handle: %w: %w", uuid, nvml.ERROR_GPU_IS_LOST, gpu.ErrGPUGone)
+}
+
+// nvmlErr is the error for an NVML call on a GPU that failed with ret; a
+// GPU that fell off the bus in the meantime is gpu.ErrGPUGone.
+func nvmlErr(ret nvml.Return, format string, args ...any) error {
+	err := fmt.Errorf(format+": %w", append(args, ret)...)
+	if ret == nvml.ERROR_GPU_IS_LOST {
+		return fmt.Errorf("%w: %w", err, gpu.ErrGPUGone)
+	}
+	return err
 }
 
 // MigMode reports the current and the pending MIG mode.
@@ -34,7 +76,7 @@ func (l library) MigMode(uuid string) (bool, bool, error) {
 	}
 	cur, pending, ret := d.GetMigMode()
 	if ret != nvml.SUCCESS {
-		return false, false, fmt.Errorf("GPU %s: get MIG mode: %w", uuid, ret)
+		return false, false, nvmlErr(ret, "GPU %s: get MIG mode", uuid)
 	}
 	return cur == nvml.DEVICE_MIG_ENABLE, pending == nvml.DEVICE_MIG_ENABLE, nil
 }
@@ -188,17 +230,17 @@ func (l library) DestroyComputeInstance(uuid string, giID, ciID int) error {
 		return nil // the GPU instance is gone (or MIG is off): so is the CI
 	}
 	if ret != nvml.SUCCESS {
-		return fmt.Errorf("GPU %s: GPU instance %d: %w", uuid, giID, ret)
+		return nvmlErr(ret, "GPU %s: GPU instance %d", uuid, giID)
 	}
 	ci, ret := gi.GetComputeInstanceById(ciID)
 	if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
 		return nil
 	}
 	if ret != nvml.SUCCESS {
-		return fmt.Errorf("GPU %s: GPU instance %d: compute instance %d: %w", uuid, giID, ciID, ret)
+		return nvmlErr(ret, "GPU %s: GPU instance %d: compute instance %d", uuid, giID, ciID)
 	}
 	if ret := ci.Destroy(); ret != nvml.SUCCESS && ret != nvml.ERROR_INVALID_ARGUMENT && ret != nvml.ERROR_NOT_FOUND {
-		return fmt.Errorf("GPU %s: GPU instance %d: destroy compute instance %d: %w", uuid, giID, ciID, ret)
+		return nvmlErr(ret, "GPU %s: GPU instance %d: destroy compute instance %d", uuid, giID, ciID)
 	}
 	return nil
 }
@@ -216,11 +258,11 @@ func (l library) DestroyGPUInstance(uuid string, giID int, profileID uint32, pl 
 		return nil
 	}
 	if ret != nvml.SUCCESS {
-		return fmt.Errorf("GPU %s: GPU instance %d: %w", uuid, giID, ret)
+		return nvmlErr(ret, "GPU %s: GPU instance %d", uuid, giID)
 	}
 	info, ret := gi.GetInfo()
 	if ret != nvml.SUCCESS {
-		return fmt.Errorf("GPU %s: GPU instance %d: get info: %w", uuid, giID, ret)
+		return nvmlErr(ret, "GPU %s: GPU instance %d: get info", uuid, giID)
 	}
 	if info.ProfileId != profileID || int(info.Placement.Start) != pl.Start || int(info.Placement.Size) != pl.Size {
 		return nil // the ID now names someone else's instance
@@ -231,11 +273,11 @@ func (l library) DestroyGPUInstance(uuid string, giID int, profileID uint32, pl 
 	}
 	for _, ci := range cis {
 		if ret := ci.Destroy(); ret != nvml.SUCCESS && ret != nvml.ERROR_INVALID_ARGUMENT {
-			return fmt.Errorf("GPU %s: GPU instance %d: destroy compute instance: %w", uuid, giID, ret)
+			return nvmlErr(ret, "GPU %s: GPU instance %d: destroy compute instance", uuid, giID)
 		}
 	}
 	if ret := gi.Destroy(); ret != nvml.SUCCESS && ret != nvml.ERROR_INVALID_ARGUMENT && ret != nvml.ERROR_NOT_FOUND {
-		return fmt.Errorf("GPU %s: destroy GPU instance %d: %w", uuid, giID, ret)
+		return nvmlErr(ret, "GPU %s: destroy GPU instance %d", uuid, giID)
 	}
 	return nil
 }
@@ -248,6 +290,9 @@ func (l library) MigInstances(uuid string) ([]gpu.MigInstance, error) {
 		return nil, err
 	}
 	insts, err := discovery.MigInstances(d)
+	if errors.Is(err, nvml.ERROR_GPU_IS_LOST) {
+		return nil, fmt.Errorf("GPU %s: %w: %w", uuid, err, gpu.ErrGPUGone)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("GPU %s: %w", uuid, err)
 	}

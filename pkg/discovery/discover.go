@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -30,20 +31,30 @@ func Discover(ctx context.Context, lib nvml.Interface, nodeName string) (gpu.Nod
 	if ret != nvml.SUCCESS {
 		return gpu.Node{}, fmt.Errorf("count GPUs: %w", ret)
 	}
-	devices := make([]nvml.Device, count)
+	devices := make([]nvml.Device, 0, count)
 	for i := range count {
 		if err := ctx.Err(); err != nil {
 			return gpu.Node{}, err
 		}
 		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret == nvml.ERROR_GPU_IS_LOST {
+			// One GPU off the bus must not take the node's other GPUs
+			// with it: it is not published, and the rest are.
+			logger.Error(ret, "GPU has fallen off the bus; not publishing it (a reboot may bring it back)", "index", i)
+			continue
+		}
 		if ret != nvml.SUCCESS {
 			return gpu.Node{}, fmt.Errorf("GPU %d: get handle: %w", i, ret)
 		}
 		g, err := describe(ctx, i, d)
+		if errors.Is(err, nvml.ERROR_GPU_IS_LOST) {
+			logger.Error(err, "GPU fell off the bus while being discovered; not publishing it", "index", i)
+			continue
+		}
 		if err != nil {
 			return gpu.Node{}, fmt.Errorf("GPU %d: %w", i, err)
 		}
-		devices[i] = d
+		devices = append(devices, d)
 		node.GPUs = append(node.GPUs, g)
 	}
 	for i, group := range nvlinkGroups(ctx, devices) {

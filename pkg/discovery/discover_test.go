@@ -129,10 +129,38 @@ func TestDiscoverMIGEnabled(t *testing.T) {
 func TestDiscoverErrorsNameTheGPU(t *testing.T) {
 	s := fake(t, "dgx-h100")
 	d := s.Server.Devices[3].(*server.Device)
-	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST }
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_UNKNOWN }
 	_, err := Discover(context.Background(), s, "n")
 	if err == nil || !strings.Contains(err.Error(), "GPU 3: get memory") {
 		t.Fatalf("error %v, want it to name GPU 3 and the query", err)
+	}
+}
+
+// TestDiscoverSkipsLostGPU: a GPU that falls off the bus, before or during
+// discovery, is left out; the others are discovered as usual.
+func TestDiscoverSkipsLostGPU(t *testing.T) {
+	s := fake(t, "dgx-h100")
+	d := s.Server.Devices[3].(*server.Device)
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST }
+	lostUUID, _ := d.GetUUID()
+	node, err := Discover(context.Background(), s, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.GPUs) != 7 {
+		t.Fatalf("%d GPUs, want 7", len(node.GPUs))
+	}
+	for i, g := range node.GPUs {
+		if g.UUID == lostUUID {
+			t.Errorf("the lost GPU was discovered")
+		}
+		want := i
+		if i >= 3 {
+			want = i + 1
+		}
+		if g.Index != want {
+			t.Errorf("GPU %d has index %d, want %d (indices are NVML's)", i, g.Index, want)
+		}
 	}
 }
 

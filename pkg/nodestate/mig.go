@@ -160,10 +160,25 @@ func (s *State) ensureMigModeLocked(ctx context.Context, hw Hardware, claimUID, 
 // checkpoint says its creation was under way: that instance can only be
 // this claim's, because the placement was free when it was allocated.
 func (s *State) destroyMig(ctx context.Context, claimUID string, d checkpoint.Device) error {
-	hw := s.opts.Hardware
-	m := d.Mig
 	unlock := s.gpuLocks.lock(d.GPUUUID)
 	defer unlock()
+	err := s.destroyMigLocked(ctx, claimUID, d)
+	if errors.Is(err, gpu.ErrGPUGone) {
+		// Taken out, or fallen off the bus: the reset or reboot that
+		// brings a lost GPU back destroys its instances, so there is
+		// nothing left to destroy. Holding the claim for it would keep
+		// it unpreparable forever.
+		klog.FromContext(ctx).Info("The MIG device's GPU is gone; counting its instance as destroyed",
+			"device", d.Device, "gpu", d.GPUUUID, "err", err)
+		return nil
+	}
+	return err
+}
+
+// destroyMigLocked is destroyMig under the GPU lock.
+func (s *State) destroyMigLocked(ctx context.Context, claimUID string, d checkpoint.Device) error {
+	hw := s.opts.Hardware
+	m := d.Mig
 	pl := placementOf(m)
 	giID := m.GPUInstanceID
 	if giID == nil && m.Step == checkpoint.MigCreatingGPUInstance {

@@ -88,7 +88,7 @@ func (g *fakeGPU) ciHandle(gk giKey, ci ciState) *server.ComputeInstance {
 	return getOrBuild(&g.s.handles.mu, g.s.handles.cis, key, func() *server.ComputeInstance {
 		h := &server.ComputeInstance{}
 		g.installCI(h, key)
-		g.s.complete(h)
+		g.complete(h)
 		return h
 	})
 }

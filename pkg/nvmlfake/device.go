@@ -53,7 +53,7 @@ func (g *fakeGPU) install() {
 
 	// Fields the mock's own methods read; set for anyone who looks.
 	d.UUID, d.PciBusID, d.Minor, d.Index = g.uuid, nvmlBusID(g.bus), g.index, g.index
-	g.s.complete(d)
+	g.complete(d)
 }
 
 // pciInfo is what nvmlDeviceGetPciInfo fills: both bus ID spellings,

@@ -15,7 +15,7 @@ func (g *fakeGPU) giHandle(gi giState) *server.GpuInstance {
 			Device: g.dev, Id: gi.ID, ProfileId: gi.ProfileID, Placement: gi.placement(),
 		}}
 		g.installGI(h, key)
-		g.s.complete(h)
+		g.complete(h)
 		return h
 	})
 }

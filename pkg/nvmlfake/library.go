@@ -26,6 +26,9 @@ func (s *Server) install() {
 		if i < 0 || i >= len(s.gpus) {
 			return nil, nvml.ERROR_INVALID_ARGUMENT
 		}
+		if s.gpus[i].lost() {
+			return nil, nvml.ERROR_GPU_IS_LOST
+		}
 		return s.gpus[i].dev, nvml.SUCCESS
 	}
 	m.DeviceGetHandleByUUIDFunc = s.deviceByUUID
@@ -44,6 +47,9 @@ func (s *Server) deviceByUUID(uuid string) (nvml.Device, nvml.Return) {
 	}
 	for _, g := range s.gpus {
 		if g.uuid == uuid {
+			if g.lost() {
+				return nil, nvml.ERROR_GPU_IS_LOST
+			}
 			return g.dev, nvml.SUCCESS
 		}
 	}
@@ -64,6 +70,9 @@ func (s *Server) deviceByPCIBusID(busID string) (nvml.Device, nvml.Return) {
 	}
 	for _, g := range s.gpus {
 		if domain == 0 && bus == g.bus && dev == 0 && fn == 0 {
+			if g.lost() {
+				return nil, nvml.ERROR_GPU_IS_LOST
+			}
 			return g.dev, nvml.SUCCESS
 		}
 	}

@@ -15,7 +15,7 @@ func (s *Server) loadState() error {
 	return s.store.mutate(func(st *state) error {
 		if boot != "" && st.BootID != "" && st.BootID != boot {
 			for _, gs := range st.GPUs {
-				gs.resetGPU()
+				gs.reboot()
 			}
 		}
 		if boot != "" {

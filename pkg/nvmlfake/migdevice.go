@@ -73,7 +73,7 @@ func (g *fakeGPU) migHandle(gi giState, ci ciState) *mock.Device {
 	return getOrBuild(&g.s.handles.mu, g.s.handles.migs, key, func() *mock.Device {
 		h := &mock.Device{}
 		g.installMigDevice(h, key, gi, ci)
-		g.s.complete(h)
+		g.complete(h)
 		return h
 	})
 }

@@ -15,18 +15,23 @@ func ResetGPU(stateDir, uuid string) error {
 		if !ok {
 			return fmt.Errorf("no GPU %s in %s", uuid, stateDir)
 		}
+		if gs.Lost {
+			return fmt.Errorf("GPU %s has fallen off the bus: a GPU reset cannot reach it; reboot the node", uuid)
+		}
 		gs.resetGPU()
 		return nil
 	})
 }
 
 // Reboot does to every GPU in stateDir what a node reboot does: pending
-// MIG modes take effect and all MIG instances are gone. A Server also
+// MIG modes take effect, all MIG instances are gone, and a GPU that had
+// fallen off the bus is back (a GPU that is really dead is a GPU removed:
+// a profile without it). A Server also
 // notices a real reboot by itself, through the kernel's boot ID.
 func Reboot(stateDir string) error {
 	return mutateStateDir(stateDir, func(st *state) error {
 		for _, gs := range st.GPUs {
-			gs.resetGPU()
+			gs.reboot()
 		}
 		return nil
 	})

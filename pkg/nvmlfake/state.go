@@ -27,6 +27,9 @@ type gpuState struct {
 	MigMode        int       `json:"migMode"`
 	MigPendingMode int       `json:"migPendingMode"`
 	GpuInstances   []giState `json:"gpuInstances,omitempty"`
+	// Lost is set once the GPU has fallen off the bus (see LoseGPU): every
+	// NVML call on it fails with ERROR_GPU_IS_LOST until the node reboots.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // giState is one GPU instance.
@@ -77,6 +80,13 @@ func (s *state) clone() *state {
 func (g *gpuState) resetGPU() {
 	g.MigMode = g.MigPendingMode
 	g.GpuInstances = nil
+}
+
+// reboot is what a node reboot does to the GPU: a reset, and a GPU that
+// had fallen off the bus is enumerated again.
+func (g *gpuState) reboot() {
+	g.resetGPU()
+	g.Lost = false
 }
 
 // gi returns the GPU instance with the given ID.

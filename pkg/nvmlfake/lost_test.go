@@ -1,0 +1,79 @@
+package nvmlfake
+
+import (
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// TestLostGPU: a GPU that fell off the bus answers ERROR_GPU_IS_LOST to
+// every call, in every process over the state directory and after a
+// restart, reports XID 79 first, cannot be reset, and is back (without its
+// MIG instances) after a reboot. The other GPUs are untouched.
+func TestLostGPU(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, "dgx-h100", "n", dir)
+	d1 := device(t, s, 1)
+	u1, _ := d1.GetUUID()
+	enableMIG(t, d1)
+	gi := createGI(t, d1, profileInfo(t, d1, nvml.GPU_INSTANCE_PROFILE_1_SLICE), &nvml.GpuInstancePlacement{Start: 0, Size: 1})
+	set := register(t, s, d1)
+
+	if err := LoseGPU(dir, u1); err != nil {
+		t.Fatal(err)
+	}
+	ev, ret := set.Wait(5000)
+	if ret != nvml.SUCCESS || ev.Device != d1 || ev.EventData != 79 {
+		t.Errorf("event after the loss = %+v, %v; want XID 79 on GPU 1", ev, ret)
+	}
+
+	// A second process, or the plugin after a restart.
+	other := start(t, "dgx-h100", "n", dir)
+	for name, lib := range map[string]*Server{"same process": s, "another process": other} {
+		if n, ret := lib.DeviceGetCount(); ret != nvml.SUCCESS || n != 8 {
+			t.Errorf("%s: DeviceGetCount = %d, %v; want 8 (a lost GPU is still counted)", name, n, ret)
+		}
+		if _, ret := lib.DeviceGetHandleByIndex(1); ret != nvml.ERROR_GPU_IS_LOST {
+			t.Errorf("%s: DeviceGetHandleByIndex(1) = %v, want ERROR_GPU_IS_LOST", name, ret)
+		}
+		if _, ret := lib.DeviceGetHandleByUUID(u1); ret != nvml.ERROR_GPU_IS_LOST {
+			t.Errorf("%s: DeviceGetHandleByUUID(lost) = %v, want ERROR_GPU_IS_LOST", name, ret)
+		}
+		if d, ret := lib.DeviceGetHandleByIndex(2); ret != nvml.SUCCESS {
+			t.Errorf("%s: GPU 2: %v", name, ret)
+		} else if _, _, ret := d.GetMigMode(); ret != nvml.SUCCESS {
+			t.Errorf("%s: GPU 2 GetMigMode = %v", name, ret)
+		}
+	}
+	// Handles taken before the loss fail too.
+	if _, _, ret := d1.GetMigMode(); ret != nvml.ERROR_GPU_IS_LOST {
+		t.Errorf("GetMigMode on the lost GPU = %v", ret)
+	}
+	if _, ret := d1.GetUUID(); ret != nvml.ERROR_GPU_IS_LOST {
+		t.Errorf("GetUUID on the lost GPU = %v", ret)
+	}
+	if ret := gi.Destroy(); ret != nvml.ERROR_GPU_IS_LOST {
+		t.Errorf("Destroy of a GPU instance on the lost GPU = %v", ret)
+	}
+	if err := ResetGPU(dir, u1); err == nil {
+		t.Error("a lost GPU was reset")
+	}
+
+	if err := Reboot(dir); err != nil {
+		t.Fatal(err)
+	}
+	back := start(t, "dgx-h100", "n", dir)
+	d := device(t, back, 1)
+	if u, ret := d.GetUUID(); ret != nvml.SUCCESS || u != u1 {
+		t.Fatalf("GPU 1 after reboot: %q, %v", u, ret)
+	}
+	if n, ret := d.GetMaxMigDeviceCount(); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	} else {
+		for i := range n {
+			if _, ret := d.GetMigDeviceHandleByIndex(i); ret == nvml.SUCCESS {
+				t.Errorf("MIG device %d survived the reboot", i)
+			}
+		}
+	}
+}
