@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -41,6 +42,7 @@ type flags struct {
 	pluginDataDir string
 	registrarDir  string
 	podUID        string
+	healthPort    int
 	logging       *logsapi.LoggingConfiguration
 	featureGate   featuregate.MutableVersionedFeatureGate
 }
@@ -69,6 +71,7 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.StringVar(&f.pluginDataDir, "plugin-data-dir", os.Getenv("PLUGIN_DATA_DIR"), "Directory for the DRA socket and the checkpoint; default /var/lib/kubelet/plugins/<driver-name>. Must be the same path inside and outside the container (env PLUGIN_DATA_DIR).")
 	fs.StringVar(&f.registrarDir, "registrar-dir", envOr("REGISTRAR_DIR", kubeletplugin.KubeletRegistryDir), "The kubelet's plugin registration directory (env REGISTRAR_DIR).")
 	fs.StringVar(&f.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the plugin's pod, from the downward API; enables seamless rolling updates (env POD_UID).")
+	fs.IntVar(&f.healthPort, "healthcheck-port", envInt("HEALTHCHECK_PORT", 51515), "TCP port of the gRPC health service (grpc.health.v1, services \"liveness\" and \"readiness\") for the kubelet's probes; -1 turns it off (env HEALTHCHECK_PORT).")
 	logsapi.AddFlags(f.logging, fs)
 	f.featureGate.AddFlag(fs) // --feature-gates=Name=true,... (chart value featureGates)
 	return f, fs
@@ -122,6 +125,7 @@ func run() error {
 		RegistrarDir:     f.registrarDir,
 		CDIDir:           f.cdiDir,
 		RollingUpdateUID: types.UID(f.podUID),
+		HealthcheckAddr:  healthcheckAddr(f.healthPort),
 		Fatal: func(err error) {
 			fatal = err
 			cancel()
@@ -151,6 +155,24 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	}
 	cfg.UserAgent = "gpudra-kubelet-plugin"
 	return kubernetes.NewForConfig(cfg)
+}
+
+// healthcheckAddr listens on every address of the pod, where the kubelet's
+// gRPC probe connects; a negative port turns the service off.
+func healthcheckAddr(port int) string {
+	if port < 0 {
+		return ""
+	}
+	return fmt.Sprintf(":%d", port)
+}
+
+// envInt is the integer in the environment variable key, or def when it is
+// unset or not a number.
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return n
+	}
+	return def
 }
 
 func envOr(key, def string) string {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -48,6 +49,13 @@ type Config struct {
 	// HealthResend is how often an unchanged health report is re-sent to the
 	// kubelet, which treats reports older than 30s as unknown.
 	HealthResend time.Duration
+	// HealthcheckAddr is the TCP address of the gRPC health service
+	// (grpc.health.v1: services "liveness" and "readiness"), e.g. ":51515";
+	// empty turns it off.
+	HealthcheckAddr string
+	// FileWatchInterval is how often the sockets and the data directory are
+	// checked (default 5s); the plugin exits when they are gone.
+	FileWatchInterval time.Duration
 	// StateHooks inject faults into the node state in tests.
 	StateHooks nodestate.Hooks
 	// Fatal is called for errors the plugin cannot recover from (the
@@ -75,6 +83,14 @@ type Driver struct {
 	// fields: from then on only whole GPUs are published.
 	wholeGPUsOnly bool
 
+	// endpoints are the sockets and data directory the kubelet reaches
+	// the plugin through; healthcheck serves their liveness.
+	endpoints   endpoints
+	healthcheck *healthServer
+	// published is set once the ResourceSlices were handed to the
+	// publisher (readiness).
+	published atomic.Bool
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -98,9 +114,17 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Fatal == nil {
 		cfg.Fatal = func(err error) { logger.Error(err, "Fatal error") }
 	}
+	if cfg.FileWatchInterval == 0 {
+		cfg.FileWatchInterval = fileWatchInterval
+	}
 	if err := os.MkdirAll(cfg.PluginDataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create plugin data dir: %w", err)
 	}
+	dataDirID, _, err := statID(cfg.PluginDataDir)
+	if err != nil {
+		return nil, fmt.Errorf("plugin data dir: %w", err)
+	}
+	draSocket, regSocket := socketPaths(cfg)
 
 	node, err := cfg.Backend.Discover(ctx)
 	if err != nil {
@@ -145,6 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		healthChanged: make(chan struct{}),
 		cancel:        cancel,
 		admin:         report.AdminInstances,
+		endpoints:     endpoints{dataDir: cfg.PluginDataDir, draSocket: draSocket, regSocket: regSocket, dataDirID: dataDirID},
 	}
 
 	opts := []kubeletplugin.Option{
@@ -157,9 +182,13 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		// Claims prepare concurrently; the node state serializes what
 		// must be serialized (the checkpoint, one claim at a time).
 		kubeletplugin.Serialize(false),
+		// The names the health checks dial (socketPaths).
+		kubeletplugin.PluginSocket(filepath.Base(draSocket)),
 	}
 	if cfg.RollingUpdateUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(cfg.RollingUpdateUID))
+	} else {
+		opts = append(opts, kubeletplugin.RegistrarSocketFilename(filepath.Base(regSocket)))
 	}
 	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {
@@ -172,11 +201,20 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		d.Stop()
 		return nil, err
 	}
+	d.published.Store(true)
+	if err := d.startHealthcheck(ctx); err != nil {
+		d.Stop()
+		return nil, err
+	}
 
-	d.wg.Add(1)
+	d.wg.Add(2)
 	go func() {
 		defer d.wg.Done()
 		d.watchHealth(ctx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.watchFiles(ctx, cfg.FileWatchInterval)
 	}()
 	return d, nil
 }
@@ -188,6 +226,9 @@ func (d *Driver) Stop() {
 	d.cancel()
 	if d.helper != nil {
 		d.helper.Stop()
+	}
+	if d.healthcheck != nil {
+		d.healthcheck.stop()
 	}
 	d.wg.Wait()
 	if err := d.cfg.Backend.Close(); err != nil {

@@ -39,6 +39,14 @@ type Options struct {
 	BootID string
 	// Hooks inject faults into the plugin's node state (tests only).
 	Hooks nodestate.Hooks
+	// Healthcheck serves the plugin's gRPC health service on a free port
+	// of 127.0.0.1 (Driver.HealthcheckAddr) and checks its files every
+	// FileWatchInterval (default: the plugin's).
+	Healthcheck       bool
+	FileWatchInterval time.Duration
+	// Fatal receives the errors the plugin cannot recover from (a real
+	// plugin exits); by default they are only logged.
+	Fatal func(error)
 }
 
 // Cluster is one simulated node with the plugin running on it.
@@ -154,6 +162,10 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		BootIDPath:    opts.BootIDPath(),
 		HealthResend:  time.Second,
 		StateHooks:    opts.Hooks,
+
+		HealthcheckAddr:   healthcheckAddr(opts.Healthcheck),
+		FileWatchInterval: opts.FileWatchInterval,
+		Fatal:             opts.Fatal,
 	})
 	if err != nil {
 		_ = be.Close()
@@ -206,4 +218,11 @@ func (c *Cluster) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, err
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+func healthcheckAddr(on bool) string {
+	if on {
+		return "127.0.0.1:0"
+	}
+	return ""
 }
