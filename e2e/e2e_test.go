@@ -69,6 +69,8 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("EightGPUsOnOneNVLinkIsland", func(t *testing.T) { e.nvlink8(ctx, t) })
 	t.Run("InvalidOpaqueConfig", func(t *testing.T) { e.invalidConfig(ctx, t) })
 	t.Run("ResourceSlicePolicy", func(t *testing.T) { e.slicePolicy(ctx, t) })
+	t.Run("PluginLeastPrivilege", func(t *testing.T) { e.pluginLeastPrivilege(ctx, t) })
+	t.Run("PluginRecoversFromLostSocket", func(t *testing.T) { e.pluginRecoversFromLostSocket(ctx, t) })
 	t.Run("PluginRestart", func(t *testing.T) { e.pluginRestart(ctx, t) })
 	t.Run("PodDeletedWhilePluginDown", func(t *testing.T) { e.podDeletedWhilePluginDown(ctx, t) })
 	t.Run("RollingUpgrade", func(t *testing.T) { e.rollingUpgrade(ctx, t) })

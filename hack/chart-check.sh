@@ -19,6 +19,13 @@ render >"$out/nvml.yaml"
 render --set deviceBackend=fake --set fakeProfile=mixed --set driverName=gpu.example.com \
   --set featureGates.ContextualLogging=true --set kubeletDir=/var/lib/k0s/kubelet >"$out/fake.yaml"
 render --set deviceBackend=fake --set-string 'fakeProfileFile=gpus: []' >"$out/profile.yaml"
+# Least privilege (docs/security.md): the fake backend is never privileged,
+# even when asked; control-plane nodes only when asked; an affinity of one's
+# own replaces the default.
+render --set deviceBackend=fake --set kubeletPlugin.privileged=true >"$out/fake-privileged.yaml"
+render --set deviceBackend=fake --set kubeletPlugin.runOnControlPlane=true --set 'kubeletPlugin.gpuNodeLabels={example.com/gpu}' >"$out/controlplane.yaml"
+render --set deviceBackend=fake --set kubeletPlugin.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=mine \
+  --set kubeletPlugin.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists >"$out/affinity.yaml"
 
 # What the rendered manifests must say.
 fail=0
@@ -40,6 +47,34 @@ expect fake.yaml 'value: "mixed"'
 expect fake.yaml "mountPath: /var/lib/k0s/kubelet/plugins/gpu.example.com"
 expect profile.yaml "kind: ConfigMap"
 expect profile.yaml 'value: "/etc/gpudra/profile/profile.yaml"'
+nexpect() { if grep -qF -- "$2" "$out/$1"; then echo "chart-check: $1 must not have: $2"; fail=1; fi; }
+for f in fake.yaml fake-privileged.yaml; do
+  expect $f "privileged: false"
+  nexpect $f "privileged: true"
+  expect $f "allowPrivilegeEscalation: false"
+  expect $f 'drop: ["ALL"]'
+  nexpect $f "add:"
+done
+for f in nvml.yaml fake.yaml; do
+  expect $f "type: RuntimeDefault"
+  expect $f "readOnlyRootFilesystem: true"
+  expect $f "service: liveness"
+  expect $f "service: readiness"
+  expect $f "port: 51515"
+  expect $f "key: nvidia.com/gpu.present"
+  expect $f "key: feature.node.kubernetes.io/pci-10de.present"
+  expect $f "key: node-role.kubernetes.io/control-plane"
+  expect $f "key: nvidia.com/gpu"
+  # Tolerating every taint would put the plugin on control-plane nodes.
+  if awk '/tolerations:/{t=1;next} t&&/^      [a-z]/{t=0} t' "$out/$f" | grep -q -- "- operator: Exists"; then
+    echo "chart-check: $f tolerates every taint"; fail=1
+  fi
+done
+expect nvml.yaml "privileged: true"
+expect controlplane.yaml "key: example.com/gpu"
+nexpect controlplane.yaml "node-role.kubernetes.io/control-plane"
+expect affinity.yaml "key: mine"
+nexpect affinity.yaml "nvidia.com/gpu.present"
 # Another driver name must not collide with the default installation:
 # no class, selector or attribute domain of gpudra.io, no extended resources.
 if grep -v "^#" "$out/fake.yaml" | grep -q "gpudra[.]io"; then echo "chart-check: driverName=gpu.example.com still renders gpudra.io names"; fail=1; fi
@@ -48,7 +83,7 @@ if grep -q "extendedResourceName" "$out/fake.yaml"; then echo "chart-check: driv
 # What the schema must reject.
 for bad in deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
   logVerbosity=11 kubeletDir=relative/path featureGates.lowercase=true unknownValue=1 \
-  kubeletPlugin.updateStrategy.type=Recreate; do
+  kubeletPlugin.updateStrategy.type=Recreate kubeletPlugin.healthcheckPort=0 'kubeletPlugin.gpuNodeLabels={bad label}'; do
   if render --set "$bad" >/dev/null 2>&1; then echo "chart-check: the schema accepts $bad"; fail=1; fi
 done
 [ $fail -eq 0 ] && echo "chart-check: helm lint and template ok ($(grep -c '^kind:' "$out/nvml.yaml") objects)"

@@ -31,6 +31,9 @@ image:
   repository: ${IMAGE%:*}
   tag: ${IMAGE##*:}
   pullPolicy: Never
+# kind's one node is the control plane, and the GPU node.
+kubeletPlugin:
+  runOnControlPlane: true
 VALUES
 cd "$root"
 KUBECONFIG=$work/kubeconfig GPUDRA_E2E_HELM=$HELM GPUDRA_E2E_KUBECTL=${KUBECTL:-kubectl} \

@@ -99,8 +99,11 @@ sed -e "s|@STATE@|$STATE|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@CGROUP_ROOT@|$C
   -e "s|@KUBELET_PORT@|$KUBELET_PORT|g" -e "s|@KUBELET_HEALTHZ_PORT@|$KUBELET_HEALTHZ_PORT|g" \
   -e "s|@CONTAINERD_SOCK@|$CONTAINERD_SOCK|g" \
   "$here/config/kubelet.yaml" >"$STATE/kubelet.yaml"
+# The node's (fake) GPUs: the label NVIDIA's GPU Feature Discovery puts on
+# GPU nodes, which the chart's default node affinity asks for.
 start kubelet kubelet --config "$STATE/kubelet.yaml" --kubeconfig "$P/kubelet.kubeconfig" \
-  --root-dir "$KUBELET_DIR" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" -v 2
+  --root-dir "$KUBELET_DIR" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" -v 2 \
+  --node-labels nvidia.com/gpu.present=true
 start kube-proxy kube-proxy --kubeconfig "$P/admin.kubeconfig" --proxy-mode iptables \
   --cluster-cidr "$POD_CIDR" --hostname-override "$NODE_NAME" --conntrack-max-per-core 0 \
   --metrics-bind-address "127.0.0.1:$PROXY_METRICS_PORT" --healthz-bind-address "127.0.0.1:$PROXY_HEALTHZ_PORT"
