@@ -644,6 +644,14 @@ func (e *env) pluginRestart(ctx context.Context, t *testing.T) {
 	e.deletePods(ctx, t, "before-restart", "after-restart")
 }
 
+// pluginDaemonSet is the name the chart gives the plugin's DaemonSet.
+func (e *env) pluginDaemonSet() string {
+	if !strings.Contains(releaseName, "gpudra") {
+		return releaseName + "-gpudra-kubelet-plugin"
+	}
+	return releaseName + "-kubelet-plugin"
+}
+
 // setPluginPaused keeps the plugin off the node (or lets it back) through
 // the DaemonSet's nodeSelector.
 func (e *env) setPluginPaused(ctx context.Context, t *testing.T, paused bool) {
@@ -653,11 +661,7 @@ func (e *env) setPluginPaused(ctx context.Context, t *testing.T, paused bool) {
 		value = `"true"`
 	}
 	patch := []byte(`{"spec":{"template":{"spec":{"nodeSelector":{"gpudra-e2e/plugin-paused":` + value + `}}}}}`)
-	dsName := releaseName + "-kubelet-plugin"
-	if !strings.Contains(releaseName, "gpudra") {
-		dsName = releaseName + "-gpudra-kubelet-plugin"
-	}
-	if _, err := e.cs.AppsV1().DaemonSets(systemNS).Patch(ctx, dsName, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := e.cs.AppsV1().DaemonSets(systemNS).Patch(ctx, e.pluginDaemonSet(), types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

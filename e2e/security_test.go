@@ -50,7 +50,13 @@ func (e *env) pluginLeastPrivilege(ctx context.Context, t *testing.T) {
 			t.Errorf("the plugin tolerates every taint: %+v", tol)
 		}
 	}
-	affinity := fmt.Sprintf("%+v", pod.Spec.Affinity)
+	// The DaemonSet controller pins each pod to its node, replacing the
+	// node affinity in the pod: the chart's is in the DaemonSet.
+	ds, err := e.cs.AppsV1().DaemonSets(systemNS).Get(ctx, e.pluginDaemonSet(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	affinity := fmt.Sprintf("%+v", ds.Spec.Template.Spec.Affinity)
 	for _, want := range []string{"nvidia.com/gpu.present", "feature.node.kubernetes.io/pci-10de.present"} {
 		if !strings.Contains(affinity, want) {
 			t.Errorf("node affinity does not ask for %s: %s", want, affinity)
