@@ -245,7 +245,8 @@ func (h *healthServer) clients() (registerapi.RegistrationClient, drapb.DRAPlugi
 }
 
 // watchFiles checks the sockets and the data directory every interval and
-// ends the plugin (Fatal) when they are gone.
+// ends the plugin (Fatal) when they are gone; while they are there, it
+// rewrites the CDI specs of prepared claims that were deleted.
 func (d *Driver) watchFiles(ctx context.Context, interval time.Duration) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
@@ -257,6 +258,7 @@ func (d *Driver) watchFiles(ctx context.Context, interval time.Duration) {
 		}
 		err := d.endpoints.filesProblem()
 		if err == nil {
+			d.ensureSpecs(ctx)
 			continue
 		}
 		if ctx.Err() != nil {
@@ -264,5 +266,18 @@ func (d *Driver) watchFiles(ctx context.Context, interval time.Duration) {
 		}
 		d.cfg.Fatal(fmt.Errorf("the kubelet can no longer reach the plugin, exiting so that it is restarted: %w", err))
 		return
+	}
+}
+
+// ensureSpecs rewrites deleted CDI specs of prepared claims: a running
+// pod's container that restarts needs its claim's spec again.
+func (d *Driver) ensureSpecs(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	rewritten, err := d.state.EnsureSpecs(ctx)
+	if err != nil {
+		logger.Error(err, "Checking the CDI specs of prepared claims")
+	}
+	if len(rewritten) > 0 {
+		logger.Info("Rewrote deleted CDI specs of prepared claims", "claimUIDs", rewritten)
 	}
 }

@@ -135,3 +135,45 @@ func registerLikeKubelet(ctx context.Context, t *testing.T, c *Cluster) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeletedSpecIsRewritten: a prepared claim's CDI spec deleted under the
+// running plugin (a cleanup job, an admin) is back within the watch
+// interval, so that a restarted container of the pod still gets its GPU.
+func TestDeletedSpecIsRewritten(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	c, err := Start(ctx, Options{Dir: shortTempDir(t), FileWatchInterval: 50 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	applyClasses(ctx, t, c)
+	if _, err := createAndRun(ctx, t, c, gpuClaim("kept", 1, "")); err != nil {
+		t.Fatal(err)
+	}
+	specs := cdiSpecs(t, c)
+	if len(specs) != 1 {
+		t.Fatalf("specs %v, want one", specs)
+	}
+	path := filepath.Join(c.Opts.CDIDir(), specs[0])
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := os.ReadFile(path)
+		if err == nil {
+			if string(got) != string(want) {
+				t.Errorf("rewritten spec differs:\n%s\nwant\n%s", got, want)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted spec was not rewritten: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
