@@ -1,0 +1,381 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpudra/gpudra/pkg/simulate"
+)
+
+// unit is what is allocated at once: one pod's claims, or one claim.
+type unit struct {
+	pod    string // namespace/name, "" for a lone claim
+	podObj Object
+	byName map[string]*claimEval // pod claim name → claim
+	claims []*claimEval
+}
+
+type claimEval struct {
+	info   *ClaimInfo
+	idx    int // in report.Claims
+	claim  *resourceapi.ResourceClaim
+	object string // for findings
+	field  string // "spec" or "spec.spec"
+	source Source
+	reqs   []*reqEval
+	// invalid: the API server would reject the claim; it is not allocated.
+	invalid bool
+	// allocated, once done (a shared claim used by several pods)
+	done bool
+	node string
+}
+
+type reqEval struct {
+	name      string // request or request/subrequest
+	class     string
+	mode      resourceapi.DeviceAllocationMode
+	count     int64
+	admin     bool
+	tolerates []resourceapi.DeviceToleration
+	missing   bool // class not defined
+	broken    bool // class or selector does not compile
+	classHits []bool
+	match     []bool
+	selCounts []int // per request selector: class matches it keeps
+	selErrors int   // class matches on which a request selector fails
+	sub       []*reqEval
+}
+
+func (r *runner) buildUnits(in *Inputs) []*unit {
+	claimsByName := map[string]*claimEval{}
+	templates := map[string]Object{}
+	usedTemplates := map[string]bool{}
+	var claimOrder []*claimEval
+	for _, o := range in.Claims {
+		c := o.Obj.(*resourceapi.ResourceClaim)
+		ce := r.newClaim(c.DeepCopy(), "ResourceClaim", o.Source, "ResourceClaim "+o.Name, "spec")
+		claimsByName[o.Name] = ce
+		claimOrder = append(claimOrder, ce)
+	}
+	for _, o := range in.Templates {
+		templates[o.Name] = o
+	}
+	type ordered struct {
+		src Source
+		u   *unit
+	}
+	var units []ordered
+	usedClaims := map[*claimEval]bool{}
+	for _, o := range in.Pods {
+		pod := o.Obj.(*v1.Pod)
+		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}}
+		for i, pc := range pod.Spec.ResourceClaims {
+			field := fmt.Sprintf("spec.resourceClaims[%d]", i)
+			switch {
+			case pc.ResourceClaimName != nil:
+				name := pod.Namespace + "/" + *pc.ResourceClaimName
+				ce, ok := claimsByName[name]
+				if !ok {
+					r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".resourceClaimName",
+						Message: fmt.Sprintf("ResourceClaim %s is not among the inputs; the pod would stay Pending until it exists", name),
+						Hint:    "add the file that defines it"})
+					continue
+				}
+				usedClaims[ce] = true
+				u.claims = append(u.claims, ce)
+				u.byName[pc.Name] = ce
+			case pc.ResourceClaimTemplateName != nil:
+				name := pod.Namespace + "/" + *pc.ResourceClaimTemplateName
+				t, ok := templates[name]
+				if !ok {
+					r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".resourceClaimTemplateName",
+						Message: fmt.Sprintf("ResourceClaimTemplate %s is not among the inputs; the pod would stay Pending until it exists", name),
+						Hint:    "add the file that defines it"})
+					continue
+				}
+				usedTemplates[name] = true
+				tmpl := t.Obj.(*resourceapi.ResourceClaimTemplate)
+				claim := &resourceapi.ResourceClaim{
+					ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name + "-" + pc.Name},
+					Spec:       *tmpl.Spec.Spec.DeepCopy(),
+				}
+				ce := r.newClaim(claim, "ResourceClaimTemplate "+name+" for Pod "+o.Name, t.Source, "ResourceClaimTemplate "+name, "spec.spec")
+				ce.info.Pod = o.Name
+				u.claims = append(u.claims, ce)
+				u.byName[pc.Name] = ce
+			default:
+				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
+					Message: "names neither resourceClaimName nor resourceClaimTemplateName"})
+			}
+		}
+		r.checkContainerClaims(o, pod)
+		if len(u.claims) > 0 {
+			units = append(units, ordered{o.Source, u})
+		}
+	}
+	for _, ce := range claimOrder {
+		if !usedClaims[ce] {
+			units = append(units, ordered{ce.source, &unit{claims: []*claimEval{ce}}})
+		}
+	}
+	for _, o := range in.Templates {
+		if usedTemplates[o.Name] {
+			continue
+		}
+		tmpl := o.Obj.(*resourceapi.ResourceClaimTemplate)
+		claim := &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tmpl.Namespace, Name: tmpl.Name},
+			Spec:       *tmpl.Spec.Spec.DeepCopy(),
+		}
+		ce := r.newClaim(claim, "ResourceClaimTemplate "+o.Name, o.Source, "ResourceClaimTemplate "+o.Name, "spec.spec")
+		units = append(units, ordered{o.Source, &unit{claims: []*claimEval{ce}}})
+	}
+	sort.SliceStable(units, func(i, j int) bool {
+		a, b := units[i].src, units[j].src
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Document < b.Document
+	})
+	out := make([]*unit, len(units))
+	for i := range units {
+		out[i] = units[i].u
+	}
+	return out
+}
+
+// podInfo says what each container of a pod would receive.
+func (r *runner) podInfo(u *unit) PodInfo {
+	pod := u.podObj.Obj.(*v1.Pod)
+	pi := PodInfo{Name: u.pod, Source: u.podObj.Source}
+	for _, ce := range u.claims {
+		if a := r.report.Claims[ce.idx].Allocation; a != nil {
+			pi.Node = a.Node
+		} else {
+			pi.Pending = true
+		}
+	}
+	if len(u.claims) < len(pod.Spec.ResourceClaims) {
+		pi.Pending = true
+	}
+	if pi.Pending {
+		pi.Node = ""
+	}
+	for _, c := range pod.Spec.Containers {
+		ci := ContainerInfo{Name: c.Name, Devices: []string{}}
+		for _, rc := range c.Resources.Claims {
+			ce, ok := u.byName[rc.Name]
+			if !ok {
+				continue
+			}
+			a := r.report.Claims[ce.idx].Allocation
+			if a == nil {
+				continue
+			}
+			for _, d := range a.Devices {
+				base, _, _ := strings.Cut(d.Request, "/")
+				if rc.Request == "" || rc.Request == base || rc.Request == d.Request {
+					ci.Devices = append(ci.Devices, fmt.Sprintf("%s (claim %s, request %s)", d.Device, rc.Name, d.Request))
+				}
+			}
+		}
+		pi.Containers = append(pi.Containers, ci)
+	}
+	return pi
+}
+
+// checkContainerClaims reports containers that name a pod claim (or a
+// request) that does not exist.
+func (r *runner) checkContainerClaims(o Object, pod *v1.Pod) {
+	names := map[string]bool{}
+	for _, pc := range pod.Spec.ResourceClaims {
+		names[pc.Name] = true
+	}
+	for i, c := range pod.Spec.Containers {
+		for j, rc := range c.Resources.Claims {
+			if !names[rc.Name] {
+				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name,
+					Field:   fmt.Sprintf("spec.containers[%d].resources.claims[%d].name", i, j),
+					Message: fmt.Sprintf("container %s uses claim %q, which spec.resourceClaims does not define; the API server rejects the pod", c.Name, rc.Name)})
+			}
+		}
+	}
+}
+
+func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src Source, object, field string) *claimEval {
+	simulate.DefaultClaimSpec(&claim.Spec)
+	claim.UID = types.UID("gpudra-check-" + claim.Namespace + "-" + claim.Name)
+	r.report.Claims = append(r.report.Claims, ClaimInfo{Name: claim.Namespace + "/" + claim.Name, From: from, Source: src})
+	ce := &claimEval{idx: len(r.report.Claims) - 1, claim: claim, object: object, field: field, source: src}
+	for i, req := range claim.Spec.Devices.Requests {
+		f := fmt.Sprintf("%s.devices.requests[%d]", field, i)
+		var re *reqEval
+		switch {
+		case req.Exactly != nil && len(req.FirstAvailable) > 0:
+			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: "a request sets both exactly and firstAvailable; the API server rejects the claim"})
+			ce.invalid = true
+			continue
+		case req.Exactly != nil:
+			e := req.Exactly
+			re = r.newRequest(req.Name, e.DeviceClassName, e.AllocationMode, e.Count, e.AdminAccess, e.Tolerations, e.Selectors, src, object, f+".exactly")
+		case len(req.FirstAvailable) > 0:
+			re = &reqEval{name: req.Name}
+			if !r.feats.allocator.PrioritizedList {
+				r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f + ".firstAvailable",
+					Message: fmt.Sprintf("firstAvailable needs the DRAPrioritizedList feature, which Kubernetes %s does not enable", r.report.KubernetesVersion)})
+			}
+			for j, sub := range req.FirstAvailable {
+				re.sub = append(re.sub, r.newRequest(req.Name+"/"+sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Selectors, src, object, fmt.Sprintf("%s.firstAvailable[%d]", f, j)))
+			}
+		default:
+			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: fmt.Sprintf("request %q sets neither exactly nor firstAvailable; the API server rejects the claim", req.Name)})
+			ce.invalid = true
+			continue
+		}
+		ce.reqs = append(ce.reqs, re)
+	}
+	ce.invalid = ce.invalid || r.validateRequests(ce, src, object, field)
+	ce.info = &r.report.Claims[ce.idx]
+	for _, re := range ce.reqs {
+		r.report.Claims[ce.idx].Requests = append(r.report.Claims[ce.idx].Requests, r.requestInfo(re))
+	}
+	return ce
+}
+
+// validateRequests checks what the API server checks on a claim and the
+// allocator relies on: names, classes, modes and counts. It reports each
+// problem and says whether there was one.
+func (r *runner) validateRequests(ce *claimEval, src Source, object, field string) bool {
+	bad := false
+	report := func(f, msg string) {
+		r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: msg + "; the API server rejects the claim"})
+		bad = true
+	}
+	check := func(f, name, class string, mode resourceapi.DeviceAllocationMode, count int64) {
+		if name == "" {
+			report(f+".name", "a request needs a name")
+		}
+		if class == "" {
+			report(f+".deviceClassName", "deviceClassName is required")
+		}
+		switch mode {
+		case resourceapi.DeviceAllocationModeExactCount:
+			if count < 1 {
+				report(f+".count", fmt.Sprintf("count must be at least 1, got %d", count))
+			}
+		case resourceapi.DeviceAllocationModeAll:
+		default:
+			report(f+".allocationMode", fmt.Sprintf("unknown allocationMode %q (ExactCount or All)", mode))
+		}
+	}
+	names := map[string]bool{}
+	reqs := ce.claim.Spec.Devices.Requests
+	if len(reqs) == 0 {
+		report(field+".devices.requests", "a claim needs at least one request")
+	}
+	for i, req := range reqs {
+		f := fmt.Sprintf("%s.devices.requests[%d]", field, i)
+		if names[req.Name] {
+			report(f+".name", fmt.Sprintf("duplicate request name %q", req.Name))
+		}
+		names[req.Name] = true
+		if req.Exactly != nil {
+			e := req.Exactly
+			check(f+".exactly", req.Name, e.DeviceClassName, e.AllocationMode, e.Count)
+		}
+		subs := map[string]bool{}
+		for j, sub := range req.FirstAvailable {
+			sf := fmt.Sprintf("%s.firstAvailable[%d]", f, j)
+			if subs[sub.Name] {
+				report(sf+".name", fmt.Sprintf("duplicate subrequest name %q", sub.Name))
+			}
+			subs[sub.Name] = true
+			check(sf, sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count)
+		}
+	}
+	for i, c := range ce.claim.Spec.Devices.Constraints {
+		for _, n := range c.Requests {
+			base, _, _ := strings.Cut(n, "/")
+			if !names[base] {
+				report(fmt.Sprintf("%s.devices.constraints[%d].requests", field, i), fmt.Sprintf("constraint names request %q, which the claim does not have", n))
+			}
+		}
+		if (c.MatchAttribute == nil) == (c.DistinctAttribute == nil) {
+			report(fmt.Sprintf("%s.devices.constraints[%d]", field, i), "a constraint needs exactly one of matchAttribute and distinctAttribute")
+		}
+	}
+	return bad
+}
+
+func (r *runner) requestInfo(re *reqEval) RequestInfo {
+	ri := RequestInfo{Name: re.name, Class: re.class, Mode: string(re.mode), Count: re.count}
+	if re.sub != nil {
+		for _, s := range re.sub {
+			ri.Sub = append(ri.Sub, r.requestInfo(s))
+		}
+		return ri
+	}
+	if re.mode == resourceapi.DeviceAllocationModeAll {
+		ri.Count = 0
+	}
+	ri.Matches = r.matches(re.match)
+	return ri
+}
+
+func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocationMode, count int64, admin *bool, tol []resourceapi.DeviceToleration,
+	sels []resourceapi.DeviceSelector, src Source, object, field string) *reqEval {
+	re := &reqEval{name: name, class: class, mode: mode, count: count, admin: admin != nil && *admin, tolerates: tol,
+		match: make([]bool, len(r.inv.devices))}
+	ce, ok := r.classes[class]
+	switch {
+	case !ok:
+		re.missing = true
+		r.addFinding(Finding{Kind: FindingUnknownClass, Source: src, Object: object, Field: field + ".deviceClassName",
+			Message: fmt.Sprintf("DeviceClass %q is not defined in the inputs (nor built in): the claim cannot be allocated", class),
+			Hint:    suggest(class, sortedKeys(r.classes), "did you mean %q? ") + "classes: " + strings.Join(sortedKeys(r.classes), ", ")})
+	case ce.broken:
+		re.broken = true
+	default:
+		copy(re.match, ce.match)
+	}
+	re.classHits = append([]bool(nil), re.match...)
+	for i, sel := range sels {
+		f := fmt.Sprintf("%s.selectors[%d].cel.expression", field, i)
+		if sel.CEL == nil {
+			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: fmt.Sprintf("%s.selectors[%d].cel", field, i), Message: "a selector needs cel"})
+			re.broken = true
+			continue
+		}
+		s := r.addSelector(src, object, f, sel.CEL.Expression)
+		if !s.ok {
+			re.broken = true
+			continue
+		}
+		res := r.evaluate(s, re.classHits, class)
+		r.recordCounts(s, res, re.classHits)
+		r.reportRuntimeErrors(s, res, re.classHits, object, f, " that DeviceClass "+class+" matches")
+		kept := 0
+		for j := range re.match {
+			if re.classHits[j] && res.match[j] {
+				kept++
+			}
+			if _, failed := res.errs[j]; failed && re.classHits[j] {
+				re.selErrors++
+			}
+			re.match[j] = re.match[j] && res.match[j]
+		}
+		re.selCounts = append(re.selCounts, kept)
+	}
+	if re.broken {
+		for j := range re.match {
+			re.match[j] = false
+		}
+	}
+	return re
+}

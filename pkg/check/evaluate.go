@@ -1,0 +1,329 @@
+package check
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+)
+
+// addSelector compiles one expression, checks it against the API server's
+// limits and the inventory, and evaluates it on every device.
+func (r *runner) addSelector(src Source, object, field, expr string) *selector {
+	r.report.Stats.Expressions++
+	src.Line = src.lineOf(expr)
+	r.report.Selectors = append(r.report.Selectors, SelectorInfo{Source: src, Object: object, Field: field, Expression: expr})
+	// The report's slice may grow later; the selector keeps an index.
+	s := &selector{source: src, infoIndex: len(r.report.Selectors) - 1}
+	info := &r.report.Selectors[s.infoIndex]
+	at := Finding{Source: src, Object: object, Field: field, Expression: expr}
+	if len(expr) > resourceapi.CELSelectorExpressionMaxLength {
+		info.Error = fmt.Sprintf("longer than %d characters", resourceapi.CELSelectorExpressionMaxLength)
+		f := at
+		f.Kind, f.Message = FindingTooLong, fmt.Sprintf("the expression is %d characters long; the API server accepts at most %d", len(expr), resourceapi.CELSelectorExpressionMaxLength)
+		r.addFinding(f)
+		return s
+	}
+	s.result = r.compiler.compile(expr)
+	if s.result.Error != nil {
+		info.Error = s.result.Error.Detail
+		f := at
+		f.Kind, f.Message = FindingCompile, s.result.Error.Detail
+		f.Hint = compileHint(s.result.Error.Detail)
+		r.addFinding(f)
+		return s
+	}
+	info.Type = s.result.OutputType.String()
+	info.Cost = s.result.MaxCost
+	if s.result.MaxCost > resourceapi.CELSelectorExpressionMaxCost {
+		f := at
+		f.Kind = FindingCostLimit
+		f.Message = fmt.Sprintf("too complex: estimated worst-case cost %d exceeds the limit of %d", s.result.MaxCost, resourceapi.CELSelectorExpressionMaxCost)
+		f.Hint = "the API server rejects this object; avoid comprehensions over attributes or long string operations"
+		r.addFinding(f)
+		return s
+	}
+	s.ok = true
+	r.compiler.analyze(s)
+	r.checkRefs(s, at)
+	return s
+}
+
+func compileHint(detail string) string {
+	switch {
+	case strings.Contains(detail, "undeclared reference"):
+		return "a selector sees only `device` (device.driver, device.attributes[domain].name, device.capacity[domain].name); strings are quoted"
+	case strings.Contains(detail, "found no matching overload"):
+		return "check the operand types: versions compare with semver('1.2.3'), quantities with quantity('40Gi') and compareTo"
+	case strings.Contains(detail, "must evaluate to bool"):
+		return "a selector must be a boolean expression"
+	}
+	return ""
+}
+
+// checkRefs reports the attributes, capacities and drivers the expression
+// names that the inventory does not have.
+func (r *runner) checkRefs(s *selector, at Finding) {
+	inv := r.inv
+	if len(inv.devices) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	for _, ref := range s.refs {
+		key := ref.what + "\x00" + ref.domain + "\x00" + ref.name
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		f := at
+		f.Caret = caret(s, ref.id)
+		switch ref.what {
+		case "driver":
+			if !inv.drivers[ref.name] {
+				f.Kind = FindingUnknownDriver
+				f.Message = fmt.Sprintf("no ResourceSlice in the inventory carries driver %q (drivers: %s)", ref.name, strings.Join(sortedKeys(inv.drivers), ", "))
+				f.Hint = suggest(ref.name, sortedKeys(inv.drivers), "did you mean %q? ") + "the driver name is the one the plugin runs with (--driver-name)"
+				r.addFinding(f)
+			}
+		case "attributes":
+			names, known := inv.attrs[ref.domain]
+			if !known && !inv.drivers[ref.domain] {
+				f.Kind = FindingUnknownDriver
+				f.Message = fmt.Sprintf("device.attributes['%s']: no device in the inventory has attributes in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.attrs), ", "))
+				f.Hint = suggest(ref.domain, sortedKeys(inv.attrs), "did you mean %q? ") + "unqualified attributes live in the driver's domain, the driver name"
+				r.addFinding(f)
+				continue
+			}
+			if typ, ok := names[ref.name]; ok {
+				r.checkComparison(f, ref, typ)
+				continue
+			}
+			if _, ok := inv.caps[ref.domain][ref.name]; ok {
+				f.Kind = FindingCapacityAsAttribute
+				f.Message = fmt.Sprintf("%s is a capacity, not an attribute: device.attributes['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
+				f.Hint = fmt.Sprintf("use device.capacity['%s'].%s, a quantity: device.capacity['%s'].%s.compareTo(quantity('40Gi')) >= 0", ref.domain, ref.name, ref.domain, ref.name)
+				r.addFinding(f)
+				continue
+			}
+			f.Kind = FindingUnknownAttribute
+			f.Message = fmt.Sprintf("no device in the inventory publishes attribute %s/%s", ref.domain, ref.name)
+			f.Hint = suggest(ref.name, sortedKeys(names), "did you mean %q? ") + "published in " + ref.domain + ": " + strings.Join(sortedKeys(names), ", ")
+			if !ref.testOnly {
+				f.Hint += "; on devices without it the selector fails with \"no such key\""
+			}
+			r.addFinding(f)
+		case "capacity":
+			if _, ok := inv.caps[ref.domain][ref.name]; ok {
+				continue
+			}
+			if _, ok := inv.attrs[ref.domain][ref.name]; ok {
+				f.Kind = FindingAttributeAsCapacity
+				f.Message = fmt.Sprintf("%s is an attribute, not a capacity: device.capacity['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
+				f.Hint = fmt.Sprintf("use device.attributes['%s'].%s", ref.domain, ref.name)
+				r.addFinding(f)
+				continue
+			}
+			if _, ok := inv.caps[ref.domain]; !ok && !inv.drivers[ref.domain] {
+				f.Kind = FindingUnknownDriver
+				f.Message = fmt.Sprintf("device.capacity['%s']: no device in the inventory has capacity in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.caps), ", "))
+				f.Hint = suggest(ref.domain, sortedKeys(inv.caps), "did you mean %q?")
+				r.addFinding(f)
+				continue
+			}
+			f.Kind = FindingUnknownCapacity
+			f.Message = fmt.Sprintf("no device in the inventory has capacity %s/%s", ref.domain, ref.name)
+			f.Hint = suggest(ref.name, sortedKeys(inv.caps[ref.domain]), "did you mean %q? ") + "capacities in " + ref.domain + ": " + strings.Join(sortedKeys(inv.caps[ref.domain]), ", ")
+			r.addFinding(f)
+		}
+	}
+}
+
+// checkComparison reports an attribute compared with a literal of another
+// type: `==` then silently never matches, `<` fails at run time.
+func (r *runner) checkComparison(f Finding, ref celRef, typ string) {
+	if ref.compared == nil {
+		return
+	}
+	lit := celTypeName(ref.compared)
+	if lit == "" || lit == typ || typ == "list" {
+		return
+	}
+	f.Kind = FindingTypeMismatch
+	f.Message = fmt.Sprintf("%s/%s is a %s but is compared (%s) with the %s %s", ref.domain, ref.name, typ, ref.cmpOp, lit, ref.cmpLit)
+	if ref.cmpOp == "==" || ref.cmpOp == "!=" {
+		f.Message += ": values of different types are never equal, so this comparison is constant"
+	} else {
+		f.Message += ": evaluation fails with \"no such overload\" on every device"
+	}
+	switch typ {
+	case "version":
+		v := strings.Trim(ref.cmpLit, "'\"")
+		f.Hint = fmt.Sprintf("compare versions with semver(): device.attributes['%s'].%s.compareTo(semver(%s)) >= 0, or .isGreaterThan(semver(...)); a version has three parts (%s)",
+			ref.domain, ref.name, quoteSemver(v), quoteSemver(v))
+	case "int":
+		f.Hint = "compare with an integer literal, without quotes"
+	case "bool":
+		f.Hint = "compare with true or false, without quotes"
+	case "string":
+		f.Hint = "compare with a quoted string"
+	}
+	r.addFinding(f)
+}
+
+func quoteSemver(v string) string {
+	parts := strings.Split(v, ".")
+	for len(parts) < 3 {
+		parts = append(parts, "0")
+	}
+	return "'" + strings.Join(parts, ".") + "'"
+}
+
+// suggest returns format with the closest candidate, if one is close.
+func suggest(name string, candidates []string, format string) string {
+	best, bestD := "", 4
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(name), strings.ToLower(c))
+		if d < bestD && d <= max(1, len(name)/3) {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(format, best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// evaluate runs a compiled selector on every device in scope (all when
+// scope is nil; for a request, the devices its class matches, as the
+// scheduler does); devices whose relevant values equal those of an
+// earlier device share its result. scopeKey names the scope for caching.
+func (r *runner) evaluate(s *selector, scope []bool, scopeKey string) *evalResult {
+	cacheKey := s.result.Expression + "\x00" + scopeKey
+	if res, ok := r.evals[cacheKey]; ok {
+		return res
+	}
+	res := &evalResult{match: make([]bool, len(r.inv.devices)), errs: map[int]error{}}
+	type outcome struct {
+		ok  bool
+		err error
+	}
+	memo := map[string]outcome{}
+	for i, d := range r.inv.devices {
+		if scope != nil && !scope[i] {
+			continue
+		}
+		key := ""
+		if !s.dynamic {
+			key = d.evalKey(s)
+			if o, ok := memo[key]; ok {
+				res.match[i] = o.ok
+				if o.err != nil {
+					res.errs[i] = o.err
+				}
+				r.report.Stats.CachedEvals++
+				continue
+			}
+		}
+		ok, _, err := s.result.DeviceMatches(r.ctx, d.input)
+		r.report.Stats.Evaluations++
+		if err != nil {
+			err = cel.EnhanceRuntimeError(err)
+			ok = false
+			res.errs[i] = err
+		}
+		res.match[i] = ok
+		if !s.dynamic {
+			memo[key] = outcome{ok, err}
+		}
+	}
+	r.evals[cacheKey] = res
+	return res
+}
+
+// reportRuntimeErrors reports, per distinct message, the devices (among
+// those in scope) on which a selector failed: the scheduler stops
+// scheduling a pod when that happens.
+func (r *runner) reportRuntimeErrors(s *selector, res *evalResult, scope []bool, object, field, where string) {
+	if len(res.errs) == 0 {
+		return
+	}
+	byMsg := map[string][]int{}
+	for i, err := range res.errs {
+		if scope != nil && !scope[i] {
+			continue
+		}
+		byMsg[err.Error()] = append(byMsg[err.Error()], i)
+	}
+	info := &r.report.Selectors[s.infoIndex]
+	for _, msg := range sortedKeys(byMsg) {
+		idx := byMsg[msg]
+		sort.Ints(idx)
+		info.Errors += len(idx)
+		f := Finding{Kind: FindingRuntimeError, Source: s.source, Object: object, Field: field, Expression: s.result.Expression}
+		f.Message = fmt.Sprintf("evaluation fails on %d device(s)%s: %s", len(idx), where, msg)
+		for _, i := range idx[:min(3, len(idx))] {
+			f.Devices = append(f.Devices, r.inv.devices[i].label())
+		}
+		f.Hint = runtimeHint(msg, s, r.inv.devices[idx[0]])
+		r.addFinding(f)
+	}
+}
+
+var noSuchKey = regexp.MustCompile(`no such key: ([^ .]+)`)
+
+func runtimeHint(msg string, s *selector, d *device) string {
+	switch {
+	case strings.Contains(msg, "no such key"):
+		what, domain, name := "attributes", "<domain>", "<name>"
+		if m := noSuchKey.FindStringSubmatch(msg); m != nil {
+			name = m[1]
+			for _, ref := range s.refs {
+				if ref.name == name && ref.what != "driver" {
+					what, domain = ref.what, ref.domain
+					break
+				}
+			}
+		}
+		return fmt.Sprintf("%s has no %s %s, and the scheduler stops with this error instead of skipping the device: guard the access with has(device.%s['%s'].%s) && …, or use device.%s['%s'].?%s.orValue(<default>), or select the kind of device first",
+			d.label(), strings.TrimSuffix(what, "s"), name, what, domain, name, what, domain, name)
+	case strings.Contains(msg, "no such overload"):
+		var types []string
+		for _, ref := range s.refs {
+			if ref.what != "attributes" {
+				continue
+			}
+			if a, ok := d.attribute(ref.domain, ref.name); ok {
+				types = append(types, fmt.Sprintf("%s is a %s (%s)", ref.name, attributeTypeName(a), attrString(a)))
+			}
+		}
+		h := "an operand has another type than the expression assumes"
+		if len(types) > 0 {
+			h += ": on " + d.label() + " " + strings.Join(types, ", ")
+		}
+		return h + "; versions compare with semver('9.0.0'), quantities with quantity('40Gi')"
+	}
+	return ""
+}
