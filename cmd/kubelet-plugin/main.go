@@ -113,7 +113,7 @@ func run() error {
 		DriverRoot:   f.driverRoot,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("--device-backend=%s (with --fake-profile, --fake-state-dir or --driver-root): %w", f.deviceBackend, err)
 	}
 	var fatal error
 	driver, err := plugin.Start(ctx, plugin.Config{

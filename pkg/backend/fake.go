@@ -21,15 +21,18 @@ var _ deviceFiles = fakeFiles{}
 
 func openFake(_ context.Context, opts Options) (*Backend, error) {
 	if opts.FakeProfile == "" {
-		return nil, fmt.Errorf("--fake-profile is required with --device-backend=fake (built-in: %s; or the path of a profile file)",
+		return nil, fmt.Errorf("the fake backend needs a profile (built-in: %s; or the path of a profile file)",
 			strings.Join(nvmlfake.Profiles(), ", "))
 	}
 	if opts.FakeStateDir == "" {
-		return nil, errors.New("--fake-state-dir is required with --device-backend=fake: the fake GPUs keep their MIG state there")
+		return nil, errors.New("the fake backend needs a state directory: the fake GPUs keep their MIG state there")
 	}
 	srv, err := nvmlfake.New(nvmlfake.Options{Profile: opts.FakeProfile, NodeName: opts.NodeName, StateDir: opts.FakeStateDir})
 	if err != nil {
-		return nil, fmt.Errorf("--fake-profile=%s --fake-state-dir=%s: %w", opts.FakeProfile, opts.FakeStateDir, err)
+		// nvmlfake's errors name the profile, or the state file that
+		// failed; the directory is the caller's to name (a throw-away one
+		// means nothing to a user).
+		return nil, fmt.Errorf("fake backend: %w", err)
 	}
 	if err := writeSysfs(opts.FakeStateDir, srv.PCIeSlots()); err != nil {
 		return nil, fmt.Errorf("fake sysfs in %s: %w", opts.FakeStateDir, err)

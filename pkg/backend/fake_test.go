@@ -32,13 +32,13 @@ func TestOpenErrors(t *testing.T) {
 		opts Options
 		want []string
 	}{
-		{"unknown kind", Options{Kind: "cuda"}, []string{"--device-backend", `"cuda"`, "nvml, fake"}},
-		{"empty kind", Options{}, []string{"--device-backend", "nvml, fake"}},
+		{"unknown kind", Options{Kind: "cuda"}, []string{"unknown device backend", `"cuda"`, "nvml, fake"}},
+		{"empty kind", Options{}, []string{"unknown device backend", "nvml, fake"}},
 		{"unknown profile", Options{Kind: "fake", NodeName: "n", FakeProfile: "dgx-x1", FakeStateDir: dir},
-			[]string{"--fake-profile", "dgx-a100, dgx-b200, dgx-h100, dgx-h200, mixed"}},
-		{"no profile", Options{Kind: "fake", NodeName: "n", FakeStateDir: dir}, []string{"--fake-profile", "dgx-a100"}},
-		{"no state dir", Options{Kind: "fake", NodeName: "n", FakeProfile: "mixed"}, []string{"--fake-state-dir"}},
-		{"driver root without NVML", Options{Kind: "nvml", NodeName: "n", DriverRoot: dir}, []string{"--driver-root", "libnvidia-ml.so.1"}},
+			[]string{`"dgx-x1"`, "dgx-a100, dgx-b200, dgx-h100, dgx-h200, mixed"}},
+		{"no profile", Options{Kind: "fake", NodeName: "n", FakeStateDir: dir}, []string{"needs a profile", "dgx-a100"}},
+		{"no state dir", Options{Kind: "fake", NodeName: "n", FakeProfile: "mixed"}, []string{"needs a state directory"}},
+		{"driver root without NVML", Options{Kind: "nvml", NodeName: "n", DriverRoot: dir}, []string{"driver root " + dir, "libnvidia-ml.so.1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,6 +51,12 @@ func TestOpenErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
+			}
+			// The backend serves the plugin and the offline tools alike:
+			// the flags are the plugin's to name, and a state directory
+			// is the caller's (gpudra check's is a throw-away one).
+			if strings.Contains(err.Error(), "--") || tc.opts.FakeProfile != "" && strings.Contains(err.Error(), dir) {
+				t.Errorf("error %q names a flag or the state directory", err)
 			}
 		})
 	}

@@ -67,7 +67,7 @@ func findLibrary(root string) (string, error) {
 			return path, nil
 		}
 	}
-	return "", fmt.Errorf("--driver-root=%s: %s is in none of %v below it", root, nvmlLibrary, libDirs)
+	return "", fmt.Errorf("driver root %s: %s is in none of %v below it", root, nvmlLibrary, libDirs)
 }
 
 // devRootOf returns the driver root if the driver's control device is

@@ -18,6 +18,6 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	case "fake":
 		return openFake(ctx, opts)
 	default:
-		return nil, fmt.Errorf("--device-backend: unknown backend %q (valid: %s)", opts.Kind, strings.Join(Kinds, ", "))
+		return nil, fmt.Errorf("unknown device backend %q (valid: %s)", opts.Kind, strings.Join(Kinds, ", "))
 	}
 }
