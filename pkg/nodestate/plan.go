@@ -83,7 +83,6 @@ func (s *State) configFor(ref ClaimRef, claim *resourceapi.ResourceClaim, result
 	slices.SortStableFunc(applicable, func(a, b resourceapi.DeviceAllocationConfiguration) int {
 		return cmp.Compare(sourceRank(a.Source), sourceRank(b.Source))
 	})
-	var effective configapi.Config
 	var effectiveWhere string
 	var layers [][]byte
 	for _, c := range applicable {
@@ -99,33 +98,11 @@ func (s *State) configFor(ref ClaimRef, claim *resourceapi.ResourceClaim, result
 		layers = append(layers, c.Opaque.Parameters.Raw)
 		effectiveWhere = where
 	}
-	if len(layers) > 0 {
-		merged, err := configapi.MergeParameters(layers...)
-		if err == nil {
-			effective, err = configapi.Decode(merged)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: request %q: the configs that apply to device %s do not merge: %w", ref, result.Request, result.Device, err)
-		}
+	cfg, err := configapi.ForDevice(layers, isMig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: request %q: device %s (config: %s): %w", ref, result.Request, result.Device, effectiveWhere, err)
 	}
-	if isMig {
-		if effective == nil {
-			return configapi.NewMigConfig(), nil
-		}
-		if _, ok := effective.(*configapi.MigConfig); !ok {
-			return nil, fmt.Errorf("%s: request %q: device %s is a MIG partition, but the config that applies to it (%s) is a %s; use kind MigConfig for MIG partitions (and limit GpuConfig to the whole-GPU requests)",
-				ref, result.Request, result.Device, effectiveWhere, effective.GetObjectKind().GroupVersionKind().Kind)
-		}
-		return effective, nil
-	}
-	if effective == nil {
-		return configapi.NewGpuConfig(), nil
-	}
-	if _, ok := effective.(*configapi.GpuConfig); !ok {
-		return nil, fmt.Errorf("%s: request %q: device %s is a whole GPU, but the config that applies to it (%s) is a %s; use kind GpuConfig for whole GPUs",
-			ref, result.Request, result.Device, effectiveWhere, effective.GetObjectKind().GroupVersionKind().Kind)
-	}
-	return effective, nil
+	return cfg, nil
 }
 
 // sharingOf returns the sharing section of a config, nil when it has none.
