@@ -1,0 +1,83 @@
+package scheduler
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// KubernetesVersions are the Kubernetes versions whose feature sets this
+// package knows.
+var KubernetesVersions = []string{"1.34", "1.35", "1.36", "1.37"}
+
+// DefaultKubernetesVersion is the newest of KubernetesVersions.
+const DefaultKubernetesVersion = "1.37"
+
+// Features are the DRA features a Kubernetes version's scheduler and API
+// server enable with their default feature gates (as in k8s.io/kubernetes
+// pkg/features), mapped to the allocator's features as the scheduler's
+// dynamicresources plugin maps them.
+type Features struct {
+	// Version is "1.34" … "1.37".
+	Version   string
+	Allocator structured.Features
+	CEL       cel.Features
+	// ExtendedResource (DRAExtendedResource): a pod's extended resources
+	// (nvidia.com/gpu: 1) are allocated from the DeviceClass with that
+	// extendedResourceName, when no device plugin on the node offers them.
+	ExtendedResource bool
+	// DeviceTaintRules (DRADeviceTaintRules): DeviceTaintRule objects
+	// taint the devices they select.
+	DeviceTaintRules bool
+}
+
+// FeaturesFor returns the feature set of a Kubernetes version ("1.36" or
+// "v1.36").
+func FeaturesFor(version string) (Features, error) {
+	version = strings.TrimPrefix(version, "v")
+	switch version {
+	case "1.34", "1.35":
+		// DRAAdminAccess and DRAPrioritizedList beta (on);
+		// DRAPartitionableDevices, DRADeviceTaints, DRAConsumableCapacity,
+		// DRADeviceBindingConditions, DRAExtendedResource alpha (off);
+		// DRADeviceTaintRules alpha in 1.35 (off).
+		return Features{Version: version, Allocator: structured.Features{
+			AdminAccess:     true,
+			PrioritizedList: true,
+		}}, nil
+	case "1.36", "1.37":
+		// 1.36: DRAPartitionableDevices, DRADeviceTaints,
+		// DRAConsumableCapacity, DRADeviceBindingConditions and
+		// DRAExtendedResource beta (on); DRADeviceTaintRules beta but off
+		// (its API is off by default). 1.37: DRAExtendedResource and
+		// DRADeviceTaintRules GA (on); DRAFractionalCapacityRange is on
+		// only with a minimum compatibility version of 1.37, and the new
+		// gates are alpha.
+		return Features{
+			Version: version,
+			Allocator: structured.Features{
+				AdminAccess:            true,
+				ConsumableCapacity:     true,
+				DeviceBindingAndStatus: true,
+				DeviceTaints:           true,
+				PartitionableDevices:   true,
+				PrioritizedList:        true,
+			},
+			CEL:              cel.Features{EnableConsumableCapacity: true},
+			ExtendedResource: true,
+			DeviceTaintRules: version == "1.37",
+		}, nil
+	}
+	return Features{}, fmt.Errorf("Kubernetes version %q is not supported (valid: %s)", version, strings.Join(KubernetesVersions, ", "))
+}
+
+// DefaultFeatures is the feature set of DefaultKubernetesVersion.
+func DefaultFeatures() Features {
+	f, err := FeaturesFor(DefaultKubernetesVersion)
+	if err != nil {
+		panic(err) // the default is one of the versions above
+	}
+	return f
+}

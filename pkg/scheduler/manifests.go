@@ -1,0 +1,460 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// Object is one decoded input object, as the API server would store it:
+// resource.k8s.io objects in v1, whatever version the input used.
+type Object struct {
+	Source Source
+	Kind   string // DeviceClass, ResourceClaimTemplate, ResourceClaim, ResourceSlice, DeviceTaintRule or Pod
+	Name   string // namespace/name for namespaced objects
+	Obj    runtime.Object
+	// Owner is set on a pod made from a workload's pod template:
+	// "Deployment default/trainer". Replicas is how many such pods the
+	// workload asks for (1 for a plain Pod).
+	Owner    string
+	Replicas int
+}
+
+// Ignored is an object that has nothing for the scheduler's DRA plugin.
+type Ignored struct {
+	Source Source
+	Kind   string // as written, with its apiVersion: "ConfigMap (v1)"
+	Name   string
+	Reason string
+}
+
+func (i Ignored) String() string {
+	s := fmt.Sprintf("%s: %s %s", i.Source, i.Kind, i.Name)
+	if i.Reason != "" {
+		s += ": " + i.Reason
+	}
+	return s
+}
+
+// Manifests are the objects read from YAML or JSON files.
+type Manifests struct {
+	Classes    []Object // *resourceapi.DeviceClass
+	Templates  []Object // *resourceapi.ResourceClaimTemplate
+	Claims     []Object // *resourceapi.ResourceClaim
+	Pods       []Object // *v1.Pod, plain or from a workload's pod template
+	Slices     []Object // *resourceapi.ResourceSlice
+	TaintRules []Object // *resourceapi.DeviceTaintRule
+	// Ignored lists the objects with nothing to check (Namespaces,
+	// ConfigMaps, custom resources, ...).
+	Ignored []Ignored
+	// Problems lists what the API server would reject or drop, and notes
+	// about objects that were converted or skipped.
+	Problems []Problem
+}
+
+// Empty says whether nothing was read that the scheduler could use.
+func (m *Manifests) Empty() bool {
+	return len(m.Classes)+len(m.Templates)+len(m.Claims)+len(m.Pods)+len(m.Slices)+len(m.TaintRules) == 0
+}
+
+// Merge appends other's objects to m.
+func (m *Manifests) Merge(other *Manifests) {
+	m.Classes = append(m.Classes, other.Classes...)
+	m.Templates = append(m.Templates, other.Templates...)
+	m.Claims = append(m.Claims, other.Claims...)
+	m.Pods = append(m.Pods, other.Pods...)
+	m.Slices = append(m.Slices, other.Slices...)
+	m.TaintRules = append(m.TaintRules, other.TaintRules...)
+	m.Ignored = append(m.Ignored, other.Ignored...)
+	m.Problems = append(m.Problems, other.Problems...)
+}
+
+// strictCodecs decode like the API server with field validation Strict.
+var strictCodecs = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict)
+
+// LoadPaths reads YAML or JSON files, and the *.yaml, *.yml and *.json
+// files of directories (recursively), in the order given; a path "-" is
+// stdin.
+func LoadPaths(paths []string, stdin func() ([]byte, error)) (*Manifests, error) {
+	m := &Manifests{}
+	for _, p := range paths {
+		if p == "-" {
+			if stdin == nil {
+				return nil, inputErrorf("-: no standard input")
+			}
+			data, err := stdin()
+			if err != nil {
+				return nil, inputErrorf("standard input: %v", err)
+			}
+			if err := m.Add("<stdin>", data); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, inputErrorf("%v", err)
+		}
+		if !st.IsDir() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return nil, inputErrorf("%v", err)
+			}
+			if err := m.Add(p, data); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		dir := os.DirFS(p)
+		files, err := manifestFiles(dir)
+		if err != nil {
+			return nil, err
+		}
+		if len(files) == 0 {
+			return nil, inputErrorf("%s: no *.yaml, *.yml or *.json files in this directory", p)
+		}
+		if err := m.addFiles(dir, p, files); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// LoadFS reads every *.yaml, *.yml and *.json file of fsys (recursively,
+// sorted), e.g. the DeviceClasses and examples built into the binary;
+// messages name them prefix/file.
+func LoadFS(fsys fs.FS, prefix string) (*Manifests, error) {
+	m := &Manifests{}
+	files, err := manifestFiles(fsys)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.addFiles(fsys, prefix, files); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// manifestFiles lists the *.yaml, *.yml and *.json files of fsys,
+// recursively, sorted.
+func manifestFiles(fsys fs.FS) ([]string, error) {
+	var files []string
+	err := fs.WalkDir(fsys, ".", func(f string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && isManifestName(f) {
+			files = append(files, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, inputErrorf("%v", err)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+func (m *Manifests) addFiles(fsys fs.FS, prefix string, files []string) error {
+	for _, f := range files {
+		data, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return inputErrorf("%v", err)
+		}
+		if err := m.Add(path.Join(prefix, f), data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isManifestName(f string) bool {
+	switch strings.ToLower(filepath.Ext(f)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// splitDocuments splits a multi-document YAML stream at "---" lines,
+// keeping line numbers.
+func splitDocuments(data []byte) []*document {
+	var docs []*document
+	start, startLine := 0, 1
+	line := 1
+	for i := 0; i <= len(data); {
+		end := bytes.IndexByte(data[i:], '\n')
+		next := len(data) + 1
+		if end >= 0 {
+			end += i
+			next = end + 1
+		} else {
+			end = len(data)
+		}
+		l := bytes.TrimRight(data[i:end], " \t\r")
+		if bytes.Equal(l, []byte("---")) || bytes.HasPrefix(l, []byte("--- ")) {
+			docs = append(docs, &document{line: startLine, text: data[start:i]})
+			start, startLine = next, line+1
+			if start > len(data) {
+				start = len(data)
+			}
+		}
+		i = next
+		line++
+	}
+	return append(docs, &document{line: startLine, text: data[start:]})
+}
+
+// leadingComments counts the comment and blank lines a document starts
+// with, so that an object's line is that of its first field.
+func leadingComments(doc []byte) int {
+	n := 0
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return n
+		}
+		n++
+	}
+	return 0
+}
+
+func onlyComments(doc []byte) bool {
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// Add decodes every document of one file. Malformed YAML, a document that
+// is not a mapping, or a file without any document is an InputError; what
+// the API server would reject about one object is a Problem, and the other
+// objects are still read.
+func (m *Manifests) Add(file string, data []byte) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return inputErrorf("%s: the file is empty", file)
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return inputErrorf("%s: not a text file (it contains NUL bytes)", file)
+	}
+	objects := 0
+	for i, doc := range splitDocuments(data) {
+		if onlyComments(doc.text) {
+			continue
+		}
+		src := Source{File: file, Document: i, Line: doc.line + leadingComments(doc.text), doc: doc}
+		js, err := sigsyaml.YAMLToJSON(doc.text)
+		if err != nil {
+			return inputErrorf("%s: malformed YAML: %s", src, yamlError(err, doc.line))
+		}
+		if err := m.addObject(src, js); err != nil {
+			return err
+		}
+		objects++
+	}
+	if objects == 0 {
+		return inputErrorf("%s: the file holds no objects (only comments or empty documents)", file)
+	}
+	return nil
+}
+
+// typeMeta is what every object starts with.
+type typeMeta struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Items      []json.RawMessage `json:"items"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+func (t typeMeta) name() string {
+	if t.Metadata.Namespace != "" {
+		return t.Metadata.Namespace + "/" + t.Metadata.Name
+	}
+	return t.Metadata.Name
+}
+
+// addObject decodes one object (or the items of a List).
+func (m *Manifests) addObject(src Source, js []byte) error {
+	var meta typeMeta
+	if err := json.Unmarshal(js, &meta); err != nil {
+		return inputErrorf("%s: not a Kubernetes object (a YAML mapping with apiVersion and kind): %v", src, err)
+	}
+	object := strings.TrimSpace(meta.Kind + " " + meta.name())
+	switch {
+	case meta.Kind == "" && meta.APIVersion == "":
+		m.Ignored = append(m.Ignored, Ignored{Source: src, Kind: "(no kind)", Reason: "not a Kubernetes object: it has neither apiVersion nor kind"})
+		m.Problems = append(m.Problems, Problem{Kind: ProblemSkipped, Note: true, Source: src,
+			Message: "not a Kubernetes object (no apiVersion, no kind): skipped"})
+		return nil
+	case meta.Kind == "":
+		m.problem(ProblemInvalid, src, object, "kind", "kind is required; the API server rejects the object", "")
+		return nil
+	case meta.APIVersion == "":
+		m.problem(ProblemInvalid, src, object, "apiVersion", "apiVersion is required; the API server rejects the object", "")
+		return nil
+	}
+	if meta.Kind == "List" || strings.HasSuffix(meta.Kind, "List") && meta.Items != nil {
+		for i, item := range meta.Items {
+			if err := m.addObject(src.within(fmt.Sprintf("items[%d]", i)), item); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(meta.APIVersion)
+	if err != nil {
+		m.problem(ProblemInvalid, src, object, "apiVersion", fmt.Sprintf("apiVersion %q: %v", meta.APIVersion, err), "")
+		return nil
+	}
+	gvk := gv.WithKind(meta.Kind)
+	if gv.Group == resourceapi.GroupName && gv.Version != "v1" {
+		obj, ok := m.convert(src, gvk, meta.name(), js)
+		if ok {
+			m.add(src, meta.Kind, obj, object)
+		}
+		return nil
+	}
+	if want, ok := workloadVersions[gvk.Kind]; ok && want != gv.String() && (gv.Group == "apps" || gv.Group == "extensions" || gv.Group == "batch") {
+		m.problem(ProblemInvalid, src, object, "apiVersion", fmt.Sprintf("%s %s is not served by any Kubernetes release gpudra supports", gv, gvk.Kind), "use apiVersion "+want)
+		return nil
+	}
+	if !scheme.Scheme.Recognizes(gvk) {
+		m.unknownKind(src, gvk, meta.name())
+		return nil
+	}
+	obj, ok := m.decode(src, object, js)
+	if !ok {
+		return nil
+	}
+	if pod, owner, replicas, path, ok := podTemplate(obj); ok {
+		name := meta.name()
+		if name == "" {
+			name = meta.Metadata.Name
+		}
+		pod.Namespace = namespaceOr(pod.Namespace, meta.Metadata.Namespace)
+		m.Pods = append(m.Pods, Object{Source: src.within(path), Kind: "Pod", Name: pod.Namespace + "/" + pod.Name, Obj: pod,
+			Owner: meta.Kind + " " + pod.Namespace + "/" + meta.Metadata.Name + owner, Replicas: replicas})
+		return nil
+	}
+	m.add(src, meta.Kind, obj, object)
+	return nil
+}
+
+func (m *Manifests) problem(kind ProblemKind, src Source, object, field, msg, hint string) {
+	m.Problems = append(m.Problems, Problem{Kind: kind, Source: src.At(field), Object: object, Field: field, Message: msg, Hint: hint})
+}
+
+// decode decodes one object strictly; unknown and duplicate fields become
+// problems, and an object that cannot be decoded at all is one too.
+func (m *Manifests) decode(src Source, object string, js []byte) (runtime.Object, bool) {
+	obj, _, err := strictCodecs.UniversalDeserializer().Decode(js, nil, nil)
+	if err != nil && !runtime.IsStrictDecodingError(err) {
+		m.problem(ProblemInvalid, src, object, "", fmt.Sprintf("cannot be decoded, the API server rejects it: %v", err), "")
+		return nil, false
+	}
+	m.strictProblems(src, object, err, "")
+	return obj, true
+}
+
+var quotedField = regexp.MustCompile(`field "([^"]+)"`)
+
+// strictProblems reports the unknown and duplicated fields of a strict
+// decoding error, each at its line.
+func (m *Manifests) strictProblems(src Source, object string, err error, why string) {
+	sde, ok := runtime.AsStrictDecodingError(err)
+	if !ok {
+		return
+	}
+	for _, e := range sde.Errors() {
+		field := ""
+		if f := quotedField.FindStringSubmatch(e.Error()); f != nil {
+			field = f[1]
+		}
+		msg := "the API server rejects or drops this field: " + e.Error()
+		if why != "" {
+			msg = why + ": " + e.Error()
+		}
+		kind := strings.ToLower(strings.Fields(object + " x")[0])
+		m.Problems = append(m.Problems, Problem{Kind: ProblemUnknownField, Source: src.At(field), Object: object, Field: field,
+			Message: msg, Hint: "check the spelling against `kubectl explain " + kind + "`"})
+	}
+}
+
+// add files a decoded object by type.
+func (m *Manifests) add(src Source, kind string, obj runtime.Object, object string) {
+	o := Object{Source: src, Kind: kind, Obj: obj, Replicas: 1}
+	if acc, ok := obj.(interface {
+		GetName() string
+		GetNamespace() string
+		SetNamespace(string)
+	}); ok {
+		o.Name = acc.GetName()
+		switch obj.(type) {
+		case *resourceapi.ResourceClaimTemplate, *resourceapi.ResourceClaim, *v1.Pod:
+			acc.SetNamespace(namespaceOr(acc.GetNamespace(), ""))
+			o.Name = acc.GetNamespace() + "/" + o.Name
+		}
+	}
+	switch obj.(type) {
+	case *resourceapi.DeviceClass:
+		m.Classes = append(m.Classes, o)
+	case *resourceapi.ResourceClaimTemplate:
+		m.Templates = append(m.Templates, o)
+	case *resourceapi.ResourceClaim:
+		m.Claims = append(m.Claims, o)
+	case *v1.Pod:
+		m.Pods = append(m.Pods, o)
+	case *resourceapi.ResourceSlice:
+		m.Slices = append(m.Slices, o)
+	case *resourceapi.DeviceTaintRule:
+		m.TaintRules = append(m.TaintRules, o)
+	default:
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		m.Ignored = append(m.Ignored, Ignored{Source: src, Kind: fmt.Sprintf("%s (%s)", kind, gvk.GroupVersion()), Name: o.Name,
+			Reason: "nothing for the scheduler's DRA plugin"})
+	}
+}
+
+func namespaceOr(ns, def string) string {
+	switch {
+	case ns != "":
+		return ns
+	case def != "":
+		return def
+	}
+	return "default"
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// yamlError drops the converter's prefix and turns the document's line
+// numbers into the file's.
+func yamlError(err error, docLine int) string {
+	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+	return yamlLine.ReplaceAllStringFunc(msg, func(m string) string {
+		n, _ := strconv.Atoi(strings.TrimPrefix(m, "line "))
+		return "line " + strconv.Itoa(n+docLine-1)
+	})
+}

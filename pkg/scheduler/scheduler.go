@@ -1,0 +1,206 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// DefaultFilterTimeout bounds one allocator call on one node, as the
+// scheduler's DRASchedulerFilterTimeout does by default.
+const DefaultFilterTimeout = 10 * time.Second
+
+// Scheduler does offline what the scheduler's DRA plugin does for a pod:
+// it allocates all the pod's unallocated claims together, with the real
+// allocator, on the first node where they fit.
+type Scheduler struct {
+	features Features
+	classes  *Classes
+	slices   []*resourceapi.ResourceSlice
+	nodes    []*v1.Node
+	celCache *cel.Cache
+	// FilterTimeout bounds one allocator call on one node (default
+	// DefaultFilterTimeout).
+	FilterTimeout time.Duration
+}
+
+// New returns a scheduler for an inventory. With DRADeviceTaintRules
+// enabled, the taint rules taint the devices they select, as the
+// scheduler's view of the slices does.
+func New(features Features, classes *Classes, slices []*resourceapi.ResourceSlice, taintRules []*resourceapi.DeviceTaintRule) *Scheduler {
+	if features.DeviceTaintRules && len(taintRules) > 0 {
+		slices = ApplyTaintRules(slices, taintRules)
+	}
+	return &Scheduler{
+		features:      features,
+		classes:       classes,
+		slices:        slices,
+		nodes:         NodesOf(slices),
+		celCache:      cel.NewCache(1000, features.CEL),
+		FilterTimeout: DefaultFilterTimeout,
+	}
+}
+
+// Features returns the feature set the scheduler uses.
+func (s *Scheduler) Features() Features { return s.features }
+
+// Classes returns the DeviceClasses the scheduler sees.
+func (s *Scheduler) Classes() *Classes { return s.classes }
+
+// Slices returns the inventory, with the taint rules applied.
+func (s *Scheduler) Slices() []*resourceapi.ResourceSlice { return s.slices }
+
+// Nodes returns the nodes of the inventory (NodesOf), in the order they
+// are tried.
+func (s *Scheduler) Nodes() []*v1.Node { return s.nodes }
+
+// CELCache is the cache of compiled selectors the allocator uses.
+func (s *Scheduler) CELCache() *cel.Cache { return s.celCache }
+
+// ErrUnschedulable means no node has devices for all of a pod's claims
+// together: the pod stays Pending.
+var ErrUnschedulable = errors.New("cannot allocate all claims")
+
+// FilterError means the allocator failed on a node rather than finding no
+// devices: a selector that fails at run time, input the API server would
+// have rejected, or the filter timeout. The scheduler stops trying the pod
+// with this error.
+type FilterError struct {
+	Node    string
+	Timeout bool
+	Err     error
+}
+
+func (e *FilterError) Error() string {
+	if e.Timeout {
+		return fmt.Sprintf("node %s: the allocator did not finish within the filter timeout: %v", e.Node, e.Err)
+	}
+	return fmt.Sprintf("node %s: %v", e.Node, e.Err)
+}
+
+func (e *FilterError) Unwrap() error { return e.Err }
+
+// Placement is where a pod's claims fit.
+type Placement struct {
+	Node *v1.Node
+	// Results holds, for each claim passed to Schedule, its allocation,
+	// or nil for a claim that was allocated already.
+	Results []*resourceapi.AllocationResult
+	// Tried counts the nodes the allocator ran on.
+	Tried int
+}
+
+// Schedule finds the first node, in Nodes order, on which all of a pod's
+// claims fit, as the scheduler's Filter does for each node: claims that
+// are allocated already (shared with a running pod) restrict the nodes to
+// those their allocation is available on, and the others are allocated
+// together, against the devices state holds. candidate, if set, skips
+// nodes that cannot fit anyway, sparing the allocator. It returns
+// ErrUnschedulable when no node fits, or a *FilterError when the allocator
+// fails, which stops the search as it stops the scheduler.
+func (s *Scheduler) Schedule(ctx context.Context, state *State, claims []*resourceapi.ResourceClaim, candidate func(*v1.Node) bool) (*Placement, error) {
+	var pending []*resourceapi.ResourceClaim
+	var selectors []*nodeaffinity.NodeSelector
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			pending = append(pending, c)
+			continue
+		}
+		if sel := c.Status.Allocation.NodeSelector; sel != nil {
+			ns, err := nodeaffinity.NewNodeSelector(sel)
+			if err != nil {
+				return nil, fmt.Errorf("claim %s/%s: allocation's node selector: %w", c.Namespace, c.Name, err)
+			}
+			selectors = append(selectors, ns)
+		}
+	}
+	place := &Placement{Results: make([]*resourceapi.AllocationResult, len(claims))}
+	var alloc structured.Allocator
+	for _, node := range s.nodes {
+		if !matchesAll(selectors, node) || candidate != nil && !candidate(node) {
+			continue
+		}
+		if len(pending) == 0 {
+			place.Node = node
+			return place, nil
+		}
+		if alloc == nil {
+			var err error
+			if alloc, err = s.Allocator(ctx, state); err != nil {
+				return nil, err
+			}
+		}
+		place.Tried++
+		results, err := s.Filter(ctx, alloc, node, pending)
+		if err != nil {
+			return place, err
+		}
+		if len(results) != len(pending) {
+			continue
+		}
+		place.Node = node
+		i := 0
+		for j, c := range claims {
+			if c.Status.Allocation == nil {
+				place.Results[j] = &results[i]
+				i++
+			}
+		}
+		return place, nil
+	}
+	return place, ErrUnschedulable
+}
+
+func matchesAll(selectors []*nodeaffinity.NodeSelector, node *v1.Node) bool {
+	for _, s := range selectors {
+		if !s.Match(node) {
+			return false
+		}
+	}
+	return true
+}
+
+// Allocator returns the real allocator over the inventory and the devices
+// state holds, as the scheduler creates one per scheduling attempt.
+func (s *Scheduler) Allocator(ctx context.Context, state *State) (structured.Allocator, error) {
+	alloc, err := structured.NewAllocator(ctx, s.features.Allocator, state.allocated(), s.classes, s.slices, s.celCache)
+	if err != nil {
+		return nil, fmt.Errorf("create the allocator: %w", err)
+	}
+	return alloc, nil
+}
+
+// Filter allocates claims together on one node, bounded by FilterTimeout.
+// Fewer results than claims (none) means they do not fit there. An error
+// is a *FilterError; a panic of the allocator (on input the API server
+// would have rejected) is one too, never a crash.
+func (s *Scheduler) Filter(ctx context.Context, alloc structured.Allocator, node *v1.Node, claims []*resourceapi.ResourceClaim) (results []resourceapi.AllocationResult, err error) {
+	timeout := s.FilterTimeout
+	if timeout <= 0 {
+		timeout = DefaultFilterTimeout
+	}
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			results, err = nil, &FilterError{Node: node.Name, Err: fmt.Errorf("the allocator failed on this input (it panicked: %v); the API server probably rejects one of these objects", p)}
+		}
+	}()
+	results, err = alloc.Allocate(fctx, node, claims)
+	switch {
+	case err == nil:
+		return results, nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return nil, &FilterError{Node: node.Name, Timeout: true, Err: err}
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	}
+	return nil, &FilterError{Node: node.Name, Err: cel.EnhanceRuntimeError(err)}
+}

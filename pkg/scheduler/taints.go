@@ -1,0 +1,40 @@
+package scheduler
+
+import (
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// ApplyTaintRules returns the slices with the taints of DeviceTaintRules
+// added to the devices they select (driver, pool and device name, each
+// optional; a rule without a selector selects nothing), as the scheduler
+// sees slices when DRADeviceTaintRules is on.
+// Slices with no tainted device are returned as they are; the others are
+// copies.
+func ApplyTaintRules(slices []*resourceapi.ResourceSlice, rules []*resourceapi.DeviceTaintRule) []*resourceapi.ResourceSlice {
+	out := make([]*resourceapi.ResourceSlice, len(slices))
+	for i, s := range slices {
+		out[i] = s
+		for j := range s.Spec.Devices {
+			for _, r := range rules {
+				if !selects(r.Spec.DeviceSelector, s, s.Spec.Devices[j].Name) {
+					continue
+				}
+				if out[i] == s {
+					out[i] = s.DeepCopy()
+				}
+				d := &out[i].Spec.Devices[j]
+				d.Taints = append(d.Taints, r.Spec.Taint)
+			}
+		}
+	}
+	return out
+}
+
+func selects(sel *resourceapi.DeviceTaintSelector, s *resourceapi.ResourceSlice, device string) bool {
+	if sel == nil {
+		return false
+	}
+	return (sel.Driver == nil || *sel.Driver == s.Spec.Driver) &&
+		(sel.Pool == nil || *sel.Pool == s.Spec.Pool.Name) &&
+		(sel.Device == nil || *sel.Device == device)
+}
