@@ -1,0 +1,165 @@
+// Package fakenodes builds the ResourceSlices gpudra's kubelet plugin
+// publishes on fake nodes of a profile: for each node it opens the fake
+// NVML backend (in a throw-away state directory), discovers the GPUs,
+// calls the plugin's own slice builder, and turns each pool into the
+// ResourceSlice objects the ResourceSlice controller would create. This is
+// the inventory `gpudra check` runs against when no slices are given; it
+// lives apart from pkg/check and pkg/scheduler because it needs the NVML
+// backend (cgo), which they must not link.
+package fakenodes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
+)
+
+// DefaultProfile is the node `gpudra check` and `gpudra simulate` use
+// when told of none: a DGX H100.
+const DefaultProfile = "dgx-h100"
+
+// NodeName is the name of fake node i (1-based): node-1 … node-N. The
+// fake GPUs' UUIDs and PCI addresses are seeded by it, as on the plugin.
+func NodeName(i int) string { return "node-" + strconv.Itoa(i) }
+
+// Slices returns the ResourceSlices of nodes fake nodes of a profile (a
+// built-in name or a profile file), published under driverName.
+func Slices(ctx context.Context, profile string, nodes int, driverName string) ([]*resourceapi.ResourceSlice, error) {
+	if nodes < 1 {
+		return nil, fmt.Errorf("the number of nodes must be at least 1, got %d", nodes)
+	}
+	dir, err := os.MkdirTemp(scratchDir(), "gpudra-fakenodes-")
+	if err != nil {
+		return nil, fmt.Errorf("a directory for the fake GPUs' state: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	// Nodes are independent (each has its own fake GPUs and state
+	// directory); building them side by side hides the file system's
+	// latency, which dominates.
+	perNode := make([][]*resourceapi.ResourceSlice, nodes)
+	errs := make([]error, nodes)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(nodes, 2*runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range next {
+				perNode[i], errs[i] = Node(ctx, profile, NodeName(i+1), driverName, dir)
+			}
+		})
+	}
+	for i := range nodes {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var out []*resourceapi.ResourceSlice
+	for i := range nodes {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		out = append(out, perNode[i]...)
+	}
+	return out, nil
+}
+
+// Node opens the fake backend for one node (its state in a directory
+// below dir, removed afterwards), discovers its GPUs and builds its
+// slices, as the plugin does at start-up.
+func Node(ctx context.Context, profile, nodeName, driverName, dir string) ([]*resourceapi.ResourceSlice, error) {
+	stateDir := filepath.Join(dir, nodeName)
+	defer func() { _ = os.RemoveAll(stateDir) }()
+	be, err := backend.Open(ctx, backend.Options{
+		Kind:         "fake",
+		NodeName:     nodeName,
+		FakeProfile:  profile,
+		FakeStateDir: stateDir,
+		DriverRoot:   "/",
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []*resourceapi.ResourceSlice
+	node, err := be.Discover(ctx)
+	if err == nil {
+		var res resourceslice.DriverResources
+		res, err = slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: be.SysfsRoot()})
+		if err == nil {
+			out = PoolSlices(driverName, nodeName, res)
+		}
+	}
+	if cerr := be.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("profile %s, %s: %w", profile, nodeName, err)
+	}
+	return out, nil
+}
+
+// scratchDir is where the fake nodes keep their throw-away state: a
+// memory file system when there is one.
+func scratchDir() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if f, err := os.CreateTemp("/dev/shm", ".gpudra-probe-"); err == nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+			return "/dev/shm"
+		}
+	}
+	return os.TempDir()
+}
+
+// PoolSlices turns the DriverResources of one node into the ResourceSlice
+// objects the ResourceSlice controller (k8s.io/dynamic-resource-allocation/
+// resourceslice) creates for them: one object per Slice, in order, owned by
+// the node, with the pool's generation and slice count filled in.
+func PoolSlices(driverName, nodeName string, res resourceslice.DriverResources) []*resourceapi.ResourceSlice {
+	pools := make([]string, 0, len(res.Pools))
+	for name := range res.Pools {
+		pools = append(pools, name)
+	}
+	sort.Strings(pools)
+	var out []*resourceapi.ResourceSlice
+	for _, poolName := range pools {
+		pool := res.Pools[poolName]
+		for i, s := range pool.Slices {
+			slice := &resourceapi.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", nodeName, driverName, i)},
+				Spec: resourceapi.ResourceSliceSpec{
+					Driver: driverName,
+					Pool: resourceapi.ResourcePool{
+						Name:               poolName,
+						Generation:         max(pool.Generation, 1),
+						ResourceSliceCount: int64(len(pool.Slices)),
+					},
+					NodeSelector:           pool.NodeSelector,
+					Devices:                s.Devices,
+					SharedCounters:         s.SharedCounters,
+					PerDeviceNodeSelection: s.PerDeviceNodeSelection,
+					PartitionTypeAttribute: s.PartitionTypeAttribute,
+					SkipNodeOperations:     s.SkipNodeOperations,
+				},
+			}
+			switch {
+			case pool.AllNodes:
+				slice.Spec.AllNodes = new(true)
+			case pool.NodeSelector == nil:
+				slice.Spec.NodeName = new(nodeName)
+			}
+			out = append(out, slice)
+		}
+	}
+	return out
+}
