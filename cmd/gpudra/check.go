@@ -10,7 +10,9 @@ import (
 
 	"github.com/gpudra/gpudra/deviceclasses"
 	"github.com/gpudra/gpudra/pkg/check"
+	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // exitError carries gpudra check's exit status past cobra.
@@ -20,6 +22,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 func newCheckCommand() *cobra.Command {
 	opts := check.Options{}
+	var inv inventoryFlags
 	var output string
 	var verbose, builtinExamples bool
 	cmd := &cobra.Command{
@@ -39,20 +42,37 @@ given inventory:
   - each selector is evaluated on every device: which devices each class and
     request matches, and which devices make an expression fail at run time
     (the scheduler stops on those);
-  - each claim (a pod's claims together) is allocated with the real scheduler
+  - opaque configs for gpudra's driver (in claims, templates and classes) are
+    decoded and validated with the kubelet plugin's own decoder, and the
+    config each allocated device gets must be of its kind (GpuConfig for
+    whole GPUs, MigConfig for MIG partitions): what fails the plugin's
+    prepare fails here; another vendor's config gets a note naming gpudra's
+    equivalent;
+  - every pod is checked or explained: plain Pods and the pod templates of
+    Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and CronJobs;
+    extended resources (resources.limits: nvidia.com/mig-1g.10gb: 1) become
+    the claim the scheduler makes from the DeviceClass with that
+    extendedResourceName; a pod that needs no DRA device is listed as such;
+  - each pod's claims are allocated together with the real scheduler
     allocator (k8s.io/dynamic-resource-allocation/structured) using the
-    feature set of --kubernetes-version, with the devices it gets, or why it
-    can never be satisfied (no device matches, not enough on one node,
+    feature set of --kubernetes-version, with the devices they get, or why a
+    claim can never be satisfied (no device matches, not enough on one node,
     matchAttribute cannot be met, counters exhausted, held by earlier claims).
+
+Objects of kinds check does not read (custom resources, ConfigMaps) are
+skipped with a note; resource.k8s.io v1beta1 and v1beta2 objects are read as
+the v1 objects the API server stores, with a note.
 
 The inventory is the ResourceSlices in the inputs, or (by default, or with
 --profile) what gpudra's own slice builder publishes on --nodes fake nodes of
 a profile: ` + strings.Join(nvmlfake.Profiles(), ", ") + `, or a profile file.
-gpudra's DeviceClasses are built in; a class in the inputs replaces the built-in
-one of the same name.
+gpudra's DeviceClasses are built in, as the Helm chart installs them; a class
+in the inputs with the name of a built-in one replaces it (a finding when it
+differs).
 
-Exit status: 0 no findings, 1 findings, 2 unusable input (unreadable or
-malformed YAML, an unknown kind, an empty file, bad flags).`,
+Exit status: 0 no findings (notes do not count), 1 findings, 2 unusable
+input (an unreadable file, malformed YAML, a file without objects, bad
+flags).`,
 		Example: `  # the shipped DeviceClasses and examples on a fake DGX H100
   gpudra check --examples
 
@@ -83,7 +103,7 @@ malformed YAML, an unknown kind, an empty file, bad flags).`,
                 expression: device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('40Gi')) >= 0
   YAML`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			code := runCheck(cmd, args, opts, output, verbose, builtinExamples)
+			code := runCheck(cmd, args, opts, inv, output, verbose, builtinExamples)
 			if code != 0 {
 				return exitError{code}
 			}
@@ -91,10 +111,10 @@ malformed YAML, an unknown kind, an empty file, bad flags).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Profile, "profile", "", "fake GPU profile for the inventory ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file); default "+check.DefaultProfile+" when the inputs hold no ResourceSlices")
-	f.IntVar(&opts.Nodes, "nodes", 1, "number of fake nodes of --profile")
+	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file); default "+fakenodes.DefaultProfile+" when the inputs hold no ResourceSlices")
+	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
 	f.StringVar(&opts.DriverName, "driver-name", check.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
-	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", check.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(check.KubernetesVersions, ", ")+")")
+	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
 	f.BoolVar(&opts.Sequential, "sequential", false, "allocate claims one after the other in input order, each keeping its devices, to see what fits together")
 	f.BoolVar(&opts.BuiltinClasses, "builtin-classes", true, "add gpudra's shipped DeviceClasses that the inputs do not define")
 	f.IntVar(&opts.ListLimit, "list-limit", 64, "list matching devices by name up to this many; count them beyond")
@@ -104,7 +124,13 @@ malformed YAML, an unknown kind, an empty file, bad flags).`,
 	return cmd
 }
 
-func runCheck(cmd *cobra.Command, args []string, opts check.Options, output string, verbose, examples bool) int {
+// inventoryFlags choose the fake nodes the inventory is built from.
+type inventoryFlags struct {
+	profile string
+	nodes   int
+}
+
+func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, output string, verbose, examples bool) int {
 	stderr := cmd.ErrOrStderr()
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "gpudra check:", err)
@@ -116,18 +142,38 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, output stri
 	if len(args) == 0 && !examples {
 		return fail(errors.New("give YAML files or directories to check (or - for standard input, or --examples); see gpudra check --help"))
 	}
-	in, err := check.LoadPaths(args, func() ([]byte, error) { return io.ReadAll(cmd.InOrStdin()) })
+	in, err := scheduler.LoadPaths(args, func() ([]byte, error) { return io.ReadAll(cmd.InOrStdin()) })
 	if err != nil {
 		return fail(err)
 	}
 	if examples {
-		ex, err := check.LoadFS(deviceclasses.FS, "deviceclasses")
+		ex, err := scheduler.LoadFS(deviceclasses.FS, "deviceclasses")
 		if err != nil {
 			return fail(err)
 		}
 		in.Merge(ex)
 	}
 	opts.Inputs = in
+	// The inventory: the inputs' ResourceSlices, and what gpudra publishes
+	// on fake nodes of --profile (by default when the inputs have none),
+	// built with the plugin's own slice builder.
+	if inv.profile == "" && len(in.Slices) == 0 {
+		inv.profile = fakenodes.DefaultProfile
+	}
+	if inv.profile != "" {
+		if inv.nodes < 1 {
+			return fail(fmt.Errorf("--nodes must be at least 1, got %d", inv.nodes))
+		}
+		driver := opts.DriverName
+		if driver == "" {
+			driver = check.DefaultDriverName
+		}
+		opts.Slices, err = fakenodes.Slices(cmd.Context(), inv.profile, inv.nodes, driver)
+		if err != nil {
+			return fail(fmt.Errorf("--profile %s: %w", inv.profile, err))
+		}
+		opts.SlicesSource = fmt.Sprintf("profile %s × %d node(s) through gpudra's slice builder, driver %s", inv.profile, inv.nodes, driver)
+	}
 	rep, err := check.Run(cmd.Context(), opts)
 	if err != nil {
 		return fail(err)

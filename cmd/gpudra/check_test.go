@@ -70,12 +70,14 @@ spec:
 		{"stdin", []string{"--profile", "dgx-a100", "-"}, mustRead(t, wrong), 1, "capacity-as-attribute"},
 		{"empty file", []string{write("empty.yaml", "")}, "", 2, "empty.yaml: the file is empty"},
 		{"malformed", []string{write("bad.yaml", "kind: [\n")}, "", 2, "malformed YAML"},
-		{"unknown kind", []string{write("kind.yaml", "apiVersion: v1\nkind: Gadget\nmetadata: {name: g}\n")}, "", 2, "unknown kind Gadget"},
+		{"unknown kind", []string{write("kind.yaml", "apiVersion: v1\nkind: Gadget\nmetadata: {name: g}\n")}, "", 1, "v1 has no kind Gadget"},
+		{"custom resource beside a claim", []string{write("cr.yaml", "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\n"), good}, "", 0, "Gadget (example.com/v1) g: a custom resource"},
 		{"no such file", []string{filepath.Join(dir, "nope.yaml")}, "", 2, "no such file"},
 		{"no args", nil, "", 2, "give YAML files"},
 		{"bad version", []string{"--kubernetes-version", "1.20", good}, "", 2, "not supported"},
 		{"bad output", []string{"-o", "xml", good}, "", 2, "want text or json"},
-		{"bad profile", []string{"--profile", "dgx-z9", good}, "", 2, "unknown profile"},
+		{"bad profile", []string{"--profile", "dgx-z9", good}, "", 2, `--profile dgx-z9: fake backend: nvmlfake: unknown profile "dgx-z9"`},
+		{"bad nodes", []string{"--nodes", "0", good}, "", 2, "--nodes must be at least 1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, tt.stdin, tt.args...)

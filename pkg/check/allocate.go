@@ -1,20 +1,27 @@
 package check
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
+// allocate schedules a unit as the scheduler schedules a pod: all its
+// claims that are not allocated yet together, on the first node where
+// they fit, through the offline scheduler core.
 func (r *runner) allocate(u *unit) {
+	all := u.claims
+	if u.extended != nil {
+		all = append(all[:len(all):len(all)], u.extended)
+	}
 	var todo []*claimEval
 	pinned := ""
-	for _, ce := range u.claims {
+	for _, ce := range all {
 		if ce.done {
 			pinned = ce.node
 			continue
@@ -24,15 +31,19 @@ func (r *runner) allocate(u *unit) {
 	if len(todo) == 0 {
 		return
 	}
-	if !r.opts.Sequential {
-		r.resetState()
+	if len(u.blocked) > 0 {
+		for _, ce := range todo {
+			r.unsatisfiable(ce, "the pod cannot be scheduled: "+strings.Join(u.blocked, "; "))
+		}
+		return
 	}
-	claims := make([]*resourceapi.ResourceClaim, len(todo))
-	for i, ce := range todo {
-		claims[i] = ce.claim
+	if !r.opts.Sequential {
+		r.state = scheduler.NewState()
+	}
+	for _, ce := range todo {
 		if ce.invalid {
-			for _, ce := range todo {
-				r.unsatisfiable(ce, "the API server rejects claim "+claims[i].Namespace+"/"+claims[i].Name+" (see the findings): it is never allocated")
+			for _, other := range todo {
+				r.unsatisfiable(other, "the API server rejects claim "+ce.info.Name+" (see the findings): it is never allocated")
 			}
 			return
 		}
@@ -45,69 +56,49 @@ func (r *runner) allocate(u *unit) {
 			}
 		}
 	}
-	state := structured.AllocatedState{
-		AllocatedDevices:         r.state.AllocatedDevices.Clone(),
-		AllocatedSharedDeviceIDs: r.state.AllocatedSharedDeviceIDs.Clone(),
-		AggregatedCapacity:       r.state.AggregatedCapacity.Clone(),
+	// The pod's claims that are allocated already (shared with an earlier
+	// pod) pin it to their node; those found unsatisfiable earlier are
+	// left out, the pod stays Pending on them anyway.
+	var tried []*claimEval
+	var claims []*resourceapi.ResourceClaim
+	for _, ce := range all {
+		if !ce.done || ce.claim.Status.Allocation != nil {
+			tried = append(tried, ce)
+			claims = append(claims, ce.claim)
+		}
 	}
-	alloc, err := structured.NewAllocator(r.ctx, r.feats.allocator, state, r.lister, r.inv.slices, r.celCache)
-	if err != nil {
+	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool { return r.mayFit(todo, node.Name) })
+	if place != nil {
+		r.report.Stats.AllocateRuns += place.Tried
+	}
+	var fe *scheduler.FilterError
+	switch {
+	case err == nil:
+		for i, ce := range tried {
+			if res := place.Results[i]; res != nil {
+				r.record(ce, place.Node.Name, res)
+			}
+		}
+	case errors.As(err, &fe) && fe.Timeout:
+		msg := fmt.Sprintf("the allocator did not finish within %s on node %s; the scheduler gives up likewise (DRASchedulerFilterTimeout, 10s by default): too many combinations to try (large counts with constraints?)", r.opts.AllocateTimeout, fe.Node)
 		for _, ce := range todo {
-			r.unsatisfiable(ce, "the allocator cannot be created: "+err.Error())
+			r.unsatisfiable(ce, msg)
+			r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg)})
 		}
-		return
-	}
-	for _, node := range r.inv.nodes {
-		if pinned != "" && node.Name != pinned {
-			continue
+	case errors.As(err, &fe):
+		msg := "the scheduler stops with an error on node " + fe.Node + ": " + fe.Err.Error()
+		for _, ce := range todo {
+			r.unsatisfiable(ce, msg)
+			r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
+				Hint: "a selector that fails on a device aborts scheduling; see the runtime-error findings"})
 		}
-		if !r.mayFit(todo, node.Name) {
-			continue
-		}
-		r.report.Stats.AllocateRuns++
-		ctx, cancel := context.WithTimeout(r.ctx, r.opts.AllocateTimeout)
-		results, err := safeAllocate(ctx, alloc, node, claims)
-		cancel()
-		if err != nil && errors.Is(err, context.DeadlineExceeded) && r.ctx.Err() == nil {
-			msg := fmt.Sprintf("the allocator did not finish within %s on node %s; the scheduler gives up likewise (DRASchedulerFilterTimeout, 10s by default): too many combinations to try (large counts with constraints?)", r.opts.AllocateTimeout, node.Name)
-			for _, ce := range todo {
-				r.unsatisfiable(ce, msg)
-				f := Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg)}
-				f.Source.Line = ce.source.lineOf("devices:")
-				r.addFinding(f)
-			}
-			return
-		}
-		if err != nil {
-			msg := "the scheduler stops with an error on node " + node.Name + ": " + cel.EnhanceRuntimeError(err).Error()
-			for _, ce := range todo {
-				r.unsatisfiable(ce, msg)
-				f := Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
-					Hint: "a selector that fails on a device aborts scheduling; see the runtime-error findings"}
-				f.Source.Line = ce.source.lineOf("devices:")
-				r.addFinding(f)
-			}
-			return
-		}
-		if len(results) == len(todo) {
-			for i, ce := range todo {
-				r.record(ce, node.Name, results[i])
-			}
-			return
+	case errors.Is(err, scheduler.ErrUnschedulable):
+		r.explain(u, todo, pinned)
+	default:
+		for _, ce := range todo {
+			r.unsatisfiable(ce, "the scheduler cannot try this claim: "+err.Error())
 		}
 	}
-	r.explain(u, todo, pinned)
-}
-
-// safeAllocate turns a panic of the allocator (on input the API server
-// would have rejected) into an error: gpudra check reports, never crashes.
-func safeAllocate(ctx context.Context, alloc structured.Allocator, node *v1.Node, claims []*resourceapi.ResourceClaim) (results []resourceapi.AllocationResult, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("the allocator failed on this input (it panicked: %v); the API server probably rejects one of these objects", p)
-		}
-	}()
-	return alloc.Allocate(ctx, node, claims)
 }
 
 func anySub(re *reqEval, f func(*reqEval) bool) bool {
@@ -119,27 +110,18 @@ func anySub(re *reqEval, f func(*reqEval) bool) bool {
 	return false
 }
 
-func (r *runner) record(ce *claimEval, node string, res resourceapi.AllocationResult) {
+// record keeps a claim's allocation: in the report, in the claim (so that
+// a pod sharing it is pinned to its node), and in the state.
+func (r *runner) record(ce *claimEval, node string, res *resourceapi.AllocationResult) {
 	a := &Allocation{Node: node}
 	for _, d := range res.Devices.Results {
 		a.Devices = append(a.Devices, AllocatedDevice{Request: d.Request, Driver: d.Driver, Pool: d.Pool, Device: d.Device})
-		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
-		if d.AdminAccess != nil && *d.AdminAccess {
-			continue
-		}
-		switch {
-		case d.ShareID != nil:
-			r.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
-			if d.ConsumedCapacity != nil {
-				r.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
-			}
-		default:
-			r.state.AllocatedDevices.Insert(id)
-		}
-		r.allocated[id] = ce.info.Name
 	}
+	r.state.Add(ce.info.Name, res)
+	ce.claim.Status.Allocation = res
 	ce.done, ce.node = true, node
 	r.report.Claims[ce.idx].Allocation = a
+	r.checkAllocatedConfigs(ce, res)
 }
 
 func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
@@ -150,7 +132,7 @@ func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
 
 // free says whether device i can still be allocated (sequential mode).
 func (r *runner) free(i int) bool {
-	_, held := r.allocated[r.inv.devices[i].id]
+	_, held := r.state.Holder(r.inv.devices[i].id)
 	return !held
 }
 

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/pkg/fakenodes"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 var (
@@ -22,7 +25,7 @@ var (
 func benchInventory(b *testing.B) []*resourceapi.ResourceSlice {
 	benchOnce.Do(func() {
 		start := time.Now()
-		benchSlices, benchErr = ProfileInventory(context.Background(), "dgx-h100", 1000, DefaultDriverName)
+		benchSlices, benchErr = fakenodes.Slices(context.Background(), "dgx-h100", 1000, DefaultDriverName)
 		benchBuild = time.Since(start)
 	})
 	if benchErr != nil {
@@ -96,7 +99,7 @@ func BenchmarkCheck100Templates1000Nodes(b *testing.B) {
 	var last *Report
 	var total time.Duration
 	for b.Loop() {
-		in := &Inputs{}
+		in := &scheduler.Manifests{}
 		if err := in.Add("templates.yaml", data); err != nil {
 			b.Fatal(err)
 		}
@@ -132,7 +135,7 @@ func BenchmarkCheck100Templates1000Nodes(b *testing.B) {
 func BenchmarkCompile(b *testing.B) {
 	i := 0
 	for b.Loop() {
-		c := newCompiler(featuresMust(b).cel)
+		c := newCompiler(featuresMust(b).CEL)
 		r := c.compile(fmt.Sprintf("device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('%dGi')) >= 0 && device.attributes['gpu.gpudra.io'].productName.startsWith('NVIDIA')", i))
 		if r.Error != nil {
 			b.Fatal(r.Error)
@@ -145,9 +148,9 @@ func BenchmarkCompile(b *testing.B) {
 // BenchmarkEvaluate measures one selector on one device (no sharing).
 func BenchmarkEvaluate(b *testing.B) {
 	slices := benchInventory(b)
-	c := newCompiler(featuresMust(b).cel)
+	c := newCompiler(featuresMust(b).CEL)
 	r := c.compile("device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('40Gi')) >= 0 && device.attributes['gpu.gpudra.io'].productName.startsWith('NVIDIA')")
-	inv := newInventory(slices[:8])
+	inv := newInventory(slices[:8], scheduler.NodesOf(slices[:8]))
 	d := inv.devices[0]
 	for b.Loop() {
 		if _, _, err := r.DeviceMatches(context.Background(), d.input); err != nil {
@@ -157,10 +160,6 @@ func BenchmarkEvaluate(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "evals/s")
 }
 
-func featuresMust(b *testing.B) versionFeatures {
-	f, err := featuresFor(DefaultKubernetesVersion)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return f
+func featuresMust(b *testing.B) scheduler.Features {
+	return scheduler.DefaultFeatures()
 }

@@ -5,48 +5,46 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"strings"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // Options configure Run.
 type Options struct {
-	// Inputs are the decoded manifests (LoadPaths, LoadFS).
-	Inputs *Inputs
-	// Profile, if set, adds the ResourceSlices gpudra publishes on Nodes
-	// nodes of this fake profile (ProfileInventory). Without ResourceSlices
-	// in the inputs, DefaultProfile is used.
-	Profile    string
-	Nodes      int
+	// Inputs are the decoded manifests (scheduler.LoadPaths, LoadFS).
+	Inputs *scheduler.Manifests
+	// Slices are inventory besides the ResourceSlices among the inputs,
+	// e.g. what gpudra publishes on fake nodes (pkg/fakenodes);
+	// SlicesSource says where they come from, for the report.
+	Slices       []*resourceapi.ResourceSlice
+	SlicesSource string
+	// DriverName is the driver gpudra runs as (default gpu.gpudra.io):
+	// the built-in DeviceClasses are rendered for it, and opaque configs
+	// for it are validated as the plugin validates them.
 	DriverName string
-	// KubernetesVersion selects the feature set (KubernetesVersions).
+	// KubernetesVersion selects the feature set (scheduler.KubernetesVersions).
 	KubernetesVersion string
 	// Sequential allocates claims one after the other, each seeing what
 	// the earlier ones hold; otherwise each is allocated on an empty
 	// inventory.
 	Sequential bool
-	// BuiltinClasses adds gpudra's shipped DeviceClasses that the inputs do
-	// not define themselves.
+	// BuiltinClasses makes gpudra's shipped DeviceClasses known, as the
+	// Helm chart installs them: a claim may use them without defining
+	// them, and an input class of the same name is compared with them.
 	BuiltinClasses bool
 	// ListLimit: matching devices are listed by name when at most this
 	// many (default 64); otherwise only counted.
 	ListLimit int
-	// Slices, if set, is used as the inventory as is (tests, benchmarks).
-	Slices []*resourceapi.ResourceSlice
 	// AllocateTimeout bounds one allocator call on one node, as the
 	// scheduler's DRASchedulerFilterTimeout does (default 10s).
 	AllocateTimeout time.Duration
 }
-
-// DefaultProfile is the inventory when the inputs hold no ResourceSlices.
-const DefaultProfile = "dgx-h100"
 
 // DefaultDriverName is gpudra's default driver name.
 const DefaultDriverName = "gpu.gpudra.io"
@@ -62,24 +60,28 @@ const (
 type runner struct {
 	ctx      context.Context
 	opts     Options
-	feats    versionFeatures
+	feats    scheduler.Features
+	sched    *scheduler.Scheduler
 	report   *Report
 	inv      *inventory
 	compiler *compiler
-	celCache *cel.Cache
 	// evaluation results by expression
-	evals   map[string]*evalResult
+	evals map[string]*evalResult
+	// known are the DeviceClasses the cluster would have: the inputs' and
+	// the built-in ones they do not replace; classes are those evaluated
+	// so far (on first use).
+	known   map[string]scheduler.Object
+	builtin map[string]bool // known classes that come from gpudra
 	classes map[string]*classEval
-	used    map[string]bool // class names claims and templates use
-	seen    map[string]bool // findings already reported
+	// classesForScheduler serve the allocator and map extended resources.
+	classesForScheduler *scheduler.Classes
+	seen                map[string]bool // findings already reported
 	// unusedClass is set while checking a class that no claim uses, when
 	// the inputs have claims (a check of classes alone checks them all).
 	unusedClass bool
-	lister      classLister
 	byNode      map[string][]int // device indexes per node ("" = not node-local)
-	// sequential allocation state
-	allocated map[structured.DeviceID]string // device → claim holding it
-	state     structured.AllocatedState
+	// state is what allocated claims hold (sequential mode keeps it).
+	state *scheduler.State
 }
 
 type evalResult struct {
@@ -90,77 +92,62 @@ type evalResult struct {
 type classEval struct {
 	obj       *resourceapi.DeviceClass
 	info      *ClassInfo
-	source    Source
+	source    scheduler.Source
 	selectors []*selector
 	broken    bool   // a selector does not compile
 	match     []bool // all selectors
 }
 
-// Run checks the inputs. It returns an *InputError when they cannot be
-// used; everything else is in the report.
+// Run checks the inputs. It returns a *scheduler.InputError when they
+// cannot be used; everything else is in the report.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.KubernetesVersion == "" {
-		opts.KubernetesVersion = DefaultKubernetesVersion
+		opts.KubernetesVersion = scheduler.DefaultKubernetesVersion
 	}
 	if opts.DriverName == "" {
 		opts.DriverName = DefaultDriverName
-	}
-	if opts.Nodes == 0 {
-		opts.Nodes = 1
 	}
 	if opts.ListLimit == 0 {
 		opts.ListLimit = 64
 	}
 	if opts.AllocateTimeout == 0 {
-		opts.AllocateTimeout = 10 * time.Second
+		opts.AllocateTimeout = scheduler.DefaultFilterTimeout
 	}
-	feats, err := featuresFor(opts.KubernetesVersion)
+	feats, err := scheduler.FeaturesFor(opts.KubernetesVersion)
 	if err != nil {
-		return nil, &InputError{Msg: err.Error()}
+		return nil, &scheduler.InputError{Msg: "--kubernetes-version: " + err.Error()}
 	}
 	in := opts.Inputs
 	if in == nil {
-		in = &Inputs{}
+		in = &scheduler.Manifests{}
 	}
-	if in.empty() && opts.Slices == nil {
-		return nil, inputErrorf("nothing to check: give YAML files or directories with DeviceClasses, ResourceClaimTemplates, ResourceClaims, Pods or ResourceSlices")
+	if in.Empty() && opts.Slices == nil {
+		return nil, &scheduler.InputError{Msg: "nothing to check: give YAML files or directories with DeviceClasses, ResourceClaimTemplates, ResourceClaims, Pods (or workloads) or ResourceSlices"}
 	}
 	r := &runner{
 		ctx: ctx, opts: opts, feats: feats,
 		report: &Report{
-			KubernetesVersion: strings.TrimPrefix(opts.KubernetesVersion, "v"),
+			KubernetesVersion: feats.Version,
 			Sequential:        opts.Sequential,
-			Ignored:           in.Ignored,
-			Findings:          append([]Finding(nil), in.Strict...),
 		},
-		compiler: newCompiler(feats.cel),
-		celCache: cel.NewCache(1000, feats.cel),
+		compiler: newCompiler(feats.CEL),
 		evals:    map[string]*evalResult{},
+		known:    map[string]scheduler.Object{},
+		builtin:  map[string]bool{},
 		classes:  map[string]*classEval{},
 		seen:     map[string]bool{},
+		state:    scheduler.NewState(),
 	}
-	if err := r.loadInventory(in); err != nil {
+	for _, i := range in.Ignored {
+		r.report.Ignored = append(r.report.Ignored, i.String())
+	}
+	for _, p := range in.Problems {
+		r.addProblem(p)
+	}
+	if err := r.loadClasses(in); err != nil {
 		return nil, err
 	}
-	r.used = referencedClasses(in)
-	classes := in.Classes
-	if opts.BuiltinClasses {
-		builtin, err := builtinClasses(opts.DriverName)
-		if err != nil {
-			return nil, err
-		}
-		defined := map[string]bool{}
-		for _, c := range classes {
-			defined[c.Obj.(*resourceapi.DeviceClass).Name] = true
-		}
-		for _, c := range builtin {
-			name := c.Obj.(*resourceapi.DeviceClass).Name
-			if !defined[name] && r.used[name] {
-				classes = append(classes, c)
-			}
-		}
-	}
-	r.checkClasses(classes)
+	r.loadInventory(in)
 	units := r.buildUnits(in)
 	for _, u := range units {
 		r.allocate(u)
@@ -170,47 +157,67 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			r.report.Pods = append(r.report.Pods, r.podInfo(u))
 		}
 	}
+	// Classes no claim used are still checked: they are inputs.
+	r.unusedClass = len(in.Claims)+len(in.Templates)+len(in.Pods) > 0
+	for _, o := range in.Classes {
+		r.class(o.Obj.(*resourceapi.DeviceClass).Name)
+	}
+	r.unusedClass = false
 	r.finish()
 	return r.report, nil
 }
 
-// referencedClasses are the DeviceClass names the claims and templates use.
-func referencedClasses(in *Inputs) map[string]bool {
-	used := map[string]bool{}
-	add := func(spec *resourceapi.ResourceClaimSpec) {
-		for _, r := range spec.Devices.Requests {
-			if r.Exactly != nil {
-				used[r.Exactly.DeviceClassName] = true
+// loadClasses makes the inputs' DeviceClasses and the built-in ones known.
+// An input class with the name of a built-in one replaces it, as applying
+// it would: a finding when it differs.
+func (r *runner) loadClasses(in *scheduler.Manifests) error {
+	for _, o := range in.Classes {
+		name := o.Obj.(*resourceapi.DeviceClass).Name
+		if prev, dup := r.known[name]; dup {
+			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "DeviceClass " + name,
+				Message: fmt.Sprintf("DeviceClass defined twice (also at %s); the later one is used", prev.Source)})
+		}
+		r.known[name] = o
+	}
+	if r.opts.BuiltinClasses {
+		builtin, err := builtinClasses(r.opts.DriverName)
+		if err != nil {
+			return err
+		}
+		for _, b := range builtin {
+			dc := b.Obj.(*resourceapi.DeviceClass)
+			o, shadowed := r.known[dc.Name]
+			if !shadowed {
+				r.known[dc.Name] = b
+				r.builtin[dc.Name] = true
+				continue
 			}
-			for _, s := range r.FirstAvailable {
-				used[s.DeviceClassName] = true
+			if mine := o.Obj.(*resourceapi.DeviceClass); !reflect.DeepEqual(mine.Spec, dc.Spec) {
+				r.addFinding(Finding{Kind: FindingShadowsBuiltin, Source: o.Source, Object: "DeviceClass " + dc.Name,
+					Message: fmt.Sprintf("DeviceClass %s is also one of gpudra's own, which the Helm chart installs; yours differs from it and would replace it (or be replaced by the next helm upgrade)", dc.Name),
+					Hint:    "give your class a name of its own, or drop it and use gpudra's (gpudra check --examples shows it)"})
 			}
 		}
 	}
-	for _, o := range in.Claims {
-		add(&o.Obj.(*resourceapi.ResourceClaim).Spec)
+	objs := make([]*resourceapi.DeviceClass, 0, len(r.known))
+	for _, name := range sortedKeys(r.known) {
+		objs = append(objs, r.known[name].Obj.(*resourceapi.DeviceClass))
 	}
-	for _, o := range in.Templates {
-		add(&o.Obj.(*resourceapi.ResourceClaimTemplate).Spec.Spec)
-	}
-	return used
+	r.classesForScheduler = scheduler.NewClasses(objs)
+	return nil
 }
 
 // builtinClasses are the DeviceClasses shipped in deviceclasses/, for a
 // driver name as the Helm chart renders them: every "gpu.gpudra.io" (class
 // names, selectors, attribute domains) becomes the driver name.
-func builtinClasses(driverName string) ([]Object, error) {
-	sub, err := fs.Sub(deviceclasses.FS, ".")
+func builtinClasses(driverName string) ([]scheduler.Object, error) {
+	files, err := fs.Glob(deviceclasses.FS, "*.yaml")
 	if err != nil {
 		return nil, err
 	}
-	files, err := fs.Glob(sub, "*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	in := &Inputs{}
+	in := &scheduler.Manifests{}
 	for _, f := range files {
-		data, err := fs.ReadFile(sub, f)
+		data, err := fs.ReadFile(deviceclasses.FS, f)
 		if err != nil {
 			return nil, err
 		}
@@ -222,12 +229,16 @@ func builtinClasses(driverName string) ([]Object, error) {
 	return in.Classes, nil
 }
 
-func (r *runner) loadInventory(in *Inputs) error {
+func (r *runner) loadInventory(in *scheduler.Manifests) {
 	var all []*resourceapi.ResourceSlice
 	var sources []string
 	if r.opts.Slices != nil {
 		all = append(all, r.opts.Slices...)
-		sources = append(sources, "ResourceSlices given by the caller")
+		src := r.opts.SlicesSource
+		if src == "" {
+			src = "ResourceSlices given by the caller"
+		}
+		sources = append(sources, src)
 	}
 	for _, o := range in.Slices {
 		all = append(all, o.Obj.(*resourceapi.ResourceSlice))
@@ -235,24 +246,21 @@ func (r *runner) loadInventory(in *Inputs) error {
 	if len(in.Slices) > 0 {
 		sources = append(sources, fmt.Sprintf("%d ResourceSlice(s) from the input files", len(in.Slices)))
 	}
-	profile := r.opts.Profile
-	if profile == "" && len(all) == 0 {
-		profile = DefaultProfile
-	}
-	if profile != "" {
-		slices, err := ProfileInventory(r.ctx, profile, r.opts.Nodes, r.opts.DriverName)
-		if err != nil {
-			return &InputError{Msg: err.Error()}
+	var rules []*resourceapi.DeviceTaintRule
+	for _, o := range in.TaintRules {
+		rules = append(rules, o.Obj.(*resourceapi.DeviceTaintRule))
+		if !r.feats.DeviceTaintRules {
+			r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: o.Source, Object: "DeviceTaintRule " + o.Name,
+				Message: fmt.Sprintf("not applied: Kubernetes %s does not enable DRADeviceTaintRules by default (on from 1.37)", r.feats.Version)})
 		}
-		all = append(all, slices...)
-		sources = append(sources, fmt.Sprintf("profile %s × %d node(s) through gpudra's slice builder, driver %s", profile, r.opts.Nodes, r.opts.DriverName))
 	}
-	r.inv = newInventory(all)
+	r.sched = scheduler.New(r.feats, r.classesForScheduler, all, rules)
+	r.sched.FilterTimeout = r.opts.AllocateTimeout
+	r.inv = newInventory(r.sched.Slices(), r.sched.Nodes())
 	r.byNode = map[string][]int{}
 	for i, d := range r.inv.devices {
 		r.byNode[d.node] = append(r.byNode[d.node], i)
 	}
-	r.resetState()
 	r.report.Inventory = InventoryInfo{
 		Source:  strings.Join(sources, "; "),
 		Drivers: sortedKeys(r.inv.drivers),
@@ -262,16 +270,6 @@ func (r *runner) loadInventory(in *Inputs) error {
 	}
 	if len(r.inv.devices) == 0 {
 		r.addFinding(Finding{Kind: FindingEmptyInventory, Message: "the inventory holds no devices: nothing can match or be allocated"})
-	}
-	return nil
-}
-
-func (r *runner) resetState() {
-	r.allocated = map[structured.DeviceID]string{}
-	r.state = structured.AllocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
 	}
 }
 
@@ -285,7 +283,13 @@ var inventoryDependent = map[FindingKind]bool{
 	FindingClassMatchesNothing: true, FindingTypeMismatch: false,
 }
 
+// addFinding reports f once. f.Field is relative to the object f.Source
+// is of; the finding gets the field's line and its path in the document.
 func (r *runner) addFinding(f Finding) {
+	if f.Field != "" {
+		f.Source = f.Source.At(f.Field)
+		f.Field = f.Source.Field(f.Field)
+	}
 	if f.Severity == "" {
 		f.Severity = SeverityError
 		if r.unusedClass && inventoryDependent[f.Kind] {
@@ -300,4 +304,26 @@ func (r *runner) addFinding(f Finding) {
 	}
 	r.seen[key] = true
 	r.report.Findings = append(r.report.Findings, f)
+}
+
+// addProblem reports what decoding found.
+func (r *runner) addProblem(p scheduler.Problem) {
+	f := Finding{Source: p.Source, Object: p.Object, Field: p.Field, Message: p.Message, Hint: p.Hint}
+	switch p.Kind {
+	case scheduler.ProblemUnknownField:
+		f.Kind = FindingUnknownField
+	case scheduler.ProblemSkipped:
+		f.Kind = FindingSkipped
+		if h, ok := vendorKinds[p.GVK.Kind]; ok && f.Hint == "" {
+			f.Hint = h
+		}
+	case scheduler.ProblemConverted:
+		f.Kind = FindingConverted
+	default:
+		f.Kind = FindingInvalid
+	}
+	if p.Note {
+		f.Severity = SeverityNote
+	}
+	r.addFinding(f)
 }

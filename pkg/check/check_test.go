@@ -2,16 +2,15 @@ package check
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	resourceapi "k8s.io/api/resource/v1"
+	"github.com/gpudra/gpudra/pkg/fakenodes"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // run checks the files under testdata/cases on one node of a profile.
@@ -21,11 +20,11 @@ func run(t *testing.T, profile string, sequential bool, files ...string) *Report
 	for _, f := range files {
 		paths = append(paths, filepath.Join("testdata", "cases", f))
 	}
-	in, err := LoadPaths(paths, nil)
+	in, err := scheduler.LoadPaths(paths, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), Options{Inputs: in, Profile: profile, Sequential: sequential, BuiltinClasses: true, ListLimit: 1000})
+	rep, err := Run(context.Background(), onProfile(t, profile, 1, Options{Inputs: in, Sequential: sequential, BuiltinClasses: true, ListLimit: 1000}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +186,7 @@ func TestFirstAvailable(t *testing.T) {
 	}
 
 	// Six pods of the template in sequence: four H100s, then two A100 pairs.
-	in := &Inputs{}
+	in := &scheduler.Manifests{}
 	data, err := os.ReadFile(filepath.Join("testdata", "cases", "first-available.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +201,7 @@ func TestFirstAvailable(t *testing.T) {
 	if err := in.Add("pods.yaml", []byte(pods)); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = Run(context.Background(), Options{Inputs: in, Profile: "mixed", Sequential: true, BuiltinClasses: true})
+	rep, err = Run(context.Background(), onProfile(t, "mixed", 1, Options{Inputs: in, Sequential: true, BuiltinClasses: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +224,8 @@ func TestFirstAvailable(t *testing.T) {
 	}
 }
 
-// Unusable input: a clear message and an InputError (exit 2).
+// Unusable input: a clear message and an InputError (exit 2). What is
+// wrong with one object is a finding instead (TestInputProblems).
 func TestUnusableInput(t *testing.T) {
 	for _, tt := range []struct {
 		name, data, want string
@@ -236,16 +236,11 @@ func TestUnusableInput(t *testing.T) {
 		{"malformed", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: [x\n", "malformed YAML"},
 		{"tabs", "apiVersion: v1\nkind: Pod\n\tmetadata: {}\n", "malformed YAML"},
 		{"scalar", "hello\n", "not a Kubernetes object"},
-		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", "apiVersion and kind are required"},
-		{"unknown kind", "apiVersion: resource.k8s.io/v1\nkind: DeviceKlass\nmetadata: {name: x}\n", "unknown kind DeviceKlass"},
-		{"unknown group", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: x}\n", "unknown kind Widget"},
-		{"old version", "apiVersion: resource.k8s.io/v1beta1\nkind: DeviceClass\nmetadata: {name: x}\n", "convert this object to apiVersion resource.k8s.io/v1"},
-		{"wrong type", "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: x}\nspec: {selectors: 3}\n", "DeviceClass"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			in := &Inputs{}
+			in := &scheduler.Manifests{}
 			err := in.Add("in.yaml", []byte(tt.data))
-			var ie *InputError
+			var ie *scheduler.InputError
 			if !errors.As(err, &ie) {
 				t.Fatalf("want an InputError, got %v", err)
 			}
@@ -255,25 +250,69 @@ func TestUnusableInput(t *testing.T) {
 		})
 	}
 	// The malformed line is the file's line, not the document's.
-	in := &Inputs{}
+	in := &scheduler.Manifests{}
 	err := in.Add("in.yaml", []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: [x\n"))
 	if err == nil || !strings.Contains(err.Error(), "line 8") && !strings.Contains(err.Error(), "line 9") {
 		t.Errorf("want the file line of the error, got %v", err)
 	}
 	// No inputs at all.
-	if _, err := Run(context.Background(), Options{}); !errors.As(err, new(*InputError)) {
+	if _, err := Run(context.Background(), Options{}); !errors.As(err, new(*scheduler.InputError)) {
 		t.Errorf("no inputs: want an InputError, got %v", err)
 	}
 	// A bad version or profile.
-	ok := &Inputs{}
+	ok := &scheduler.Manifests{}
 	if err := ok.Add("c.yaml", []byte("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: x}\n")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), Options{Inputs: ok, KubernetesVersion: "1.29"}); !errors.As(err, new(*InputError)) {
+	if _, err := Run(context.Background(), Options{Inputs: ok, KubernetesVersion: "1.29"}); !errors.As(err, new(*scheduler.InputError)) {
 		t.Errorf("version 1.29: want an InputError, got %v", err)
 	}
-	if _, err := Run(context.Background(), Options{Inputs: ok, Profile: "no-such-profile"}); !errors.As(err, new(*InputError)) {
-		t.Errorf("unknown profile: want an InputError, got %v", err)
+}
+
+// An object the API server rejects, or one check does not read, is a
+// finding at its line, and the run goes on with the others.
+func TestInputProblems(t *testing.T) {
+	const good = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: good}\nspec:\n  selectors:\n  - cel: {expression: \"true\"}\n---\n"
+	for _, tt := range []struct {
+		name, data string
+		kind       FindingKind
+		severity   string
+		line       int
+		want       string
+	}{
+		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "kind is required"},
+		{"no apiVersion", "kind: Pod\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "apiVersion is required"},
+		{"not an object", "replicas: 3\nimage: x\n", FindingSkipped, SeverityNote, 8, "not a Kubernetes object"},
+		{"misspelt kind", "apiVersion: resource.k8s.io/v1\nkind: DeviceKlass\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 9, "did you mean DeviceClass?"},
+		{"misspelt core kind", "apiVersion: v1\nkind: Podd\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 9, "did you mean Pod?"},
+		{"removed version", "apiVersion: apps/v1beta1\nkind: Deployment\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "use apiVersion apps/v1"},
+		{"custom resource", "apiVersion: resource.nvidia.com/v1beta1\nkind: ComputeDomain\nmetadata: {name: x}\n", FindingSkipped, SeverityNote, 8, "nvlinkGroup"},
+		{"classic DRA", "apiVersion: resource.k8s.io/v1alpha2\nkind: ResourceClaimTemplate\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "classic DRA API"},
+		{"v1beta1", "apiVersion: resource.k8s.io/v1beta1\nkind: DeviceClass\nmetadata: {name: x}\n", FindingConverted, SeverityNote, 8, "converted from resource.k8s.io/v1beta1"},
+		{"wrong type", "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: x}\nspec: {selectors: 3}\n", FindingInvalid, SeverityError, 8, "cannot be decoded"},
+		{"unknown field", "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: x}\nspec:\n  selector: []\n", FindingUnknownField, SeverityError, 12, `unknown field "spec.selector"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := &scheduler.Manifests{}
+			if err := in.Add("in.yaml", []byte(good+tt.data)); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(context.Background(), onProfile(t, "dgx-a100", 1, Options{Inputs: in}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := findings(rep, tt.kind)
+			if len(fs) != 1 {
+				t.Fatalf("want one %s finding, got %+v", tt.kind, rep.Findings)
+			}
+			f := fs[0]
+			if f.Severity != tt.severity || f.Source.Line != tt.line || !strings.Contains(f.Message+" "+f.Hint, tt.want) {
+				t.Errorf("got %s at line %d: %s (hint %q); want %s at line %d saying %q", f.Severity, f.Source.Line, f.Message, f.Hint, tt.severity, tt.line, tt.want)
+			}
+			if len(rep.Classes) == 0 || rep.Classes[0].Name != "good" {
+				t.Errorf("the other object was not checked: %+v", rep.Classes)
+			}
+		})
 	}
 }
 
@@ -327,7 +366,7 @@ func TestCounters(t *testing.T) {
 		t.Errorf("inventory: %q", rep.Inventory.Source)
 	}
 
-	in, err := LoadPaths([]string{filepath.Join("testdata", "cases", "partitioned-slices.yaml")}, nil)
+	in, err := scheduler.LoadPaths([]string{filepath.Join("testdata", "cases", "partitioned-slices.yaml")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +385,7 @@ func TestCounters(t *testing.T) {
 // With another driver name the built-in classes are rendered as the Helm
 // chart renders them, so a claim for the renamed class works.
 func TestDriverName(t *testing.T) {
-	in := &Inputs{}
+	in := &scheduler.Manifests{}
 	err := in.Add("c.yaml", []byte(`apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: c}
@@ -362,7 +401,11 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), Options{Inputs: in, Profile: "dgx-a100", DriverName: "gpu.example.com", BuiltinClasses: true})
+	slices, err := fakenodes.Slices(context.Background(), "dgx-a100", 1, "gpu.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Options{Inputs: in, Slices: slices, DriverName: "gpu.example.com", BuiltinClasses: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,43 +414,9 @@ spec:
 	}
 }
 
-// Building nodes side by side gives what building them one by one gives.
-func TestProfileInventoryParallel(t *testing.T) {
-	ctx := context.Background()
-	all, err := ProfileInventory(ctx, "mixed", 6, DefaultDriverName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	for i := 1; i <= 6; i++ {
-		one, err := nodeInventory(ctx, "mixed", fmt.Sprintf("node-%d", i), DefaultDriverName, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range one {
-			want = append(want, sliceJSON(t, s))
-		}
-	}
-	var got []string
-	for _, s := range all {
-		got = append(got, sliceJSON(t, s))
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("parallel build differs from one node at a time")
-	}
-}
-
-func sliceJSON(t *testing.T, s *resourceapi.ResourceSlice) string {
-	data, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
-}
-
 // Nine GPUs on two 8-GPU nodes: enough in all, not enough on one node.
 func TestNotEnoughOnOneNode(t *testing.T) {
-	in := &Inputs{}
+	in := &scheduler.Manifests{}
 	err := in.Add("nine.yaml", []byte(`apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: nine}
@@ -421,7 +430,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), Options{Inputs: in, Profile: "dgx-h100", Nodes: 2, BuiltinClasses: true})
+	rep, err := Run(context.Background(), onProfile(t, "dgx-h100", 2, Options{Inputs: in, BuiltinClasses: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,11 +457,11 @@ spec:
 		version string
 		compile bool
 	}{{"1.34", false}, {"1.35", false}, {"1.36", true}, {"1.37", true}} {
-		in := &Inputs{}
+		in := &scheduler.Manifests{}
 		if err := in.Add("c.yaml", doc); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := Run(context.Background(), Options{Inputs: in, Profile: "dgx-a100", KubernetesVersion: tt.version})
+		rep, err := Run(context.Background(), onProfile(t, "dgx-a100", 1, Options{Inputs: in, KubernetesVersion: tt.version}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -468,7 +477,7 @@ spec:
 
 // A template that several pods use is reported once.
 func TestFindingsOncePerTemplate(t *testing.T) {
-	in, err := LoadPaths([]string{filepath.Join("testdata", "cases", "version-as-string.yaml")}, nil)
+	in, err := scheduler.LoadPaths([]string{filepath.Join("testdata", "cases", "version-as-string.yaml")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +488,7 @@ func TestFindingsOncePerTemplate(t *testing.T) {
 	if err := in.Add("pods.yaml", []byte(pods)); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), Options{Inputs: in, Profile: "dgx-a100", BuiltinClasses: true})
+	rep, err := Run(context.Background(), onProfile(t, "dgx-a100", 1, Options{Inputs: in, BuiltinClasses: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,18 +7,26 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpudra/gpudra/pkg/simulate"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // unit is what is allocated at once: one pod's claims, or one claim.
 type unit struct {
 	pod    string // namespace/name, "" for a lone claim
-	podObj Object
+	podObj scheduler.Object
 	byName map[string]*claimEval // pod claim name → claim
 	claims []*claimEval
+	// extended is the claim the scheduler makes for the pod's extended
+	// resources, and ext what it made it from.
+	extended *claimEval
+	ext      scheduler.ExtendedResources
+	// blocked says why the pod cannot be scheduled whatever its claims
+	// get (an extended resource nothing offers).
+	blocked []string
 }
 
 type claimEval struct {
@@ -27,7 +35,7 @@ type claimEval struct {
 	claim  *resourceapi.ResourceClaim
 	object string // for findings
 	field  string // "spec" or "spec.spec"
-	source Source
+	source scheduler.Source
 	reqs   []*reqEval
 	// invalid: the API server would reject the claim; it is not allocated.
 	invalid bool
@@ -49,12 +57,18 @@ type reqEval struct {
 	match     []bool
 	selCounts []int // per request selector: class matches it keeps
 	selErrors int   // class matches on which a request selector fails
+	// selectors are the request's own; capacity its capacity requests.
+	selectors []*selector
+	capacity  map[resourceapi.QualifiedName]resource.Quantity
 	sub       []*reqEval
 }
 
-func (r *runner) buildUnits(in *Inputs) []*unit {
+// maxReplicas caps the pods of one workload that --sequential places.
+const maxReplicas = 64
+
+func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 	claimsByName := map[string]*claimEval{}
-	templates := map[string]Object{}
+	templates := map[string]scheduler.Object{}
 	usedTemplates := map[string]bool{}
 	var claimOrder []*claimEval
 	for _, o := range in.Claims {
@@ -67,13 +81,14 @@ func (r *runner) buildUnits(in *Inputs) []*unit {
 		templates[o.Name] = o
 	}
 	type ordered struct {
-		src Source
+		src scheduler.Source
 		u   *unit
 	}
 	var units []ordered
 	usedClaims := map[*claimEval]bool{}
-	for _, o := range in.Pods {
+	for _, o := range r.pods(in) {
 		pod := o.Obj.(*v1.Pod)
+		object := "Pod " + o.Name
 		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}}
 		for i, pc := range pod.Spec.ResourceClaims {
 			field := fmt.Sprintf("spec.resourceClaims[%d]", i)
@@ -82,7 +97,7 @@ func (r *runner) buildUnits(in *Inputs) []*unit {
 				name := pod.Namespace + "/" + *pc.ResourceClaimName
 				ce, ok := claimsByName[name]
 				if !ok {
-					r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".resourceClaimName",
+					r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field + ".resourceClaimName",
 						Message: fmt.Sprintf("ResourceClaim %s is not among the inputs; the pod would stay Pending until it exists", name),
 						Hint:    "add the file that defines it"})
 					continue
@@ -94,30 +109,25 @@ func (r *runner) buildUnits(in *Inputs) []*unit {
 				name := pod.Namespace + "/" + *pc.ResourceClaimTemplateName
 				t, ok := templates[name]
 				if !ok {
-					r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".resourceClaimTemplateName",
+					r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field + ".resourceClaimTemplateName",
 						Message: fmt.Sprintf("ResourceClaimTemplate %s is not among the inputs; the pod would stay Pending until it exists", name),
 						Hint:    "add the file that defines it"})
 					continue
 				}
 				usedTemplates[name] = true
-				tmpl := t.Obj.(*resourceapi.ResourceClaimTemplate)
-				claim := &resourceapi.ResourceClaim{
-					ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name + "-" + pc.Name},
-					Spec:       *tmpl.Spec.Spec.DeepCopy(),
-				}
-				ce := r.newClaim(claim, "ResourceClaimTemplate "+name+" for Pod "+o.Name, t.Source, "ResourceClaimTemplate "+name, "spec.spec")
+				claim := scheduler.ClaimFromTemplate(pod, pc.Name, t.Obj.(*resourceapi.ResourceClaimTemplate))
+				ce := r.newClaim(claim, "ResourceClaimTemplate "+name+" for "+object, t.Source, "ResourceClaimTemplate "+name, "spec.spec")
 				ce.info.Pod = o.Name
 				u.claims = append(u.claims, ce)
 				u.byName[pc.Name] = ce
 			default:
-				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
-					Message: "names neither resourceClaimName nor resourceClaimTemplateName"})
+				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: field,
+					Message: "names neither resourceClaimName nor resourceClaimTemplateName; the API server rejects the pod"})
 			}
 		}
 		r.checkContainerClaims(o, pod)
-		if len(u.claims) > 0 {
-			units = append(units, ordered{o.Source, u})
-		}
+		r.extendedResources(u)
+		units = append(units, ordered{o.Source, u})
 	}
 	for _, ce := range claimOrder {
 		if !usedClaims[ce] {
@@ -150,66 +160,131 @@ func (r *runner) buildUnits(in *Inputs) []*unit {
 	return out
 }
 
+// pods are the input pods, defaulted as the API server does. In sequential
+// mode a workload stands for all the pods it asks for (up to maxReplicas),
+// named <workload>-0, -1, …; otherwise its pods are alike and one is
+// checked.
+func (r *runner) pods(in *scheduler.Manifests) []scheduler.Object {
+	var out []scheduler.Object
+	for _, o := range in.Pods {
+		n := 1
+		if r.opts.Sequential && o.Owner != "" {
+			n = min(o.Replicas, maxReplicas)
+			if o.Replicas > maxReplicas {
+				r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityNote, Source: o.Source, Object: o.Owner,
+					Message: fmt.Sprintf("%d replicas: the first %d are placed, the rest are alike", o.Replicas, maxReplicas)})
+			}
+		}
+		for i := range n {
+			pod := o.Obj.(*v1.Pod).DeepCopy()
+			if i > 0 {
+				pod.Name = strings.TrimSuffix(pod.Name, "-0") + fmt.Sprintf("-%d", i)
+			}
+			scheduler.DefaultPod(pod)
+			c := o
+			c.Obj, c.Name = pod, pod.Namespace+"/"+pod.Name
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // podInfo says what each container of a pod would receive.
 func (r *runner) podInfo(u *unit) PodInfo {
 	pod := u.podObj.Obj.(*v1.Pod)
-	pi := PodInfo{Name: u.pod, Source: u.podObj.Source}
-	for _, ce := range u.claims {
+	pi := PodInfo{Name: u.pod, Source: u.podObj.Source, Owner: u.podObj.Owner, Blocked: u.blocked}
+	claims := u.claims
+	if u.extended != nil {
+		claims = append(claims[:len(claims):len(claims)], u.extended)
+	}
+	for _, ce := range claims {
 		if a := r.report.Claims[ce.idx].Allocation; a != nil {
 			pi.Node = a.Node
 		} else {
 			pi.Pending = true
 		}
 	}
-	if len(u.claims) < len(pod.Spec.ResourceClaims) {
+	if len(u.claims) < len(pod.Spec.ResourceClaims) || len(u.blocked) > 0 {
 		pi.Pending = true
 	}
 	if pi.Pending {
 		pi.Node = ""
 	}
-	for _, c := range pod.Spec.Containers {
+	pi.NoDRA = len(pod.Spec.ResourceClaims) == 0 && u.extended == nil && len(u.blocked) == 0
+	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		ci := ContainerInfo{Name: c.Name, Devices: []string{}}
 		for _, rc := range c.Resources.Claims {
 			ce, ok := u.byName[rc.Name]
 			if !ok {
 				continue
 			}
-			a := r.report.Claims[ce.idx].Allocation
-			if a == nil {
-				continue
-			}
-			for _, d := range a.Devices {
-				base, _, _ := strings.Cut(d.Request, "/")
-				if rc.Request == "" || rc.Request == base || rc.Request == d.Request {
-					ci.Devices = append(ci.Devices, fmt.Sprintf("%s (claim %s, request %s)", d.Device, rc.Name, d.Request))
+			ci.Devices = append(ci.Devices, r.devicesOf(ce, rc.Name, rc.Request)...)
+		}
+		if u.extended != nil {
+			for _, m := range u.ext.Mappings {
+				if m.ContainerName == c.Name {
+					ci.Devices = append(ci.Devices, r.devicesOf(u.extended, m.ResourceName, m.RequestName)...)
 				}
 			}
 		}
-		pi.Containers = append(pi.Containers, ci)
+		if len(ci.Devices) > 0 || len(c.Resources.Claims) > 0 || !isInit(pod, c.Name) {
+			pi.Containers = append(pi.Containers, ci)
+		}
 	}
 	return pi
 }
 
+// devicesOf lists a claim's allocated devices for one request (all of
+// them when request is ""), labelled with what the container named.
+func (r *runner) devicesOf(ce *claimEval, label, request string) []string {
+	a := r.report.Claims[ce.idx].Allocation
+	if a == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range a.Devices {
+		base, _, _ := strings.Cut(d.Request, "/")
+		if request == "" || request == base || request == d.Request {
+			out = append(out, fmt.Sprintf("%s (claim %s, request %s)", d.Device, label, d.Request))
+		}
+	}
+	return out
+}
+
+func isInit(pod *v1.Pod, name string) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // checkContainerClaims reports containers that name a pod claim (or a
 // request) that does not exist.
-func (r *runner) checkContainerClaims(o Object, pod *v1.Pod) {
+func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod) {
 	names := map[string]bool{}
 	for _, pc := range pod.Spec.ResourceClaims {
 		names[pc.Name] = true
 	}
-	for i, c := range pod.Spec.Containers {
-		for j, rc := range c.Resources.Claims {
-			if !names[rc.Name] {
-				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name,
-					Field:   fmt.Sprintf("spec.containers[%d].resources.claims[%d].name", i, j),
-					Message: fmt.Sprintf("container %s uses claim %q, which spec.resourceClaims does not define; the API server rejects the pod", c.Name, rc.Name)})
+	for _, list := range []struct {
+		field      string
+		containers []v1.Container
+	}{{"initContainers", pod.Spec.InitContainers}, {"containers", pod.Spec.Containers}} {
+		for i, c := range list.containers {
+			for j, rc := range c.Resources.Claims {
+				if !names[rc.Name] {
+					field := fmt.Sprintf("spec.%s[%d].resources.claims[%d].name", list.field, i, j)
+					r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
+						Message: fmt.Sprintf("container %s uses claim %q, which spec.resourceClaims does not define; the API server rejects the pod", c.Name, rc.Name)})
+				}
 			}
 		}
 	}
 }
 
-func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src Source, object, field string) *claimEval {
-	simulate.DefaultClaimSpec(&claim.Spec)
+func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src scheduler.Source, object, field string) *claimEval {
+	scheduler.DefaultClaimSpec(&claim.Spec)
 	claim.UID = types.UID("gpudra-check-" + claim.Namespace + "-" + claim.Name)
 	r.report.Claims = append(r.report.Claims, ClaimInfo{Name: claim.Namespace + "/" + claim.Name, From: from, Source: src})
 	ce := &claimEval{idx: len(r.report.Claims) - 1, claim: claim, object: object, field: field, source: src}
@@ -223,15 +298,15 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src Sou
 			continue
 		case req.Exactly != nil:
 			e := req.Exactly
-			re = r.newRequest(req.Name, e.DeviceClassName, e.AllocationMode, e.Count, e.AdminAccess, e.Tolerations, e.Selectors, src, object, f+".exactly")
+			re = r.newRequest(req.Name, e.DeviceClassName, e.AllocationMode, e.Count, e.AdminAccess, e.Tolerations, e.Selectors, e.Capacity, src, object, f+".exactly")
 		case len(req.FirstAvailable) > 0:
 			re = &reqEval{name: req.Name}
-			if !r.feats.allocator.PrioritizedList {
+			if !r.feats.Allocator.PrioritizedList {
 				r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f + ".firstAvailable",
 					Message: fmt.Sprintf("firstAvailable needs the DRAPrioritizedList feature, which Kubernetes %s does not enable", r.report.KubernetesVersion)})
 			}
 			for j, sub := range req.FirstAvailable {
-				re.sub = append(re.sub, r.newRequest(req.Name+"/"+sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Selectors, src, object, fmt.Sprintf("%s.firstAvailable[%d]", f, j)))
+				re.sub = append(re.sub, r.newRequest(req.Name+"/"+sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Selectors, sub.Capacity, src, object, fmt.Sprintf("%s.firstAvailable[%d]", f, j)))
 			}
 		default:
 			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: fmt.Sprintf("request %q sets neither exactly nor firstAvailable; the API server rejects the claim", req.Name)})
@@ -242,6 +317,7 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src Sou
 	}
 	ce.invalid = ce.invalid || r.validateRequests(ce, src, object, field)
 	ce.info = &r.report.Claims[ce.idx]
+	r.checkClaimConfigs(ce)
 	for _, re := range ce.reqs {
 		r.report.Claims[ce.idx].Requests = append(r.report.Claims[ce.idx].Requests, r.requestInfo(re))
 	}
@@ -251,7 +327,7 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src Sou
 // validateRequests checks what the API server checks on a claim and the
 // allocator relies on: names, classes, modes and counts. It reports each
 // problem and says whether there was one.
-func (r *runner) validateRequests(ce *claimEval, src Source, object, field string) bool {
+func (r *runner) validateRequests(ce *claimEval, src scheduler.Source, object, field string) bool {
 	bad := false
 	report := func(f, msg string) {
 		r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: msg + "; the API server rejects the claim"})
@@ -329,22 +405,26 @@ func (r *runner) requestInfo(re *reqEval) RequestInfo {
 }
 
 func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocationMode, count int64, admin *bool, tol []resourceapi.DeviceToleration,
-	sels []resourceapi.DeviceSelector, src Source, object, field string) *reqEval {
+	sels []resourceapi.DeviceSelector, capacity *resourceapi.CapacityRequirements, src scheduler.Source, object, field string) *reqEval {
 	re := &reqEval{name: name, class: class, mode: mode, count: count, admin: admin != nil && *admin, tolerates: tol,
 		match: make([]bool, len(r.inv.devices))}
-	ce, ok := r.classes[class]
+	if capacity != nil {
+		re.capacity = capacity.Requests
+	}
+	ce := r.class(class)
 	switch {
-	case !ok:
+	case ce == nil:
 		re.missing = true
 		r.addFinding(Finding{Kind: FindingUnknownClass, Source: src, Object: object, Field: field + ".deviceClassName",
 			Message: fmt.Sprintf("DeviceClass %q is not defined in the inputs (nor built in): the claim cannot be allocated", class),
-			Hint:    suggest(class, sortedKeys(r.classes), "did you mean %q? ") + "classes: " + strings.Join(sortedKeys(r.classes), ", ")})
+			Hint:    r.classHintFor(class)})
 	case ce.broken:
 		re.broken = true
 	default:
 		copy(re.match, ce.match)
 	}
 	re.classHits = append([]bool(nil), re.match...)
+	r.checkCapacityRequests(re, src, object, field+".capacity.requests")
 	for i, sel := range sels {
 		f := fmt.Sprintf("%s.selectors[%d].cel.expression", field, i)
 		if sel.CEL == nil {
@@ -353,6 +433,7 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 			continue
 		}
 		s := r.addSelector(src, object, f, sel.CEL.Expression)
+		re.selectors = append(re.selectors, s)
 		if !s.ok {
 			re.broken = true
 			continue

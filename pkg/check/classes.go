@@ -7,54 +7,58 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 )
 
-func (r *runner) checkClasses(objs []Object) {
-	for _, o := range objs {
-		dc := o.Obj.(*resourceapi.DeviceClass)
-		r.report.Classes = append(r.report.Classes, ClassInfo{Name: dc.Name, Source: o.Source})
-		ce := &classEval{obj: dc, source: o.Source, match: make([]bool, len(r.inv.devices))}
-		for i := range ce.match {
-			ce.match[i] = true
+// class returns a known DeviceClass, checked and evaluated on every
+// device on first use, or nil when the cluster would not have it.
+func (r *runner) class(name string) *classEval {
+	if ce, ok := r.classes[name]; ok {
+		return ce
+	}
+	o, ok := r.known[name]
+	if !ok {
+		return nil
+	}
+	dc := o.Obj.(*resourceapi.DeviceClass)
+	r.report.Classes = append(r.report.Classes, ClassInfo{Name: dc.Name, Source: o.Source})
+	info := len(r.report.Classes) - 1
+	ce := &classEval{obj: dc, source: o.Source, match: make([]bool, len(r.inv.devices))}
+	for i := range ce.match {
+		ce.match[i] = true
+	}
+	object := "DeviceClass " + dc.Name
+	for i, sel := range dc.Spec.Selectors {
+		field := fmt.Sprintf("spec.selectors[%d].cel.expression", i)
+		if sel.CEL == nil {
+			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: fmt.Sprintf("spec.selectors[%d].cel", i), Message: "a selector needs cel"})
+			ce.broken = true
+			continue
 		}
-		object := "DeviceClass " + dc.Name
-		r.unusedClass = len(r.used) > 0 && !r.used[dc.Name]
-		for i, sel := range dc.Spec.Selectors {
-			field := fmt.Sprintf("spec.selectors[%d].cel.expression", i)
-			if sel.CEL == nil {
-				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: fmt.Sprintf("spec.selectors[%d].cel", i), Message: "a selector needs cel"})
-				ce.broken = true
-				continue
-			}
-			s := r.addSelector(o.Source, object, field, sel.CEL.Expression)
-			ce.selectors = append(ce.selectors, s)
-			if !s.ok {
-				ce.broken = true
-				continue
-			}
-			res := r.evaluate(s, nil, "")
-			r.recordCounts(s, res, nil)
-			r.reportRuntimeErrors(s, res, nil, object, field, "")
-			for j := range ce.match {
-				ce.match[j] = ce.match[j] && res.match[j]
-			}
+		s := r.addSelector(o.Source, object, field, sel.CEL.Expression)
+		ce.selectors = append(ce.selectors, s)
+		if !s.ok {
+			ce.broken = true
+			continue
 		}
-		if ce.broken {
-			for j := range ce.match {
-				ce.match[j] = false
-			}
-		}
-		if _, dup := r.classes[dc.Name]; dup {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Message: "DeviceClass defined twice; the later one is used"})
-		}
-		r.classes[dc.Name] = ce
-		r.report.Classes[len(r.report.Classes)-1].Matches = r.matches(ce.match)
-		if !ce.broken && len(r.inv.devices) > 0 && r.report.Classes[len(r.report.Classes)-1].Matches.Count == 0 {
-			r.addFinding(Finding{Kind: FindingClassMatchesNothing, Source: o.Source, Object: object,
-				Message: fmt.Sprintf("DeviceClass %s matches none of the %d devices in the inventory", dc.Name, len(r.inv.devices)),
-				Hint:    r.classHint(ce)})
+		res := r.evaluate(s, nil, "")
+		r.recordCounts(s, res, nil)
+		r.reportRuntimeErrors(s, res, nil, object, field, "")
+		for j := range ce.match {
+			ce.match[j] = ce.match[j] && res.match[j]
 		}
 	}
-	r.unusedClass = false
-	r.lister = classLister{classes: r.classes}
+	if ce.broken {
+		for j := range ce.match {
+			ce.match[j] = false
+		}
+	}
+	r.classes[dc.Name] = ce
+	r.checkClassConfigs(o)
+	r.report.Classes[info].Matches = r.matches(ce.match)
+	if !ce.broken && len(r.inv.devices) > 0 && r.report.Classes[info].Matches.Count == 0 {
+		r.addFinding(Finding{Kind: FindingClassMatchesNothing, Source: o.Source, Object: object,
+			Message: fmt.Sprintf("DeviceClass %s matches none of the %d devices in the inventory", dc.Name, len(r.inv.devices)),
+			Hint:    r.classHint(ce)})
+	}
+	return ce
 }
 
 func (r *runner) classHint(ce *classEval) string {
@@ -114,22 +118,4 @@ func (r *runner) matches(m []bool) Matches {
 		}
 	}
 	return out
-}
-
-// classLister serves the checked DeviceClasses to the allocator.
-type classLister struct{ classes map[string]*classEval }
-
-func (l classLister) List() ([]*resourceapi.DeviceClass, error) {
-	out := make([]*resourceapi.DeviceClass, 0, len(l.classes))
-	for _, name := range sortedKeys(l.classes) {
-		out = append(out, l.classes[name].obj)
-	}
-	return out, nil
-}
-
-func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	if c, ok := l.classes[name]; ok {
-		return c.obj, nil
-	}
-	return nil, fmt.Errorf("deviceclass %q not found", name)
 }

@@ -1,16 +1,24 @@
 // Package check is gpudra check: the offline CEL selector and allocation
 // harness. It reads DeviceClasses, ResourceClaimTemplates, ResourceClaims,
-// Pods and ResourceSlices (or builds the inventory gpudra publishes on fake
-// nodes through the plugin's own slice builder), compiles every selector as
-// the API server does (k8s.io/dynamic-resource-allocation/cel, the
-// NewExpressions environment, cost and length limits), evaluates each on
-// every device, and allocates each pod's claims with the real scheduler
-// allocator (k8s.io/dynamic-resource-allocation/structured) using the
-// feature set of one Kubernetes version. What it finds comes back as a
-// Report: located findings with hints, the devices each class and request
-// matches, and each claim's allocation or why it can never be satisfied.
+// Pods (plain, or the pod templates of workloads) and ResourceSlices
+// through the offline scheduler core (pkg/scheduler), compiles every
+// selector as the API server does (k8s.io/dynamic-resource-allocation/cel,
+// the NewExpressions environment, cost and length limits), evaluates each
+// on every device, validates gpudra's opaque configs with the config API's
+// own decoder (as the kubelet plugin's prepare does), and schedules each
+// pod's claims (with the claim for its extended resources) through the
+// core, with the real allocator and the feature set of one Kubernetes
+// version. What it finds comes back as a Report: located findings with
+// hints, the devices each class and request matches, and each claim's
+// allocation or why it can never be satisfied.
 //
-// The inventory drives the hints: an attribute "no device publishes" is one
+// The inventory is ResourceSlices: those among the inputs, and those the
+// caller passes in Options.Slices (gpudra check builds them for fake nodes
+// with pkg/fakenodes, through the plugin's own slice builder). The
+// inventory drives the hints: an attribute "no device publishes" is one
 // that no device of the inventory carries, so the checks hold for any
 // driver, partitionable devices and shared counters included.
+//
+// Like the core, this package links neither the kubelet plugin, nor gRPC,
+// nor NVML (pkg/scheduler's TestNoPluginGRPCOrNVML).
 package check

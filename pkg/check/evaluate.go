@@ -8,14 +8,16 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/gpudra/gpudra/pkg/scheduler"
+	"github.com/gpudra/gpudra/pkg/spelling"
 )
 
 // addSelector compiles one expression, checks it against the API server's
 // limits and the inventory, and evaluates it on every device.
-func (r *runner) addSelector(src Source, object, field, expr string) *selector {
+func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *selector {
 	r.report.Stats.Expressions++
-	src.Line = src.lineOf(expr)
-	r.report.Selectors = append(r.report.Selectors, SelectorInfo{Source: src, Object: object, Field: field, Expression: expr})
+	r.report.Selectors = append(r.report.Selectors, SelectorInfo{Source: src.At(field), Object: object, Field: src.Field(field), Expression: expr})
 	// The report's slice may grow later; the selector keeps an index.
 	s := &selector{source: src, infoIndex: len(r.report.Selectors) - 1}
 	info := &r.report.Selectors[s.infoIndex]
@@ -85,7 +87,7 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			if !inv.drivers[ref.name] {
 				f.Kind = FindingUnknownDriver
 				f.Message = fmt.Sprintf("no ResourceSlice in the inventory carries driver %q (drivers: %s)", ref.name, strings.Join(sortedKeys(inv.drivers), ", "))
-				f.Hint = suggest(ref.name, sortedKeys(inv.drivers), "did you mean %q? ") + "the driver name is the one the plugin runs with (--driver-name)"
+				f.Hint = didYouMean(ref.name, sortedKeys(inv.drivers)) + "the driver name is the one the plugin runs with (--driver-name)"
 				r.addFinding(f)
 			}
 		case "attributes":
@@ -93,7 +95,7 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			if !known && !inv.drivers[ref.domain] {
 				f.Kind = FindingUnknownDriver
 				f.Message = fmt.Sprintf("device.attributes['%s']: no device in the inventory has attributes in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.attrs), ", "))
-				f.Hint = suggest(ref.domain, sortedKeys(inv.attrs), "did you mean %q? ") + "unqualified attributes live in the driver's domain, the driver name"
+				f.Hint = didYouMean(ref.domain, sortedKeys(inv.attrs)) + "unqualified attributes live in the driver's domain, the driver name"
 				r.addFinding(f)
 				continue
 			}
@@ -110,7 +112,7 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			}
 			f.Kind = FindingUnknownAttribute
 			f.Message = fmt.Sprintf("no device in the inventory publishes attribute %s/%s", ref.domain, ref.name)
-			f.Hint = suggest(ref.name, sortedKeys(names), "did you mean %q? ") + "published in " + ref.domain + ": " + strings.Join(sortedKeys(names), ", ")
+			f.Hint = didYouMean(ref.name, sortedKeys(names)) + "published in " + ref.domain + ": " + strings.Join(sortedKeys(names), ", ")
 			if !ref.testOnly {
 				f.Hint += "; on devices without it the selector fails with \"no such key\""
 			}
@@ -129,13 +131,13 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			if _, ok := inv.caps[ref.domain]; !ok && !inv.drivers[ref.domain] {
 				f.Kind = FindingUnknownDriver
 				f.Message = fmt.Sprintf("device.capacity['%s']: no device in the inventory has capacity in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.caps), ", "))
-				f.Hint = suggest(ref.domain, sortedKeys(inv.caps), "did you mean %q?")
+				f.Hint = didYouMean(ref.domain, sortedKeys(inv.caps))
 				r.addFinding(f)
 				continue
 			}
 			f.Kind = FindingUnknownCapacity
 			f.Message = fmt.Sprintf("no device in the inventory has capacity %s/%s", ref.domain, ref.name)
-			f.Hint = suggest(ref.name, sortedKeys(inv.caps[ref.domain]), "did you mean %q? ") + "capacities in " + ref.domain + ": " + strings.Join(sortedKeys(inv.caps[ref.domain]), ", ")
+			f.Hint = didYouMean(ref.name, sortedKeys(inv.caps[ref.domain])) + "capacities in " + ref.domain + ": " + strings.Join(sortedKeys(inv.caps[ref.domain]), ", ")
 			r.addFinding(f)
 		}
 	}
@@ -181,39 +183,13 @@ func quoteSemver(v string) string {
 	return "'" + strings.Join(parts, ".") + "'"
 }
 
-// suggest returns format with the closest candidate, if one is close.
-func suggest(name string, candidates []string, format string) string {
-	best, bestD := "", 4
-	for _, c := range candidates {
-		d := editDistance(strings.ToLower(name), strings.ToLower(c))
-		if d < bestD && d <= max(1, len(name)/3) {
-			best, bestD = c, d
-		}
+// didYouMean is "did you mean "x"? " for the candidate closest to name,
+// or "".
+func didYouMean(name string, candidates []string) string {
+	if c := spelling.Closest(name, candidates); c != "" {
+		return fmt.Sprintf("did you mean %q? ", c)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(format, best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // evaluate runs a compiled selector on every device in scope (all when

@@ -7,6 +7,8 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // explain says why a unit could not be allocated on any node: for each
@@ -29,9 +31,8 @@ func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
 			}
 		}
 		r.unsatisfiable(ce, reasons...)
-		f := Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object,
+		f := Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
 			Message: fmt.Sprintf("claim %s cannot be allocated on any node of the inventory: %s", ce.info.Name, strings.Join(reasons, "; "))}
-		f.Source.Line = ce.source.lineOf("devices:")
 		if u.pod != "" {
 			f.Message = fmt.Sprintf("pod %s: %s", u.pod, f.Message)
 		}
@@ -93,7 +94,7 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 		return []string{prefix + msg}
 	}
 	// Taints.
-	if r.feats.allocator.DeviceTaints && !re.admin {
+	if r.feats.Allocator.DeviceTaints && !re.admin {
 		bestUntainted, taints := 0, map[string]int{}
 		for _, n := range nodes {
 			c := 0
@@ -129,7 +130,8 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 			holders := map[string]bool{}
 			for _, i := range r.onNode(freeNode) {
 				if re.match[i] && !r.free(i) {
-					holders[r.allocated[r.inv.devices[i].id]] = true
+					h, _ := r.state.Holder(r.inv.devices[i].id)
+					holders[h] = true
 				}
 			}
 			return []string{prefix + fmt.Sprintf("needs %d free device(s) on one node; at most %d of the matching ones are free (%s); earlier claims hold the rest: %s",
@@ -137,7 +139,7 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 		}
 	}
 	// Partitionable devices on a version that does not allocate them.
-	if !r.feats.allocator.PartitionableDevices {
+	if !r.feats.Allocator.PartitionableDevices {
 		consumers := 0
 		for i, m := range re.match {
 			if m && len(r.inv.devices[i].dev.ConsumesCounters) > 0 {
@@ -253,7 +255,7 @@ func (r *runner) explainConstraints(ce *claimEval, re *reqEval, nodes []string, 
 		}
 		var gs []string
 		keys := sortedKeys(bestGroups)
-		sort.SliceStable(keys, func(i, j int) bool { return naturalLess(keys[i], keys[j]) })
+		sort.SliceStable(keys, func(i, j int) bool { return scheduler.NaturalLess(keys[i], keys[j]) })
 		for _, k := range keys {
 			gs = append(gs, fmt.Sprintf("%s=%s: %d", name, k, bestGroups[k]))
 		}

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/pkg/fakenodes"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 var (
@@ -25,7 +28,7 @@ var (
 // input path, not the fake GPUs.
 func fuzzInventory(t testing.TB) []*resourceapi.ResourceSlice {
 	fuzzSlicesOnce.Do(func() {
-		fuzzSlices, fuzzSlicesErr = ProfileInventory(context.Background(), "mixed", 1, DefaultDriverName)
+		fuzzSlices, fuzzSlicesErr = fakenodes.Slices(context.Background(), "mixed", 1, DefaultDriverName)
 	})
 	if fuzzSlicesErr != nil {
 		t.Fatal(fuzzSlicesErr)
@@ -37,9 +40,9 @@ func fuzzInventory(t testing.TB) []*resourceapi.ResourceSlice {
 // decode, then Run, then render both outputs. It returns the exit status
 // and the message a user would see.
 func checkBytes(t testing.TB, data []byte, expr string) (int, string) {
-	in := &Inputs{}
+	in := &scheduler.Manifests{}
 	if err := in.Add("fuzz.yaml", data); err != nil {
-		var ie *InputError
+		var ie *scheduler.InputError
 		if !errors.As(err, &ie) {
 			t.Fatalf("Add returned %T, not an InputError: %v", err, err)
 		}
@@ -54,7 +57,7 @@ func checkBytes(t testing.TB, data []byte, expr string) (int, string) {
 	rep, err := Run(context.Background(), Options{Inputs: in, Slices: fuzzInventory(t), BuiltinClasses: true, AllocateTimeout: 2 * time.Second})
 	code := ExitCode(rep, err)
 	if err != nil {
-		var ie *InputError
+		var ie *scheduler.InputError
 		if !errors.As(err, &ie) {
 			t.Fatalf("Run returned %T, not an InputError: %v", err, err)
 		}

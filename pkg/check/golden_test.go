@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.json from the current DeviceClasses, examples and slice builder")
@@ -99,11 +101,11 @@ func nonNil(s []string) []string {
 func TestGoldenShipped(t *testing.T) {
 	for _, profile := range nvmlfake.Profiles() {
 		t.Run(profile, func(t *testing.T) {
-			in, err := LoadFS(deviceclasses.FS, "deviceclasses")
+			in, err := scheduler.LoadFS(deviceclasses.FS, "deviceclasses")
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := Run(context.Background(), Options{Inputs: in, Profile: profile, BuiltinClasses: true, ListLimit: 1 << 20})
+			rep, err := Run(context.Background(), onProfile(t, profile, 1, Options{Inputs: in, BuiltinClasses: true, ListLimit: 1 << 20}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,11 +136,11 @@ func TestGoldenShipped(t *testing.T) {
 // TestExamplesRunOnDemoNode: every shipped example is allocatable, without
 // findings, on the node `make demo` uses.
 func TestExamplesRunOnDemoNode(t *testing.T) {
-	in, err := LoadFS(deviceclasses.FS, "deviceclasses")
+	in, err := scheduler.LoadFS(deviceclasses.FS, "deviceclasses")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), Options{Inputs: in, Profile: DefaultProfile, BuiltinClasses: true})
+	rep, err := Run(context.Background(), onProfile(t, fakenodes.DefaultProfile, 1, Options{Inputs: in, BuiltinClasses: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +149,12 @@ func TestExamplesRunOnDemoNode(t *testing.T) {
 	}
 	for _, c := range rep.Claims {
 		if c.Allocation == nil {
-			t.Errorf("%s (%s): not allocatable on %s: %v", c.Name, c.Source.File, DefaultProfile, c.Unsatisfiable)
+			t.Errorf("%s (%s): not allocatable on %s: %v", c.Name, c.Source.File, fakenodes.DefaultProfile, c.Unsatisfiable)
 		}
 	}
 	for _, p := range rep.Pods {
 		if p.Pending {
-			t.Errorf("pod %s stays Pending on %s", p.Name, DefaultProfile)
+			t.Errorf("pod %s stays Pending on %s", p.Name, fakenodes.DefaultProfile)
 		}
 		for _, c := range p.Containers {
 			if len(c.Devices) == 0 {

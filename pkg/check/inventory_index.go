@@ -49,10 +49,10 @@ type inventory struct {
 	counters map[string]map[string]map[string]resourceapi.Counter
 }
 
-func newInventory(slices []*resourceapi.ResourceSlice) *inventory {
+func newInventory(slices []*resourceapi.ResourceSlice, nodes []*v1.Node) *inventory {
 	inv := &inventory{
 		slices:   slices,
-		nodes:    nodesOf(slices),
+		nodes:    nodes,
 		byID:     map[structured.DeviceID]*device{},
 		drivers:  map[string]bool{},
 		attrs:    map[string]map[string]string{},
@@ -187,10 +187,10 @@ func attrString(a resourceapi.DeviceAttribute) string {
 	return s[2:]
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func sortedKeys[K ~string, V any](m map[K]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
-		out = append(out, k)
+		out = append(out, string(k))
 	}
 	sort.Strings(out)
 	return out

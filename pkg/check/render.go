@@ -73,11 +73,22 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 	if len(rep.Pods) > 0 {
 		p("\npods:\n")
 		for _, pod := range rep.Pods {
-			if pod.Pending {
-				p("  %s: PENDING (a claim cannot be allocated)\n", pod.Name)
+			name := pod.Name
+			if pod.Owner != "" {
+				name += " (of " + pod.Owner + ")"
+			}
+			switch {
+			case len(pod.Blocked) > 0:
+				p("  %s: PENDING (%s)\n", name, strings.Join(pod.Blocked, "; "))
+				continue
+			case pod.Pending:
+				p("  %s: PENDING (a claim cannot be allocated)\n", name)
+				continue
+			case pod.NoDRA:
+				p("  %s: needs no DRA device (no resource claims, no extended resource a DeviceClass maps)\n", name)
 				continue
 			}
-			p("  %s on %s\n", pod.Name, pod.Node)
+			p("  %s on %s\n", name, pod.Node)
 			for _, c := range pod.Containers {
 				devs := "no devices"
 				if len(c.Devices) > 0 {

@@ -1,5 +1,7 @@
 package check
 
+import "github.com/gpudra/gpudra/pkg/scheduler"
+
 // FindingKind classifies a finding; the JSON output carries it as is.
 type FindingKind string
 
@@ -22,6 +24,31 @@ const (
 	FindingInvalid             FindingKind = "invalid"
 	FindingUnknownField        FindingKind = "unknown-field"
 	FindingEmptyInventory      FindingKind = "empty-inventory"
+	// FindingShadowsBuiltin: an input DeviceClass has the name of one of
+	// gpudra's own (which the Helm chart installs) but differs from it.
+	FindingShadowsBuiltin FindingKind = "shadows-builtin"
+	// FindingInvalidConfig: an opaque config for gpudra's driver that the
+	// kubelet plugin rejects at prepare.
+	FindingInvalidConfig FindingKind = "invalid-config"
+	// FindingForeignConfig (a note): another vendor's opaque config.
+	FindingForeignConfig FindingKind = "foreign-config"
+	// FindingExtendedResource: a pod's extended resource that nothing
+	// offers on this inventory.
+	FindingExtendedResource FindingKind = "extended-resource"
+	// FindingInvalidVersion: a semver() literal that is not a semantic
+	// version; the selector fails at run time on every device.
+	FindingInvalidVersion FindingKind = "invalid-version"
+	// FindingMissingDomain: device.attributes['name'] or
+	// device.capacity['name'] without the domain.
+	FindingMissingDomain FindingKind = "missing-domain"
+	// FindingSkipped (a note): an object of a kind check does not read.
+	FindingSkipped FindingKind = "skipped"
+	// FindingConverted (a note): a resource.k8s.io v1beta1/v1beta2 object
+	// read as v1.
+	FindingConverted FindingKind = "converted"
+	// FindingNotApplied (a note): an object the scheduler of the chosen
+	// Kubernetes version ignores (a DeviceTaintRule before 1.37).
+	FindingNotApplied FindingKind = "not-applied"
 )
 
 // Finding is one problem, located as precisely as the input allows.
@@ -29,15 +56,15 @@ type Finding struct {
 	Kind FindingKind `json:"kind"`
 	// Severity is "error" (counts for the exit status) or "note" (worth
 	// knowing, e.g. a class no claim uses matches nothing here).
-	Severity   string   `json:"severity"`
-	Source     Source   `json:"source"`
-	Object     string   `json:"object,omitempty"`     // "DeviceClass gpu.gpudra.io"
-	Field      string   `json:"field,omitempty"`      // "spec.selectors[0].cel.expression"
-	Expression string   `json:"expression,omitempty"` // the CEL expression
-	Caret      string   `json:"caret,omitempty"`      // the expression's line and a caret under the position
-	Message    string   `json:"message"`
-	Hint       string   `json:"hint,omitempty"`
-	Devices    []string `json:"devices,omitempty"` // devices that raised it (node/device), a few
+	Severity   string           `json:"severity"`
+	Source     scheduler.Source `json:"source"`
+	Object     string           `json:"object,omitempty"`     // "DeviceClass gpu.gpudra.io"
+	Field      string           `json:"field,omitempty"`      // "spec.selectors[0].cel.expression"
+	Expression string           `json:"expression,omitempty"` // the CEL expression
+	Caret      string           `json:"caret,omitempty"`      // the expression's line and a caret under the position
+	Message    string           `json:"message"`
+	Hint       string           `json:"hint,omitempty"`
+	Devices    []string         `json:"devices,omitempty"` // devices that raised it (node/device), a few
 }
 
 // Report is what gpudra check found.
@@ -67,16 +94,16 @@ type InventoryInfo struct {
 // SelectorInfo is one CEL expression: where it is, what the compiler said,
 // and how many devices it matches.
 type SelectorInfo struct {
-	Source     Source `json:"source"`
-	Object     string `json:"object"`
-	Field      string `json:"field"`
-	Expression string `json:"expression"`
-	Type       string `json:"type,omitempty"`   // the output type (bool)
-	Cost       uint64 `json:"cost,omitempty"`   // estimated worst-case cost
-	Error      string `json:"error,omitempty"`  // compile error
-	Matches    int    `json:"matches"`          // devices it matches
-	Errors     int    `json:"errors,omitempty"` // devices it failed on
-	Devices    int    `json:"evaluated"`        // devices it ran on
+	Source     scheduler.Source `json:"source"`
+	Object     string           `json:"object"`
+	Field      string           `json:"field"`
+	Expression string           `json:"expression"`
+	Type       string           `json:"type,omitempty"`   // the output type (bool)
+	Cost       uint64           `json:"cost,omitempty"`   // estimated worst-case cost
+	Error      string           `json:"error,omitempty"`  // compile error
+	Matches    int              `json:"matches"`          // devices it matches
+	Errors     int              `json:"errors,omitempty"` // devices it failed on
+	Devices    int              `json:"evaluated"`        // devices it ran on
 }
 
 // Matches is a set of matching devices.
@@ -90,9 +117,9 @@ type Matches struct {
 
 // ClassInfo is a DeviceClass and the devices it matches.
 type ClassInfo struct {
-	Name    string  `json:"name"`
-	Source  Source  `json:"source"`
-	Matches Matches `json:"matches"`
+	Name    string           `json:"name"`
+	Source  scheduler.Source `json:"source"`
+	Matches Matches          `json:"matches"`
 }
 
 // RequestInfo is one request (or firstAvailable subrequest) of a claim.
@@ -108,11 +135,11 @@ type RequestInfo struct {
 // ClaimInfo is one claim (from a ResourceClaim, a template, or a pod's
 // template reference) and what the allocator made of it.
 type ClaimInfo struct {
-	Name     string        `json:"name"`          // namespace/name
-	From     string        `json:"from"`          // "ResourceClaim", "ResourceClaimTemplate x", "Pod p"
-	Pod      string        `json:"pod,omitempty"` // the pod it was allocated with
-	Source   Source        `json:"source"`
-	Requests []RequestInfo `json:"requests"`
+	Name     string           `json:"name"`          // namespace/name
+	From     string           `json:"from"`          // "ResourceClaim", "ResourceClaimTemplate x", "Pod p"
+	Pod      string           `json:"pod,omitempty"` // the pod it was allocated with
+	Source   scheduler.Source `json:"source"`
+	Requests []RequestInfo    `json:"requests"`
 	// Allocation is set when the allocator found devices.
 	Allocation *Allocation `json:"allocation,omitempty"`
 	// Unsatisfiable says why not, one line per reason.
@@ -122,8 +149,15 @@ type ClaimInfo struct {
 // PodInfo is a pod: where its claims were allocated and the devices each
 // container would receive (through resources.claims).
 type PodInfo struct {
-	Name       string          `json:"name"`
-	Source     Source          `json:"source"`
+	Name   string           `json:"name"`
+	Source scheduler.Source `json:"source"`
+	// Owner is the workload the pod comes from ("Deployment default/x").
+	Owner string `json:"owner,omitempty"`
+	// NoDRA: the pod asks for no DRA device (no claims, no extended
+	// resource a DeviceClass maps).
+	NoDRA bool `json:"noDRA,omitempty"`
+	// Blocked says why the pod stays Pending whatever its claims get.
+	Blocked    []string        `json:"blocked,omitempty"`
 	Node       string          `json:"node,omitempty"`
 	Pending    bool            `json:"pending,omitempty"` // a claim is not allocatable: the pod stays Pending
 	Containers []ContainerInfo `json:"containers"`

@@ -11,11 +11,13 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // selector is one CEL expression in the input and its compilation.
 type selector struct {
-	source    Source
+	source    scheduler.Source
 	result    cel.CompilationResult
 	ok        bool     // compiled, within limits
 	infoIndex int      // in Report.Selectors

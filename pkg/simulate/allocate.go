@@ -2,50 +2,22 @@ package simulate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
-// Features137 is the allocator feature set of a Kubernetes 1.37 scheduler
-// with its default feature gates.
-var Features137 = structured.Features{
-	AdminAccess:            true,
-	ConsumableCapacity:     true,
-	DeviceBindingAndStatus: true,
-	DeviceTaints:           true,
-	PartitionableDevices:   true,
-	PrioritizedList:        true,
-}
+// Features is the feature set the simulated control plane has: that of the
+// newest Kubernetes version, as gpudra check's default.
+var Features = scheduler.DefaultFeatures()
 
-// ErrUnschedulable means the allocator found no devices for the claim: a pod
-// using it would stay Pending.
-var ErrUnschedulable = errors.New("cannot allocate all claims on this node")
-
-// classLister serves DeviceClasses from the fake API server.
-type classLister struct{ c *Cluster }
-
-func (l classLister) List() ([]*resourceapi.DeviceClass, error) {
-	list, err := l.c.Client.ResourceV1().DeviceClasses().List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*resourceapi.DeviceClass, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, &list.Items[i])
-	}
-	return out, nil
-}
-
-func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
-	return l.c.Client.ResourceV1().DeviceClasses().Get(context.Background(), name, metav1.GetOptions{})
-}
+// ErrUnschedulable means the allocator found no devices for the claims: a
+// pod using them would stay Pending.
+var ErrUnschedulable = scheduler.ErrUnschedulable
 
 // ApplyDeviceClass creates or replaces a DeviceClass.
 func (c *Cluster) ApplyDeviceClass(ctx context.Context, dc *resourceapi.DeviceClass) error {
@@ -60,63 +32,89 @@ func (c *Cluster) ApplyDeviceClass(ctx context.Context, dc *resourceapi.DeviceCl
 // one would.
 func (c *Cluster) CreateClaim(ctx context.Context, claim *resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, error) {
 	claim = claim.DeepCopy()
-	DefaultClaimSpec(&claim.Spec)
+	scheduler.DefaultClaimSpec(&claim.Spec)
 	return c.Client.ResourceV1().ResourceClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{})
 }
 
-// allocatedState collects the devices that allocated claims already hold.
-func (c *Cluster) allocatedState(ctx context.Context) (structured.AllocatedState, error) {
-	state := structured.AllocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}
-	claims, err := c.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return state, err
-	}
-	for _, claim := range claims.Items {
-		if claim.Status.Allocation == nil {
-			continue
-		}
-		for _, r := range claim.Status.Allocation.Devices.Results {
-			if r.AdminAccess != nil && *r.AdminAccess {
-				continue
-			}
-			state.AllocatedDevices.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
-		}
-	}
-	return state, nil
-}
-
-// Allocate runs the real scheduler allocator for the claim on this node,
-// against the published slices and the devices other claims hold, and
-// records the result in the claim's status as the scheduler would. A claim
-// that is already allocated is returned as is (a shared claim).
-func (c *Cluster) Allocate(ctx context.Context, claim *resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, error) {
-	if claim.Status.Allocation != nil {
-		return claim, nil
-	}
+// Scheduler is the offline scheduler core over what the fake API server
+// holds: the plugin's published slices and the DeviceClasses, with the
+// devices of every allocated claim held. It is what gpudra check uses, so
+// that simulate and check allocate alike.
+func (c *Cluster) Scheduler(ctx context.Context) (*scheduler.Scheduler, *scheduler.State, error) {
 	slices, err := c.Slices(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	state, err := c.allocatedState(ctx)
+	classList, err := c.Client.ResourceV1().DeviceClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	classes := make([]*resourceapi.DeviceClass, 0, len(classList.Items))
+	for i := range classList.Items {
+		classes = append(classes, &classList.Items[i])
+	}
+	claimList, err := c.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	claims := make([]*resourceapi.ResourceClaim, 0, len(claimList.Items))
+	for i := range claimList.Items {
+		claims = append(claims, &claimList.Items[i])
+	}
+	return scheduler.New(Features, scheduler.NewClasses(classes), slices, nil), scheduler.StateOf(claims), nil
+}
+
+// Allocate allocates one claim as the scheduler would for a pod with only
+// this claim (AllocatePod), and returns it as stored. A claim that is
+// already allocated is returned as is (a shared claim).
+func (c *Cluster) Allocate(ctx context.Context, claim *resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, error) {
+	out, err := c.AllocatePod(ctx, []*resourceapi.ResourceClaim{claim})
 	if err != nil {
 		return nil, err
 	}
-	allocator, err := structured.NewAllocator(ctx, Features137, state, classLister{c}, slices, cel.NewCache(100, cel.Features{}))
+	return out[0], nil
+}
+
+// AllocatePod does what the scheduler's DRA plugin does for a pod: it
+// allocates the pod's unallocated claims together, on this node, against
+// the published slices and the devices other claims hold (the offline
+// scheduler core), and records the results in the claims' status. Claims
+// already allocated (shared with another pod) must be on this node.
+func (c *Cluster) AllocatePod(ctx context.Context, claims []*resourceapi.ResourceClaim) ([]*resourceapi.ResourceClaim, error) {
+	sched, state, err := c.Scheduler(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("create allocator: %w", err)
+		return nil, err
 	}
-	results, err := allocator.Allocate(ctx, c.Node, []*resourceapi.ResourceClaim{claim})
+	place, err := sched.Schedule(ctx, state, claims, nil)
 	if err != nil {
-		return nil, fmt.Errorf("allocate %s/%s: %w", claim.Namespace, claim.Name, err)
+		return nil, fmt.Errorf("allocate %s: %w", claimNames(claims), err)
 	}
-	if len(results) == 0 {
-		return nil, fmt.Errorf("allocate %s/%s: %w", claim.Namespace, claim.Name, ErrUnschedulable)
+	if place.Node.Name != c.Node.Name {
+		return nil, fmt.Errorf("allocate %s: the scheduler chose node %s, not %s", claimNames(claims), place.Node.Name, c.Node.Name)
 	}
-	claim = claim.DeepCopy()
-	claim.Status.Allocation = &results[0]
-	return c.Client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	out := make([]*resourceapi.ResourceClaim, len(claims))
+	for i, claim := range claims {
+		out[i] = claim
+		res := place.Results[i]
+		if res == nil {
+			continue
+		}
+		claim = claim.DeepCopy()
+		claim.Status.Allocation = res
+		if out[i], err = c.Client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("record the allocation of %s/%s: %w", claim.Namespace, claim.Name, err)
+		}
+	}
+	return out, nil
+}
+
+func claimNames(claims []*resourceapi.ResourceClaim) string {
+	s := ""
+	for i, c := range claims {
+		if i > 0 {
+			s += ", "
+		}
+		s += c.Namespace + "/" + c.Name
+	}
+	return s
 }

@@ -141,7 +141,7 @@ func newAllocCluster(tb testing.TB, shape allocShape, n, busy int) *allocCluster
 
 // allocatorFeatures is what each allocator is picked with.
 var allocatorFeatures = map[string]structured.Features{
-	"incubating": Features137,
+	"incubating": Features.Allocator,
 	"stable":     {AdminAccess: true, PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true},
 }
 

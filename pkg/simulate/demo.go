@@ -12,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // Example is one example file: its claims, templates and pods.
@@ -30,20 +32,15 @@ func LoadDeviceClasses(fsys fs.FS) ([]*resourceapi.DeviceClass, error) {
 	}
 	var out []*resourceapi.DeviceClass
 	for _, f := range files {
-		data, err := fs.ReadFile(fsys, f)
+		m, err := decodeFile(fsys, f)
 		if err != nil {
 			return nil, err
 		}
-		ms, err := DecodeManifests(f, data)
-		if err != nil {
-			return nil, err
+		if len(m.Templates)+len(m.Claims)+len(m.Pods)+len(m.Slices)+len(m.TaintRules) > 0 {
+			return nil, fmt.Errorf("%s: expected only DeviceClasses", f)
 		}
-		for _, m := range ms {
-			dc, ok := m.Object.(*resourceapi.DeviceClass)
-			if !ok {
-				return nil, fmt.Errorf("%s: expected a DeviceClass, got %T", m.Source, m.Object)
-			}
-			out = append(out, dc)
+		for _, o := range m.Classes {
+			out = append(out, o.Obj.(*resourceapi.DeviceClass))
 		}
 	}
 	return out, nil
@@ -58,30 +55,46 @@ func LoadExamples(fsys fs.FS) ([]Example, error) {
 	sort.Strings(files)
 	var out []Example
 	for _, f := range files {
-		data, err := fs.ReadFile(fsys, f)
+		m, err := decodeFile(fsys, f)
 		if err != nil {
 			return nil, err
 		}
-		ms, err := DecodeManifests(path.Base(f), data)
-		if err != nil {
-			return nil, err
+		if len(m.Classes)+len(m.Slices)+len(m.TaintRules) > 0 {
+			return nil, fmt.Errorf("%s: an example holds claims, templates and pods only", f)
 		}
 		ex := Example{File: path.Base(f)}
-		for _, m := range ms {
-			switch o := m.Object.(type) {
-			case *resourceapi.ResourceClaimTemplate:
-				ex.Templates = append(ex.Templates, o)
-			case *resourceapi.ResourceClaim:
-				ex.Claims = append(ex.Claims, o)
-			case *v1.Pod:
-				ex.Pods = append(ex.Pods, o)
-			default:
-				return nil, fmt.Errorf("%s: unexpected %T in an example", m.Source, m.Object)
-			}
+		for _, o := range m.Templates {
+			ex.Templates = append(ex.Templates, o.Obj.(*resourceapi.ResourceClaimTemplate))
+		}
+		for _, o := range m.Claims {
+			ex.Claims = append(ex.Claims, o.Obj.(*resourceapi.ResourceClaim))
+		}
+		for _, o := range m.Pods {
+			ex.Pods = append(ex.Pods, o.Obj.(*v1.Pod))
 		}
 		out = append(out, ex)
 	}
 	return out, nil
+}
+
+// decodeFile decodes one manifest file with the offline scheduler core's
+// decoder, as gpudra check does; anything the API server would reject is
+// an error here.
+func decodeFile(fsys fs.FS, f string) (*scheduler.Manifests, error) {
+	data, err := fs.ReadFile(fsys, f)
+	if err != nil {
+		return nil, err
+	}
+	m := &scheduler.Manifests{}
+	if err := m.Add(f, data); err != nil {
+		return nil, err
+	}
+	for _, p := range m.Problems {
+		if !p.Note {
+			return nil, fmt.Errorf("%s", p)
+		}
+	}
+	return m, nil
 }
 
 // RunExample creates the example's templates and claims, runs its pods,

@@ -9,6 +9,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // PodResult is what a pod got: its claims' devices and each container's
@@ -17,22 +19,31 @@ type PodResult struct {
 	Pod        string
 	Claims     []PodClaim
 	Containers []Container
+	// extended maps containers to the requests of the claim for the
+	// pod's extended resources (Name "" in Claims).
+	extended []v1.ContainerExtendedResourceRequest
 }
 
 // PodClaim is one of the pod's claims, allocated and prepared.
 type PodClaim struct {
-	// Name is the pod's name for the claim (spec.resourceClaims[].name).
+	// Name is the pod's name for the claim (spec.resourceClaims[].name),
+	// or "" for the claim the scheduler made for the pod's extended
+	// resources.
 	Name    string
 	Claim   *resourceapi.ResourceClaim
 	Devices []*drapb.Device
 }
 
 // RunPod does for one pod what the control plane and kubelet do: create
-// claims from templates (the resourceclaim controller), allocate them (the
-// scheduler's DRA plugin), prepare them over the plugin socket (the kubelet)
-// and compute what each container receives (the container runtime).
-// Templates are looked up in the fake API server.
+// claims from templates (the resourceclaim controller), allocate them all
+// together with the claim for the pod's extended resources (the
+// scheduler's DRA plugin, through the offline scheduler core), prepare
+// them over the plugin socket (the kubelet) and compute what each
+// container receives (the container runtime). Templates are looked up in
+// the fake API server.
 func (c *Cluster) RunPod(ctx context.Context, pod *v1.Pod) (*PodResult, error) {
+	pod = pod.DeepCopy()
+	scheduler.DefaultPod(pod)
 	res := &PodResult{Pod: pod.Namespace + "/" + pod.Name}
 	var claims []*resourceapi.ResourceClaim
 	for _, pc := range pod.Spec.ResourceClaims {
@@ -40,15 +51,37 @@ func (c *Cluster) RunPod(ctx context.Context, pod *v1.Pod) (*PodResult, error) {
 		if err != nil {
 			return res, err
 		}
-		claim, err = c.Allocate(ctx, claim)
-		if err != nil {
-			return res, fmt.Errorf("pod %s: claim %q: %w", res.Pod, pc.Name, err)
-		}
 		claims = append(claims, claim)
 		res.Claims = append(res.Claims, PodClaim{Name: pc.Name, Claim: claim})
 	}
+	sched, _, err := c.Scheduler(ctx)
+	if err != nil {
+		return res, err
+	}
+	ext := sched.ExtendedResources(pod)
+	if len(ext.Unbacked)+len(ext.NotEnabled) > 0 {
+		return res, fmt.Errorf("pod %s: nothing offers %v: %w", res.Pod, append(ext.Unbacked, ext.NotEnabled...), ErrUnschedulable)
+	}
+	if ext.Claim != nil {
+		// The scheduler creates this claim when it binds the pod; here it
+		// is created first and allocated with the others.
+		claim, err := c.CreateClaim(ctx, ext.Claim)
+		if err != nil {
+			return res, fmt.Errorf("pod %s: claim for extended resources: %w", res.Pod, err)
+		}
+		claims = append(claims, claim)
+		res.Claims = append(res.Claims, PodClaim{Claim: claim})
+		res.extended = ext.Mappings
+	}
 	if len(claims) == 0 {
 		return res, nil
+	}
+	claims, err = c.AllocatePod(ctx, claims)
+	if err != nil {
+		return res, fmt.Errorf("pod %s: %w", res.Pod, err)
+	}
+	for i := range claims {
+		res.Claims[i].Claim = claims[i]
 	}
 	resp, err := c.NodePrepareResources(ctx, claims...)
 	if err != nil {
@@ -57,21 +90,41 @@ func (c *Cluster) RunPod(ctx context.Context, pod *v1.Pod) (*PodResult, error) {
 	for i := range res.Claims {
 		r := resp.Claims[string(res.Claims[i].Claim.UID)]
 		if r == nil {
-			return res, fmt.Errorf("pod %s: claim %q: no answer from the plugin", res.Pod, res.Claims[i].Name)
+			return res, fmt.Errorf("pod %s: claim %s: no answer from the plugin", res.Pod, res.Claims[i].label())
 		}
 		if r.Error != "" {
-			return res, fmt.Errorf("pod %s: claim %q: prepare failed: %s", res.Pod, res.Claims[i].Name, r.Error)
+			return res, fmt.Errorf("pod %s: claim %s: prepare failed: %s", res.Pod, res.Claims[i].label(), r.Error)
 		}
 		res.Claims[i].Devices = r.Devices
 	}
-	for _, ctr := range pod.Spec.Containers {
-		view, err := c.Inject(ctr.Name, containerCDIDevices(ctr, res.Claims))
+	for _, ctr := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		ids := containerCDIDevices(ctr, res.Claims, res.extended)
+		if len(ids) == 0 && isInitContainer(pod, ctr.Name) {
+			continue
+		}
+		view, err := c.Inject(ctr.Name, ids)
 		if err != nil {
 			return res, fmt.Errorf("pod %s: container %s: %w", res.Pod, ctr.Name, err)
 		}
 		res.Containers = append(res.Containers, view)
 	}
 	return res, nil
+}
+
+func (pc PodClaim) label() string {
+	if pc.Name == "" {
+		return "for extended resources"
+	}
+	return fmt.Sprintf("%q", pc.Name)
+}
+
+func isInitContainer(pod *v1.Pod, name string) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // StopPod unprepares the pod's claims, as the kubelet does once the pod's
@@ -109,21 +162,25 @@ func (c *Cluster) podClaim(ctx context.Context, pod *v1.Pod, pc v1.PodResourceCl
 		if err != nil {
 			return nil, fmt.Errorf("pod %s/%s: claim %q: template: %w", pod.Namespace, pod.Name, pc.Name, err)
 		}
-		claim := &resourceapi.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name + "-" + pc.Name},
-			Spec:       tmpl.Spec.Spec,
-		}
-		return c.CreateClaim(ctx, claim)
+		return c.CreateClaim(ctx, scheduler.ClaimFromTemplate(pod, pc.Name, tmpl))
 	default:
 		return nil, fmt.Errorf("pod %s/%s: claim %q names neither a claim nor a template", pod.Namespace, pod.Name, pc.Name)
 	}
 }
 
 // containerCDIDevices picks the CDI IDs of the devices a container asked for
-// in resources.claims: all of a claim's devices, or those of one request.
-func containerCDIDevices(ctr v1.Container, claims []PodClaim) []string {
+// in resources.claims (all of a claim's devices, or those of one request),
+// and those of the requests the scheduler made for its extended resources
+// (as the kubelet reads them from the pod's extendedResourceClaimStatus).
+func containerCDIDevices(ctr v1.Container, claims []PodClaim, extended []v1.ContainerExtendedResourceRequest) []string {
+	refs := append([]v1.ResourceClaim(nil), ctr.Resources.Claims...)
+	for _, m := range extended {
+		if m.ContainerName == ctr.Name {
+			refs = append(refs, v1.ResourceClaim{Name: "", Request: m.RequestName})
+		}
+	}
 	var ids []string
-	for _, ref := range ctr.Resources.Claims {
+	for _, ref := range refs {
 		for _, pc := range claims {
 			if pc.Name != ref.Name {
 				continue

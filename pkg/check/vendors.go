@@ -1,0 +1,67 @@
+package check
+
+import (
+	"fmt"
+	"strings"
+
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+)
+
+// vendorAPI is another DRA driver's opaque config API that manifests
+// written for that driver carry, and what gpudra offers instead.
+type vendorAPI struct {
+	group  string // API group of its config kinds
+	who    string
+	driver string // its default driver name
+	// kinds maps its config kinds to gpudra's equivalent ("" for none).
+	kinds map[string]string
+}
+
+// Facts from the drivers' own APIs: NVIDIA's dra-driver-nvidia-gpu
+// (resource.nvidia.com/v1beta1: GpuConfig, MigDeviceConfig,
+// VfioDeviceConfig, ComputeDomainChannelConfig, ComputeDomainDaemonConfig)
+// and kubernetes-sigs/dra-example-driver (gpu.resource.example.com/v1alpha1
+// GpuConfig).
+var vendorAPIs = []vendorAPI{
+	{group: "resource.nvidia.com", who: "NVIDIA's DRA driver (dra-driver-nvidia-gpu)", driver: "gpu.nvidia.com", kinds: map[string]string{
+		"GpuConfig":                  configapi.GpuConfigKind,
+		"MigDeviceConfig":            configapi.MigConfigKind,
+		"VfioDeviceConfig":           "",
+		"ComputeDomainChannelConfig": "",
+		"ComputeDomainDaemonConfig":  "",
+	}},
+	{group: "gpu.resource.example.com", who: "the DRA example driver (dra-example-driver)", driver: "gpu.example.com", kinds: map[string]string{
+		"GpuConfig": configapi.GpuConfigKind,
+	}},
+}
+
+// vendorKinds are other drivers' custom resources that manifests written
+// for them carry, and what they mean for gpudra.
+var vendorKinds = map[string]string{
+	"ComputeDomain":       "NVIDIA's multi-node NVLink (IMEX) domain; gpudra has no equivalent. Within a node, GPUs on one NVLink island share the attribute nvlinkGroup: constrain a claim with matchAttribute: gpu.gpudra.io/nvlinkGroup",
+	"ComputeDomainClique": "NVIDIA's multi-node NVLink (IMEX) clique; gpudra has no equivalent. Within a node, GPUs on one NVLink island share the attribute nvlinkGroup",
+}
+
+// vendorOf returns the vendor API an apiVersion belongs to.
+func vendorOf(apiVersion string) (vendorAPI, bool) {
+	group, _, _ := strings.Cut(apiVersion, "/")
+	for _, v := range vendorAPIs {
+		if v.group == group {
+			return v, true
+		}
+	}
+	return vendorAPI{}, false
+}
+
+// equivalent says what gpudra offers for another vendor's config kind,
+// under gpudra's driver name.
+func (v vendorAPI) equivalent(kind, driverName string) string {
+	ours, known := v.kinds[kind]
+	switch {
+	case !known:
+		return fmt.Sprintf("gpudra's configs are apiVersion %s, kinds %s and %s, under driver %s", configapi.SchemeGroupVersion, configapi.GpuConfigKind, configapi.MigConfigKind, driverName)
+	case ours == "":
+		return fmt.Sprintf("gpudra has no equivalent of %s", kind)
+	}
+	return fmt.Sprintf("gpudra's equivalent is apiVersion %s, kind %s, under driver %s (its fields differ: see the Device configuration section of gpudra's README)", configapi.SchemeGroupVersion, ours, driverName)
+}

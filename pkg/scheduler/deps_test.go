@@ -1,0 +1,42 @@
+package scheduler
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestNoPluginGRPCOrNVML keeps the offline scheduler core and gpudra check
+// free of the kubelet plugin, gRPC and NVML (cgo): the controller links
+// them into a small binary, and gpudra check must not need a GPU library.
+// The inventory of fake nodes is built elsewhere (pkg/fakenodes) and
+// handed in as ResourceSlices.
+func TestNoPluginGRPCOrNVML(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	forbidden := []string{
+		"k8s.io/dynamic-resource-allocation/kubeletplugin",
+		"google.golang.org/grpc",
+		"github.com/NVIDIA/go-nvml",
+		"github.com/gpudra/gpudra/pkg/plugin",
+		"github.com/gpudra/gpudra/pkg/backend",
+		"github.com/gpudra/gpudra/pkg/simulate",
+	}
+	for _, pkg := range []string{"github.com/gpudra/gpudra/pkg/scheduler", "github.com/gpudra/gpudra/pkg/check"} {
+		out, err := exec.Command(goCmd, "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s must not depend on %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
