@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/simulate"
 )
 
@@ -47,7 +49,7 @@ binary (deviceclasses/ and deviceclasses/examples/ in the source tree).`,
 			return runSimulate(ctx, cmd, opts, fsys)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Profile, "profile", "dgx-h100", "fake GPU profile: dgx-a100, dgx-h100, dgx-h200, dgx-b200, mixed, or a profile file")
+	cmd.Flags().StringVar(&opts.Profile, "profile", "dgx-h100", "fake GPU profile: "+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file (see docs/fake-gpus.md)")
 	cmd.Flags().StringVar(&opts.NodeName, "node-name", "node-1", "name of the simulated node (seeds the fake GPUs' UUIDs)")
 	cmd.Flags().StringVar(&opts.DriverName, "driver-name", "gpu.gpudra.io", "DRA driver name")
 	cmd.Flags().StringVar(&manifests, "manifests", "", "directory with DeviceClasses (*.yaml) and examples (examples/*.yaml); default: the built-in ones")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/plugin"
 )
 
@@ -64,7 +66,7 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of the node this plugin runs on; also the ResourceSlice pool name (env NODE_NAME, required).")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Kubeconfig file; empty means in-cluster config (env KUBECONFIG).")
 	fs.StringVar(&f.deviceBackend, "device-backend", envOr("DEVICE_BACKEND", "nvml"), "Where GPUs come from: nvml (the real driver library) or fake (simulated GPUs, for tests and demos) (env DEVICE_BACKEND).")
-	fs.StringVar(&f.fakeProfile, "fake-profile", envOr("FAKE_PROFILE", "dgx-h100"), "With --device-backend=fake: dgx-a100, dgx-h100, dgx-h200, dgx-b200, mixed, or the path of a profile file (env FAKE_PROFILE).")
+	fs.StringVar(&f.fakeProfile, "fake-profile", envOr("FAKE_PROFILE", "dgx-h100"), "With --device-backend=fake: "+strings.Join(nvmlfake.Profiles(), ", ")+", or the path of a profile file (see docs/fake-gpus.md) (env FAKE_PROFILE).")
 	fs.StringVar(&f.fakeStateDir, "fake-state-dir", envOr("FAKE_STATE_DIR", "/var/lib/gpudra/fake"), "With --device-backend=fake: where the fake GPUs keep their state (MIG instances, health) across plugin restarts (env FAKE_STATE_DIR).")
 	fs.StringVar(&f.driverRoot, "driver-root", envOr("NVIDIA_DRIVER_ROOT", "/"), "Root of the NVIDIA driver installation on the host: / normally, /run/nvidia/driver with the GPU Operator (env NVIDIA_DRIVER_ROOT).")
 	fs.StringVar(&f.cdiDir, "cdi-dir", envOr("CDI_DIR", kubeletplugin.DefaultCDIDir), "Directory for the per-claim CDI specs; must be one the container runtime reads (env CDI_DIR).")

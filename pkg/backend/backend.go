@@ -63,8 +63,8 @@ type Options struct {
 	Kind string
 	// NodeName seeds the fake's UUIDs and PCI bus IDs.
 	NodeName string
-	// FakeProfile is a built-in profile name (dgx-a100, dgx-h100, dgx-h200,
-	// dgx-b200, mixed) or the path of a profile file.
+	// FakeProfile is a built-in profile name (nvmlfake.Profiles) or the
+	// path of a profile file.
 	FakeProfile string
 	// FakeStateDir holds the fake GPUs' persistent state (MIG instances,
 	// health), so that a restarted plugin sees what the previous one did.

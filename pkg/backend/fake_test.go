@@ -35,7 +35,7 @@ func TestOpenErrors(t *testing.T) {
 		{"unknown kind", Options{Kind: "cuda"}, []string{"unknown device backend", `"cuda"`, "nvml, fake"}},
 		{"empty kind", Options{}, []string{"unknown device backend", "nvml, fake"}},
 		{"unknown profile", Options{Kind: "fake", NodeName: "n", FakeProfile: "dgx-x1", FakeStateDir: dir},
-			[]string{`"dgx-x1"`, "dgx-a100, dgx-b200, dgx-h100, dgx-h200, mixed"}},
+			[]string{`"dgx-x1"`, strings.Join(nvmlfake.Profiles(), ", ")}},
 		{"no profile", Options{Kind: "fake", NodeName: "n", FakeStateDir: dir}, []string{"needs a profile", "dgx-a100"}},
 		{"no state dir", Options{Kind: "fake", NodeName: "n", FakeProfile: "mixed"}, []string{"needs a state directory"}},
 		{"driver root without NVML", Options{Kind: "nvml", NodeName: "n", DriverRoot: dir}, []string{"driver root " + dir, "libnvidia-ml.so.1"}},

@@ -3,17 +3,23 @@ package nvmlfake
 import (
 	"os"
 	"path/filepath"
-	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
+// TestProfiles: every built-in profile is listed, in order, and resolves.
 func TestProfiles(t *testing.T) {
-	want := []string{"dgx-a100", "dgx-b200", "dgx-h100", "dgx-h200", "mixed"}
-	if got := Profiles(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("Profiles() = %v, want %v", got, want)
+	got := Profiles()
+	if len(got) != len(builtinProfiles) || !sort.StringsAreSorted(got) {
+		t.Fatalf("Profiles() = %v: want every built-in profile, sorted", got)
+	}
+	for _, name := range got {
+		if _, err := loadProfile(name); err != nil {
+			t.Errorf("built-in profile %s: %v", name, err)
+		}
 	}
 }
 

@@ -5,27 +5,41 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// goldenProfiles are the built-in fake profiles, and profile files under
-// testdata/profiles (by base name); every one has a golden file.
-var goldenProfiles = []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "mixed", "dgx-a100-mig"}
-
-// profileFiles are the golden profiles that are files, not built in.
+// profileFiles are the golden profiles that are files under
+// testdata/profiles, not built in.
 var profileFiles = map[string]string{"dgx-a100-mig": filepath.Join("testdata", "profiles", "dgx-a100-mig.yaml")}
+
+// goldenProfiles are every built-in fake profile and the profileFiles (by
+// base name); each has a golden file, which -update creates for a new one.
+func goldenProfiles() []string {
+	out := nvmlfake.Profiles()
+	for name := range profileFiles {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // TestGoldenSlices pins, for each fake profile, the exact ResourceSlices the
 // plugin publishes (their specs, in slice order). A change to attributes,
 // names, capacities or layout shows up as a diff here; rerun with -update
 // after checking it is intended, and update the docs with it.
 func TestGoldenSlices(t *testing.T) {
-	for _, profile := range goldenProfiles {
+	checkNoStaleGoldens(t, filepath.Join("testdata", "slices"), ".yaml", goldenProfiles())
+	for _, profile := range goldenProfiles() {
 		t.Run(profile, func(t *testing.T) {
 			source := profile
 			if file, ok := profileFiles[profile]; ok {
@@ -55,6 +69,21 @@ func TestGoldenSlices(t *testing.T) {
 				t.Errorf("published slices differ from %s; got:\n%s", path, got)
 			}
 		})
+	}
+}
+
+// checkNoStaleGoldens fails for a golden file of a profile that no longer
+// exists: it would be kept, unchecked, forever.
+func checkNoStaleGoldens(t *testing.T, dir, ext string, profiles []string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*"+ext))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if name := strings.TrimSuffix(filepath.Base(f), ext); !slices.Contains(profiles, name) {
+			t.Errorf("%s is the golden file of %q, which is no fake profile: delete it", f, name)
+		}
 	}
 }
 

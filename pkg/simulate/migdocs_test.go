@@ -17,20 +17,18 @@ import (
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
-// migDocModels are the MIG-capable models docs/mig.md lists.
-var migDocModels = []string{"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm5-141gb", "b200-sxm-180gb"}
-
 const (
 	docsBegin = "<!-- BEGIN GENERATED: go test ./pkg/simulate -run TestMigDocs -update -->\n"
 	docsEnd   = "<!-- END GENERATED -->\n"
 )
 
 // TestMigDocs keeps the profile tables of docs/mig.md equal to what the
-// plugin publishes for each MIG-capable model: every profile, its device
-// names, capacities and counters, and each GPU's counter set.
+// plugin publishes for each MIG-capable model of the fake's catalog: every
+// profile, its device names, capacities and counters, and each GPU's
+// counter set. A model added to the catalog gets its table here.
 func TestMigDocs(t *testing.T) {
 	var buf bytes.Buffer
-	for _, key := range migDocModels {
+	for _, key := range nvmlfake.Models() {
 		writeModelDoc(t, &buf, key)
 	}
 	path := filepath.Join("..", "..", "docs", "mig.md")
@@ -73,6 +71,9 @@ func writeModelDoc(t *testing.T, w *bytes.Buffer, key string) {
 	}
 	g := node.GPUs[0]
 	m := g.MIG
+	if m == nil {
+		return // not MIG-capable
+	}
 	reset := "no: gpudra switches MIG mode on when a partition is prepared, and off again when the last one is released"
 	if m.ModeChangeNeedsReset {
 		reset = "yes: gpudra publishes this GPU's placements only while an admin has MIG mode on, and the whole GPU only while it is off"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
 )
 
 // fakeInventory is a fake profile's node as the plugin sees it, and the
@@ -56,11 +57,11 @@ func poolObjects(tb testing.TB, node gpu.Node, opts Options) []*resourceapi.Reso
 
 // BenchmarkSliceBytes reports what one node's ResourceSlices weigh on the
 // wire and in etcd: protobuf (what the API server stores) and JSON bytes
-// per node, and the number of devices, for each 8-GPU fake profile.
+// per node, and the number of devices, for each built-in fake profile.
 //
 //	go test ./pkg/slicebuilder -run '^$' -bench BenchmarkSliceBytes -benchtime=1x
 func BenchmarkSliceBytes(b *testing.B) {
-	for _, profile := range []string{"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200"} {
+	for _, profile := range nvmlfake.Profiles() {
 		node, sysfs := fakeInventory(b, profile)
 		b.Run(profile, func(b *testing.B) {
 			var protoBytes, jsonBytes, devices int

@@ -1,0 +1,137 @@
+package nvmlfake
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/fake-gpus.md and the chart schema's list of fake profiles from the catalog")
+
+const (
+	profileDocsBegin = "<!-- BEGIN GENERATED: go test ./pkg/nvmlfake -run TestProfileDocs -update -->\n"
+	profileDocsEnd   = "<!-- END GENERATED -->\n"
+)
+
+// TestProfileDocs keeps every list of the fake profiles and models that
+// lives outside Go derived from the catalog: the tables of
+// docs/fake-gpus.md and the enum of the chart's fakeProfile value. A new
+// profile or model appears in both with -update; without it, this fails.
+func TestProfileDocs(t *testing.T) {
+	root := filepath.Join("..", "..")
+	var buf bytes.Buffer
+	writeProfileTable(&buf)
+	writeModelTable(&buf)
+	regenerate(t, filepath.Join(root, "docs", "fake-gpus.md"), func(doc []byte) []byte {
+		begin, end := bytes.Index(doc, []byte(profileDocsBegin)), bytes.Index(doc, []byte(profileDocsEnd))
+		if begin < 0 || end < begin {
+			t.Fatalf("docs/fake-gpus.md has no generated section (%q … %q)", profileDocsBegin, profileDocsEnd)
+		}
+		return slices.Concat(doc[:begin+len(profileDocsBegin)], buf.Bytes(), doc[end:])
+	})
+	enum, err := json.Marshal(Profiles())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fakeProfile property's one-line enum.
+	re := regexp.MustCompile(`("fakeProfile": \{[^}]*"enum": )\[[^\]]*\]`)
+	regenerate(t, filepath.Join(root, "deployments", "helm", "gpudra", "values.schema.json"), func(doc []byte) []byte {
+		if !re.Match(doc) {
+			t.Fatal("values.schema.json: no fakeProfile enum found")
+		}
+		return re.ReplaceAll(doc, []byte("${1}"+strings.ReplaceAll(string(enum), ",", ", ")))
+	})
+}
+
+// regenerate compares path with what gen makes of it, or with -update
+// writes it.
+func regenerate(t *testing.T, path string, gen func([]byte) []byte) {
+	t.Helper()
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := gen(doc)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !bytes.Equal(got, doc) {
+		t.Errorf("%s is out of date: run go test ./pkg/nvmlfake -run TestProfileDocs -update and review the diff", path)
+	}
+}
+
+func writeProfileTable(w *bytes.Buffer) {
+	fmt.Fprintf(w, "| profile | GPUs (index order) | NVLink islands | driver / CUDA |\n| --- | --- | --- | --- |\n")
+	for _, name := range Profiles() {
+		p := builtinProfiles[name]
+		var gpus, islands []string
+		members := map[int][]string{}
+		var order []int
+		for i, g := range p.GPUs {
+			gpus = append(gpus, "`"+g.Model+"`")
+			if g.NVLinkIsland != nil {
+				if _, ok := members[*g.NVLinkIsland]; !ok {
+					order = append(order, *g.NVLinkIsland)
+				}
+				members[*g.NVLinkIsland] = append(members[*g.NVLinkIsland], fmt.Sprint(i))
+			}
+		}
+		for _, id := range order {
+			islands = append(islands, fmt.Sprintf("%d: GPUs %s", id, strings.Join(members[id], ",")))
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s / %s |\n", name, compress(gpus), strings.Join(islands, "; "),
+			orDefault(p.DriverVersion, defaultDriverVersion), orDefault(p.CUDADriverVersion, defaultCUDAVersion))
+	}
+	fmt.Fprintln(w)
+}
+
+// compress writes runs of the same model as "8 × `x`".
+func compress(items []string) string {
+	var out []string
+	for i := 0; i < len(items); {
+		j := i
+		for j < len(items) && items[j] == items[i] {
+			j++
+		}
+		if j-i > 1 {
+			out = append(out, fmt.Sprintf("%d × %s", j-i, items[i]))
+		} else {
+			out = append(out, items[i])
+		}
+		i = j
+	}
+	return strings.Join(out, ", ")
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func writeModelTable(w *bytes.Buffer) {
+	fmt.Fprintf(w, "| model | product name | memory (NVML) | SMs | NVLink links | MIG | evidence |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, key := range Models() {
+		m := catalog[key]
+		mig := "no"
+		if m.mig != nil {
+			mig = fmt.Sprintf("%d profiles", len(m.mig.profiles))
+			if m.migNeedsReset {
+				mig += ", mode change needs a GPU reset"
+			}
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %d MiB | %d | %d | %s | [calibration](../pkg/nvmlfake/testdata/calibration/%s.yaml) |\n",
+			key, m.config.Name, m.config.MemoryMB, m.sms, m.nvlinks, mig, key)
+	}
+}
