@@ -76,6 +76,7 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("RollingUpgrade", func(t *testing.T) { e.rollingUpgrade(ctx, t) })
 	t.Run("MIGPartition", func(t *testing.T) { e.migPartition(ctx, t) })
 	t.Run("MIGExtendedResource", func(t *testing.T) { e.migExtendedResource(ctx, t) })
+	t.Run("NvidiaGPUExtendedResource", func(t *testing.T) { e.nvidiaGPUExtendedResource(ctx, t) })
 	t.Run("Uninstall", func(t *testing.T) {
 		e.uninstall(ctx, t)
 		uninstalled = true

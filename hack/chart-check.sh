@@ -79,6 +79,9 @@ nexpect affinity.yaml "nvidia.com/gpu.present"
 # no class, selector or attribute domain of gpudra.io, no extended resources.
 if grep -v "^#" "$out/fake.yaml" | grep -q "gpudra[.]io"; then echo "chart-check: driverName=gpu.example.com still renders gpudra.io names"; fail=1; fi
 if grep -q "extendedResourceName" "$out/fake.yaml"; then echo "chart-check: driverName=gpu.example.com keeps extendedResourceName"; fail=1; fi
+# The whole-GPU class maps nvidia.com/gpu unless the admin turns the mapping off.
+expect nvml.yaml "extendedResourceName: nvidia.com/gpu"
+if render --set deviceClasses.extendedResourceNames=false | grep -q "extendedResourceName"; then echo "chart-check: extendedResourceNames=false keeps extendedResourceName"; fail=1; fi
 
 # What the schema must reject.
 for bad in deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
