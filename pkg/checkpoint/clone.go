@@ -1,0 +1,53 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"slices"
+)
+
+// Clone returns a deep copy of cp: a snapshot that later changes to cp do
+// not reach, so it can be written while cp keeps changing.
+func (cp *Checkpoint) Clone() *Checkpoint {
+	out := *cp
+	out.MigModeEnabled = slices.Clone(cp.MigModeEnabled)
+	out.Claims = make(map[string]Claim, len(cp.Claims))
+	for uid, c := range cp.Claims {
+		out.Claims[uid] = c.Clone()
+	}
+	return &out
+}
+
+// Clone returns a deep copy of c.
+func (c Claim) Clone() Claim {
+	out := c
+	if c.Devices != nil {
+		out.Devices = make([]Device, len(c.Devices))
+		for i, d := range c.Devices {
+			out.Devices[i] = d.clone()
+		}
+	}
+	return out
+}
+
+func (d Device) clone() Device {
+	out := d
+	out.Requests = slices.Clone(d.Requests)
+	out.CDIDeviceIDs = slices.Clone(d.CDIDeviceIDs)
+	out.Env = slices.Clone(d.Env)
+	out.Config = json.RawMessage(slices.Clone([]byte(d.Config)))
+	if d.Mig != nil {
+		m := *d.Mig
+		m.GPUInstanceID = clonePtr(d.Mig.GPUInstanceID)
+		m.ComputeInstanceID = clonePtr(d.Mig.ComputeInstanceID)
+		out.Mig = &m
+	}
+	return out
+}
+
+func clonePtr(p *int) *int {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
