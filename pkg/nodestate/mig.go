@@ -34,27 +34,10 @@ func placementOf(m *checkpoint.MigDevice) gpu.MigPlacement {
 	return gpu.MigPlacement{Start: m.PlacementStart, Size: m.PlacementSize}
 }
 
-// cloneClaim deep-copies what MIG steps change in a record.
-func cloneClaim(rec checkpoint.Claim) checkpoint.Claim {
-	c := rec
-	c.Devices = slices.Clone(rec.Devices)
-	for i := range c.Devices {
-		if m := c.Devices[i].Mig; m != nil {
-			mc := *m
-			c.Devices[i].Mig = &mc
-		}
-		c.Devices[i].Env = slices.Clone(c.Devices[i].Env)
-	}
-	return c
-}
-
 // saveRecord writes the claim record as it now is. The caller holds the
 // claim lock; rec is the caller's copy.
 func (s *State) saveRecord(rec *checkpoint.Claim) error {
-	c := cloneClaim(*rec)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.putClaimLocked(rec.UID, &c)
+	return s.putClaim(rec.UID, rec)
 }
 
 // prepareMig creates device i's MIG partition: MIG mode on where needed,
@@ -131,17 +114,9 @@ func (s *State) ensureMigModeLocked(ctx context.Context, hw Hardware, claimUID, 
 	if on {
 		return nil
 	}
-	s.mu.Lock()
-	if !slices.Contains(s.cp.MigModeEnabled, uuid) {
-		s.cp.MigModeEnabled = append(s.cp.MigModeEnabled, uuid)
-		slices.Sort(s.cp.MigModeEnabled)
-		if err := s.saveLocked(); err != nil {
-			s.cp.MigModeEnabled = slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == uuid })
-			s.mu.Unlock()
-			return fmt.Errorf("record MIG mode change: %w", err)
-		}
+	if err := s.recordMigMode(uuid, true); err != nil {
+		return fmt.Errorf("record MIG mode change: %w", err)
 	}
-	s.mu.Unlock()
 	if err := hw.SetMigMode(uuid, true); err != nil {
 		return fmt.Errorf("enable MIG mode (a GPU that needs a reset for it must have MIG mode enabled by an admin): %w", err)
 	}
@@ -207,21 +182,21 @@ func (s *State) destroyMigLocked(ctx context.Context, claimUID string, d checkpo
 	return s.maybeDisableMigModeLocked(ctx, hw, claimUID, d.GPUUUID)
 }
 
-// recordedElsewhere reports whether another claim's record holds inst.
+// recordedElsewhere reports whether another claim's record, in memory or
+// on disk, holds inst.
 func (s *State) recordedElsewhere(claimUID, uuid string, inst gpu.MigInstance) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for uid, c := range s.cp.Claims {
-		if uid == claimUID {
-			continue
-		}
+	found := false
+	s.heldLocked(claimUID, func(_ string, c checkpoint.Claim) bool {
 		for _, d := range c.Devices {
 			if d.GPUUUID == uuid && d.Mig != nil && d.Mig.GPUInstanceID != nil && *d.Mig.GPUInstanceID == inst.GIID {
-				return true
+				found = true
 			}
 		}
-	}
-	return false
+		return found
+	})
+	return found
 }
 
 // maybeDisableMigModeLocked turns MIG mode off on a GPU that gpudra put in
@@ -252,14 +227,15 @@ func (s *State) maybeDisableMigModeLocked(ctx context.Context, hw Hardware, exce
 		}
 		klog.FromContext(ctx).Info("Disabled MIG mode that gpudra had enabled", "gpu", uuid)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cp.MigModeEnabled = slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == uuid })
-	return s.saveLocked()
+	return s.recordMigMode(uuid, false)
 }
 
 // gpuUsedLocked reports whether any claim but except has a device on the
-// GPU.
+// GPU. Unlike the checks that keep claims apart, it reads memory only: a
+// claim forgotten in memory whose write is still in flight has destroyed
+// its MIG devices already, and MIG mode is turned off only on a GPU
+// without instances, so nothing can be lost; counting such a claim would
+// leave MIG mode on when the last claims of a GPU unprepare together.
 func (s *State) gpuUsedLocked(except, uuid string) bool {
 	for uid, c := range s.cp.Claims {
 		if uid == except {
@@ -303,13 +279,7 @@ func (s *State) prepareWhole(ctx context.Context, g gpu.GPU) error {
 		return fmt.Errorf("GPU %s: disable MIG mode: %w", g.DeviceName(), err)
 	}
 	klog.FromContext(ctx).Info("Disabled MIG mode to hand out the whole GPU", "gpu", g.UUID)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if slices.Contains(s.cp.MigModeEnabled, g.UUID) {
-		s.cp.MigModeEnabled = slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == g.UUID })
-		return s.saveLocked()
-	}
-	return nil
+	return s.recordMigMode(g.UUID, false)
 }
 
 // ensureMig recreates the MIG partitions of a prepared claim that are gone
@@ -382,23 +352,25 @@ func (s *State) AdminInstances() (map[string][]gpu.MigInstance, error) {
 	return out, errors.Join(errs...)
 }
 
-// accountedFor reports whether a claim's record holds the instance, or is
-// creating one at its placement.
+// accountedFor reports whether a claim's record, in memory or on disk,
+// holds the instance, or is creating one at its placement.
 func (s *State) accountedFor(uuid string, inst gpu.MigInstance) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, c := range s.cp.Claims {
+	found := false
+	s.heldLocked("", func(_ string, c checkpoint.Claim) bool {
 		for _, d := range c.Devices {
 			m := d.Mig
 			if d.GPUUUID != uuid || m == nil || m.ProfileID != inst.ProfileID || placementOf(m) != inst.Placement {
 				continue
 			}
 			if (m.GPUInstanceID != nil && *m.GPUInstanceID == inst.GIID) || (m.GPUInstanceID == nil && m.Step == checkpoint.MigCreatingGPUInstance) {
-				return true
+				found = true
 			}
 		}
-	}
-	return false
+		return found
+	})
+	return found
 }
 
 // destroyMigDevices destroys the MIG devices of the claim as recorded, in
@@ -431,13 +403,15 @@ func (s *State) destroyMigDevices(ctx context.Context, claimUID string) error {
 // be destroyed; a claim without MIG devices needs no such record.
 func (s *State) markUnprepareStarted(claimUID string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	c, ok := s.cp.Claims[claimUID]
 	if !ok || c.State == checkpoint.UnprepareStarted || !slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.Mig != nil }) {
+		s.mu.Unlock()
 		return nil
 	}
 	c.State = checkpoint.UnprepareStarted
-	if err := s.putClaimLocked(claimUID, &c); err != nil {
+	gen := s.putClaimLocked(claimUID, &c)
+	s.mu.Unlock()
+	if err := s.commit(gen); err != nil {
 		return fmt.Errorf("record UnprepareStarted: %w", err)
 	}
 	return nil

@@ -79,9 +79,9 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		s.mu.Unlock()
 		return nil, err
 	}
-	err = s.putClaimLocked(ref.UID, &record)
+	gen := s.putClaimLocked(ref.UID, &record)
 	s.mu.Unlock()
-	if err != nil {
+	if err := s.commit(gen); err != nil {
 		return nil, fmt.Errorf("%s: record PrepareStarted: %w", ref, err)
 	}
 
@@ -121,6 +121,9 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 
 	record.State = checkpoint.PrepareCompleted
 	if err := s.saveRecord(&record); err != nil {
+		if isCrash(err) {
+			return nil, err
+		}
 		// The checkpoint still says PrepareStarted, so the next start-up
 		// would roll the claim back under whatever container the kubelet
 		// started with it: undo now, report failure, and let the kubelet
@@ -145,6 +148,9 @@ func (s *State) failPrepare(ctx context.Context, ref ClaimRef, err error) error 
 // a stale allocation or a bug must not leak one tenant's GPU to another.
 // Devices allocated with admin access may overlap (monitoring).
 //
+// A device that memory or the file says is taken is taken: a claim
+// forgotten in memory frees its devices once that is on disk.
+//
 // Two devices conflict when they are the same device, or share a GPU and
 // either is the whole GPU or their MIG placements overlap.
 func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error {
@@ -152,16 +158,19 @@ func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error
 		if isAdmin(p.result) {
 			continue
 		}
-		for uid, other := range s.cp.Claims {
-			if uid == ref.UID {
-				continue
-			}
+		var err error
+		s.heldLocked(ref.UID, func(uid string, other checkpoint.Claim) bool {
 			for _, d := range other.Devices {
 				if !d.AdminAccess && conflicts(p, d) {
-					return fmt.Errorf("%s: request %q: device %s is already prepared for ResourceClaim %s/%s (UID %s); refusing to give one GPU to two claims",
+					err = fmt.Errorf("%s: request %q: device %s is already prepared for ResourceClaim %s/%s (UID %s); refusing to give one GPU to two claims",
 						ref, p.result.Request, p.result.Device, other.Namespace, other.Name, uid)
+					return true
 				}
 			}
+			return false
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -273,7 +282,7 @@ func (s *State) writeSpec(c checkpoint.Claim) error {
 // says whether it rewrote the spec; c is updated. The caller holds the
 // claim lock.
 func (s *State) ensurePrepared(ctx context.Context, c *checkpoint.Claim) (bool, error) {
-	rec := cloneClaim(*c)
+	rec := c.Clone()
 	recreated, err := s.ensureMig(ctx, &rec)
 	if err != nil {
 		return false, err
@@ -309,9 +318,7 @@ func (s *State) rollback(ctx context.Context, ref ClaimRef) error {
 	if err := s.destroyMigDevices(ctx, ref.UID); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.putClaimLocked(ref.UID, nil); err != nil {
+	if err := s.putClaim(ref.UID, nil); err != nil {
 		return fmt.Errorf("forget claim: %w", err)
 	}
 	klog.FromContext(ctx).V(2).Info("Rolled back claim", "claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID)

@@ -95,11 +95,12 @@ func (s *State) Reconcile(ctx context.Context) (ReconcileReport, error) {
 
 	// Record the current boot ID so the next start can tell a reboot.
 	s.mu.Lock()
-	if err := s.saveLocked(); err != nil {
-		errs = append(errs, err)
-	}
+	gen := s.changedLocked(nil)
 	prepared := len(s.cp.Claims)
 	s.mu.Unlock()
+	if err := s.commit(gen); err != nil {
+		errs = append(errs, err)
+	}
 
 	logger.Info("Reconciled node state with checkpoint",
 		"rebooted", report.Rebooted, "prepared", prepared,

@@ -3,6 +3,7 @@ package nodestate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/gpudra/gpudra/pkg/cdispec"
@@ -94,17 +95,28 @@ type Hooks struct {
 	// AfterMigDeviceDestroyed runs in Unprepare once a MIG device is
 	// destroyed, before the next one is (or the claim is forgotten).
 	AfterMigDeviceDestroyed func(claimUID, device string) error
+	// BeforeCheckpointWrite runs before each write of the checkpoint (a
+	// batch of changes, possibly of several claims); an error is a crash
+	// before the batch reaches the disk. Every operation waiting for the
+	// batch stops on the spot.
+	BeforeCheckpointWrite func() error
+	// AfterCheckpointWrite runs once a batch is on disk, before the
+	// operations waiting for it go on; an error is a crash at that point.
+	AfterCheckpointWrite func() error
 }
 
 // State is the node's prepared claims. It is safe for concurrent use: claims
-// are prepared concurrently, and every change to the checkpoint is a
-// read-modify-write under one mutex.
+// are prepared concurrently. Every change to the checkpoint is made in
+// memory under one mutex and then written with the changes of the other
+// claims that arrived meanwhile (commit.go).
 type State struct {
 	opts Options
 
-	// mu guards cp and every write of the checkpoint file.
+	// mu guards cp and the generations in commits.
 	mu sync.Mutex
 	cp *checkpoint.Checkpoint
+	// commits makes changes to cp durable, in batches.
+	commits commits
 
 	// nodeMu guards the inventory, which rediscovery may replace.
 	nodeMu sync.RWMutex
@@ -157,7 +169,10 @@ func New(opts Options) (*State, error) {
 	if cp.Claims == nil {
 		cp.Claims = map[string]checkpoint.Claim{}
 	}
-	return &State{opts: opts, cp: cp}, nil
+	s := &State{opts: opts, cp: cp}
+	s.commits.durable = cp.Clone()
+	s.commits.cond = sync.NewCond(&s.commits.mu)
+	return s, nil
 }
 
 // SetNode replaces the inventory, e.g. after a rediscovery.
@@ -185,42 +200,70 @@ func (s *State) PreparedClaims() map[string]checkpoint.State {
 	return out
 }
 
-// saveLocked writes the in-memory checkpoint.
-func (s *State) saveLocked() error {
-	s.cp.BootID = s.opts.BootID
-	if err := s.opts.Checkpoint.Save(s.cp); err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	return nil
-}
-
-// putClaimLocked records c under uid (or, with c nil, forgets uid) and
-// writes the checkpoint. If the write fails, the entry is put back as it
-// was: saves are atomic, so the file still holds the old entry, and memory
-// must never record more than the file. (A PrepareCompleted held only in
-// memory would make the kubelet's retry succeed, and the next start-up
-// would then roll back a claim whose containers are running.)
+// putClaimLocked records a copy of c under uid (or, with c nil, forgets
+// uid) in memory and returns the generation to commit. If the write fails,
+// the entry is put back as it was: saves are atomic, so the file still
+// holds the old entry, and memory must never record more than the file. (A
+// PrepareCompleted held only in memory would make the kubelet's retry
+// succeed, and the next start-up would then roll back a claim whose
+// containers are running.)
 //
 // The old entry is restored by hand rather than by reloading the file: a
 // reload that fails too (the error that broke the save often breaks the
 // read) would leave the change in memory and make the Store refuse every
-// later save.
-func (s *State) putClaimLocked(uid string, c *checkpoint.Claim) error {
+// later save. The caller holds s.mu and the claim's lock.
+func (s *State) putClaimLocked(uid string, c *checkpoint.Claim) uint64 {
 	prev, had := s.cp.Claims[uid]
 	if c == nil {
 		delete(s.cp.Claims, uid)
 	} else {
-		s.cp.Claims[uid] = *c
+		s.cp.Claims[uid] = c.Clone()
 	}
-	if err := s.saveLocked(); err != nil {
+	return s.changedLocked(func() {
 		if had {
 			s.cp.Claims[uid] = prev
 		} else {
 			delete(s.cp.Claims, uid)
 		}
-		return err
+	})
+}
+
+// putClaim is putClaimLocked followed by its commit. The caller holds the
+// claim's lock, not s.mu.
+func (s *State) putClaim(uid string, c *checkpoint.Claim) error {
+	s.mu.Lock()
+	gen := s.putClaimLocked(uid, c)
+	s.mu.Unlock()
+	return s.commit(gen)
+}
+
+// recordMigModeLocked adds the GPU to (on) or removes it from the GPUs
+// whose MIG mode gpudra enabled, and returns the generation to commit; 0,
+// which needs no commit, when the record already says so. The caller holds
+// s.mu and the GPU's lock.
+func (s *State) recordMigModeLocked(uuid string, on bool) uint64 {
+	if slices.Contains(s.cp.MigModeEnabled, uuid) == on {
+		return 0
 	}
-	return nil
+	set := func(on bool) {
+		list := slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == uuid })
+		if on {
+			list = append(list, uuid)
+			slices.Sort(list)
+		}
+		s.cp.MigModeEnabled = list
+	}
+	set(on)
+	return s.changedLocked(func() { set(!on) })
+}
+
+// recordMigMode is recordMigModeLocked followed by its commit. The caller
+// holds the GPU's lock, not s.mu.
+func (s *State) recordMigMode(uuid string, on bool) error {
+	s.mu.Lock()
+	gen := s.recordMigModeLocked(uuid, on)
+	s.mu.Unlock()
+	return s.commit(gen)
 }
 
 func toPrepared(devs []checkpoint.Device) []PreparedDevice {

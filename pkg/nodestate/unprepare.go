@@ -40,9 +40,9 @@ func (s *State) Unprepare(ctx context.Context, ref ClaimRef) error {
 	}
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	devices := len(s.cp.Claims[ref.UID].Devices)
-	if err := s.putClaimLocked(ref.UID, nil); err != nil {
+	s.mu.Unlock()
+	if err := s.putClaim(ref.UID, nil); err != nil {
 		return fmt.Errorf("%s: forget claim in checkpoint: %w", ref, err)
 	}
 	logger.V(2).Info("Unprepared claim", "devices", devices)
