@@ -27,5 +27,7 @@
 //     through EventSet.Wait;
 //   - persistence: MIG mode and MIG instances live in a JSON file in the
 //     state directory, so a restarted process finds what the previous one
-//     created; a new boot ID drops the instances, as a reboot does.
+//     created; a new boot ID drops the instances, as a reboot does. Writes
+//     are atomic across process crashes but not fsynced: the file stands in
+//     for the GPUs' own memory, not for data on the node's disk.
 package nvmlfake

@@ -147,8 +147,9 @@ func (st *store) refresh() error {
 	return nil
 }
 
-// write replaces the state file atomically: a reader, or a crash at any
-// moment, sees either the old state or the new one.
+// write replaces the state file atomically: a reader, or a process that
+// crashed at any moment and restarted, sees either the old state or the new
+// one (writeFileAtomic says why that is enough).
 func (st *store) write(s *state) error {
 	if st.dir == "" {
 		return nil
@@ -193,9 +194,16 @@ func lockDir(dir string) (unlock func(), err error) {
 	}, nil
 }
 
-// writeFileAtomic writes data to a temporary file next to path, syncs it
-// and renames it over path, then syncs the directory so the rename
-// survives a crash.
+// writeFileAtomic writes data to a temporary file next to path and renames
+// it over path: another process, or this one after a crash at any moment,
+// reads either the old state or the new one, never a mix.
+//
+// It does not fsync. The state stands in for what the GPUs themselves
+// remember, which lives outside the node's disk: it must survive a process
+// crash (the page cache does), not a power cut. A power cut destroys every
+// MIG instance on real GPUs anyway, and in the fake it is simulated with a
+// new boot ID (Reboot), not by cutting power to the disk. Two fsyncs per
+// NVML call would make every MIG prepare measure the fake, not the driver.
 func writeFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
@@ -207,23 +215,11 @@ func writeFileAtomic(path string, data []byte) error {
 		_ = tmp.Close()
 		return fmt.Errorf("write temporary state file: %w", err)
 	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("sync temporary state file: %w", err)
-	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close temporary state file: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("replace state file: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open state directory: %w", err)
-	}
-	defer func() { _ = d.Close() }()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync state directory: %w", err)
 	}
 	return nil
 }
