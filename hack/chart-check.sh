@@ -83,8 +83,9 @@ if grep -q "extendedResourceName" "$out/fake.yaml"; then echo "chart-check: driv
 expect nvml.yaml "extendedResourceName: nvidia.com/gpu"
 if render --set deviceClasses.extendedResourceNames=false | grep -q "extendedResourceName"; then echo "chart-check: extendedResourceNames=false keeps extendedResourceName"; fail=1; fi
 
+expect nvml.yaml 'name: MIG_PROFILES'
 # What the schema must reject.
-for bad in deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
+for bad in migProfiles=1g10gb deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
   logVerbosity=11 kubeletDir=relative/path featureGates.lowercase=true unknownValue=1 \
   kubeletPlugin.updateStrategy.type=Recreate kubeletPlugin.healthcheckPort=0 'kubeletPlugin.gpuNodeLabels={bad label}'; do
   if render --set "$bad" >/dev/null 2>&1; then echo "chart-check: the schema accepts $bad"; fail=1; fi

@@ -13,11 +13,12 @@ import (
 	"github.com/gpudra/gpudra/deviceclasses"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/simulate"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 func newSimulateCommand() *cobra.Command {
 	var opts simulate.Options
-	var manifests string
+	var manifests, migProfiles string
 	cmd := &cobra.Command{
 		Use:   "simulate",
 		Short: "Run the kubelet plugin in-process on fake GPUs and show what example pods receive",
@@ -44,6 +45,9 @@ binary (deviceclasses/ and deviceclasses/examples/ in the source tree).`,
 			}
 			defer os.RemoveAll(dir)
 			opts.Dir = dir
+			if opts.MigProfiles, err = slicebuilder.ParseMigProfiles(migProfiles); err != nil {
+				return fmt.Errorf("--mig-profiles: %w", err)
+			}
 			// The plugin logs through klog; keep the demo output readable.
 			ctx := klog.NewContext(cmd.Context(), klog.Background().V(10))
 			return runSimulate(ctx, cmd, opts, fsys)
@@ -52,6 +56,7 @@ binary (deviceclasses/ and deviceclasses/examples/ in the source tree).`,
 	cmd.Flags().StringVar(&opts.Profile, "profile", "dgx-h100", "fake GPU profile: "+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file (see docs/fake-gpus.md)")
 	cmd.Flags().StringVar(&opts.NodeName, "node-name", "node-1", "name of the simulated node (seeds the fake GPUs' UUIDs)")
 	cmd.Flags().StringVar(&opts.DriverName, "driver-name", "gpu.gpudra.io", "DRA driver name")
+	cmd.Flags().StringVar(&migProfiles, "mig-profiles", "all", "MIG profiles the plugin publishes, as its --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
 	cmd.Flags().StringVar(&manifests, "manifests", "", "directory with DeviceClasses (*.yaml) and examples (examples/*.yaml); default: the built-in ones")
 	return cmd
 }

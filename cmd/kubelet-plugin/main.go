@@ -30,6 +30,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/plugin"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 type flags struct {
@@ -45,6 +46,7 @@ type flags struct {
 	registrarDir  string
 	podUID        string
 	healthPort    int
+	migProfiles   string
 	logging       *logsapi.LoggingConfiguration
 	featureGate   featuregate.MutableVersionedFeatureGate
 }
@@ -73,6 +75,7 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.StringVar(&f.pluginDataDir, "plugin-data-dir", os.Getenv("PLUGIN_DATA_DIR"), "Directory for the DRA socket and the checkpoint; default /var/lib/kubelet/plugins/<driver-name>. Must be the same path inside and outside the container (env PLUGIN_DATA_DIR).")
 	fs.StringVar(&f.registrarDir, "registrar-dir", envOr("REGISTRAR_DIR", kubeletplugin.KubeletRegistryDir), "The kubelet's plugin registration directory (env REGISTRAR_DIR).")
 	fs.StringVar(&f.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the plugin's pod, from the downward API; enables seamless rolling updates (env POD_UID).")
+	fs.StringVar(&f.migProfiles, "mig-profiles", envOr("MIG_PROFILES", "all"), "MIG profiles to publish: all, none, or a comma-separated list such as 1g.10gb,3g.40gb,7g.80gb; each published placement costs the scheduler on every claim (env MIG_PROFILES).")
 	fs.IntVar(&f.healthPort, "healthcheck-port", envInt("HEALTHCHECK_PORT", 51515), "TCP port of the gRPC health service (grpc.health.v1, services \"liveness\" and \"readiness\") for the kubelet's probes; -1 turns it off (env HEALTHCHECK_PORT).")
 	logsapi.AddFlags(f.logging, fs)
 	f.featureGate.AddFlag(fs) // --feature-gates=Name=true,... (chart value featureGates)
@@ -96,6 +99,10 @@ func run() error {
 	}
 	if f.pluginDataDir == "" {
 		f.pluginDataDir = kubeletplugin.KubeletPluginsDir + "/" + f.driverName
+	}
+	migProfiles, err := slicebuilder.ParseMigProfiles(f.migProfiles)
+	if err != nil {
+		return fmt.Errorf("--mig-profiles: %w", err)
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -128,6 +135,7 @@ func run() error {
 		CDIDir:           f.cdiDir,
 		RollingUpdateUID: types.UID(f.podUID),
 		HealthcheckAddr:  healthcheckAddr(f.healthPort),
+		MigProfiles:      migProfiles,
 		Fatal: func(err error) {
 			fatal = err
 			cancel()

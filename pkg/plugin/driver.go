@@ -22,6 +22,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nodestate"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 // Config is everything the plugin needs; cmd/kubelet-plugin fills it from
@@ -56,6 +57,8 @@ type Config struct {
 	// FileWatchInterval is how often the sockets and the data directory are
 	// checked (default 5s); the plugin exits when they are gone.
 	FileWatchInterval time.Duration
+	// MigProfiles selects the MIG profiles published (the zero value: all).
+	MigProfiles slicebuilder.MigProfiles
 	// StateHooks inject faults into the node state in tests.
 	StateHooks nodestate.Hooks
 	// Fatal is called for errors the plugin cannot recover from (the
@@ -132,6 +135,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	node.Name = cfg.NodeName
 	logger.Info("Discovered GPUs", "node", node.Name, "gpus", len(node.GPUs), "driverVersion", node.DriverVersion)
+	warnUnknownProfiles(ctx, node, cfg.MigProfiles)
 
 	cdi, err := cdispec.New(cfg.CDIDir, cfg.DriverName)
 	if err != nil {

@@ -29,6 +29,7 @@ func (d *Driver) publish(ctx context.Context) error {
 		Health:         health,
 		AdminInstances: admin,
 		WholeGPUsOnly:  wholeOnly,
+		MigProfiles:    d.cfg.MigProfiles,
 	})
 	if err != nil {
 		return fmt.Errorf("build ResourceSlices: %w", err)
@@ -38,6 +39,25 @@ func (d *Driver) publish(ctx context.Context) error {
 	}
 	klog.FromContext(ctx).V(3).Info("Published ResourceSlices", "gpus", len(node.GPUs), "unhealthy", len(health))
 	return nil
+}
+
+// warnUnknownProfiles logs the chosen MIG profiles that no GPU of the node
+// offers: a typo, or another model's profile, publishes nothing for it.
+func warnUnknownProfiles(ctx context.Context, node gpu.Node, choice slicebuilder.MigProfiles) {
+	offered := map[string]bool{}
+	for _, g := range node.GPUs {
+		if g.MIG == nil {
+			continue
+		}
+		for _, p := range g.MIG.Profiles {
+			offered[p.Name] = true
+		}
+	}
+	for _, name := range choice.Only {
+		if !offered[name] {
+			klog.FromContext(ctx).Info("No GPU of this node has the chosen MIG profile; it publishes nothing here", "profile", name, "migProfiles", choice.String())
+		}
+	}
 }
 
 // Republish rediscovers nothing; it rebuilds the slices from the current

@@ -107,6 +107,13 @@ func newAllocCluster(tb testing.TB, shape allocShape, n, busy int) *allocCluster
 		}
 		pool = append(parts, rest...)
 	}
+	return newAllocClusterFrom(tb, pool, n, busy)
+}
+
+// newAllocClusterFrom is n nodes with the pool's slices, busy whole GPUs
+// allocated on each.
+func newAllocClusterFrom(tb testing.TB, pool []resourceslice.Slice, n, busy int) *allocCluster {
+	tb.Helper()
 	c := &allocCluster{state: structured.AllocatedState{
 		AllocatedDevices:         sets.New[structured.DeviceID](),
 		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),

@@ -20,6 +20,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/nodestate"
 	"github.com/gpudra/gpudra/pkg/plugin"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 // Options describe the simulated node.
@@ -37,6 +38,9 @@ type Options struct {
 	// BootID, when set, is written as the node's boot ID; change it between
 	// runs to simulate a reboot.
 	BootID string
+	// MigProfiles selects the MIG profiles the plugin publishes
+	// (--mig-profiles; the zero value: all).
+	MigProfiles slicebuilder.MigProfiles
 	// Hooks inject faults into the plugin's node state (tests only).
 	Hooks nodestate.Hooks
 	// Healthcheck serves the plugin's gRPC health service on a free port
@@ -162,6 +166,7 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		BootIDPath:    opts.BootIDPath(),
 		HealthResend:  time.Second,
 		StateHooks:    opts.Hooks,
+		MigProfiles:   opts.MigProfiles,
 
 		HealthcheckAddr:   healthcheckAddr(opts.Healthcheck),
 		FileWatchInterval: opts.FileWatchInterval,

@@ -17,8 +17,16 @@ import (
 // startCluster starts a simulated node with the shipped DeviceClasses.
 func startCluster(t testing.TB, profile string) (context.Context, *Cluster) {
 	t.Helper()
+	return startClusterWith(t, Options{Profile: profile})
+}
+
+// startClusterWith starts a simulated node with the options, in a fresh
+// directory, with the DeviceClasses applied.
+func startClusterWith(t testing.TB, opts Options) (context.Context, *Cluster) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: profile}, nil)
+	opts.Dir = shortTempDir(t)
+	c, err := Start(ctx, opts, nil)
 	if err != nil {
 		t.Fatalf("start simulated node: %v", err)
 	}

@@ -31,6 +31,8 @@ type Options struct {
 	// placements: for clusters that do not serve partitionable devices
 	// (the API server drops the fields).
 	WholeGPUsOnly bool
+	// MigProfiles selects the MIG profiles published (the zero value: all).
+	MigProfiles MigProfiles
 }
 
 // Build describes a node's GPUs as the ResourceSlices that the kubelet
@@ -90,11 +92,11 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, error) {
 		if err != nil {
 			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
 		}
-		if opts.WholeGPUsOnly || !Partitionable(g) {
+		if opts.WholeGPUsOnly || !Partitionable(g) || !opts.MigProfiles.publishesAny(g.MIG) {
 			layout.wholeGPUs = append(layout.wholeGPUs, d)
 			continue
 		}
-		mig, err := buildMIG(g, shared, opts.AdminInstances[g.UUID], health, opts.DriverName)
+		mig, err := buildMIG(g, shared, opts.AdminInstances[g.UUID], health, opts.DriverName, opts.MigProfiles)
 		if err != nil {
 			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
 		}

@@ -2,6 +2,7 @@ package slicebuilder
 
 import (
 	"fmt"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -82,8 +83,13 @@ type migGPU struct {
 // buildMIG describes a partitionable GPU: its counter set, what the whole
 // GPU consumes, and one device per profile × placement that no admin
 // instance overlaps.
-func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health gpu.Health, driverName string) (migGPU, error) {
+func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health gpu.Health, driverName string, choice MigProfiles) (migGPU, error) {
 	m := g.MIG
+	// The counters are sized for every profile of the GPU, published or
+	// not: what accepts every combination the hardware accepts accepts
+	// every combination of the published ones. Only the placements (and
+	// the instance counters) are limited to the published profiles.
+	published := slices.DeleteFunc(slices.Clone(m.Profiles), func(p gpu.MigProfile) bool { return !choice.publishes(p.Name) })
 	max := m.MaxConcurrentUsage()
 	var taken gpu.MigUsage
 	adminCount := map[uint32]int{}
@@ -122,8 +128,12 @@ func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health g
 		}
 		put(MemorySliceCounter(i), free)
 	}
+	limited := map[uint32]bool{}
 	for _, p := range m.LimitedProfiles() {
-		put(InstancesCounter(p.Name), int64(p.InstanceCount-adminCount[p.ID]))
+		if choice.publishes(p.Name) {
+			limited[p.ID] = true
+			put(InstancesCounter(p.Name), int64(p.InstanceCount-adminCount[p.ID]))
+		}
 	}
 	setName := CounterSetName(g.Minor)
 	out := migGPU{
@@ -136,11 +146,7 @@ func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health g
 	}
 	out.wholeConsumes = []resourceapi.DeviceCounterConsumption{{CounterSet: setName, Counters: all}}
 
-	limited := map[uint32]bool{}
-	for _, p := range m.LimitedProfiles() {
-		limited[p.ID] = true
-	}
-	for _, p := range m.Profiles {
+	for _, p := range published {
 		for _, pl := range p.Placements {
 			if overlapsAny(pl, admin) {
 				continue
