@@ -122,6 +122,9 @@ func (s *Scheduler) Schedule(ctx context.Context, state *State, claims []*resour
 		}
 	}
 	place := &Placement{Results: make([]*resourceapi.AllocationResult, len(claims))}
+	if err := s.classesExist(pending); err != nil {
+		return place, err
+	}
 	var alloc structured.Allocator
 	for _, node := range s.nodes {
 		if !matchesAll(selectors, node) || candidate != nil && !candidate(node) {
@@ -156,6 +159,29 @@ func (s *Scheduler) Schedule(ctx context.Context, state *State, claims []*resour
 		return place, nil
 	}
 	return place, ErrUnschedulable
+}
+
+// classesExist checks what the scheduler's PreFilter checks: every request
+// names a DeviceClass that exists. One that does not leaves the pod
+// unschedulable until the class appears.
+func (s *Scheduler) classesExist(claims []*resourceapi.ResourceClaim) error {
+	for _, c := range claims {
+		for _, r := range c.Spec.Devices.Requests {
+			names := []string{}
+			if r.Exactly != nil {
+				names = append(names, r.Exactly.DeviceClassName)
+			}
+			for _, sub := range r.FirstAvailable {
+				names = append(names, sub.DeviceClassName)
+			}
+			for _, n := range names {
+				if _, err := s.classes.Get(n); err != nil {
+					return fmt.Errorf("claim %s/%s: request %s: device class %s does not exist: %w", c.Namespace, c.Name, r.Name, n, ErrUnschedulable)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func matchesAll(selectors []*nodeaffinity.NodeSelector, node *v1.Node) bool {

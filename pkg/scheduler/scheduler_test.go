@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -77,6 +78,13 @@ func TestSchedulePodClaimsTogether(t *testing.T) {
 	}
 	if place.Node.Name != "node-2" || place.Results[0].Devices.Results[0].Device == place.Results[1].Devices.Results[0].Device {
 		t.Errorf("placed on %s: %+v", place.Node.Name, place.Results)
+	}
+	// A class that does not exist leaves the pod unschedulable, as the
+	// scheduler's PreFilter does, rather than failing the allocator.
+	other := claim("other", 1)
+	other.Spec.Devices.Requests[0].Exactly.DeviceClassName = "gpu.nvidia.com"
+	if _, err := s.Schedule(context.Background(), NewState(), []*resourceapi.ResourceClaim{other}, nil); !errors.Is(err, ErrUnschedulable) || !strings.Contains(err.Error(), "device class gpu.nvidia.com does not exist") {
+		t.Errorf("missing class: %v", err)
 	}
 	// Three devices are nowhere.
 	if _, err := s.Schedule(context.Background(), NewState(), []*resourceapi.ResourceClaim{claim("c", 3)}, nil); !errors.Is(err, ErrUnschedulable) {
