@@ -318,6 +318,7 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src sch
 	ce.invalid = ce.invalid || r.validateRequests(ce, src, object, field)
 	ce.info = &r.report.Claims[ce.idx]
 	r.checkClaimConfigs(ce)
+	r.checkConstraints(ce)
 	for _, re := range ce.reqs {
 		r.report.Claims[ce.idx].Requests = append(r.report.Claims[ce.idx].Requests, r.requestInfo(re))
 	}

@@ -71,7 +71,15 @@ func (r *runner) classHint(ce *classEval) string {
 		n := countTrue(res.match)
 		parts = append(parts, fmt.Sprintf("selectors[%d] matches %d", i, n))
 	}
-	return strings.Join(parts, ", ")
+	h := strings.Join(parts, ", ")
+	var refs []celRef
+	for _, s := range ce.selectors {
+		refs = append(refs, s.refs...)
+	}
+	if v := r.valuesOf(refs, nil); v != "" {
+		h += "; the devices have " + v
+	}
+	return h
 }
 
 func (r *runner) recordCounts(s *selector, res *evalResult, scope []bool) {

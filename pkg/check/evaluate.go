@@ -35,6 +35,14 @@ func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *
 		f := at
 		f.Kind, f.Message = FindingCompile, s.result.Error.Detail
 		f.Hint = compileHint(s.result.Error.Detail)
+		// A type error often comes from a name used as the domain:
+		// device.capacity['memory'].compareTo(...) reads a map.
+		for _, ref := range parsedRefs(expr) {
+			if _, hint, ok := r.domainProblem(ref); ok && ref.domainOnly {
+				f.Hint = fmt.Sprintf("device.%s['%s'] is the map of the %s in domain %q, not a value: %s", ref.what, ref.domain, map[string]string{"attributes": "attributes", "capacity": "capacities"}[ref.what], ref.domain, hint)
+				break
+			}
+		}
 		r.addFinding(f)
 		return s
 	}
@@ -51,6 +59,13 @@ func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *
 	s.ok = true
 	r.compiler.analyze(s)
 	r.checkRefs(s, at)
+	for _, v := range s.badVersions {
+		f := at
+		f.Kind, f.Caret = FindingInvalidVersion, caret(s, v.id)
+		f.Message = fmt.Sprintf("semver('%s') is not a semantic version (MAJOR.MINOR.PATCH, no leading v or zeros): the call fails at run time, so the selector fails on every device it is evaluated on", v.text)
+		f.Hint = fmt.Sprintf("write semver(%s), or semver('%s', true) to have it normalized", quoteSemver(strings.TrimPrefix(v.text, "v")), v.text)
+		r.addFinding(f)
+	}
 	return s
 }
 
@@ -82,6 +97,10 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 		seen[key] = true
 		f := at
 		f.Caret = caret(s, ref.id)
+		if ref.domainOnly {
+			r.checkDomain(f, ref)
+			continue
+		}
 		switch ref.what {
 		case "driver":
 			if !inv.drivers[ref.name] {
@@ -141,6 +160,60 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			r.addFinding(f)
 		}
 	}
+}
+
+// checkDomain reports device.attributes['x'] or device.capacity['x'] used
+// without a name where x is no domain of the inventory.
+func (r *runner) checkDomain(f Finding, ref celRef) {
+	msg, hint, ok := r.domainProblem(ref)
+	if !ok {
+		return
+	}
+	f.Kind, f.Message, f.Hint = FindingMissingDomain, msg, hint
+	r.addFinding(f)
+}
+
+// domainProblem explains device.attributes['x'] or device.capacity['x']
+// where x is no domain of the inventory: usually the name itself
+// (device.capacity['memory']), or a qualified name used as one key
+// (device.attributes['gpu.gpudra.io/productName']).
+func (r *runner) domainProblem(ref celRef) (msg, hint string, ok bool) {
+	inv := r.inv
+	byDomain := inv.attrs
+	other, otherWhat := inv.caps, "capacity"
+	if ref.what == "capacity" {
+		byDomain, other, otherWhat = inv.caps, inv.attrs, "attribute"
+	}
+	if _, ok := byDomain[ref.domain]; ok || inv.drivers[ref.domain] || len(inv.devices) == 0 {
+		return "", "", false
+	}
+	plural := map[string]string{"attributes": "attributes", "capacity": "capacities"}[ref.what]
+	if d, n, qualified := strings.Cut(ref.domain, "/"); qualified {
+		return fmt.Sprintf("device.%s['%s'] uses a qualified name as one key; %s are looked up by domain, then by name", ref.what, ref.domain, plural),
+			fmt.Sprintf("use device.%s['%s'].%s", ref.what, d, n), true
+	}
+	var in, inOther []string
+	for _, d := range sortedKeys(byDomain) {
+		if _, ok := byDomain[d][ref.domain]; ok {
+			in = append(in, d)
+		}
+	}
+	for _, d := range sortedKeys(other) {
+		if _, ok := other[d][ref.domain]; ok {
+			inOther = append(inOther, d)
+		}
+	}
+	switch {
+	case len(in) > 0:
+		return fmt.Sprintf("device.%s['%s'] looks up %q as a domain, but it is a name in %s: %s are looked up by domain, then by name", ref.what, ref.domain, ref.domain, strings.Join(in, ", "), plural),
+			fmt.Sprintf("use device.%s['%s'].%s", ref.what, in[0], ref.domain), true
+	case len(inOther) > 0:
+		otherField := map[string]string{"capacity": "attributes", "attributes": "capacity"}[ref.what]
+		return fmt.Sprintf("device.%s['%s'] looks up %q as a domain; it is the name of a %s in %s", ref.what, ref.domain, ref.domain, otherWhat, strings.Join(inOther, ", ")),
+			fmt.Sprintf("use device.%s['%s'].%s", otherField, inOther[0], ref.domain), true
+	}
+	return fmt.Sprintf("device.%s['%s']: no device in the inventory has %s in domain %q (domains: %s)", ref.what, ref.domain, plural, ref.domain, strings.Join(sortedKeys(byDomain), ", ")),
+		didYouMean(ref.domain, sortedKeys(byDomain)) + "the domain of a driver's own " + plural + " is the driver name", true
 }
 
 // checkComparison reports an attribute compared with a literal of another
@@ -272,6 +345,8 @@ var noSuchKey = regexp.MustCompile(`no such key: ([^ .]+)`)
 
 func runtimeHint(msg string, s *selector, d *device) string {
 	switch {
+	case len(s.badVersions) > 0 && strings.Contains(msg, "Major.Minor.Patch"):
+		return fmt.Sprintf("semver('%s') is no semantic version: write semver(%s)", s.badVersions[0].text, quoteSemver(strings.TrimPrefix(s.badVersions[0].text, "v")))
 	case strings.Contains(msg, "no such key"):
 		what, domain, name := "attributes", "<domain>", "<name>"
 		if m := noSuchKey.FindStringSubmatch(msg); m != nil {

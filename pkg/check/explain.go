@@ -26,8 +26,10 @@ func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
 				reasons = append(reasons, fmt.Sprintf("the pod shares a claim allocated on %s, and the rest of its claims do not fit there", pinned))
 			case len(ce.reqs) > 1 || len(todo) > 1:
 				reasons = append(reasons, "each request could be satisfied alone, but no node has devices for all requests of the claim (and the pod's other claims) at once")
-			default:
+			case len(ce.claim.Spec.Devices.Constraints) > 0:
 				reasons = append(reasons, "enough devices match on some node, but the allocator found no combination that meets the claim's constraints")
+			default:
+				reasons = append(reasons, "enough devices match on some node, but the allocator could allocate none of them (see the findings)")
 			}
 		}
 		r.unsatisfiable(ce, reasons...)
@@ -69,14 +71,7 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 		return []string{prefix + fmt.Sprintf("no device matches DeviceClass %s", re.class)}
 	}
 	if total == 0 {
-		msg := fmt.Sprintf("DeviceClass %s matches %d device(s) but none passes the request's selectors", re.class, classCount)
-		for i, n := range re.selCounts {
-			msg += fmt.Sprintf("; selectors[%d] keeps %d of them", i, n)
-		}
-		if re.selErrors > 0 {
-			msg += fmt.Sprintf("; evaluation fails on %d of them, and the scheduler stops with that error instead of skipping the device", re.selErrors)
-		}
-		return []string{prefix + msg}
+		return []string{prefix + r.explainSelectors(re, classCount)}
 	}
 	nodes := r.candidateNodes(pinned)
 	// Not enough matching devices on any one node.
@@ -88,6 +83,10 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 	}
 	if int64(best) < need {
 		return []string{prefix + fmt.Sprintf("needs %d device(s) on one node; %d match in all, at most %d on any one node (%s)", need, total, best, bestNode)}
+	}
+	// Capacity requests (consumable capacity).
+	if msg := r.explainCapacity(re); msg != "" {
+		return []string{prefix + msg}
 	}
 	// matchAttribute / distinctAttribute constraints.
 	if msg := r.explainConstraints(ce, re, nodes, need); msg != "" {

@@ -2,6 +2,8 @@ package check
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -15,6 +17,12 @@ import (
 func (r *runner) classHintFor(class string) string {
 	names := sortedKeys(r.known)
 	h := didYouMean(class, names)
+	if ours, ok := vendorClasses[class]; ok {
+		ours = strings.ReplaceAll(ours, DefaultDriverName, r.opts.DriverName)
+		if _, known := r.known[ours]; known {
+			h = fmt.Sprintf("%s is another driver's class; gpudra's class for these devices is %s. ", class, ours)
+		}
+	}
 	var mine, builtin []string
 	for _, n := range names {
 		if r.builtin[n] {
@@ -76,4 +84,181 @@ func (r *runner) maxCapacity(domain, name string, scope []bool) *resource.Quanti
 		}
 	}
 	return max
+}
+
+// explainSelectors says why a request's selectors keep none of the devices
+// its class matches: which selector keeps none (or that only their
+// combination does), and which values the devices have for what the
+// selectors read.
+func (r *runner) explainSelectors(re *reqEval, classCount int) string {
+	msg := fmt.Sprintf("DeviceClass %s matches %d device(s), but", re.class, classCount)
+	var zero, some []string
+	var refs []celRef
+	for i, n := range re.selCounts {
+		if n == 0 {
+			zero = append(zero, fmt.Sprintf("selectors[%d]", i))
+			if i < len(re.selectors) {
+				refs = append(refs, re.selectors[i].refs...)
+			}
+		} else {
+			some = append(some, fmt.Sprintf("selectors[%d] keeps %d", i, n))
+		}
+	}
+	switch {
+	case len(zero) > 0:
+		msg += fmt.Sprintf(" %s keeps none of them", strings.Join(zero, " and "))
+		if len(some) > 0 {
+			msg += " (" + strings.Join(some, ", ") + ")"
+		}
+	default:
+		msg += fmt.Sprintf(" no device passes all the request's selectors (%s)", strings.Join(some, ", "))
+		for _, s := range re.selectors {
+			refs = append(refs, s.refs...)
+		}
+	}
+	if v := r.valuesOf(refs, re.classHits); v != "" {
+		msg += "; the devices have " + v
+	}
+	if re.selErrors > 0 {
+		msg += fmt.Sprintf("; evaluation fails on %d of them, and the scheduler stops with that error instead of skipping the device", re.selErrors)
+	}
+	return msg
+}
+
+// valuesOf lists, for each attribute and capacity refs read, the distinct
+// values the devices in scope have, the most common first (at most four,
+// with counts), so that a selector matching nothing shows what it could
+// have matched.
+func (r *runner) valuesOf(refs []celRef, scope []bool) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, ref := range refs {
+		key := ref.what + "\x00" + ref.domain + "\x00" + ref.name
+		if ref.what == "driver" || ref.domainOnly || seen[key] {
+			continue
+		}
+		seen[key] = true
+		counts := map[string]int{}
+		missing := 0
+		for i, d := range r.inv.devices {
+			if scope != nil && !scope[i] {
+				continue
+			}
+			switch ref.what {
+			case "attributes":
+				if a, ok := d.attribute(ref.domain, ref.name); ok {
+					v := attrString(a)
+					if a.StringValue != nil {
+						v = "'" + v + "'"
+					}
+					counts[v]++
+					continue
+				}
+			case "capacity":
+				if c, ok := d.capacity(ref.domain, ref.name); ok {
+					counts[c.Value.String()]++
+					continue
+				}
+			}
+			missing++
+		}
+		if len(counts) == 0 && missing == 0 {
+			continue
+		}
+		values := sortedKeys(counts)
+		sort.SliceStable(values, func(i, j int) bool {
+			if counts[values[i]] != counts[values[j]] {
+				return counts[values[i]] > counts[values[j]]
+			}
+			return scheduler.NaturalLess(values[i], values[j])
+		})
+		var vs []string
+		for _, v := range values[:min(4, len(values))] {
+			vs = append(vs, fmt.Sprintf("%s ×%d", v, counts[v]))
+		}
+		if len(values) > 4 {
+			vs = append(vs, fmt.Sprintf("… (%d values in all)", len(values)))
+		}
+		if missing > 0 {
+			vs = append(vs, fmt.Sprintf("none on %d", missing))
+		}
+		parts = append(parts, ref.name+" "+strings.Join(vs, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// explainCapacity says why a request's capacity requests rule out every
+// matching device: none has that capacity, or enough of it.
+func (r *runner) explainCapacity(re *reqEval) string {
+	for _, name := range sortedKeys(re.capacity) {
+		want := re.capacity[resourceapi.QualifiedName(name)]
+		domain, id := splitQualified(resourceapi.QualifiedName(name), r.opts.DriverName)
+		max := r.maxCapacity(domain, id, re.match)
+		switch {
+		case max == nil:
+			return fmt.Sprintf("it asks for capacity %s, which none of the %d matching device(s) has", name, countTrue(re.match))
+		case max.Cmp(want) < 0:
+			return fmt.Sprintf("it asks for %s of capacity %s, and the matching devices have at most %s", want.String(), name, max.String())
+		}
+	}
+	return ""
+}
+
+// checkConstraints reports matchAttribute and distinctAttribute names no
+// device publishes: a device without the attribute never satisfies the
+// constraint, so the requests it covers are never allocated.
+func (r *runner) checkConstraints(ce *claimEval) {
+	if len(r.inv.devices) == 0 {
+		return
+	}
+	for i, c := range ce.claim.Spec.Devices.Constraints {
+		field, attr := fmt.Sprintf("%s.devices.constraints[%d].matchAttribute", ce.field, i), c.MatchAttribute
+		if attr == nil {
+			field, attr = fmt.Sprintf("%s.devices.constraints[%d].distinctAttribute", ce.field, i), c.DistinctAttribute
+		}
+		if attr == nil {
+			continue // invalid, reported by validateRequests
+		}
+		domain, name := splitQualified(resourceapi.QualifiedName(*attr), "")
+		names, known := r.inv.attrs[domain]
+		if _, ok := names[name]; ok || !r.anyMatch(ce, c.Requests) {
+			// Known, or moot: requests that match no device are
+			// explained as such.
+			continue
+		}
+		f := Finding{Kind: FindingUnknownAttribute, Source: ce.source, Object: ce.object, Field: field}
+		f.Message = fmt.Sprintf("no device in the inventory publishes attribute %s: a device without it never satisfies the constraint, so the requests it covers can never be allocated", *attr)
+		switch {
+		case !known:
+			f.Hint = didYouMean(domain, sortedKeys(r.inv.attrs)) + "attribute domains: " + strings.Join(sortedKeys(r.inv.attrs), ", ") + "; a constraint names domain/attribute"
+		default:
+			if _, isCap := r.inv.caps[domain][name]; isCap {
+				f.Hint = fmt.Sprintf("%s is a capacity; constraints compare attributes. ", name)
+			}
+			f.Hint += didYouMean(name, sortedKeys(names)) + "published in " + domain + ": " + strings.Join(sortedKeys(names), ", ")
+		}
+		r.addFinding(f)
+	}
+}
+
+// anyMatch says whether any of the named requests of a claim (all, when
+// none is named) matches a device.
+func (r *runner) anyMatch(ce *claimEval, names []string) bool {
+	var walk func(re *reqEval) bool
+	walk = func(re *reqEval) bool {
+		for _, s := range re.sub {
+			if walk(s) {
+				return true
+			}
+		}
+		return countTrue(re.match) > 0
+	}
+	for _, re := range ce.reqs {
+		if len(names) == 0 || slices.Contains(names, re.name) {
+			if walk(re) {
+				return true
+			}
+		}
+	}
+	return false
 }

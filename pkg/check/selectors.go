@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/blang/semver/v4"
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/operators"
@@ -25,6 +26,15 @@ type selector struct {
 	// dynamic means it reads the device in a way refs do not capture
 	// (iterating over a map, a computed key): no evaluation sharing.
 	dynamic bool
+	// badVersions are semver() literals that are no semantic version:
+	// the call fails at run time, on every device.
+	badVersions []celLiteral
+}
+
+// celLiteral is a literal in an expression and its AST node.
+type celLiteral struct {
+	text string
+	id   int64
 }
 
 // celRef is one read of device.attributes[domain].name or
@@ -35,10 +45,14 @@ type celRef struct {
 	domain   string
 	name     string // attribute/capacity name; the literal for driver
 	testOnly bool   // has(), .? or [?]: absence is not an error
-	id       int64  // AST node, for the position
-	compared *types.Type
-	cmpOp    string
-	cmpLit   string
+	// domainOnly: device.attributes['x'] or device.capacity['x'] not
+	// followed by a name (name is then ""): often a name used as the
+	// domain, device.capacity['memory'].
+	domainOnly bool
+	id         int64 // AST node, for the position
+	compared   *types.Type
+	cmpOp      string
+	cmpLit     string
 }
 
 // compiler compiles selectors the way the API server validates them on
@@ -70,21 +84,63 @@ func (c *compiler) compile(expr string) cel.CompilationResult {
 // (once per expression).
 func (c *compiler) analyze(s *selector) {
 	if a, ok := c.analyzed[s.result.Expression]; ok {
-		s.refs, s.dynamic = a.refs, a.dynamic
+		s.refs, s.dynamic, s.badVersions = a.refs, a.dynamic, a.badVersions
 		return
 	}
 	s.dynamic = true
 	if env := s.result.Environment; env != nil {
 		if checked, iss := env.Compile(s.result.Expression); iss.Err() == nil {
 			s.refs, s.dynamic = deviceRefs(checked)
+			s.badVersions = badSemvers(checked)
 		}
 	}
-	c.analyzed[s.result.Expression] = analysis{s.refs, s.dynamic}
+	c.analyzed[s.result.Expression] = analysis{s.refs, s.dynamic, s.badVersions}
 }
 
 type analysis struct {
-	refs    []celRef
-	dynamic bool
+	refs        []celRef
+	dynamic     bool
+	badVersions []celLiteral
+}
+
+// parsedRefs are the device reads of an expression that does not compile,
+// from its syntax alone (no types).
+func parsedRefs(expr string) []celRef {
+	env, err := celgo.NewEnv()
+	if err != nil {
+		return nil
+	}
+	parsed, iss := env.Parse(expr)
+	if iss.Err() != nil {
+		return nil
+	}
+	refs, _ := deviceRefs(parsed)
+	return refs
+}
+
+// badSemvers finds semver('…') calls whose literal the Kubernetes CEL
+// library rejects (semver('8.0'), semver('v1.2.3')): it parses strictly
+// unless the second argument asks to normalize.
+func badSemvers(checked *celgo.Ast) []celLiteral {
+	var out []celLiteral
+	root := ast.NavigateAST(checked.NativeRep())
+	for _, n := range ast.MatchDescendants(root, ast.FunctionMatcher("semver")) {
+		args := n.AsCall().Args()
+		if len(args) == 0 || args[0].Kind() != ast.LiteralKind {
+			continue
+		}
+		lit, ok := args[0].AsLiteral().Value().(string)
+		if !ok {
+			continue
+		}
+		if len(args) == 2 && args[1].Kind() == ast.LiteralKind && args[1].AsLiteral().Value() == true {
+			continue // normalized: '8.0' is fine
+		}
+		if _, err := semver.Parse(lit); err != nil {
+			out = append(out, celLiteral{text: lit, id: args[0].ID()})
+		}
+	}
+	return out
 }
 
 func deviceRefs(checked *celgo.Ast) ([]celRef, bool) {
@@ -123,6 +179,7 @@ func deviceRefs(checked *celgo.Ast) ([]celRef, bool) {
 		nameNode, name, ok := constantKey(domainNode)
 		if !ok {
 			dynamic = true
+			refs = append(refs, celRef{what: field, domain: domain, domainOnly: true, id: domainNode.ID()})
 			continue
 		}
 		ref := celRef{what: field, domain: domain, name: name, id: nameNode.ID()}

@@ -65,3 +65,12 @@ func (v vendorAPI) equivalent(kind, driverName string) string {
 	}
 	return fmt.Sprintf("gpudra's equivalent is apiVersion %s, kind %s, under driver %s (its fields differ: see the Device configuration section of gpudra's README)", configapi.SchemeGroupVersion, ours, driverName)
 }
+
+// vendorClasses are other drivers' DeviceClasses that manifests written
+// for them name, and gpudra's class for the same devices (for the default
+// driver name).
+var vendorClasses = map[string]string{
+	"gpu.nvidia.com":  "gpu.gpudra.io",
+	"mig.nvidia.com":  "mig.gpudra.io",
+	"gpu.example.com": "gpu.gpudra.io",
+}
