@@ -41,7 +41,7 @@ func summarize(profile string, rep *Report) golden {
 	g := golden{Profile: profile, ExitCode: rep.ExitCode, Devices: rep.Inventory.Devices,
 		Classes: map[string][]string{}, Requests: map[string][]string{}, Allocations: map[string][]string{}, Findings: []string{}}
 	for _, c := range rep.Classes {
-		g.Classes[c.Name] = nonNil(c.Matches.Devices)
+		g.Classes[c.Name] = matchList(c.Matches)
 	}
 	var addRequest func(claim string, rq RequestInfo)
 	addRequest = func(claim string, rq RequestInfo) {
@@ -51,7 +51,7 @@ func summarize(profile string, rep *Report) golden {
 			}
 			return
 		}
-		g.Requests[claim+" "+rq.Name] = nonNil(rq.Matches.Devices)
+		g.Requests[claim+" "+rq.Name] = matchList(rq.Matches)
 	}
 	for _, c := range rep.Claims {
 		for _, rq := range c.Requests {
@@ -85,11 +85,16 @@ func summarize(profile string, rep *Report) golden {
 	return g
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
+// matchList is the devices matched, or how many when they were not
+// listed (past Options.ListLimit).
+func matchList(m Matches) []string {
+	switch {
+	case m.Devices != nil:
+		return m.Devices
+	case m.Count == 0:
 		return []string{}
 	}
-	return s
+	return []string{fmt.Sprintf("(%d devices on %d nodes)", m.Count, m.Nodes)}
 }
 
 // TestGoldenShipped runs gpudra check over deviceclasses/ (the DeviceClasses
@@ -113,23 +118,30 @@ func TestGoldenShipped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, '\n')
-			file := filepath.Join("testdata", "golden", profile+".json")
-			if *update {
-				if err := os.WriteFile(file, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (new profile? run go test ./pkg/check -run TestGoldenShipped -update and review the result)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("gpudra check on the shipped DeviceClasses and examples changed on %s; if intended, run\n"+
-					"  go test ./pkg/check -run TestGoldenShipped -update\nand review the diff.\n%s", profile, lineDiff(string(want), string(got)))
-			}
+			compareGolden(t, filepath.Join("testdata", "golden", profile+".json"), append(got, '\n'), "TestGoldenShipped")
 		})
+	}
+}
+
+// compareGolden compares got with a golden file, or rewrites the file
+// with -update; test names the test to rerun.
+func compareGolden(t *testing.T, file string, got []byte, test string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (new case? run go test ./pkg/check -run %s -update and review the result)", err, test)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the report differs from %s; if intended, run\n  go test ./pkg/check -run %s -update\nand review the diff.\n%s", file, test, lineDiff(string(want), string(got)))
 	}
 }
 

@@ -2,11 +2,16 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/go-logr/logr"
 
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 )
@@ -43,4 +48,30 @@ func onProfile(t testing.TB, profile string, nodes int, o Options) Options {
 		o.SlicesSource = fmt.Sprintf("profile %s × %d node(s)", profile, nodes)
 	}
 	return o
+}
+
+func sliceJSONSpec(t *testing.T, s *resourceapi.ResourceSlice) string {
+	t.Helper()
+	data, err := json.Marshal(s.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// shortDir is a temp dir with a short path: unix socket paths are limited
+// to 108 bytes, and t.TempDir() embeds the (long) test name.
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gpudra-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// klogQuiet keeps the plugin's log out of the test output.
+func klogQuiet(ctx context.Context) context.Context {
+	return klog.NewContext(ctx, logr.Discard())
 }

@@ -1,0 +1,351 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	"github.com/gpudra/gpudra/pkg/scheduler"
+	"github.com/gpudra/gpudra/pkg/simulate"
+)
+
+// TestCheckAgreesWithSimulate is the differential test between gpudra
+// check and gpudra simulate, which runs the real kubelet plugin: for every
+// shipped example on every fake profile, and for every runnable corpus
+// file, check (with --sequential) and simulate give each claim the same
+// devices, leave the same pods unschedulable, and fail the same pods'
+// prepare on an opaque config. Both go through the offline scheduler
+// core, so a difference means one of them stopped doing what the
+// scheduler or the plugin does.
+func TestCheckAgreesWithSimulate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the kubelet plugin once per profile and corpus file")
+	}
+	examples, err := fs.Glob(deviceclasses.FS, "examples/*.yaml")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, profile := range nvmlfake.Profiles() {
+		t.Run("examples/"+profile, func(t *testing.T) {
+			ctx, c := startSimulate(t, profile)
+			for _, f := range examples {
+				data, err := fs.ReadFile(deviceclasses.FS, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := &scheduler.Manifests{}
+				if err := in.Add(f, data); err != nil {
+					t.Fatal(err)
+				}
+				agree(ctx, t, c, profile, "", in)
+			}
+		})
+	}
+	for _, cc := range loadCorpus(t) {
+		if strings.HasPrefix(cc.simulate, "skip") {
+			continue
+		}
+		t.Run("corpus/"+strings.TrimSuffix(filepath.Base(cc.file), ".yaml"), func(t *testing.T) {
+			in, err := scheduler.LoadPaths([]string{cc.file}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, c := startSimulate(t, cc.profile)
+			got := agree(ctx, t, c, cc.profile, cc.kubernetes, in)
+			if got != cc.simulate {
+				t.Errorf("simulate: %s, the header says %s", got, cc.simulate)
+			}
+		})
+	}
+}
+
+func startSimulate(t *testing.T, profile string) (context.Context, *simulate.Cluster) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx = klogQuiet(ctx)
+	c, err := simulate.Start(ctx, simulate.Options{Dir: shortDir(t), Profile: profile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	classes, err := simulate.LoadDeviceClasses(deviceclasses.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dc := range classes {
+		if err := c.ApplyDeviceClass(ctx, dc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The inventory check runs against is what the plugin publishes.
+	published, err := c.Slices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := specsOf(t, published), specsOf(t, fakeInventory(t, profile, 1)); !slices.Equal(got, want) {
+		t.Fatalf("pkg/fakenodes builds other slices for %s than the plugin publishes", profile)
+	}
+	return ctx, c
+}
+
+// agree runs the manifests through check (sequential) and through the
+// simulated node in the same order, compares, and returns what simulate
+// did: agree, prepare-fails or unschedulable.
+func agree(ctx context.Context, t *testing.T, c *simulate.Cluster, profile, version string, in *scheduler.Manifests) string {
+	t.Helper()
+	rep, err := Run(ctx, onProfile(t, profile, 1, Options{Inputs: in, KubernetesVersion: version, Sequential: true, BuiltinClasses: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := runSequentially(ctx, t, c, in)
+	outcome := "agree"
+	for name, want := range checkAllocations(rep) {
+		got, ok := sim.allocations[name]
+		if !ok {
+			t.Errorf("claim %s: check allocates %v, simulate does not allocate it", name, want)
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("claim %s: check allocates %v, simulate %v", name, want, got)
+		}
+	}
+	for name, got := range sim.allocations {
+		if _, ok := checkAllocations(rep)[name]; !ok {
+			t.Errorf("claim %s: simulate allocates %v, check does not", name, got)
+		}
+	}
+	for _, p := range rep.Pods {
+		res, ran := sim.pods[p.Name]
+		switch {
+		case !ran:
+			t.Errorf("pod %s: simulate did not run it", p.Name)
+		case p.Pending != errors.Is(res, simulate.ErrUnschedulable):
+			t.Errorf("pod %s: check pending %v, simulate: %v", p.Name, p.Pending, res)
+		}
+		if errors.Is(res, simulate.ErrUnschedulable) {
+			outcome = "unschedulable"
+		}
+	}
+	for _, ci := range rep.Claims {
+		err, alone := sim.alone[ci.Name]
+		if !alone {
+			continue
+		}
+		if (len(ci.Unsatisfiable) > 0) != errors.Is(err, simulate.ErrUnschedulable) {
+			t.Errorf("claim %s: check says %v, simulate: %v", ci.Name, ci.Unsatisfiable, err)
+		}
+		if errors.Is(err, simulate.ErrUnschedulable) {
+			outcome = "unschedulable"
+		}
+	}
+	// A config the plugin refuses is a finding on the object it is in.
+	configBad := map[string]bool{}
+	for _, f := range rep.Findings {
+		if f.Kind == FindingInvalidConfig {
+			configBad[f.Object] = true
+		}
+	}
+	for pod, err := range sim.pods {
+		failed := err != nil && strings.Contains(err.Error(), "prepare failed")
+		if failed && outcome == "agree" {
+			outcome = "prepare-fails"
+		}
+		if flagged := slices.ContainsFunc(sim.sources[pod], func(o string) bool { return configBad[o] }); failed != flagged {
+			t.Errorf("pod %s: simulate's prepare error %v; check flags a config of %v: %v", pod, err, sim.sources[pod], flagged)
+		}
+	}
+	return outcome
+}
+
+// simulated is what the simulated node did with the manifests.
+type simulated struct {
+	allocations map[string][]string // claim → request=device, sorted
+	pods        map[string]error    // pod → what RunPod returned
+	alone       map[string]error    // claim no pod uses → what Allocate returned
+	sources     map[string][]string // pod → the objects its claims come from, as check names them
+}
+
+// runSequentially does with the manifests what check --sequential does,
+// in the same order: pods (a workload's replicas as check names them),
+// and the claims and templates no pod uses, allocated on their own; every
+// claim keeps its devices until the end, then all are released.
+func runSequentially(ctx context.Context, t *testing.T, c *simulate.Cluster, in *scheduler.Manifests) simulated {
+	t.Helper()
+	sim := simulated{allocations: map[string][]string{}, pods: map[string]error{}, alone: map[string]error{}, sources: map[string][]string{}}
+	for _, o := range in.Classes {
+		if err := c.ApplyDeviceClass(ctx, o.Obj.(*resourceapi.DeviceClass).DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range in.Templates {
+		tmpl := o.Obj.(*resourceapi.ResourceClaimTemplate)
+		if _, err := c.Client.ResourceV1().ResourceClaimTemplates(tmpl.Namespace).Create(ctx, tmpl.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	usedClaims, usedTemplates := map[string]bool{}, map[string]bool{}
+	for _, o := range in.Pods {
+		pod := o.Obj.(*v1.Pod)
+		for _, pc := range pod.Spec.ResourceClaims {
+			switch {
+			case pc.ResourceClaimName != nil:
+				usedClaims[pod.Namespace+"/"+*pc.ResourceClaimName] = true
+			case pc.ResourceClaimTemplateName != nil:
+				usedTemplates[pod.Namespace+"/"+*pc.ResourceClaimTemplateName] = true
+			}
+		}
+	}
+	for _, o := range in.Claims {
+		if _, err := c.CreateClaim(ctx, o.Obj.(*resourceapi.ResourceClaim)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type step struct {
+		src scheduler.Source
+		run func()
+	}
+	var steps []step
+	for _, o := range in.Pods {
+		n := 1
+		if o.Owner != "" {
+			n = min(o.Replicas, maxReplicas)
+		}
+		for i := range n {
+			pod := o.Obj.(*v1.Pod).DeepCopy()
+			if i > 0 {
+				pod.Name = strings.TrimSuffix(pod.Name, "-0") + fmt.Sprintf("-%d", i)
+			}
+			steps = append(steps, step{o.Source, func() {
+				name := pod.Namespace + "/" + pod.Name
+				res, err := c.RunPod(ctx, pod)
+				sim.pods[name] = err
+				for _, pc := range res.Claims {
+					sim.sources[name] = append(sim.sources[name], claimSource(pod, pc.Name))
+				}
+			}})
+		}
+	}
+	for _, o := range in.Claims {
+		if !usedClaims[o.Name] {
+			claim := o.Obj.(*resourceapi.ResourceClaim)
+			steps = append(steps, step{o.Source, func() { sim.alone[o.Name] = allocateAlone(ctx, c, claim.Namespace, claim.Name) }})
+		}
+	}
+	for _, o := range in.Templates {
+		if !usedTemplates[o.Name] {
+			tmpl := o.Obj.(*resourceapi.ResourceClaimTemplate)
+			steps = append(steps, step{o.Source, func() {
+				claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: tmpl.Namespace, Name: tmpl.Name}, Spec: *tmpl.Spec.Spec.DeepCopy()}
+				if _, err := c.CreateClaim(ctx, claim); err != nil {
+					t.Fatal(err)
+				}
+				sim.alone[o.Name] = allocateAlone(ctx, c, claim.Namespace, claim.Name)
+			}})
+		}
+	}
+	sort.SliceStable(steps, func(i, j int) bool {
+		a, b := steps[i].src, steps[j].src
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Document < b.Document
+	})
+	for _, s := range steps {
+		s.run()
+	}
+	// What every claim got, then release everything for the next file.
+	claims, err := c.Client.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range claims.Items {
+		claim := &claims.Items[i]
+		if claim.Status.Allocation != nil {
+			var devs []string
+			for _, d := range claim.Status.Allocation.Devices.Results {
+				devs = append(devs, d.Request+"="+d.Pool+"/"+d.Device)
+			}
+			sort.Strings(devs)
+			sim.allocations[claim.Namespace+"/"+claim.Name] = devs
+		}
+		if _, err := c.NodeUnprepareResources(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Client.ResourceV1().ResourceClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range in.Templates {
+		tmpl := o.Obj.(*resourceapi.ResourceClaimTemplate)
+		_ = c.Client.ResourceV1().ResourceClaimTemplates(tmpl.Namespace).Delete(ctx, tmpl.Name, metav1.DeleteOptions{})
+	}
+	return sim
+}
+
+// allocateAlone allocates a claim no pod uses, as check does.
+func allocateAlone(ctx context.Context, c *simulate.Cluster, namespace, name string) error {
+	claim, err := c.Client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		_, err = c.Allocate(ctx, claim)
+	}
+	return err
+}
+
+// claimSource names the object a pod's claim comes from as check's
+// findings do: the ResourceClaim, the ResourceClaimTemplate, or the pod
+// itself for the claim of its extended resources.
+func claimSource(pod *v1.Pod, entry string) string {
+	for _, pc := range pod.Spec.ResourceClaims {
+		if pc.Name != entry {
+			continue
+		}
+		if pc.ResourceClaimName != nil {
+			return "ResourceClaim " + pod.Namespace + "/" + *pc.ResourceClaimName
+		}
+		return "ResourceClaimTemplate " + pod.Namespace + "/" + *pc.ResourceClaimTemplateName
+	}
+	return "Pod " + pod.Namespace + "/" + pod.Name
+}
+
+// checkAllocations is what check allocated: claim → request=pool/device,
+// sorted.
+func checkAllocations(rep *Report) map[string][]string {
+	out := map[string][]string{}
+	for _, c := range rep.Claims {
+		if c.Allocation == nil {
+			continue
+		}
+		var devs []string
+		for _, d := range c.Allocation.Devices {
+			devs = append(devs, d.Request+"="+d.Pool+"/"+d.Device)
+		}
+		sort.Strings(devs)
+		out[c.Name] = devs
+	}
+	return out
+}
+
+// specsOf renders slices' specs in a canonical order, for comparing
+// inventories whose objects are named differently.
+func specsOf(t *testing.T, slices []*resourceapi.ResourceSlice) []string {
+	t.Helper()
+	var out []string
+	for _, s := range slices {
+		out = append(out, sliceJSONSpec(t, s))
+	}
+	sort.Strings(out)
+	return out
+}
