@@ -207,9 +207,13 @@ func (r *runner) loadClasses(in *scheduler.Manifests) error {
 	return nil
 }
 
-// builtinClasses are the DeviceClasses shipped in deviceclasses/, for a
-// driver name as the Helm chart renders them: every "gpu.gpudra.io" (class
-// names, selectors, attribute domains) becomes the driver name.
+// builtinClasses are the DeviceClasses shipped in deviceclasses/, as the
+// Helm chart renders them for a driver name: every "gpu.gpudra.io" (class
+// names, selectors, attribute domains) becomes the driver name; with
+// another driver name than the default, the other classes are renamed
+// (mig.gpudra.io becomes mig.<driver name>) and map no extended resource
+// names, which stay with the default installation
+// (templates/deviceclasses.yaml).
 func builtinClasses(driverName string) ([]scheduler.Object, error) {
 	files, err := fs.Glob(deviceclasses.FS, "*.yaml")
 	if err != nil {
@@ -226,7 +230,26 @@ func builtinClasses(driverName string) ([]scheduler.Object, error) {
 			return nil, err
 		}
 	}
+	if driverName != DefaultDriverName {
+		for _, o := range in.Classes {
+			dc := o.Obj.(*resourceapi.DeviceClass)
+			dc.Name = builtinClassName(dc.Name, driverName)
+			dc.Spec.ExtendedResourceName = nil
+		}
+	}
 	return in.Classes, nil
+}
+
+// builtinClassName is the name the chart gives one of gpudra's classes
+// (named for the default driver, or already renamed) for a driver name.
+func builtinClassName(name, driverName string) string {
+	if driverName == DefaultDriverName || name == driverName {
+		return name
+	}
+	if base, ok := strings.CutSuffix(name, ".gpudra.io"); ok {
+		return base + "." + driverName
+	}
+	return name
 }
 
 func (r *runner) loadInventory(in *scheduler.Manifests) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	resourceapi "k8s.io/api/resource/v1"
+
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/scheduler"
 )
@@ -411,6 +413,34 @@ spec:
 	}
 	if c := claim(t, rep, "default/c"); c.Allocation == nil || c.Allocation.Devices[0].Driver != "gpu.example.com" || rep.ExitCode != 0 {
 		t.Errorf("got %+v, findings %+v", c, rep.Findings)
+	}
+}
+
+// With another driver name the built-in classes are those the chart
+// renders: renamed for the driver, and mapping no extended resources
+// (they stay with the installation of the default driver name).
+func TestBuiltinClassesForAnotherDriver(t *testing.T) {
+	for _, tt := range []struct {
+		driver, mig string
+		extended    bool
+	}{
+		{DefaultDriverName, "mig.gpudra.io", true},
+		{"gpu.example.com", "mig.gpu.example.com", false},
+	} {
+		classes, err := builtinClasses(tt.driver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		extended := false
+		for _, o := range classes {
+			dc := o.Obj.(*resourceapi.DeviceClass)
+			names[dc.Name] = true
+			extended = extended || dc.Spec.ExtendedResourceName != nil
+		}
+		if !names[tt.driver] || !names[tt.mig] || !names[builtinClassName("mig-1g.10gb.gpudra.io", tt.driver)] || extended != tt.extended {
+			t.Errorf("%s: classes %v, extended resource names %v", tt.driver, names, extended)
+		}
 	}
 }
 

@@ -71,9 +71,10 @@ func (r *runner) extendedHint(name v1.ResourceName) string {
 	}
 	sort.Strings(mapped)
 	h := didYouMean(string(name), mapped)
-	if strings.HasPrefix(string(name), "nvidia.com/gpu") {
-		h += fmt.Sprintf("gpudra's whole-GPU class maps no extended resource; ask for deviceclass.resource.kubernetes.io/%s: 1 (every class's implicit name), use a ResourceClaimTemplate for DeviceClass %s, or give a DeviceClass of your own spec.extendedResourceName: %s. ", r.opts.DriverName, r.opts.DriverName, name)
+	if strings.HasPrefix(string(name), "nvidia.com/") && r.opts.DriverName != DefaultDriverName {
+		h += fmt.Sprintf("with driver name %s gpudra's classes map no nvidia.com/ names (the chart leaves them to the installation with the default driver name); ", r.opts.DriverName)
 	}
+	h += fmt.Sprintf("ask for deviceclass.resource.kubernetes.io/<class>: N (every class's implicit name, e.g. deviceclass.resource.kubernetes.io/%s), use a ResourceClaimTemplate, or give a DeviceClass spec.extendedResourceName: %s. ", r.opts.DriverName, name)
 	switch {
 	case len(mapped) > 6:
 		h += fmt.Sprintf("mapped here: %s … (%d in all)", strings.Join(mapped[:6], ", "), len(mapped))

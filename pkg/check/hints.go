@@ -18,7 +18,7 @@ func (r *runner) classHintFor(class string) string {
 	names := sortedKeys(r.known)
 	h := didYouMean(class, names)
 	if ours, ok := vendorClasses[class]; ok {
-		ours = strings.ReplaceAll(ours, DefaultDriverName, r.opts.DriverName)
+		ours = builtinClassName(strings.ReplaceAll(ours, DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
 		if _, known := r.known[ours]; known {
 			h = fmt.Sprintf("%s is another driver's class; gpudra's class for these devices is %s. ", class, ours)
 		}
