@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	"github.com/spf13/cobra"
 
 	"github.com/gpudra/gpudra/deviceclasses"
@@ -113,7 +115,7 @@ flags).`,
 	f := cmd.Flags()
 	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file); default "+fakenodes.DefaultProfile+" when the inputs hold no ResourceSlices")
 	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
-	f.StringVar(&opts.DriverName, "driver-name", check.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
+	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
 	f.BoolVar(&opts.Sequential, "sequential", false, "allocate claims one after the other in input order, each keeping its devices, to see what fits together")
 	f.BoolVar(&opts.BuiltinClasses, "builtin-classes", true, "add gpudra's shipped DeviceClasses that the inputs do not define")
@@ -166,7 +168,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		}
 		driver := opts.DriverName
 		if driver == "" {
-			driver = check.DefaultDriverName
+			driver = gpu.DefaultDriverName
 		}
 		opts.Slices, err = fakenodes.Slices(cmd.Context(), inv.profile, inv.nodes, driver)
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
@@ -55,7 +57,7 @@ binary (deviceclasses/ and deviceclasses/examples/ in the source tree).`,
 	}
 	cmd.Flags().StringVar(&opts.Profile, "profile", "dgx-h100", "fake GPU profile: "+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file (see docs/fake-gpus.md)")
 	cmd.Flags().StringVar(&opts.NodeName, "node-name", "node-1", "name of the simulated node (seeds the fake GPUs' UUIDs)")
-	cmd.Flags().StringVar(&opts.DriverName, "driver-name", "gpu.gpudra.io", "DRA driver name")
+	cmd.Flags().StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name")
 	cmd.Flags().StringVar(&migProfiles, "mig-profiles", "all", "MIG profiles the plugin publishes, as its --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
 	cmd.Flags().StringVar(&manifests, "manifests", "", "directory with DeviceClasses (*.yaml) and examples (examples/*.yaml); default: the built-in ones")
 	return cmd

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -64,7 +66,7 @@ func newFlags() (*flags, *pflag.FlagSet) {
 		panic(err)
 	}
 	fs := pflag.NewFlagSet("gpudra-kubelet-plugin", pflag.ContinueOnError)
-	fs.StringVar(&f.driverName, "driver-name", envOr("DRIVER_NAME", "gpu.gpudra.io"), "DRA driver name published in ResourceSlices and matched in DeviceClasses (env DRIVER_NAME).")
+	fs.StringVar(&f.driverName, "driver-name", envOr("DRIVER_NAME", gpu.DefaultDriverName), "DRA driver name published in ResourceSlices and matched in DeviceClasses (env DRIVER_NAME).")
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of the node this plugin runs on; also the ResourceSlice pool name (env NODE_NAME, required).")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Kubeconfig file; empty means in-cluster config (env KUBECONFIG).")
 	fs.StringVar(&f.deviceBackend, "device-backend", envOr("DEVICE_BACKEND", "nvml"), "Where GPUs come from: nvml (the real driver library) or fake (simulated GPUs, for tests and demos) (env DEVICE_BACKEND).")

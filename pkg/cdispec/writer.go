@@ -5,13 +5,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 )
 
 const (
-	// DefaultDriverName is used when New is given no driver name.
-	DefaultDriverName = "gpu.gpudra.io"
 	// Class is the CDI device class of every claim's devices.
 	Class = "claim"
 	// specExt selects the encoding the CDI library writes: YAML, which is
@@ -37,7 +37,7 @@ type Writer struct {
 // CDI vendor is "k8s." + driverName.
 func New(dir, driverName string) (*Writer, error) {
 	if driverName == "" {
-		driverName = DefaultDriverName
+		driverName = gpu.DefaultDriverName
 	}
 	vendor := "k8s." + driverName
 	if err := parser.ValidateVendorName(vendor); err != nil {

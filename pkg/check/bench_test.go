@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpudra/gpudra/pkg/fakenodes"
@@ -25,7 +27,7 @@ var (
 func benchInventory(b *testing.B) []*resourceapi.ResourceSlice {
 	benchOnce.Do(func() {
 		start := time.Now()
-		benchSlices, benchErr = fakenodes.Slices(context.Background(), "dgx-h100", 1000, DefaultDriverName)
+		benchSlices, benchErr = fakenodes.Slices(context.Background(), "dgx-h100", 1000, gpu.DefaultDriverName)
 		benchBuild = time.Since(start)
 	})
 	if benchErr != nil {

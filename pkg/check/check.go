@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpudra/gpudra/deviceclasses"
@@ -45,9 +47,6 @@ type Options struct {
 	// scheduler's DRASchedulerFilterTimeout does (default 10s).
 	AllocateTimeout time.Duration
 }
-
-// DefaultDriverName is gpudra's default driver name.
-const DefaultDriverName = "gpu.gpudra.io"
 
 // Exit statuses.
 const (
@@ -105,7 +104,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		opts.KubernetesVersion = scheduler.DefaultKubernetesVersion
 	}
 	if opts.DriverName == "" {
-		opts.DriverName = DefaultDriverName
+		opts.DriverName = gpu.DefaultDriverName
 	}
 	if opts.ListLimit == 0 {
 		opts.ListLimit = 64
@@ -225,12 +224,12 @@ func builtinClasses(driverName string) ([]scheduler.Object, error) {
 		if err != nil {
 			return nil, err
 		}
-		data = bytes.ReplaceAll(data, []byte(DefaultDriverName), []byte(driverName))
+		data = bytes.ReplaceAll(data, []byte(gpu.DefaultDriverName), []byte(driverName))
 		if err := in.Add("(built in) deviceclasses/"+f, data); err != nil {
 			return nil, err
 		}
 	}
-	if driverName != DefaultDriverName {
+	if driverName != gpu.DefaultDriverName {
 		for _, o := range in.Classes {
 			dc := o.Obj.(*resourceapi.DeviceClass)
 			dc.Name = builtinClassName(dc.Name, driverName)
@@ -243,7 +242,7 @@ func builtinClasses(driverName string) ([]scheduler.Object, error) {
 // builtinClassName is the name the chart gives one of gpudra's classes
 // (named for the default driver, or already renamed) for a driver name.
 func builtinClassName(name, driverName string) string {
-	if driverName == DefaultDriverName || name == driverName {
+	if driverName == gpu.DefaultDriverName || name == driverName {
 		return name
 	}
 	if base, ok := strings.CutSuffix(name, ".gpudra.io"); ok {

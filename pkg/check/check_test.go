@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpudra/gpudra/pkg/fakenodes"
@@ -424,7 +426,7 @@ func TestBuiltinClassesForAnotherDriver(t *testing.T) {
 		driver, mig string
 		extended    bool
 	}{
-		{DefaultDriverName, "mig.gpudra.io", true},
+		{gpu.DefaultDriverName, "mig.gpudra.io", true},
 		{"gpu.example.com", "mig.gpu.example.com", false},
 	} {
 		classes, err := builtinClasses(tt.driver)

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 )
@@ -71,7 +73,7 @@ func (r *runner) extendedHint(name v1.ResourceName) string {
 	}
 	sort.Strings(mapped)
 	h := didYouMean(string(name), mapped)
-	if strings.HasPrefix(string(name), "nvidia.com/") && r.opts.DriverName != DefaultDriverName {
+	if strings.HasPrefix(string(name), "nvidia.com/") && r.opts.DriverName != gpu.DefaultDriverName {
 		h += fmt.Sprintf("with driver name %s gpudra's classes map no nvidia.com/ names (the chart leaves them to the installation with the default driver name); ", r.opts.DriverName)
 	}
 	h += fmt.Sprintf("ask for deviceclass.resource.kubernetes.io/<class>: N (every class's implicit name, e.g. deviceclass.resource.kubernetes.io/%s), use a ResourceClaimTemplate, or give a DeviceClass spec.extendedResourceName: %s. ", r.opts.DriverName, name)

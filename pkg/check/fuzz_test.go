@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpudra/gpudra/pkg/fakenodes"
@@ -28,7 +30,7 @@ var (
 // input path, not the fake GPUs.
 func fuzzInventory(t testing.TB) []*resourceapi.ResourceSlice {
 	fuzzSlicesOnce.Do(func() {
-		fuzzSlices, fuzzSlicesErr = fakenodes.Slices(context.Background(), "mixed", 1, DefaultDriverName)
+		fuzzSlices, fuzzSlicesErr = fakenodes.Slices(context.Background(), "mixed", 1, gpu.DefaultDriverName)
 	})
 	if fuzzSlicesErr != nil {
 		t.Fatal(fuzzSlicesErr)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 
@@ -31,7 +33,7 @@ func fakeInventory(t testing.TB, profile string, nodes int) []*resourceapi.Resou
 	v, _ := inventories.LoadOrStore(fmt.Sprintf("%s/%d", profile, nodes), &inventoryOnce{})
 	inv := v.(*inventoryOnce)
 	inv.once.Do(func() {
-		inv.slices, inv.err = fakenodes.Slices(context.Background(), profile, nodes, DefaultDriverName)
+		inv.slices, inv.err = fakenodes.Slices(context.Background(), profile, nodes, gpu.DefaultDriverName)
 	})
 	if inv.err != nil {
 		t.Fatal(inv.err)

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -18,7 +20,7 @@ func (r *runner) classHintFor(class string) string {
 	names := sortedKeys(r.known)
 	h := didYouMean(class, names)
 	if ours, ok := vendorClasses[class]; ok {
-		ours = builtinClassName(strings.ReplaceAll(ours, DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
+		ours = builtinClassName(strings.ReplaceAll(ours, gpu.DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
 		if _, known := r.known[ours]; known {
 			h = fmt.Sprintf("%s is another driver's class; gpudra's class for these devices is %s. ", class, ours)
 		}

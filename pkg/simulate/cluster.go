@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpudra/gpudra/pkg/gpu"
+
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +33,7 @@ type Options struct {
 	Dir string
 	// NodeName defaults to "node-1".
 	NodeName string
-	// DriverName defaults to "gpu.gpudra.io".
+	// DriverName defaults to gpu.DefaultDriverName.
 	DriverName string
 	// Profile is the fake GPU profile; defaults to "dgx-h100".
 	Profile string
@@ -75,7 +77,7 @@ func (o *Options) defaults() {
 		o.NodeName = "node-1"
 	}
 	if o.DriverName == "" {
-		o.DriverName = "gpu.gpudra.io"
+		o.DriverName = gpu.DefaultDriverName
 	}
 	if o.Profile == "" {
 		o.Profile = "dgx-h100"
