@@ -20,7 +20,7 @@ DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
 all: build
 
-## build: the three binaries into ./bin
+## build: the binaries into ./bin
 build:
 	$(GO) build -o $(BIN)/gpudra-kubelet-plugin ./cmd/kubelet-plugin
 	$(GO) build -o $(BIN)/gpudra ./cmd/gpudra

@@ -143,7 +143,7 @@ func TestFakeSysfs(t *testing.T) {
 func TestFakeStateSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	be := openFakeBackend(t, "dgx-h100", dir)
-	lib := be.NVML()
+	lib := be.lib // act on the GPUs as an admin would
 	d, _ := lib.DeviceGetHandleByIndex(2)
 	d.SetMigMode(nvml.DEVICE_MIG_ENABLE)
 	info, _ := d.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
@@ -160,7 +160,7 @@ func TestFakeStateSurvivesReopen(t *testing.T) {
 	if !node.GPUs[2].MigEnabled || node.GPUs[1].MigEnabled {
 		t.Errorf("MIG enabled after reopen: GPU 2 %v, GPU 1 %v", node.GPUs[2].MigEnabled, node.GPUs[1].MigEnabled)
 	}
-	d2, _ := be2.NVML().DeviceGetHandleByIndex(2)
+	d2, _ := be2.lib.DeviceGetHandleByIndex(2)
 	if gis, _ := d2.GetGpuInstances(&info); len(gis) != 1 {
 		t.Errorf("%d 3g instances after reopen, want 1", len(gis))
 	}

@@ -42,10 +42,6 @@ func (l library) WatchHealth(ctx context.Context, events chan<- gpu.HealthEvent)
 	return discovery.WatchHealth(ctx, l.lib, node, events)
 }
 
-// NVML is the initialized library; tests use it to act on the GPUs as an
-// admin would.
-func (l library) NVML() nvml.Interface { return l.lib }
-
 // Close releases NVML.
 func (l library) Close() error {
 	if ret := l.lib.Shutdown(); ret != nvml.SUCCESS {

@@ -118,9 +118,6 @@ type State struct {
 	// commits makes changes to cp durable, in batches.
 	commits commits
 
-	// nodeMu guards the inventory, which rediscovery may replace.
-	nodeMu sync.RWMutex
-
 	claimLocks keyedMutex
 	// gpuLocks serialize MIG operations and MIG mode changes per GPU UUID.
 	gpuLocks keyedMutex
@@ -175,18 +172,9 @@ func New(opts Options) (*State, error) {
 	return s, nil
 }
 
-// SetNode replaces the inventory, e.g. after a rediscovery.
-func (s *State) SetNode(node gpu.Node) {
-	s.nodeMu.Lock()
-	defer s.nodeMu.Unlock()
-	s.opts.Node = node
-}
-
-func (s *State) node() gpu.Node {
-	s.nodeMu.RLock()
-	defer s.nodeMu.RUnlock()
-	return s.opts.Node
-}
+// node is the inventory the plugin discovered at start-up; it does not
+// change while the plugin runs.
+func (s *State) node() gpu.Node { return s.opts.Node }
 
 // PreparedClaims returns the UIDs of the claims currently recorded, with
 // their state.

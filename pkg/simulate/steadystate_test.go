@@ -8,7 +8,7 @@ import (
 )
 
 // TestSteadyStateNoWrites: republishing an unchanged inventory issues no API
-// writes, however often it happens (rediscovery, health resends, restarts of
+// writes, however often it happens (health resends, restarts of
 // the publishing loop); every write fans out to every ResourceSlice watcher
 // in the cluster.
 func TestSteadyStateNoWrites(t *testing.T) {

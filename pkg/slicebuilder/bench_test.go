@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkBuild measures one rebuild of a node's slices, which the plugin
-// does on every resync and health change. Run with -benchmem.
+// does at start-up and on every health change. Run with -benchmem.
 func BenchmarkBuild(b *testing.B) {
 	for _, n := range []int{8, 64} {
 		node := h100Node("node-a", n)

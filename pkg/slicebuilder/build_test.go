@@ -11,7 +11,7 @@ import (
 
 // TestBuildDeterministic: the same inventory always gives the same
 // slices, whatever order discovery listed the GPUs in. Any difference would
-// be an API write on every resync.
+// be an API write on every republish.
 func TestBuildDeterministic(t *testing.T) {
 	node := mixedNode()
 	root := fakeSysfs(t, []fakePCIDevice{

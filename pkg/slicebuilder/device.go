@@ -85,7 +85,7 @@ func (a gpuAttributes) into(dst map[resourceapi.QualifiedName]resourceapi.Device
 // allocation attempt, whereas a comparison with "" is just false.
 func wholeGPUDevice(g gpu.GPU, shared gpuAttributes, health gpu.Health, driverName string) (resourceapi.Device, error) {
 	// Sized for every attribute a whole GPU can have, so that adding the
-	// shared ones does not grow the map: Build runs on every resync.
+	// shared ones does not grow the map: Build runs on every publish.
 	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, wholeGPUAttributes)
 	attrs[AttrType] = stringAttr(TypeGPU)
 	attrs[AttrUUID] = stringAttr(g.UUID)

@@ -44,7 +44,7 @@ func addTopologyAttributes(attrs map[resourceapi.QualifiedName]resourceapi.Devic
 // topologyCache remembers the topology of devices that sysfs knows, by
 // host root and bus ID. Every deviceattribute call compiles a regular
 // expression, which made these lookups 85% of Build's allocations, and
-// Build runs on every resync and health change. A device's place in the
+// Build runs at start-up and on every health change. A device's place in the
 // PCI tree and its NUMA node cannot change while it is present, so a
 // result is final once sysfs has the device; a device sysfs does not know
 // (yet) is looked up again next time.
