@@ -16,7 +16,7 @@ IMAGE        ?= ghcr.io/gpudra/gpudra:dev
 # deepcopy-gen, run from the module proxy at a pinned version (make generate).
 DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build test demo fmt fmt-check vet lint bench fuzz clean chart-check image e2e-local e2e-kind generate verify-generate
+.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench fuzz clean chart-check image e2e-local e2e-kind generate verify-generate
 
 all: build
 
@@ -26,9 +26,19 @@ build:
 	$(GO) build -o $(BIN)/gpudra ./cmd/gpudra
 
 ## test: unit, golden and in-process integration tests, helm lint/template, the kind config (no cluster, no GPU)
-test: fmt-check vet verify-generate chart-check
-	$(GO) test $(GOTESTFLAGS) ./...
+test: test-unit chart-check
 	cd hack/kind && GOWORK=off $(GO) test $(GOTESTFLAGS) ./...
+
+## test-unit: gofmt, go vet and every Go test, without building helm (no cluster, no GPU)
+test-unit: fmt-check vet verify-generate
+	$(GO) test $(GOTESTFLAGS) ./...
+
+## golden: rewrite every golden file from the current code (published slices, doc tables, gpudra check's expectations); review the diff before committing
+golden:
+	$(GO) test -count=1 ./pkg/simulate -run '^(TestGoldenSlices|TestMigDocs)$$' -update
+	$(GO) test -count=1 ./pkg/nvmlfake -run '^TestProfileDocs$$' -update
+	$(GO) test -count=1 ./pkg/check -run '^(TestGoldenShipped|TestCorpus)$$' -update
+	@git status --short -- '*testdata*' docs README.md
 
 ## generate: the generated code (deep-copy functions of the config API)
 generate:
