@@ -16,7 +16,7 @@ IMAGE        ?= ghcr.io/gpudra/gpudra:dev
 # deepcopy-gen, run from the module proxy at a pinned version (make generate).
 DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench fuzz clean chart-check image e2e-local e2e-kind generate verify-generate
+.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench fuzz clean chart-check image e2e-local e2e-kind chaos-local generate verify-generate
 
 all: build
 
@@ -63,6 +63,10 @@ image:
 e2e-local:
 	hack/localcluster/e2e-local.sh
 
+## chaos-local: the chaos run on the local cluster (root): CHAOS_ITERATIONS (200) iterations of random pods and faults, invariants checked after each (see README)
+chaos-local:
+	hack/localcluster/chaos.sh
+
 ## e2e-kind: the e2e suite on a kind cluster (needs Docker and kind)
 e2e-kind:
 	hack/kind/e2e-kind.sh
@@ -91,6 +95,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
+	$(GO) vet -tags 'e2e chaos' ./e2e/
 
 ## lint: gofmt and go vet (golangci-lint takes over 10 minutes to build and run on 2 cores; see README)
 lint: fmt-check vet

@@ -102,6 +102,22 @@ func (e *env) pluginLeastPrivilege(ctx context.Context, t *testing.T) {
 // returns its /proc status and mountinfo.
 func pluginProcess(t *testing.T, podUID string) (status, mountinfo string) {
 	t.Helper()
+	pid := pluginPID(podUID)
+	if pid == 0 {
+		t.Fatalf("no gpudra-kubelet-plugin process of pod %s on this machine (the e2e suite runs on the node's kernel: make e2e-local or e2e-kind)", podUID)
+	}
+	dir := fmt.Sprintf("/proc/%d", pid)
+	st, err1 := os.ReadFile(dir + "/status")
+	mi, err2 := os.ReadFile(dir + "/mountinfo")
+	if err1 != nil || err2 != nil {
+		t.Fatalf("read %s: %v %v", dir, err1, err2)
+	}
+	return string(st), string(mi)
+}
+
+// pluginPID is the PID of the plugin process of the pod, found by the pod
+// UID in its cgroup, or 0.
+func pluginPID(podUID string) int {
 	uids := []string{podUID, strings.ReplaceAll(podUID, "-", "_")}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, dir := range dirs {
@@ -113,15 +129,12 @@ func pluginProcess(t *testing.T, podUID string) (status, mountinfo string) {
 		if err != nil || (!strings.Contains(string(cg), uids[0]) && !strings.Contains(string(cg), uids[1])) {
 			continue
 		}
-		st, err1 := os.ReadFile(dir + "/status")
-		mi, err2 := os.ReadFile(dir + "/mountinfo")
-		if err1 != nil || err2 != nil {
-			t.Fatalf("read %s: %v %v", dir, err1, err2)
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(dir), "%d", &pid); err == nil {
+			return pid
 		}
-		return string(st), string(mi)
 	}
-	t.Fatalf("no gpudra-kubelet-plugin process of pod %s on this machine (the e2e suite runs on the node's kernel: make e2e-local or e2e-kind)", podUID)
-	return "", ""
+	return 0
 }
 
 // pluginRecoversFromLostSocket: deleting the plugin's DRA socket under it
