@@ -90,6 +90,11 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 		pod := o.Obj.(*v1.Pod)
 		object := "Pod " + o.Name
 		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}}
+		missing := func(kind, name, field string) {
+			r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field,
+				Message: fmt.Sprintf("%s %s is not among the inputs; the pod would stay Pending until it exists", kind, name),
+				Hint:    "add the file that defines it"})
+		}
 		for i, pc := range pod.Spec.ResourceClaims {
 			field := fmt.Sprintf("spec.resourceClaims[%d]", i)
 			switch {
@@ -97,9 +102,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 				name := pod.Namespace + "/" + *pc.ResourceClaimName
 				ce, ok := claimsByName[name]
 				if !ok {
-					r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field + ".resourceClaimName",
-						Message: fmt.Sprintf("ResourceClaim %s is not among the inputs; the pod would stay Pending until it exists", name),
-						Hint:    "add the file that defines it"})
+					missing("ResourceClaim", name, field+".resourceClaimName")
 					continue
 				}
 				usedClaims[ce] = true
@@ -109,9 +112,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 				name := pod.Namespace + "/" + *pc.ResourceClaimTemplateName
 				t, ok := templates[name]
 				if !ok {
-					r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field + ".resourceClaimTemplateName",
-						Message: fmt.Sprintf("ResourceClaimTemplate %s is not among the inputs; the pod would stay Pending until it exists", name),
-						Hint:    "add the file that defines it"})
+					missing("ResourceClaimTemplate", name, field+".resourceClaimTemplateName")
 					continue
 				}
 				usedTemplates[name] = true
