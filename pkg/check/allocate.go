@@ -130,10 +130,15 @@ func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
 	ce.done = true
 }
 
-// free says whether device i can still be allocated (sequential mode).
+// free says whether device i can still be allocated (sequential mode): no
+// claim holds it, or it allows multiple allocations (consumable
+// capacity), in which case the allocator judges what is left of it.
 func (r *runner) free(i int) bool {
-	_, held := r.state.Holder(r.inv.devices[i].id)
-	return !held
+	d := r.inv.devices[i]
+	if m := d.dev.AllowMultipleAllocations; m != nil && *m {
+		return true
+	}
+	return len(r.state.Holders(d.id)) == 0
 }
 
 // mayFit is a necessary condition for the unit to fit on the node: every

@@ -446,6 +446,41 @@ func TestBuiltinClassesForAnotherDriver(t *testing.T) {
 	}
 }
 
+// A device that allows multiple allocations is shared by claims in
+// sequence until its capacity is used up: two 30Gi shares of an 80Gi GPU
+// fit, a third does not, and the reason is what earlier claims hold.
+func TestSequentialShareableDevice(t *testing.T) {
+	in, err := scheduler.LoadPaths([]string{filepath.Join("testdata", "cases", "shareable.yaml")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := ""
+	for _, p := range []string{"a", "b", "c"} {
+		pods += "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p" + p + "}\nspec:\n  containers: [{name: c, image: x}]\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: slice-30}]\n"
+	}
+	if err := in.Add("pods.yaml", []byte(pods)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Options{Inputs: in, Sequential: true, BuiltinClasses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range rep.Claims {
+		if c.Allocation != nil {
+			got = append(got, c.Allocation.Devices[0].Device)
+		} else {
+			got = append(got, "none")
+		}
+	}
+	if !slices.Equal(got, []string{"gpu-0", "gpu-0", "none"}) {
+		t.Errorf("shares: %v, want two on gpu-0 and none for the third; findings %+v", got, rep.Findings)
+	}
+	if why := strings.Join(claim(t, rep, "default/pc-gpu").Unsatisfiable, " "); !strings.Contains(why, "at most 20Gi left; earlier claims consume the rest (default/pa-gpu, default/pb-gpu)") {
+		t.Errorf("the third share: %q", why)
+	}
+}
+
 // Nine GPUs on two 8-GPU nodes: enough in all, not enough on one node.
 func TestNotEnoughOnOneNode(t *testing.T) {
 	in := &scheduler.Manifests{}

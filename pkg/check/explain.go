@@ -129,8 +129,9 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 			holders := map[string]bool{}
 			for _, i := range r.onNode(freeNode) {
 				if re.match[i] && !r.free(i) {
-					h, _ := r.state.Holder(r.inv.devices[i].id)
-					holders[h] = true
+					for _, h := range r.state.Holders(r.inv.devices[i].id) {
+						holders[h] = true
+					}
 				}
 			}
 			return []string{prefix + fmt.Sprintf("needs %d free device(s) on one node; at most %d of the matching ones are free (%s); earlier claims hold the rest: %s",

@@ -190,7 +190,8 @@ func (r *runner) valuesOf(refs []celRef, scope []bool) string {
 }
 
 // explainCapacity says why a request's capacity requests rule out every
-// matching device: none has that capacity, or enough of it.
+// matching device: none has that capacity, or enough of it, or (in
+// sequence) enough of it left beside what earlier claims consume.
 func (r *runner) explainCapacity(re *reqEval) string {
 	for _, name := range sortedKeys(re.capacity) {
 		want := re.capacity[resourceapi.QualifiedName(name)]
@@ -201,6 +202,32 @@ func (r *runner) explainCapacity(re *reqEval) string {
 			return fmt.Sprintf("it asks for capacity %s, which none of the %d matching device(s) has", name, countTrue(re.match))
 		case max.Cmp(want) < 0:
 			return fmt.Sprintf("it asks for %s of capacity %s, and the matching devices have at most %s", want.String(), name, max.String())
+		}
+		var left *resource.Quantity
+		holders := map[string]bool{}
+		for i, d := range r.inv.devices {
+			c, ok := d.capacity(domain, id)
+			if !re.match[i] || !ok {
+				continue
+			}
+			v := c.Value.DeepCopy()
+			consumed := r.state.Consumed(d.id)
+			used, ok := consumed[resourceapi.QualifiedName(name)]
+			if !ok {
+				used, ok = consumed[resourceapi.QualifiedName(id)]
+			}
+			if ok {
+				v.Sub(used)
+				for _, h := range r.state.Holders(d.id) {
+					holders[h] = true
+				}
+			}
+			if left == nil || v.Cmp(*left) > 0 {
+				left = &v
+			}
+		}
+		if left != nil && left.Cmp(want) < 0 {
+			return fmt.Sprintf("it asks for %s of capacity %s, and the matching devices have at most %s left; earlier claims consume the rest (%s)", want.String(), name, left.String(), strings.Join(sortedKeys(holders), ", "))
 		}
 	}
 	return ""

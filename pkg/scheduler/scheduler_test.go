@@ -104,8 +104,8 @@ func TestScheduleSharedClaimAndState(t *testing.T) {
 	}
 	shared.Status.Allocation = place.Results[0]
 	state.Add("default/shared", place.Results[0])
-	if h, ok := state.Holder(devID("node-2", place.Results[0].Devices.Results[0].Device)); !ok || h != "default/shared" {
-		t.Errorf("holder: %q %v", h, ok)
+	if h := state.Holders(devID("node-2", place.Results[0].Devices.Results[0].Device)); !slices.Equal(h, []string{"default/shared"}) {
+		t.Errorf("holders: %q", h)
 	}
 	place, err = s.Schedule(context.Background(), state, []*resourceapi.ResourceClaim{shared, claim("more", 1)}, nil)
 	if err != nil {

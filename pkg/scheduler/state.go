@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
@@ -13,7 +14,7 @@ type State struct {
 	devices  sets.Set[structured.DeviceID]
 	shared   sets.Set[structured.SharedDeviceID]
 	capacity structured.ConsumedCapacityCollection
-	holders  map[structured.DeviceID]string
+	holders  map[structured.DeviceID][]string
 }
 
 // NewState is a cluster where nothing is allocated.
@@ -22,7 +23,7 @@ func NewState() *State {
 		devices:  sets.New[structured.DeviceID](),
 		shared:   sets.New[structured.SharedDeviceID](),
 		capacity: structured.NewConsumedCapacityCollection(),
-		holders:  map[structured.DeviceID]string{},
+		holders:  map[structured.DeviceID][]string{},
 	}
 }
 
@@ -53,21 +54,37 @@ func (s *State) Add(holder string, alloc *resourceapi.AllocationResult) {
 		} else {
 			s.devices.Insert(id)
 		}
-		s.holders[id] = holder
+		s.holders[id] = append(s.holders[id], holder)
 	}
 }
 
-// Holder returns the claim that holds a device (or a share of it).
-func (s *State) Holder(id structured.DeviceID) (string, bool) {
-	h, ok := s.holders[id]
-	return h, ok
+// Holders returns the claims that hold a device: one, or those holding a
+// share of a device that allows multiple allocations.
+func (s *State) Holders(id structured.DeviceID) []string {
+	return s.holders[id]
+}
+
+// Consumed returns the capacity claims consume of a device that allows
+// multiple allocations (nil when none), as a copy.
+func (s *State) Consumed(id structured.DeviceID) map[resourceapi.QualifiedName]resource.Quantity {
+	c, ok := s.capacity[id]
+	if !ok {
+		return nil
+	}
+	out := make(map[resourceapi.QualifiedName]resource.Quantity, len(c))
+	for name, q := range c {
+		if q != nil {
+			out[name] = q.DeepCopy()
+		}
+	}
+	return out
 }
 
 // Clone returns an independent copy.
 func (s *State) Clone() *State {
-	c := &State{devices: s.devices.Clone(), shared: s.shared.Clone(), capacity: s.capacity.Clone(), holders: make(map[structured.DeviceID]string, len(s.holders))}
+	c := &State{devices: s.devices.Clone(), shared: s.shared.Clone(), capacity: s.capacity.Clone(), holders: make(map[structured.DeviceID][]string, len(s.holders))}
 	for k, v := range s.holders {
-		c.holders[k] = v
+		c.holders[k] = append([]string(nil), v...)
 	}
 	return c
 }
