@@ -481,6 +481,40 @@ func TestSequentialShareableDevice(t *testing.T) {
 	}
 }
 
+// A claim exported from a cluster (kubectl get -o yaml) carries the
+// allocation the cluster made; check allocates its spec afresh.
+func TestClaimWithStatus(t *testing.T) {
+	in := &scheduler.Manifests{}
+	err := in.Add("claim.yaml", []byte(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: exported, namespace: team}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.gpudra.io, allocationMode: ExactCount, count: 1}
+status:
+  allocation:
+    devices:
+      results:
+      - {request: gpu, driver: gpu.gpudra.io, pool: some-other-node, device: gpu-7}
+    nodeSelector:
+      nodeSelectorTerms:
+      - matchFields:
+        - {key: metadata.name, operator: In, values: [some-other-node]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), onProfile(t, "dgx-h100", 1, Options{Inputs: in, BuiltinClasses: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(t, rep, "team/exported"); c.Allocation == nil || c.Allocation.Node != "node-1" {
+		t.Errorf("got %+v %v, want an allocation on node-1", c.Allocation, c.Unsatisfiable)
+	}
+}
+
 // Nine GPUs on two 8-GPU nodes: enough in all, not enough on one node.
 func TestNotEnoughOnOneNode(t *testing.T) {
 	in := &scheduler.Manifests{}

@@ -285,6 +285,9 @@ func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod) {
 }
 
 func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src scheduler.Source, object, field string) *claimEval {
+	// What a cluster once decided (a claim exported with its status) is
+	// no input: check allocates the spec afresh.
+	claim.Status = resourceapi.ResourceClaimStatus{}
 	scheduler.DefaultClaimSpec(&claim.Spec)
 	claim.UID = types.UID("gpudra-check-" + claim.Namespace + "-" + claim.Name)
 	r.report.Claims = append(r.report.Claims, ClaimInfo{Name: claim.Namespace + "/" + claim.Name, From: from, Source: src})
