@@ -16,7 +16,7 @@ IMAGE        ?= ghcr.io/gpudra/gpudra:dev
 # deepcopy-gen, run from the module proxy at a pinned version (make generate).
 DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench fuzz clean chart-check image e2e-local e2e-kind chaos-local generate verify-generate
+.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-kind chaos-local generate verify-generate
 
 all: build
 
@@ -78,6 +78,10 @@ demo:
 ## bench: the performance figures quoted in the docs
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/simulate/ ./pkg/slicebuilder/ ./pkg/check/
+
+## bench-fleet: the real kube-scheduler on 100, 500 and 1000 fake GPU nodes, three ResourceSlice layouts side by side, into docs/performance.md (root; about an hour; BENCH_FLEET_MODE=quick: 100 nodes, ~10 minutes; see hack/fleetbench/bench-fleet.sh)
+bench-fleet:
+	hack/fleetbench/bench-fleet.sh
 
 ## fuzz: search gpudra check's input path (YAML and CEL) for panics for a minute, and the config decoder for another
 fuzz:

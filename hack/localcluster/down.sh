@@ -13,18 +13,7 @@ LOGS_OUT=${GPUDRA_E2E_LOGS:-/tmp/gpudra-e2e-logs}
 K="kubectl --kubeconfig $KUBECONFIG_ADMIN --request-timeout=5s"
 running() { [ -e "$STATE/pids/$1.pid" ] && kill -0 "$(cat "$STATE/pids/$1.pid")" 2>/dev/null; }
 
-# stop NAME: SIGTERM, up to 10 s, then SIGKILL.
-stop() {
-  local f="$STATE/pids/$1.pid" pid
-  [ -e "$f" ] || return 0
-  pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$pid" 2>/dev/null
-  fi
-  rm -f "$f"
-}
+source "$here/controlplane.sh"
 
 ctrk() { ctr -a "$CONTAINERD_SOCK" -n k8s.io "$@"; }
 
@@ -40,12 +29,12 @@ if running kube-apiserver && running kubelet; then
 fi
 
 # 2. Node and control plane.
-stop kube-proxy
+lc_stop kube-proxy
 kube-proxy --cleanup >/dev/null 2>&1
-stop kubelet
-stop kube-scheduler
-stop kube-controller-manager
-stop kube-apiserver
+lc_stop kubelet
+lc_stop kube-scheduler
+lc_stop kube-controller-manager
+lc_stop kube-apiserver
 
 # 3. Whatever containers are left, then containerd and its idle shims.
 if running containerd; then
@@ -54,7 +43,7 @@ if running containerd; then
   for t in $(ctrk tasks ls -q 2>/dev/null); do ctrk tasks rm -f "$t" >/dev/null 2>&1; done
   for c in $(ctrk containers ls -q 2>/dev/null); do ctrk containers rm "$c" >/dev/null 2>&1; done
 fi
-stop containerd
+lc_stop containerd
 for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK" 2>/dev/null); do
   kill -KILL "$pid" 2>/dev/null
 done
@@ -64,7 +53,7 @@ for h in /sys/fs/cgroup/*/; do
   [ -d "$d" ] || continue
   find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do kill -KILL "$pid" 2>/dev/null; done
 done
-stop etcd
+lc_stop etcd
 
 # 4. Mounts (network namespaces, pod volumes, rootfs) below $STATE.
 findmnt -rn -o TARGET | grep -F "$STATE" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done

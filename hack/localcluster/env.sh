@@ -5,21 +5,25 @@
 STATE=${GPUDRA_E2E_STATE:-/var/lib/gpudra-e2e}
 CACHE=${GPUDRA_CACHE:-$HOME/.cache/gpudra}
 NODE_NAME=${GPUDRA_E2E_NODE:-e2e-node}
-NODE_IP=10.249.0.1          # added to lo: reachable from pods, touches no NIC
+# A second control plane can run beside this cluster (the fleet benchmark,
+# hack/fleetbench): it sets its own GPUDRA_E2E_STATE, GPUDRA_LC_NODE_IP and
+# GPUDRA_LC_PORT_OFFSET (added to every port below).
+NODE_IP=${GPUDRA_LC_NODE_IP:-10.249.0.1}  # added to lo: reachable from pods, touches no NIC
 POD_CIDR=10.247.0.0/24
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1
 BRIDGE=gpudrae2e0
 CGROUP_ROOT=/gpudra-e2e
-ETCD_PORT=23790
-ETCD_PEER_PORT=23791
-APISERVER_PORT=26443
-KCM_PORT=20257
-SCHED_PORT=20259
-KUBELET_PORT=20250
-KUBELET_HEALTHZ_PORT=20248
-PROXY_METRICS_PORT=20249
-PROXY_HEALTHZ_PORT=20256
+PORT_OFFSET=${GPUDRA_LC_PORT_OFFSET:-0}
+ETCD_PORT=$((23790 + PORT_OFFSET))
+ETCD_PEER_PORT=$((23791 + PORT_OFFSET))
+APISERVER_PORT=$((26443 + PORT_OFFSET))
+KCM_PORT=$((20257 + PORT_OFFSET))
+SCHED_PORT=$((20259 + PORT_OFFSET))
+KUBELET_PORT=$((20250 + PORT_OFFSET))
+KUBELET_HEALTHZ_PORT=$((20248 + PORT_OFFSET))
+PROXY_METRICS_PORT=$((20249 + PORT_OFFSET))
+PROXY_HEALTHZ_PORT=$((20256 + PORT_OFFSET))
 CONTAINERD_SOCK=$STATE/run/containerd/containerd.sock
 KUBECONFIG_ADMIN=$STATE/pki/admin.kubeconfig
 # Where the chart must put the plugin's host paths on this cluster.

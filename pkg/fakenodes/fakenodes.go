@@ -23,6 +23,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
@@ -78,6 +79,23 @@ func Slices(ctx context.Context, profile string, nodes int, driverName string) (
 // below dir, removed afterwards), discovers its GPUs and builds its
 // slices, as the plugin does at start-up.
 func Node(ctx context.Context, profile, nodeName, driverName, dir string) ([]*resourceapi.ResourceSlice, error) {
+	var out []*resourceapi.ResourceSlice
+	err := WithNode(ctx, profile, nodeName, dir, func(node gpu.Node, sysfsRoot string) error {
+		res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot})
+		if err == nil {
+			out = PoolSlices(driverName, nodeName, res)
+		}
+		return err
+	})
+	return out, err
+}
+
+// WithNode opens the fake backend for one node (its state in a directory
+// below dir, removed afterwards), discovers its GPUs as the plugin does,
+// and calls fn with them and the root under which their sysfs entries
+// resolve (slicebuilder.Options.SysfsRoot), valid only during the call:
+// for callers that build the slices with options of their own.
+func WithNode(ctx context.Context, profile, nodeName, dir string, fn func(node gpu.Node, sysfsRoot string) error) error {
 	stateDir := filepath.Join(dir, nodeName)
 	defer func() { _ = os.RemoveAll(stateDir) }()
 	be, err := backend.Open(ctx, backend.Options{
@@ -88,24 +106,19 @@ func Node(ctx context.Context, profile, nodeName, driverName, dir string) ([]*re
 		DriverRoot:   "/",
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []*resourceapi.ResourceSlice
 	node, err := be.Discover(ctx)
 	if err == nil {
-		var res resourceslice.DriverResources
-		res, err = slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: be.SysfsRoot()})
-		if err == nil {
-			out = PoolSlices(driverName, nodeName, res)
-		}
+		err = fn(node, be.SysfsRoot())
 	}
 	if cerr := be.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("profile %s, %s: %w", profile, nodeName, err)
+		return fmt.Errorf("profile %s, %s: %w", profile, nodeName, err)
 	}
-	return out, nil
+	return nil
 }
 
 // scratchDir is where the fake nodes keep their throw-away state: a

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# make bench-fleet: the real kube-scheduler on fleets of fake GPU nodes, for
+# gpudra's ResourceSlice layout and two others published the same way
+# (hack/fleetbench). For every fleet size and layout, back to back in one
+# run, it starts a fresh control plane (etcd, kube-apiserver, kube-scheduler:
+# no controller manager, no kubelet), runs `fleetbench run`, and stops it;
+# then `fleetbench report` writes the page and its charts.
+#
+#  1. binaries: Kubernetes and etcd from hack/localcluster/build.sh, built
+#     once into $GPUDRA_CACHE (shared with make e2e-local);
+#  2. the control plane reuses hack/localcluster (env.sh, pki.sh,
+#     controlplane.sh) with its own state directory, address (127.0.0.1)
+#     and ports (+100), so it can run beside a kept e2e cluster; it takes
+#     /tmp/gpudra-e2e.lock like make e2e-local, so that the two never
+#     compete for the CPU (do not wrap it in flock yourself);
+#  3. the results (JSON, logs) go to $BENCH_FLEET_OUT (default
+#     ./bench-fleet); the full run writes docs/performance.md and
+#     docs/img/fleet-*.svg, the quick one $BENCH_FLEET_OUT/performance.md.
+#
+# Environment:
+#   BENCH_FLEET_MODE=full|quick  full: 100, 500, 1000 nodes (about an hour
+#                                on 2 busy cores); quick: 100 nodes, fewer
+#                                pods (about 10 minutes)
+#   BENCH_FLEET_NODES, BENCH_FLEET_LAYOUTS, BENCH_FLEET_MAX_PODS,
+#   BENCH_FLEET_CELL_TIMEOUT     override the mode's sizes, layouts
+#                                (gpudra whole-gpus nvidia-shaped), pods per
+#                                workload and time per workload
+#   BENCH_FLEET_OUT, GPUDRA_CACHE, GPUDRA_BENCH_STATE (default
+#   /var/lib/gpudra-bench-fleet)
+#   BENCH_FLEET_LOCK=0           do not take the lock (to debug the
+#                                benchmark beside an e2e run)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+lc=$root/hack/localcluster
+
+mode=${BENCH_FLEET_MODE:-full}
+case $mode in
+  full) sizes="100 500 1000" max_pods=200 cell_timeout=3m ;;
+  quick) sizes="100" max_pods=40 cell_timeout=90s ;;
+  *) echo "bench-fleet: BENCH_FLEET_MODE must be full or quick" >&2; exit 2 ;;
+esac
+sizes=${BENCH_FLEET_NODES:-$sizes}
+layouts=${BENCH_FLEET_LAYOUTS:-gpudra whole-gpus nvidia-shaped}
+max_pods=${BENCH_FLEET_MAX_PODS:-$max_pods}
+cell_timeout=${BENCH_FLEET_CELL_TIMEOUT:-$cell_timeout}
+out=$(mkdir -p "${BENCH_FLEET_OUT:-$root/bench-fleet}" && cd "${BENCH_FLEET_OUT:-$root/bench-fleet}" && pwd)
+
+# A control plane of its own beside the e2e cluster's.
+export GPUDRA_E2E_STATE=${GPUDRA_BENCH_STATE:-/var/lib/gpudra-bench-fleet}
+export GPUDRA_LC_NODE_IP=127.0.0.1
+export GPUDRA_LC_PORT_OFFSET=100
+[ "$(id -u)" -eq 0 ] || { echo "bench-fleet: must run as root (like make e2e-local)" >&2; exit 1; }
+for tool in openssl curl; do
+  command -v $tool >/dev/null || { echo "bench-fleet: needs $tool (apt-get install $tool)" >&2; exit 1; }
+done
+
+exec 9>/tmp/gpudra-e2e.lock
+if [ "${BENCH_FLEET_LOCK:-1}" = 0 ]; then
+  echo "bench-fleet: BENCH_FLEET_LOCK=0: not taking the lock (to debug the benchmark; its figures mean little)"
+elif ! flock -n 9; then
+  echo "bench-fleet: waiting for /tmp/gpudra-e2e.lock (make e2e-local or another benchmark is running)"
+  flock 9
+fi
+
+"$lc/build.sh" k8s etcd
+source "$lc/env.sh"
+source "$lc/controlplane.sh"
+export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
+(cd "$root" && go build -o "$out/fleetbench" ./hack/fleetbench)
+k8s_version=$(kube-apiserver --version | awk '{print $2}')
+
+stop_control_plane() {
+  lc_stop kube-scheduler
+  lc_stop kube-apiserver
+  lc_stop etcd
+}
+cleanup() {
+  stop_control_plane
+  rm -rf "$STATE"
+}
+trap cleanup EXIT
+cleanup
+
+rm -rf "$out/runs" "$out/logs"
+mkdir -p "$out/runs" "$out/logs"
+log "bench-fleet ($mode): nodes [$sizes], layouts [$layouts], at most $max_pods pods and $cell_timeout per workload; $(uptime)"
+for n in $sizes; do
+  for layout in $layouts; do
+    run=$n-$layout
+    # Everything but the PKI is fresh for every run.
+    stop_control_plane
+    find "$STATE" -mindepth 1 -maxdepth 1 ! -name pki -exec rm -rf {} + 2>/dev/null || true
+    mkdir -p "$STATE"/{pki,logs,pids,etcd}
+    "$lc/pki.sh"
+    start_etcd
+    wait_etcd
+    # On 127.0.0.1, which the kubernetes Service's endpoint reconciler
+    # refuses; nothing here uses that Service.
+    start_apiserver --endpoint-reconciler-type none
+    wait_apiserver
+    log "run $run: $(uptime)"
+    set +e
+    # The fleet first, then the scheduler: publishing thousands of slices
+    # is not what is measured.
+    "$out/fleetbench" setup --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
+      --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --out "$out/runs/$run.json" 2>&1 | tee "$out/logs/$run.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    [ "$rc" -eq 0 ] || { log "setup of $run failed; logs in $out/logs"; exit "$rc"; }
+    cat >"$STATE/scheduler.yaml" <<CONFIG
+# The default scheduler, with a client rate limit high enough not to be
+# what the benchmark measures (the default, 50 QPS, caps binding).
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $STATE/pki/admin.kubeconfig
+  qps: 1000
+  burst: 2000
+leaderElection:
+  leaderElect: false
+CONFIG
+    start_scheduler --config "$STATE/scheduler.yaml"
+    lc_wait_for "kube-scheduler ready" 120 curl -skf "https://127.0.0.1:$SCHED_PORT/healthz"
+    set +e
+    "$out/fleetbench" run --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
+      --max-pods "$max_pods" --cell-timeout "$cell_timeout" \
+      --scheduler-metrics "https://127.0.0.1:$SCHED_PORT/metrics" \
+      --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --scheduler-pid "$(cat "$STATE/pids/kube-scheduler.pid")" \
+      --out "$out/runs/$run.json" 2>&1 | tee -a "$out/logs/$run.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    mkdir -p "$out/logs/$run"
+    cp "$STATE"/logs/*.log "$out/logs/$run/" 2>/dev/null || true
+    log "run $run done (exit $rc): $(uptime)"
+    [ "$rc" -eq 0 ] || { log "run $run failed; logs in $out/logs"; exit "$rc"; }
+  done
+done
+stop_control_plane
+
+md=$out/performance.md img=$out/img
+if [ "$mode" = full ] && [ -z "${BENCH_FLEET_NODES:-}${BENCH_FLEET_LAYOUTS:-}" ]; then
+  md=$root/docs/performance.md img=$root/docs/img
+fi
+command="make bench-fleet"
+[ "$mode" = full ] || command="BENCH_FLEET_MODE=$mode make bench-fleet"
+"$out/fleetbench" report --in "$out/runs" --md "$md" --img "$img" --command "$command" --kubernetes "$k8s_version"
+log "report: $md ($(uptime))"

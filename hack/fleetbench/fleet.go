@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/pkg/fakenodes"
+	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/simulate"
+)
+
+// fleet is the N fake GPU nodes of one run, as the API server sees them.
+type fleet struct {
+	client    kubernetes.Interface
+	namespace string
+	nodes     []string
+}
+
+// parallel runs fn(i) for i in [0, n) on workers goroutines and returns
+// the first error.
+func parallel(n, workers int, fn func(i int) error) error {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range min(n, workers) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// apiWorkers is how many requests the benchmark keeps in flight.
+const apiWorkers = 16
+
+// setUp creates the namespace, the DeviceClasses gpudra ships and n Ready
+// nodes, as scheduler_perf does: no kubelet, nothing ever runs.
+func setUp(ctx context.Context, client kubernetes.Interface, n int) (*fleet, error) {
+	f := &fleet{client: client, namespace: "fleet"}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.namespace}}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create namespace: %w", err)
+	}
+	// No controller manager runs, so nobody else creates it; pod
+	// admission wants it.
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, Name: "default"}}
+	if _, err := client.CoreV1().ServiceAccounts(f.namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create service account: %w", err)
+	}
+	classes, err := simulate.LoadDeviceClasses(deviceclasses.FS)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range classes {
+		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("create DeviceClass %s: %w", c.Name, err)
+		}
+	}
+	f.nodes = existingFleet(client, n).nodes
+	err = parallel(n, apiWorkers, func(i int) error { return f.createNode(ctx, f.nodes[i]) })
+	return f, err
+}
+
+// existingFleet is the fleet setUp made earlier (in another process).
+func existingFleet(client kubernetes.Interface, n int) *fleet {
+	f := &fleet{client: client, namespace: "fleet"}
+	for i := range n {
+		f.nodes = append(f.nodes, nodeName(i))
+	}
+	return f
+}
+
+func (f *fleet) createNode(ctx context.Context, name string) error {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "nvidia.com/gpu.present": "true",
+	}}}
+	node, err := f.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+	capacity := v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse("224"),
+		v1.ResourceMemory: resource.MustParse("2Ti"),
+		v1.ResourcePods:   resource.MustParse("110"),
+	}
+	node.Status = v1.NodeStatus{
+		Capacity: capacity, Allocatable: capacity,
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+		Phase: v1.NodeRunning,
+	}
+	if node, err = f.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node %s status: %w", name, err)
+	}
+	// Admission (TaintNodesByCondition) gives a new node the not-ready
+	// taint; the controller manager's node lifecycle controller would
+	// take it off once the node reports Ready, and none runs here.
+	node.Spec.Taints = nil
+	if _, err := f.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node %s: remove the not-ready taint: %w", name, err)
+	}
+	return nil
+}
+
+// publishStats is what publishing a layout cost.
+type publishStats struct {
+	Slices  int     `json:"slices"`
+	Devices int     `json:"devices"`
+	Bytes   int     `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+}
+
+// publish creates every node's ResourceSlices in the layout, built from a
+// fake node of the profile discovered as the plugin discovers it.
+func (f *fleet) publish(ctx context.Context, profile, layout string) (publishStats, error) {
+	// The fake GPUs' throw-away state: in memory where there is a tmpfs
+	// (discovery writes it; the disk would be the slow part).
+	scratch := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		scratch = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(scratch, "gpudra-fleetbench-")
+	if err != nil {
+		return publishStats{}, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	var stats publishStats
+	var mu sync.Mutex
+	start := time.Now()
+	err = parallel(len(f.nodes), apiWorkers, func(i int) error {
+		name := f.nodes[i]
+		var objs []*resourceapi.ResourceSlice
+		err := fakenodes.WithNode(ctx, profile, name, dir, func(node gpu.Node, sysfsRoot string) error {
+			pool, err := nodeSlices(node, sysfsRoot, driverName, layout)
+			objs = sliceObjects(driverName, name, pool)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, s := range objs {
+			data, _ := json.Marshal(s)
+			if _, err := f.client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("create ResourceSlice of %s: %w", name, err)
+			}
+			mu.Lock()
+			stats.Slices++
+			stats.Devices += len(s.Spec.Devices)
+			stats.Bytes += len(data)
+			mu.Unlock()
+		}
+		return nil
+	})
+	stats.Seconds = time.Since(start).Seconds()
+	return stats, err
+}
+
+// fill allocates 90% of the fleet's GPUs with one busy claim per node
+// (busyGPUs), or frees them all again (packed is then ignored).
+func (f *fleet) fill(ctx context.Context, packed bool) error {
+	logger := klog.FromContext(ctx)
+	start := time.Now()
+	err := parallel(len(f.nodes), apiWorkers, func(i int) error {
+		count := busyGPUs(i, packed)
+		if count == 0 {
+			return nil
+		}
+		claim := busyClaim(f.namespace, f.nodes[i], count)
+		status := claim.Status
+		created, err := f.client.ResourceV1().ResourceClaims(f.namespace).Create(ctx, claim, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create busy claim: %w", err)
+		}
+		created.Status = status
+		if _, err := f.client.ResourceV1().ResourceClaims(f.namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("allocate busy claim %s: %w", created.Name, err)
+		}
+		return nil
+	})
+	logger.Info("Filled the fleet", "packed", packed, "seconds", time.Since(start).Seconds())
+	return err
+}
+
+// empty deletes the busy claims.
+func (f *fleet) empty(ctx context.Context) error {
+	return parallel(len(f.nodes), apiWorkers, func(i int) error {
+		err := f.client.ResourceV1().ResourceClaims(f.namespace).Delete(ctx, "busy-"+f.nodes[i], metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
+}
+
+// release deletes a workload's pods and claims. Without a controller
+// manager nobody deallocates the claims and takes off the scheduler's
+// finalizer, so this does it, as the resourceclaim controller would once
+// the pods are gone.
+func (f *fleet) release(ctx context.Context, names []string) error {
+	zero := int64(0)
+	return parallel(len(names), apiWorkers, func(i int) error {
+		name := names[i]
+		err := f.client.CoreV1().Pods(f.namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete pod %s: %w", name, err)
+		}
+		claims := f.client.ResourceV1().ResourceClaims(f.namespace)
+		for attempt := 0; ; attempt++ {
+			claim, err := claims.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			err = releaseClaim(ctx, f.client, claim)
+			if err == nil || !apierrors.IsConflict(err) || attempt > 10 {
+				return err
+			}
+		}
+	})
+}
+
+func releaseClaim(ctx context.Context, client kubernetes.Interface, claim *resourceapi.ResourceClaim) error {
+	claims := client.ResourceV1().ResourceClaims(claim.Namespace)
+	if claim.Status.Allocation != nil || len(claim.Status.ReservedFor) > 0 {
+		claim.Status = resourceapi.ResourceClaimStatus{}
+		var err error
+		if claim, err = claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	if len(claim.Finalizers) > 0 {
+		claim.Finalizers = nil
+		var err error
+		if claim, err = claims.Update(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	err := claims.Delete(ctx, claim.Name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+var errTimeout = errors.New("timed out")

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
+)
+
+// The ResourceSlice layouts compared, all built from gpudra's slice builder
+// for the same discovered GPUs, so that only the layout differs.
+const (
+	// layoutGpudra is what gpudra publishes: whole GPUs first, then the
+	// counter sets, then the MIG placements.
+	layoutGpudra = "gpudra"
+	// layoutWhole is what gpudra publishes where the cluster does not
+	// serve partitionable devices: whole GPUs only, no MIG.
+	layoutWhole = "whole-gpus"
+	// layoutNVIDIA is gpudra's devices in the split layout NVIDIA's DRA
+	// driver publishes with dynamic MIG on Kubernetes >= 1.35: one slice
+	// with every counter set, then one slice per GPU holding the whole GPU
+	// and its placements, GPU after GPU. A whole-GPU claim on a busy node
+	// walks the placements of every taken GPU before the next free one.
+	layoutNVIDIA = "nvidia-shaped"
+)
+
+var layouts = []string{layoutGpudra, layoutWhole, layoutNVIDIA}
+
+// hasMIG says whether the layout publishes MIG placements.
+func hasMIG(layout string) bool { return layout != layoutWhole }
+
+// nodeSlices returns the slices one node publishes in the layout.
+func nodeSlices(node gpu.Node, sysfsRoot, driver, layout string) ([]resourceslice.Slice, error) {
+	opts := slicebuilder.Options{DriverName: driver, SysfsRoot: sysfsRoot, WholeGPUsOnly: layout == layoutWhole}
+	res, err := slicebuilder.Build(node, opts)
+	if err != nil {
+		return nil, err
+	}
+	pool := res.Pools[node.Name].Slices
+	switch layout {
+	case layoutGpudra, layoutWhole:
+		return pool, nil
+	case layoutNVIDIA:
+		return nvidiaShaped(pool)
+	}
+	return nil, fmt.Errorf("unknown layout %q (want one of %s)", layout, strings.Join(layouts, ", "))
+}
+
+// nvidiaShaped regroups gpudra's slices of one node: counter sets first
+// (at most 8 per slice), then per GPU, in minor order, its whole device
+// and its placements sorted by name.
+func nvidiaShaped(pool []resourceslice.Slice) ([]resourceslice.Slice, error) {
+	var sets []resourceapi.CounterSet
+	perGPU := map[int][]resourceapi.Device{}
+	for _, s := range pool {
+		sets = append(sets, s.SharedCounters...)
+		for _, d := range s.Devices {
+			name, ok := gpu.ParseDeviceName(d.Name)
+			if !ok {
+				return nil, fmt.Errorf("device %q: not a gpudra device name", d.Name)
+			}
+			perGPU[name.Minor] = append(perGPU[name.Minor], d)
+		}
+	}
+	var out []resourceslice.Slice
+	for len(sets) > 0 {
+		n := min(len(sets), resourceapi.ResourceSliceMaxCounterSets)
+		out = append(out, resourceslice.Slice{SharedCounters: sets[:n:n]})
+		sets = sets[n:]
+	}
+	minors := make([]int, 0, len(perGPU))
+	for m := range perGPU {
+		minors = append(minors, m)
+	}
+	slices.Sort(minors)
+	for _, m := range minors {
+		devs := perGPU[m]
+		// "gpu-0" sorts before "gpu-0-mig-…": the whole GPU comes first.
+		slices.SortFunc(devs, func(a, b resourceapi.Device) int { return strings.Compare(a.Name, b.Name) })
+		if len(devs) > resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures {
+			return nil, fmt.Errorf("GPU %d has %d devices, more than one slice holds", m, len(devs))
+		}
+		out = append(out, resourceslice.Slice{Devices: devs})
+	}
+	return out, nil
+}
+
+// sliceObjects turns one node's slices into the objects the ResourceSlice
+// controller creates for them, named the way it names them: the index,
+// zero-padded hex, then driver and node, then a random suffix. The
+// allocator walks a pool's slices in name order, so the names keep the
+// layout's order.
+func sliceObjects(driver, nodeName string, pool []resourceslice.Slice) []*resourceapi.ResourceSlice {
+	width := len(fmt.Sprintf("%x", max(len(pool)-1, 0)))
+	out := make([]*resourceapi.ResourceSlice, 0, len(pool))
+	for i, s := range pool {
+		out = append(out, &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: fmt.Sprintf("%0*x-%s-%s-", width, i, driver, nodeName)},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver:         driver,
+				Pool:           resourceapi.ResourcePool{Name: nodeName, Generation: 1, ResourceSliceCount: int64(len(pool))},
+				NodeName:       &nodeName,
+				Devices:        s.Devices,
+				SharedCounters: s.SharedCounters,
+			},
+		})
+	}
+	return out
+}
