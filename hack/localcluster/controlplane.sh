@@ -25,7 +25,7 @@ lc_stop() {
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$pid" 2>/dev/null
+    kill -KILL "$pid" 2>/dev/null || true  # gone after SIGTERM
   fi
   rm -f "$f"
 }
