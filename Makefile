@@ -79,7 +79,7 @@ demo:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/simulate/ ./pkg/slicebuilder/ ./pkg/check/
 
-## bench-fleet: the real kube-scheduler on 100, 500 and 1000 fake GPU nodes, three ResourceSlice layouts side by side, into docs/performance.md (root; about an hour; BENCH_FLEET_MODE=quick: 100 nodes, ~10 minutes; see hack/fleetbench/bench-fleet.sh)
+## bench-fleet: the real kube-scheduler on 100, 500 and 1000 fake GPU nodes, ResourceSlice layouts side by side, into docs/performance.md (root; ~1.5 h on 2 cores; BENCH_FLEET_MODE=quick: 100 nodes, ~15 min; see hack/fleetbench/bench-fleet.sh)
 bench-fleet:
 	hack/fleetbench/bench-fleet.sh
 

@@ -18,13 +18,18 @@
 #     docs/img/fleet-*.svg, the quick one $BENCH_FLEET_OUT/performance.md.
 #
 # Environment:
-#   BENCH_FLEET_MODE=full|quick  full: 100, 500, 1000 nodes (about an hour
-#                                on 2 busy cores); quick: 100 nodes, fewer
-#                                pods (about 10 minutes)
+#   BENCH_FLEET_MODE=full|quick  full: 100, 500, 1000 nodes, at most 40
+#                                pods and 2 minutes per workload (about an
+#                                hour and a half on 2 cores); quick: 100
+#                                nodes, 20 pods (about 15 minutes)
 #   BENCH_FLEET_NODES, BENCH_FLEET_LAYOUTS, BENCH_FLEET_MAX_PODS,
 #   BENCH_FLEET_CELL_TIMEOUT     override the mode's sizes, layouts
 #                                (gpudra whole-gpus nvidia-shaped), pods per
 #                                workload and time per workload
+#   BENCH_FLEET_LEVERS           layouts run at the largest size only, to
+#                                measure a lever on gpudra's side (default
+#                                gpudra-3-profiles; also gpudra-lean-mig;
+#                                empty: none)
 #   BENCH_FLEET_OUT, GPUDRA_CACHE, GPUDRA_BENCH_STATE (default
 #   /var/lib/gpudra-bench-fleet)
 #   BENCH_FLEET_LOCK=0           do not take the lock (to debug the
@@ -36,12 +41,13 @@ lc=$root/hack/localcluster
 
 mode=${BENCH_FLEET_MODE:-full}
 case $mode in
-  full) sizes="100 500 1000" max_pods=200 cell_timeout=3m ;;
-  quick) sizes="100" max_pods=40 cell_timeout=90s ;;
+  full) sizes="100 500 1000" max_pods=40 cell_timeout=120s ;;
+  quick) sizes="100" max_pods=20 cell_timeout=60s ;;
   *) echo "bench-fleet: BENCH_FLEET_MODE must be full or quick" >&2; exit 2 ;;
 esac
 sizes=${BENCH_FLEET_NODES:-$sizes}
 layouts=${BENCH_FLEET_LAYOUTS:-gpudra whole-gpus nvidia-shaped}
+levers=${BENCH_FLEET_LEVERS-gpudra-3-profiles}
 max_pods=${BENCH_FLEET_MAX_PODS:-$max_pods}
 cell_timeout=${BENCH_FLEET_CELL_TIMEOUT:-$cell_timeout}
 out=$(mkdir -p "${BENCH_FLEET_OUT:-$root/bench-fleet}" && cd "${BENCH_FLEET_OUT:-$root/bench-fleet}" && pwd)
@@ -84,31 +90,42 @@ cleanup
 
 rm -rf "$out/runs" "$out/logs"
 mkdir -p "$out/runs" "$out/logs"
-log "bench-fleet ($mode): nodes [$sizes], layouts [$layouts], at most $max_pods pods and $cell_timeout per workload; $(uptime)"
+# Every fleet size with every layout, back to back; the levers at the
+# largest size, right after it.
+runs=()
+largest=0
+for n in $sizes; do if [ "$n" -gt "$largest" ]; then largest=$n; fi; done
 for n in $sizes; do
-  for layout in $layouts; do
-    run=$n-$layout
-    # Everything but the PKI is fresh for every run.
-    stop_control_plane
-    find "$STATE" -mindepth 1 -maxdepth 1 ! -name pki -exec rm -rf {} + 2>/dev/null || true
-    mkdir -p "$STATE"/{pki,logs,pids,etcd}
-    "$lc/pki.sh"
-    start_etcd
-    wait_etcd
-    # On 127.0.0.1, which the kubernetes Service's endpoint reconciler
-    # refuses; nothing here uses that Service.
-    start_apiserver --endpoint-reconciler-type none
-    wait_apiserver
-    log "run $run: $(uptime)"
-    set +e
-    # The fleet first, then the scheduler: publishing thousands of slices
-    # is not what is measured.
-    "$out/fleetbench" setup --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
-      --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --out "$out/runs/$run.json" 2>&1 | tee "$out/logs/$run.log"
-    rc=${PIPESTATUS[0]}
-    set -e
-    [ "$rc" -eq 0 ] || { log "setup of $run failed; logs in $out/logs"; exit "$rc"; }
-    cat >"$STATE/scheduler.yaml" <<CONFIG
+  for layout in $layouts; do runs+=("$n $layout"); done
+  if [ "$n" -eq "$largest" ]; then
+    for layout in $levers; do runs+=("$n $layout"); done
+  fi
+done
+log "bench-fleet ($mode): nodes [$sizes], layouts [$layouts], levers [$levers] at $largest nodes, at most $max_pods pods and $cell_timeout per workload; $(uptime)"
+for spec in "${runs[@]}"; do
+  read -r n layout <<<"$spec"
+  run=$n-$layout
+  # Everything but the PKI is fresh for every run.
+  stop_control_plane
+  find "$STATE" -mindepth 1 -maxdepth 1 ! -name pki -exec rm -rf {} + 2>/dev/null || true
+  mkdir -p "$STATE"/{pki,logs,pids,etcd}
+  "$lc/pki.sh"
+  start_etcd
+  wait_etcd
+  # On 127.0.0.1, which the kubernetes Service's endpoint reconciler
+  # refuses; nothing here uses that Service.
+  start_apiserver --endpoint-reconciler-type none
+  wait_apiserver
+  log "run $run: $(uptime)"
+  set +e
+  # The fleet first, then the scheduler: publishing thousands of slices
+  # is not what is measured.
+  "$out/fleetbench" setup --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
+    --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --out "$out/runs/$run.json" 2>&1 | tee "$out/logs/$run.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" -eq 0 ] || { log "setup of $run failed; logs in $out/logs"; exit "$rc"; }
+  cat >"$STATE/scheduler.yaml" <<CONFIG
 # The default scheduler, with a client rate limit high enough not to be
 # what the benchmark measures (the default, 50 QPS, caps binding).
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -120,26 +137,25 @@ clientConnection:
 leaderElection:
   leaderElect: false
 CONFIG
-    start_scheduler --config "$STATE/scheduler.yaml"
-    lc_wait_for "kube-scheduler ready" 120 curl -skf "https://127.0.0.1:$SCHED_PORT/healthz"
-    set +e
-    "$out/fleetbench" run --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
-      --max-pods "$max_pods" --cell-timeout "$cell_timeout" \
-      --scheduler-metrics "https://127.0.0.1:$SCHED_PORT/metrics" \
-      --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --scheduler-pid "$(cat "$STATE/pids/kube-scheduler.pid")" \
-      --out "$out/runs/$run.json" 2>&1 | tee -a "$out/logs/$run.log"
-    rc=${PIPESTATUS[0]}
-    set -e
-    mkdir -p "$out/logs/$run"
-    cp "$STATE"/logs/*.log "$out/logs/$run/" 2>/dev/null || true
-    log "run $run done (exit $rc): $(uptime)"
-    [ "$rc" -eq 0 ] || { log "run $run failed; logs in $out/logs"; exit "$rc"; }
-  done
+  start_scheduler --config "$STATE/scheduler.yaml"
+  lc_wait_for "kube-scheduler ready" 120 curl -skf "https://127.0.0.1:$SCHED_PORT/healthz"
+  set +e
+  "$out/fleetbench" run --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
+    --max-pods "$max_pods" --cell-timeout "$cell_timeout" \
+    --scheduler-metrics "https://127.0.0.1:$SCHED_PORT/metrics" \
+    --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --scheduler-pid "$(cat "$STATE/pids/kube-scheduler.pid")" \
+    --out "$out/runs/$run.json" 2>&1 | tee -a "$out/logs/$run.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  mkdir -p "$out/logs/$run"
+  cp "$STATE"/logs/*.log "$out/logs/$run/" 2>/dev/null || true
+  log "run $run done (exit $rc): $(uptime)"
+  [ "$rc" -eq 0 ] || { log "run $run failed; logs in $out/logs"; exit "$rc"; }
 done
 stop_control_plane
 
 md=$out/performance.md img=$out/img
-if [ "$mode" = full ] && [ -z "${BENCH_FLEET_NODES:-}${BENCH_FLEET_LAYOUTS:-}" ]; then
+if [ "$mode" = full ] && [ -z "${BENCH_FLEET_NODES:-}${BENCH_FLEET_LAYOUTS:-}${BENCH_FLEET_MAX_PODS:-}" ]; then
   md=$root/docs/performance.md img=$root/docs/img
 fi
 command="make bench-fleet"

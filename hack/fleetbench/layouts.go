@@ -30,7 +30,32 @@ const (
 	layoutNVIDIA = "nvidia-shaped"
 )
 
-var layouts = []string{layoutGpudra, layoutWhole, layoutNVIDIA}
+// Two levers on gpudra's side, measured as layouts of their own:
+const (
+	// layoutFewProfiles is gpudra's layout with --mig-profiles=
+	// 1g.10gb,3g.40gb,7g.80gb (the choice docs/mig.md shows): 88 devices
+	// per DGX H100 node instead of 208.
+	layoutFewProfiles = "gpudra-3-profiles"
+	// layoutLean is gpudra's layout with the MIG placements cut to the
+	// attributes DESIGN.md asks for (type, profile, parent UUID and index,
+	// placement, product name, compute capability): every attribute costs
+	// a map entry in every CEL evaluation of every device.
+	layoutLean = "gpudra-lean-mig"
+)
+
+// layouts in the order the report shows them: the three compared, then
+// the levers.
+var (
+	compared = []string{layoutGpudra, layoutWhole, layoutNVIDIA}
+	levers   = []string{layoutFewProfiles, layoutLean}
+	layouts  = append(append([]string{}, compared...), levers...)
+)
+
+// fewProfiles is what layoutFewProfiles passes as --mig-profiles.
+const fewProfiles = "1g.10gb,3g.40gb,7g.80gb"
+
+// leanMigAttributes are the attributes a MIG placement keeps in layoutLean.
+var leanMigAttributes = []string{"type", "profile", "parentUUID", "parentIndex", "placementStart", "placementSize", "productName", "cudaComputeCapability"}
 
 // hasMIG says whether the layout publishes MIG placements.
 func hasMIG(layout string) bool { return layout != layoutWhole }
@@ -38,16 +63,24 @@ func hasMIG(layout string) bool { return layout != layoutWhole }
 // nodeSlices returns the slices one node publishes in the layout.
 func nodeSlices(node gpu.Node, sysfsRoot, driver, layout string) ([]resourceslice.Slice, error) {
 	opts := slicebuilder.Options{DriverName: driver, SysfsRoot: sysfsRoot, WholeGPUsOnly: layout == layoutWhole}
+	if layout == layoutFewProfiles {
+		var err error
+		if opts.MigProfiles, err = slicebuilder.ParseMigProfiles(fewProfiles); err != nil {
+			return nil, err
+		}
+	}
 	res, err := slicebuilder.Build(node, opts)
 	if err != nil {
 		return nil, err
 	}
 	pool := res.Pools[node.Name].Slices
 	switch layout {
-	case layoutGpudra, layoutWhole:
+	case layoutGpudra, layoutWhole, layoutFewProfiles:
 		return pool, nil
 	case layoutNVIDIA:
 		return nvidiaShaped(pool)
+	case layoutLean:
+		return leanMig(driver, pool), nil
 	}
 	return nil, fmt.Errorf("unknown layout %q (want one of %s)", layout, strings.Join(layouts, ", "))
 }
@@ -89,6 +122,31 @@ func nvidiaShaped(pool []resourceslice.Slice) ([]resourceslice.Slice, error) {
 		out = append(out, resourceslice.Slice{Devices: devs})
 	}
 	return out, nil
+}
+
+// leanMig drops every attribute of the MIG placements but
+// leanMigAttributes; whole GPUs keep theirs.
+func leanMig(driver string, pool []resourceslice.Slice) []resourceslice.Slice {
+	keep := map[resourceapi.QualifiedName]bool{}
+	for _, a := range leanMigAttributes {
+		keep[resourceapi.QualifiedName(a)] = true
+	}
+	for _, s := range pool {
+		for i := range s.Devices {
+			d := &s.Devices[i]
+			if name, ok := gpu.ParseDeviceName(d.Name); !ok || !name.MIG {
+				continue
+			}
+			attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+			for k, v := range d.Attributes {
+				if keep[k] || keep[resourceapi.QualifiedName(strings.TrimPrefix(string(k), driver+"/"))] {
+					attrs[k] = v
+				}
+			}
+			d.Attributes = attrs
+		}
+	}
+	return pool
 }
 
 // sliceObjects turns one node's slices into the objects the ResourceSlice

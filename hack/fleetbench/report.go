@@ -110,6 +110,31 @@ type report struct {
 	k8sVersion string
 }
 
+// layouts are the layouts the runs measured, in the order of layouts.
+func (r report) layouts() []string {
+	var out []string
+	for _, l := range layouts {
+		for _, run := range r.runs {
+			if run.Layout == l {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// sizesOf are the fleet sizes a layout ran at.
+func (r report) sizesOf(layout string) []int {
+	var out []int
+	for _, n := range r.sizes() {
+		if _, ok := r.run(n, layout); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func (r report) sizes() []int {
 	var out []int
 	for _, run := range r.runs {
@@ -164,7 +189,7 @@ func (r report) figures() map[string]figure {
 		}
 		for _, w := range workloads {
 			tpPanel, latPanel := panel{title: w.title}, panel{title: w.title}
-			for _, layout := range layouts {
+			for _, layout := range r.layouts() {
 				var pps, p99, p50 []point
 				for _, n := range r.sizes() {
 					c, ok := r.cell(n, layout, w.name, st)
@@ -190,7 +215,7 @@ func (r report) figures() map[string]figure {
 	}
 	mem := figure{title: "kube-apiserver memory with the fleet's nodes and ResourceSlices (RSS, MiB)", xLabel: "nodes", yLabel: "MiB"}
 	var p panel
-	for _, layout := range layouts {
+	for _, layout := range r.layouts() {
 		var pts []point
 		for _, n := range r.sizes() {
 			if run, ok := r.run(n, layout); ok {
@@ -231,7 +256,7 @@ func (r report) markdown() string {
 			for _, n := range r.sizes() {
 				var row []string
 				pps := map[string]float64{}
-				for _, layout := range layouts {
+				for _, layout := range compared {
 					c, ok := r.cell(n, layout, w.name, st)
 					row = append(row, throughputCell(c, ok))
 					if ok && c.Skipped == "" && c.Scheduled > 0 {
@@ -256,7 +281,7 @@ func (r report) markdown() string {
 		for _, st := range states {
 			for _, n := range r.sizes() {
 				var att, fil, sli []string
-				for _, layout := range layouts {
+				for _, layout := range compared {
 					c, ok := r.cell(n, layout, w.name, st)
 					if !ok || c.Skipped != "" {
 						att, fil, sli = append(att, "—"), append(fil, "—"), append(sli, "—")
@@ -276,7 +301,7 @@ func (r report) markdown() string {
 	b.WriteString("RSS of kube-apiserver once every node and slice is in (its watch cache holds them all), its peak over the run, and kube-scheduler's RSS at the end.\n\n")
 	b.WriteString("| nodes | layout | slices | devices | MiB of slices (JSON) | publish s | apiserver RSS MiB | apiserver peak MiB | scheduler RSS MiB |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, n := range r.sizes() {
-		for _, layout := range layouts {
+		for _, layout := range r.layouts() {
 			run, ok := r.run(n, layout)
 			if !ok {
 				continue
@@ -285,6 +310,8 @@ func (r report) markdown() string {
 			fmt.Fprintf(&b, "| %d | %s | %d | %d | %.1f | %.0f | %.0f | %.0f | %.0f |\n", n, layout, p.Slices, p.Devices, float64(p.Bytes)/(1<<20), p.Seconds, run.APIServerRSSMiB, run.APIServerPeakMiB, run.SchedulerRSSMiB)
 		}
 	}
+
+	r.leversTable(&b)
 
 	b.WriteString("\n### Targets\n\n")
 	sizes := r.sizes()
@@ -309,6 +336,49 @@ func (r report) markdown() string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// leversTable compares gpudra's layout with the levers measured, at the
+// largest fleet they ran at.
+func (r report) leversTable(b *strings.Builder) {
+	var measured []string
+	big := 0
+	for _, l := range levers {
+		if sizes := r.sizesOf(l); len(sizes) > 0 {
+			measured = append(measured, l)
+			big = max(big, sizes[len(sizes)-1])
+		}
+	}
+	if len(measured) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Levers on gpudra's side, at %d nodes\n\n", big)
+	for _, l := range measured {
+		switch l {
+		case layoutFewProfiles:
+			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-profiles=%s`. ", l, fewProfiles)
+		case layoutLean:
+			fmt.Fprintf(b, "`%s`: gpudra's layout with the MIG placements' attributes cut to `%s`. ", l, strings.Join(leanMigAttributes, "`, `"))
+		}
+	}
+	b.WriteString("Pods scheduled per second, and each layout's rate as a fraction of the whole-GPUs-only layout's.\n\n")
+	cols := append([]string{layoutGpudra}, measured...)
+	b.WriteString("| workload | fleet | " + strings.Join(cols, " | ") + " | whole GPUs only | NVIDIA-shaped |" + strings.Repeat(" ", 0) + "\n|---|---|" + strings.Repeat("--:|", len(cols)+2) + "\n")
+	for _, w := range workloads {
+		for _, st := range states {
+			whole, okW := r.cell(big, layoutWhole, w.name, st)
+			var row []string
+			for _, l := range append(cols, layoutWhole, layoutNVIDIA) {
+				c, ok := r.cell(big, l, w.name, st)
+				cell := throughputCell(c, ok)
+				if ok && okW && l != layoutWhole && c.Skipped == "" && whole.Skipped == "" && whole.PodsPerSecond > 0 && c.Scheduled > 0 {
+					cell += fmt.Sprintf(" (%s)", fmtRatio(c.PodsPerSecond/whole.PodsPerSecond))
+				}
+				row = append(row, cell)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s |\n", w.title, st, strings.Join(row, " | "))
+		}
+	}
 }
 
 func throughputCell(c cellResult, ok bool) string {

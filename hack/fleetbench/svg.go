@@ -31,9 +31,11 @@ type figure struct {
 
 // palette: one colour per layout, the same in every figure.
 var palette = map[string]string{
-	layoutGpudra: "#1b7837",
-	layoutWhole:  "#2166ac",
-	layoutNVIDIA: "#b2182b",
+	layoutGpudra:      "#1b7837",
+	layoutWhole:       "#2166ac",
+	layoutNVIDIA:      "#b2182b",
+	layoutFewProfiles: "#7fbc41",
+	layoutLean:        "#e08214",
 }
 
 const (
@@ -61,6 +63,9 @@ func (f figure) svg() string {
 		lx := 8 + marginL
 		ly := marginT + panelH + marginB + 8
 		for _, s := range f.panels[0].series {
+			if s.dashed {
+				continue // the title says what dashed lines are
+			}
 			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2.5"%s/>`+"\n", lx, ly, lx+24, ly, colour(s.name), dash(s.dashed))
 			fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", lx+30, ly+4, esc(s.name))
 			lx += 40 + 7*len(s.name) + 20
@@ -152,11 +157,12 @@ func (f figure) drawPanel(b *strings.Builder, p panel, x0, y0 int) {
 	}
 }
 
+// colour is the layout's colour; a series is named after its layout,
+// perhaps with a suffix such as " p50".
 func colour(name string) string {
-	for layout, c := range palette {
-		if strings.HasPrefix(name, layout) {
-			return c
-		}
+	layout, _, _ := strings.Cut(name, " ")
+	if c, ok := palette[layout]; ok {
+		return c
 	}
 	return "#444"
 }

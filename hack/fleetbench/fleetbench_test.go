@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/gpudra/gpudra/pkg/fakenodes"
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+func TestQuantile(t *testing.T) {
+	// 10 observations up to 1, 80 in (1, 2], 10 in (2, 4].
+	h := histogram{bounds: []float64{1, 2, 4}, counts: []float64{10, 90, 100}, count: 100}
+	tests := []struct{ q, want float64 }{
+		{0.05, 0.5},   // inside the first bucket, from 0
+		{0.5, 1.5},    // rank 50: 40 of the 80 in (1, 2]
+		{0.95, 3},     // rank 95: 5 of the 10 in (2, 4]
+		{0.999, 3.98}, // near the top of the last bucket
+	}
+	for _, tc := range tests {
+		if got := h.quantile(tc.q); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("quantile(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := (histogram{}).quantile(0.5); !math.IsNaN(got) {
+		t.Errorf("quantile of nothing = %v, want NaN", got)
+	}
+	before := histogram{bounds: h.bounds, counts: []float64{10, 10, 10}, count: 10}
+	// The difference: 80 observations in (1, 2], 10 in (2, 4]; rank 45.
+	if got := h.minus(before).quantile(0.5); math.Abs(got-1.5625) > 1e-9 {
+		t.Errorf("quantile of the difference = %v, want 1.5625", got)
+	}
+}
+
+// TestBusyStates: the 90% state takes 90% of the fleet's GPUs, as one free
+// GPU on most nodes (spread) or one empty node in ten (packed).
+func TestBusyStates(t *testing.T) {
+	const nodes = 1000
+	for _, packed := range []bool{false, true} {
+		taken, empty, oneFree := 0, 0, 0
+		for i := range nodes {
+			g := busyGPUs(i, packed)
+			taken += g
+			switch g {
+			case 0:
+				empty++
+			case gpusPerNode - 1:
+				oneFree++
+			}
+		}
+		if got := float64(taken) / (nodes * gpusPerNode); got != 0.9 {
+			t.Errorf("packed=%v: %.3f of the GPUs taken, want 0.9", packed, got)
+		}
+		if packed && empty != nodes/10 {
+			t.Errorf("packed: %d empty nodes, want %d", empty, nodes/10)
+		}
+		if !packed && oneFree != nodes*8/10 {
+			t.Errorf("spread: %d nodes with one free GPU, want %d", oneFree, nodes*8/10)
+		}
+	}
+}
+
+// TestWorkloadPods: a workload never asks for more than the free GPUs hold
+// (half of them, but all the empty nodes of a packed fleet for 8-GPU pods).
+func TestWorkloadPods(t *testing.T) {
+	for _, w := range workloads {
+		for _, busy := range []bool{false, true} {
+			for _, n := range []int{10, 100, 1000} {
+				p := w.pods(n, 1_000_000, busy)
+				var gpus float64
+				kinds := w.kindsFor(busy)
+				for i := range p {
+					switch kinds[i%len(kinds)] {
+					case kindGPU:
+						gpus++
+					case kindGPU8:
+						gpus += gpusPerNode
+					case kindMIG:
+						gpus += 1.0 / 7
+					}
+				}
+				free := float64(n * gpusPerNode)
+				if busy {
+					free /= 10
+				}
+				if p < 1 || gpus > free+1e-9 {
+					t.Errorf("%s busy=%v on %d nodes: %d pods take %.1f GPUs of %.0f free", w.name, busy, n, p, gpus, free)
+				}
+			}
+			if p := w.pods(1000, 7, busy); p != 7 {
+				t.Errorf("%s: %d pods with a limit of 7", w.name, p)
+			}
+		}
+	}
+}
+
+func h100Pool(t *testing.T, layout string) []resourceslice.Slice {
+	t.Helper()
+	var pool []resourceslice.Slice
+	err := fakenodes.WithNode(context.Background(), "dgx-h100", "node-a", t.TempDir(), func(node gpu.Node, sysfsRoot string) error {
+		var err error
+		pool, err = nodeSlices(node, sysfsRoot, driverName, layout)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+func deviceNames(pool []resourceslice.Slice) []string {
+	var out []string
+	for _, s := range pool {
+		for _, d := range s.Devices {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// TestLayouts: every layout publishes what it says, and the NVIDIA-shaped
+// one holds exactly gpudra's devices, regrouped.
+func TestLayouts(t *testing.T) {
+	gpudra := h100Pool(t, layoutGpudra)
+	names := deviceNames(gpudra)
+	if first := gpudra[0].Devices; len(first) != 8 || first[0].Name != "gpu-0" {
+		t.Errorf("gpudra's first slice: %d devices, want the 8 whole GPUs first", len(first))
+	}
+
+	nv := h100Pool(t, layoutNVIDIA)
+	if len(nv) != 9 || len(nv[0].SharedCounters) != 8 || len(nv[0].Devices) != 0 {
+		t.Fatalf("NVIDIA-shaped: %d slices, the first with %d counter sets and %d devices; want 9, 8 and 0", len(nv), len(nv[0].SharedCounters), len(nv[0].Devices))
+	}
+	for g, s := range nv[1:] {
+		if want := gpu.WholeDeviceName(g); s.Devices[0].Name != want {
+			t.Errorf("NVIDIA-shaped slice %d starts with %s, want %s", g+1, s.Devices[0].Name, want)
+		}
+		for _, d := range s.Devices {
+			if name, _ := gpu.ParseDeviceName(d.Name); name.Minor != g {
+				t.Errorf("NVIDIA-shaped slice %d holds %s of another GPU", g+1, d.Name)
+			}
+		}
+	}
+	got, want := deviceNames(nv), slices.Clone(names)
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("NVIDIA-shaped devices differ from gpudra's")
+	}
+
+	if whole := deviceNames(h100Pool(t, layoutWhole)); len(whole) != 8 {
+		t.Errorf("whole GPUs only: %d devices, want 8", len(whole))
+	}
+	few := deviceNames(h100Pool(t, layoutFewProfiles))
+	if len(few) == 0 || len(few) >= len(names) {
+		t.Errorf("%s: %d devices, want fewer than gpudra's %d", layoutFewProfiles, len(few), len(names))
+	}
+	for _, s := range h100Pool(t, layoutLean) {
+		for _, d := range s.Devices {
+			if name, _ := gpu.ParseDeviceName(d.Name); name.MIG && len(d.Attributes) != len(leanMigAttributes) {
+				t.Errorf("%s: %s has %d attributes, want %d", layoutLean, d.Name, len(d.Attributes), len(leanMigAttributes))
+			}
+		}
+	}
+}
+
+// TestSliceNamesKeepOrder: the API server appends a random suffix to the
+// generated name; sorted by name, the slices must stay in layout order,
+// past ten slices too.
+func TestSliceNamesKeepOrder(t *testing.T) {
+	pool := make([]resourceslice.Slice, 17)
+	objs := sliceObjects(driverName, "node-a", pool)
+	var names []string
+	for i, o := range objs {
+		names = append(names, o.GenerateName+strings.Repeat("z", i%3)) // any suffix
+	}
+	if !sort.StringsAreSorted(names) {
+		t.Errorf("names out of layout order: %v", names)
+	}
+}
+
+func TestReplaceGenerated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "performance.md")
+	if err := replaceGenerated(path, "first\n"); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := os.ReadFile(path)
+	handWritten := "# Performance\n\nWritten by hand.\n\n" + strings.TrimPrefix(string(page), "# Performance\n\n") + "\nAfterwards, by hand.\n"
+	if err := os.WriteFile(path, []byte(handWritten), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceGenerated(path, "second\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	want := "# Performance\n\nWritten by hand.\n\n" + beginMarker + "\nsecond\n" + endMarker + "\n\nAfterwards, by hand.\n"
+	if string(got) != want {
+		t.Errorf("page after the second report:\n%s\nwant:\n%s", got, want)
+	}
+}
