@@ -12,7 +12,13 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
     go build -trimpath -ldflags "-s -w" -o /out/gpudra-kubelet-plugin ./cmd/kubelet-plugin
+# NVIDIA's CDI hook runs on the host (the chart's init container copies it
+# there), whose libc is not this one: linked statically.
+RUN CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
+    go build -trimpath -tags netgo,osusergo -ldflags '-s -w -extldflags "-static"' \
+    -o /out/nvidia-cdi-hook github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook
 
 FROM gcr.io/distroless/base-debian12
 COPY --from=build /out/gpudra-kubelet-plugin /usr/bin/gpudra-kubelet-plugin
+COPY --from=build /out/nvidia-cdi-hook /usr/bin/nvidia-cdi-hook
 ENTRYPOINT ["/usr/bin/gpudra-kubelet-plugin"]

@@ -77,6 +77,8 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("MIGPartition", func(t *testing.T) { e.migPartition(ctx, t) })
 	t.Run("MIGExtendedResource", func(t *testing.T) { e.migExtendedResource(ctx, t) })
 	t.Run("NvidiaGPUExtendedResource", func(t *testing.T) { e.nvidiaGPUExtendedResource(ctx, t) })
+	t.Run("DriverLibraries", func(t *testing.T) { e.driverLibraries(ctx, t) })
+	t.Run("TwoRequestsOneContainer", func(t *testing.T) { e.twoRequestsOneContainer(ctx, t) })
 	t.Run("Uninstall", func(t *testing.T) {
 		e.uninstall(ctx, t)
 		uninstalled = true
@@ -360,8 +362,8 @@ func (e *env) twoPodsDifferentGPUs(ctx context.Context, t *testing.T) {
 	sa, sb := e.whatPodSees(ctx, t, a.Name), e.whatPodSees(ctx, t, b.Name)
 	assertSees(t, a.Name, sa, da)
 	assertSees(t, b.Name, sb, db)
-	if sa.env["NVIDIA_VISIBLE_DEVICES"] == sb.env["NVIDIA_VISIBLE_DEVICES"] {
-		t.Errorf("both pods see GPU %s", sa.env["NVIDIA_VISIBLE_DEVICES"])
+	if ga, gb := sortedMap(sa.fakeGPUs()), sortedMap(sb.fakeGPUs()); fmt.Sprint(ga) == fmt.Sprint(gb) {
+		t.Errorf("both pods see GPU %v", ga)
 	}
 	e.deletePods(ctx, t, a.Name, b.Name)
 }

@@ -84,6 +84,10 @@ expect nvml.yaml "extendedResourceName: nvidia.com/gpu"
 if render --set deviceClasses.extendedResourceNames=false | grep -q "extendedResourceName"; then echo "chart-check: extendedResourceNames=false keeps extendedResourceName"; fail=1; fi
 
 expect nvml.yaml 'name: MIG_PROFILES'
+expect nvml.yaml '--install-cdi-hook=/host-cdi-hook'
+expect nvml.yaml 'value: "/var/lib/gpudra/bin/nvidia-cdi-hook"'
+expect nvml.yaml 'mountPath: /driver-root'
+expect fake.yaml 'name: install-cdi-hook'
 # What the schema must reject.
 for bad in migProfiles=1g10gb deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
   logVerbosity=11 kubeletDir=relative/path featureGates.lowercase=true unknownValue=1 \

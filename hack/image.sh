@@ -16,6 +16,16 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 (cd "$root/hack/mkimage" && GOWORK=off CGO_ENABLED=0 go build -o "$work/mkimage" .)
 (cd "$root" && CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
   go build -ldflags "-s -w" -o "$work/gpudra-kubelet-plugin" ./cmd/kubelet-plugin)
+# NVIDIA's CDI hook (the toolkit version go.mod pins) runs on the host, whose
+# libc is not this one: linked statically. The chart's init container copies
+# it to the host (gpudra-kubelet-plugin --install-cdi-hook).
+# (The linker's warnings about dlopen in a static binary concern WSL only.)
+if ! hookout=$(cd "$root" && CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
+  go build -tags netgo,osusergo -ldflags '-s -w -extldflags "-static"' -o "$work/nvidia-cdi-hook" \
+  github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook 2>&1); then
+  echo "$hookout" >&2; exit 1
+fi
 "$work/mkimage" -o "$out" -t "$tag" -ldd \
   -file "$work/gpudra-kubelet-plugin:/usr/bin/gpudra-kubelet-plugin" \
+  -file "$work/nvidia-cdi-hook:/usr/bin/nvidia-cdi-hook" \
   -entrypoint /usr/bin/gpudra-kubelet-plugin

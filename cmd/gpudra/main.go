@@ -20,6 +20,7 @@ func main() {
 	}
 	root.AddCommand(newSimulateCommand())
 	root.AddCommand(newCheckCommand())
+	root.AddCommand(newInventoryCommand())
 	if err := root.Execute(); err != nil {
 		var exit exitError
 		if errors.As(err, &exit) {

@@ -36,21 +36,25 @@ import (
 )
 
 type flags struct {
-	driverName    string
-	nodeName      string
-	kubeconfig    string
-	deviceBackend string
-	fakeProfile   string
-	fakeStateDir  string
-	driverRoot    string
-	cdiDir        string
-	pluginDataDir string
-	registrarDir  string
-	podUID        string
-	healthPort    int
-	migProfiles   string
-	logging       *logsapi.LoggingConfiguration
-	featureGate   featuregate.MutableVersionedFeatureGate
+	driverName     string
+	nodeName       string
+	kubeconfig     string
+	deviceBackend  string
+	fakeProfile    string
+	fakeStateDir   string
+	driverRoot     string
+	hostDriverRoot string
+	cdiHookPath    string
+	installCDIHook string
+	cdiDir         string
+	pluginDataDir  string
+	registrarDir   string
+	podUID         string
+	healthPort     int
+	migProfiles    string
+	deviceMetadata bool
+	logging        *logsapi.LoggingConfiguration
+	featureGate    featuregate.MutableVersionedFeatureGate
 }
 
 func main() {
@@ -73,11 +77,15 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.StringVar(&f.fakeProfile, "fake-profile", envOr("FAKE_PROFILE", "dgx-h100"), "With --device-backend=fake: "+strings.Join(nvmlfake.Profiles(), ", ")+", or the path of a profile file (see docs/fake-gpus.md) (env FAKE_PROFILE).")
 	fs.StringVar(&f.fakeStateDir, "fake-state-dir", envOr("FAKE_STATE_DIR", "/var/lib/gpudra/fake"), "With --device-backend=fake: where the fake GPUs keep their state (MIG instances, health) across plugin restarts (env FAKE_STATE_DIR).")
 	fs.StringVar(&f.driverRoot, "driver-root", envOr("NVIDIA_DRIVER_ROOT", "/"), "Root of the NVIDIA driver installation on the host: / normally, /run/nvidia/driver with the GPU Operator (env NVIDIA_DRIVER_ROOT).")
+	fs.StringVar(&f.hostDriverRoot, "host-driver-root", os.Getenv("HOST_DRIVER_ROOT"), "Where --driver-root is on the host, when the plugin sees the driver installation at another path (the chart mounts the host's at /driver-root); the CDI specs name host paths. Empty: the same as --driver-root (env HOST_DRIVER_ROOT).")
+	fs.StringVar(&f.cdiHookPath, "nvidia-cdi-hook-path", envOr("NVIDIA_CDI_HOOK_PATH", backend.DefaultCDIHookPath), "Path on the host of NVIDIA's nvidia-cdi-hook, which the container runtime runs to update each container's ld cache and library links (env NVIDIA_CDI_HOOK_PATH).")
+	fs.StringVar(&f.installCDIHook, "install-cdi-hook", "", "Copy the nvidia-cdi-hook shipped beside this binary into this directory and exit (the chart's init container does this with a host directory).")
 	fs.StringVar(&f.cdiDir, "cdi-dir", envOr("CDI_DIR", kubeletplugin.DefaultCDIDir), "Directory for the per-claim CDI specs; must be one the container runtime reads (env CDI_DIR).")
 	fs.StringVar(&f.pluginDataDir, "plugin-data-dir", os.Getenv("PLUGIN_DATA_DIR"), "Directory for the DRA socket and the checkpoint; default /var/lib/kubelet/plugins/<driver-name>. Must be the same path inside and outside the container (env PLUGIN_DATA_DIR).")
 	fs.StringVar(&f.registrarDir, "registrar-dir", envOr("REGISTRAR_DIR", kubeletplugin.KubeletRegistryDir), "The kubelet's plugin registration directory (env REGISTRAR_DIR).")
 	fs.StringVar(&f.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the plugin's pod, from the downward API; enables seamless rolling updates (env POD_UID).")
 	fs.StringVar(&f.migProfiles, "mig-profiles", envOr("MIG_PROFILES", "all"), "MIG profiles to publish: all, none, or a comma-separated list such as 1g.10gb,3g.40gb,7g.80gb; each published placement costs the scheduler on every claim (env MIG_PROFILES).")
+	fs.BoolVar(&f.deviceMetadata, "device-metadata", envOr("DEVICE_METADATA", "true") == "true", "Hand each prepared device's attributes (UUID, MIG UUID and profile, NVLink group, PCI bus ID, …) to its containers as a JSON file at /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json (KEP-5304 device metadata, API metadata.resource.k8s.io/v1beta1) (env DEVICE_METADATA).")
 	fs.IntVar(&f.healthPort, "healthcheck-port", envInt("HEALTHCHECK_PORT", 51515), "TCP port of the gRPC health service (grpc.health.v1, services \"liveness\" and \"readiness\") for the kubelet's probes; -1 turns it off (env HEALTHCHECK_PORT).")
 	logsapi.AddFlags(f.logging, fs)
 	f.featureGate.AddFlag(fs) // --feature-gates=Name=true,... (chart value featureGates)
@@ -96,6 +104,9 @@ func run() error {
 		return fmt.Errorf("logging flags: %w", err)
 	}
 	defer logs.FlushLogs()
+	if f.installCDIHook != "" {
+		return installCDIHook(f.installCDIHook)
+	}
 	if f.nodeName == "" {
 		return errors.New("--node-name (or env NODE_NAME) is required")
 	}
@@ -117,11 +128,13 @@ func run() error {
 		return err
 	}
 	be, err := backend.Open(ctx, backend.Options{
-		Kind:         f.deviceBackend,
-		NodeName:     f.nodeName,
-		FakeProfile:  f.fakeProfile,
-		FakeStateDir: f.fakeStateDir,
-		DriverRoot:   f.driverRoot,
+		Kind:           f.deviceBackend,
+		NodeName:       f.nodeName,
+		FakeProfile:    f.fakeProfile,
+		FakeStateDir:   f.fakeStateDir,
+		DriverRoot:     f.driverRoot,
+		HostDriverRoot: f.hostDriverRoot,
+		CDIHookPath:    f.cdiHookPath,
 	})
 	if err != nil {
 		return fmt.Errorf("--device-backend=%s (with --fake-profile, --fake-state-dir or --driver-root): %w", f.deviceBackend, err)
@@ -138,6 +151,7 @@ func run() error {
 		RollingUpdateUID: types.UID(f.podUID),
 		HealthcheckAddr:  healthcheckAddr(f.healthPort),
 		MigProfiles:      migProfiles,
+		DeviceMetadata:   f.deviceMetadata,
 		Fatal: func(err error) {
 			fatal = err
 			cancel()

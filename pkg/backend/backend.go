@@ -20,6 +20,9 @@ import (
 type Backend struct {
 	library
 	files deviceFiles
+	// driver is what every container needs of the driver's user space
+	// (libraries, binaries, firmware, hooks), found once at Open.
+	driver gpu.Edits
 }
 
 // deviceFiles is what the two backends give a container for a device:
@@ -40,8 +43,13 @@ type deviceFiles interface {
 }
 
 // CommonEdits is what every container with at least one of this driver's
-// devices needs (control device nodes, driver files).
-func (b *Backend) CommonEdits() gpu.Edits { return b.files.commonEdits() }
+// devices needs: the control device nodes, and the driver's libraries,
+// binaries, firmware and IPC sockets for the driver capabilities (none
+// means compute and utility), with the hooks that make them usable (found
+// with NVIDIA's container toolkit, see driverEdits).
+func (b *Backend) CommonEdits(driverCapabilities []string) gpu.Edits {
+	return b.files.commonEdits().Append(forCapabilities(b.driver, driverCapabilities))
+}
 
 // DeviceEdits is what a container needs to use one whole GPU.
 func (b *Backend) DeviceEdits(g gpu.GPU) gpu.Edits { return b.files.deviceEdits(g) }
@@ -69,7 +77,19 @@ type Options struct {
 	// FakeStateDir holds the fake GPUs' persistent state (MIG instances,
 	// health), so that a restarted plugin sees what the previous one did.
 	FakeStateDir string
-	// DriverRoot is where the NVIDIA driver is installed on the host
-	// ("/" normally, "/run/nvidia/driver" with the GPU Operator).
+	// DriverRoot is where the plugin finds the NVIDIA driver installation:
+	// "/" normally, or where the host's driver root is mounted into the
+	// plugin's container (the chart mounts it at /driver-root).
 	DriverRoot string
+	// HostDriverRoot is the same directory on the host ("/",
+	// "/run/nvidia/driver" with the GPU Operator), which the CDI specs'
+	// mounts name; empty means DriverRoot.
+	HostDriverRoot string
+	// CDIHookPath is where NVIDIA's nvidia-cdi-hook is on the host (the
+	// container runtime runs it); empty means DefaultCDIHookPath.
+	CDIHookPath string
+	// InventoryOnly opens the backend to discover the GPUs and nothing
+	// else (gpudra inventory, gpudra check's fake nodes): the driver files
+	// for containers are not looked for, and CommonEdits has none.
+	InventoryOnly bool
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
@@ -19,7 +22,7 @@ type fakeFiles struct {
 
 var _ deviceFiles = fakeFiles{}
 
-func openFake(_ context.Context, opts Options) (*Backend, error) {
+func openFake(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.FakeProfile == "" {
 		return nil, fmt.Errorf("the fake backend needs a profile (built-in: %s; or the path of a profile file)",
 			strings.Join(nvmlfake.Profiles(), ", "))
@@ -41,8 +44,29 @@ func openFake(_ context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}}, nil
+	if opts.InventoryOnly {
+		return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}}, nil
+	}
+	version, ret := srv.SystemGetDriverVersion()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("fake driver version: %w", ret)
+	}
+	root := filepath.Join(opts.FakeStateDir, fakeDriverRootDir)
+	if err := writeFakeDriverRoot(root, version); err != nil {
+		return nil, fmt.Errorf("fake driver root in %s: %w", opts.FakeStateDir, err)
+	}
+	// The fake state directory has the same path on the host.
+	driver, err := driverEdits(ctx, srv, driverRoot{path: root}, opts.CDIHookPath)
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, driver: driver}, nil
 }
+
+// fakeDriverRootDir is the fake driver installation's directory in the
+// fake state directory.
+const fakeDriverRootDir = "driver-root"
 
 // standIn is the host device every fake device node is made from.
 const standIn = "/dev/null"

@@ -84,9 +84,9 @@ func TestFakeEdits(t *testing.T) {
 	if got := be.DeviceEdits(g); !equalEdits(got, want) {
 		t.Errorf("DeviceEdits = %+v, want %+v", got, want)
 	}
-	common := gpu.Edits{DeviceNodes: []gpu.DeviceNode{{Path: "/dev/nvidiactl", HostPath: "/dev/null"}}}
-	if got := be.CommonEdits(); !equalEdits(got, common) {
-		t.Errorf("CommonEdits = %+v, want %+v", got, common)
+	common := be.CommonEdits(nil)
+	if len(common.DeviceNodes) != 1 || common.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidiactl", HostPath: "/dev/null"}) {
+		t.Errorf("CommonEdits device nodes = %+v, want the /dev/nvidiactl stand-in", common.DeviceNodes)
 	}
 }
 
@@ -211,15 +211,18 @@ func TestNVMLEdits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := &nvmlFiles{devRoot: devRootOf(root)}
+	// The driver root is mounted into the plugin at root; on the host it
+	// is /run/nvidia/driver (the GPU Operator's), which the specs name.
+	dr := driverRoot{path: root, hostPath: "/run/nvidia/driver"}
+	b := &nvmlFiles{devRoot: devRootOf(root), hostDevRoot: dr.onHost(devRootOf(root))}
 	common := b.commonEdits()
-	if len(common.DeviceNodes) != 2 || common.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidiactl", HostPath: filepath.Join(root, "dev/nvidiactl")}) {
+	if len(common.DeviceNodes) != 2 || common.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidiactl", HostPath: "/run/nvidia/driver/dev/nvidiactl"}) {
 		t.Errorf("CommonEdits under a driver root = %+v", common.DeviceNodes)
 	}
-	if got := b.deviceEdits(gpu.GPU{Minor: 5}); got.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidia5", HostPath: filepath.Join(root, "dev/nvidia5")}) {
+	if got := b.deviceEdits(gpu.GPU{Minor: 5}); got.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidia5", HostPath: "/run/nvidia/driver/dev/nvidia5"}) {
 		t.Errorf("DeviceEdits = %+v", got.DeviceNodes)
 	}
-	host := &nvmlFiles{devRoot: devRootOf(t.TempDir())} // no device nodes there: host /dev
+	host := &nvmlFiles{devRoot: devRootOf(t.TempDir()), hostDevRoot: "/"} // no device nodes there: host /dev
 	if got := host.deviceEdits(gpu.GPU{Minor: 1}); got.DeviceNodes[0] != (gpu.DeviceNode{Path: "/dev/nvidia1"}) {
 		t.Errorf("DeviceEdits with the host dev root = %+v", got.DeviceNodes)
 	}

@@ -17,6 +17,8 @@ type nvmlFiles struct {
 	// devRoot is where the driver's device nodes are: the driver root
 	// when the driver container created them there, "/" otherwise.
 	devRoot string
+	// hostDevRoot is devRoot on the host, which the CDI specs name.
+	hostDevRoot string
 	// procRoot is the proc file system ("/proc"), where the driver lists
 	// MIG capabilities.
 	procRoot string
@@ -38,7 +40,7 @@ const nvmlLibrary = "libnvidia-ml.so.1"
 
 var _ deviceFiles = nvmlFiles{}
 
-func openNVML(_ context.Context, opts Options) (*Backend, error) {
+func openNVML(ctx context.Context, opts Options) (*Backend, error) {
 	root := opts.DriverRoot
 	if root == "" {
 		root = "/"
@@ -55,7 +57,17 @@ func openNVML(_ context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{library: l, files: nvmlFiles{devRoot: devRootOf(root), procRoot: "/proc"}}, nil
+	dr := driverRoot{path: root, hostPath: opts.HostDriverRoot}
+	var driver gpu.Edits
+	if !opts.InventoryOnly {
+		if driver, err = driverEdits(ctx, lib, dr, opts.CDIHookPath); err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+	}
+	devRoot := devRootOf(root)
+	files := nvmlFiles{devRoot: devRoot, hostDevRoot: dr.onHost(devRoot), procRoot: "/proc"}
+	return &Backend{library: l, files: files, driver: driver}, nil
 }
 
 // findLibrary finds libnvidia-ml below a driver root such as the GPU
@@ -103,8 +115,8 @@ func (b nvmlFiles) deviceEdits(g gpu.GPU) gpu.Edits {
 // dev root on the host.
 func (b nvmlFiles) deviceNode(path string) gpu.DeviceNode {
 	n := gpu.DeviceNode{Path: path}
-	if b.devRoot != "/" {
-		n.HostPath = filepath.Join(b.devRoot, path)
+	if b.hostDevRoot != "/" && b.hostDevRoot != "" {
+		n.HostPath = filepath.Join(b.hostDevRoot, path)
 	}
 	return n
 }

@@ -116,5 +116,13 @@ func toCDI(e gpu.Edits) cdispecs.ContainerEdits {
 			Options:       append([]string(nil), m.Options...),
 		})
 	}
+	for _, h := range e.Hooks {
+		out.Hooks = append(out.Hooks, &cdispecs.Hook{
+			HookName: h.Name,
+			Path:     h.Path,
+			Args:     append([]string(nil), h.Args...),
+			Env:      append([]string(nil), h.Env...),
+		})
+	}
 	return out
 }

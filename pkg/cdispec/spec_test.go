@@ -30,6 +30,11 @@ func commonEdits(t *testing.T) gpu.Edits {
 			ContainerPath: "/usr/lib/gpudra",
 			Options:       []string{"ro", "nosuid", "nodev", "bind"},
 		}},
+		Hooks: []gpu.Hook{{
+			Name: "createContainer",
+			Path: "/var/lib/gpudra/bin/nvidia-cdi-hook",
+			Args: []string{"nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib/gpudra"},
+		}},
 	}
 }
 
@@ -149,6 +154,11 @@ func TestWriteClaimSpecInjects(t *testing.T) {
 				spec.Mounts[0].Source != common.Mounts[0].HostPath ||
 				!slices.Equal(spec.Mounts[0].Options, common.Mounts[0].Options) {
 				t.Errorf("mounts = %+v, want the common mount once", spec.Mounts)
+			}
+			if spec.Hooks == nil || len(spec.Hooks.CreateContainer) != 1 ||
+				spec.Hooks.CreateContainer[0].Path != common.Hooks[0].Path ||
+				!slices.Equal(spec.Hooks.CreateContainer[0].Args, common.Hooks[0].Args) {
+				t.Errorf("hooks = %+v, want the common createContainer hook once", spec.Hooks)
 			}
 		})
 	}

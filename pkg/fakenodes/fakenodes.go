@@ -99,11 +99,12 @@ func WithNode(ctx context.Context, profile, nodeName, dir string, fn func(node g
 	stateDir := filepath.Join(dir, nodeName)
 	defer func() { _ = os.RemoveAll(stateDir) }()
 	be, err := backend.Open(ctx, backend.Options{
-		Kind:         "fake",
-		NodeName:     nodeName,
-		FakeProfile:  profile,
-		FakeStateDir: stateDir,
-		DriverRoot:   "/",
+		Kind:          "fake",
+		NodeName:      nodeName,
+		FakeProfile:   profile,
+		FakeStateDir:  stateDir,
+		DriverRoot:    "/",
+		InventoryOnly: true,
 	})
 	if err != nil {
 		return err

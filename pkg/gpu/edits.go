@@ -8,6 +8,9 @@ type Edits struct {
 	Env         []string // "KEY=value"
 	DeviceNodes []DeviceNode
 	Mounts      []Mount
+	// Hooks run on the host when the container is created, e.g. the NVIDIA
+	// CDI hook that updates the container's ld cache.
+	Hooks []Hook
 }
 
 // DeviceNode is a device node to create in the container.
@@ -25,11 +28,23 @@ type Mount struct {
 	Options       []string
 }
 
+// Hook is an OCI hook: a host program the container runtime runs at one
+// point of the container's life.
+type Hook struct {
+	// Name is the OCI hook point, e.g. "createContainer".
+	Name string
+	// Path is the program on the host; Args start with its name.
+	Path string
+	Args []string
+	Env  []string
+}
+
 // Append returns e with other's edits appended.
 func (e Edits) Append(other Edits) Edits {
 	return Edits{
 		Env:         append(append([]string(nil), e.Env...), other.Env...),
 		DeviceNodes: append(append([]DeviceNode(nil), e.DeviceNodes...), other.DeviceNodes...),
 		Mounts:      append(append([]Mount(nil), e.Mounts...), other.Mounts...),
+		Hooks:       append(append([]Hook(nil), e.Hooks...), other.Hooks...),
 	}
 }

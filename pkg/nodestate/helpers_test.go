@@ -39,9 +39,11 @@ type fakeHardware struct {
 	noMIG
 }
 
-func (fakeHardware) CommonEdits() gpu.Edits {
+// CommonEdits says which driver capabilities it was asked for in
+// GPUDRA_CAPABILITIES, so tests can check the union a claim gets.
+func (fakeHardware) CommonEdits(caps []string) gpu.Edits {
 	return gpu.Edits{
-		Env:         []string{"GPUDRA_COMMON=1"},
+		Env:         []string{"GPUDRA_COMMON=1", "GPUDRA_CAPABILITIES=" + strings.Join(caps, ",")},
 		DeviceNodes: []gpu.DeviceNode{{Path: "/dev/nvidiactl", HostPath: "/dev/null"}},
 	}
 }

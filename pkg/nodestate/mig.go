@@ -315,7 +315,6 @@ func (s *State) ensureMig(ctx context.Context, rec *checkpoint.Claim) (bool, err
 		changed = true
 	}
 	if changed {
-		s.refreshEnv(rec)
 		if err := s.saveRecord(rec); err != nil {
 			return false, err
 		}

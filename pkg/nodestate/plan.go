@@ -10,7 +10,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
-	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
@@ -186,26 +185,4 @@ func deviceClassName(claim *resourceapi.ResourceClaim, request string) string {
 		}
 	}
 	return ""
-}
-
-// requestEnv returns, per request, the environment every device of that
-// request carries: NVIDIA_VISIBLE_DEVICES lists all GPUs (and MIG devices,
-// by MIG UUID) of the request, so that a container that references the
-// request sees all of them, whichever device's edits the runtime applies
-// last.
-func requestEnv(devices []checkpoint.Device) map[string][]string {
-	uuids := map[string][]string{}
-	for _, d := range devices {
-		id := d.GPUUUID
-		if d.Mig != nil {
-			id = d.Mig.UUID
-		}
-		req := d.Requests[0]
-		uuids[req] = append(uuids[req], id)
-	}
-	env := map[string][]string{}
-	for req, ids := range uuids {
-		env[req] = []string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(ids, ",")}
-	}
-	return env
 }

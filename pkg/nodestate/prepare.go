@@ -107,7 +107,6 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 			return nil, s.failPrepare(ctx, ref, fmt.Errorf("device %s: %w", p.result.Device, err))
 		}
 	}
-	s.refreshEnv(&record)
 
 	// The CDI spec is written outside s.mu: claims prepare concurrently.
 	if err := s.writeSpec(record); err != nil {
@@ -222,22 +221,35 @@ func (s *State) record(ref ClaimRef, planned []plannedDevice) (checkpoint.Claim,
 		}
 		c.Devices = append(c.Devices, d)
 	}
-	s.refreshEnv(&c)
 	return c, nil
 }
 
-// visibleDevicesPrefix starts the entry that lists a request's devices.
+// visibleDevicesPrefix starts the NVIDIA_VISIBLE_DEVICES entry that
+// gpudra once put in each device's environment (records written before
+// visibility moved to device nodes still hold it).
 const visibleDevicesPrefix = "NVIDIA_VISIBLE_DEVICES="
 
-// refreshEnv puts each device's request-wide NVIDIA_VISIBLE_DEVICES in
-// front of its own environment; MIG UUIDs are known only once created.
-func (s *State) refreshEnv(c *checkpoint.Claim) {
-	reqEnv := requestEnv(c.Devices)
-	for i := range c.Devices {
-		d := &c.Devices[i]
-		own := slices.DeleteFunc(slices.Clone(d.Env), func(e string) bool { return strings.HasPrefix(e, visibleDevicesPrefix) })
-		d.Env = slices.Concat(reqEnv[d.Requests[0]], own)
+// capabilitiesPrefix starts a device's NVIDIA_DRIVER_CAPABILITIES entry.
+var capabilitiesPrefix = configapi.DriverCapabilitiesEnvVar + "="
+
+// driverCapabilities is the union of the driver capabilities the claim's
+// devices were configured with: the claim's CDI spec gives every container
+// that uses any of them the driver files of all (a container can use
+// several requests; it gets at least what each asked for).
+func driverCapabilities(c checkpoint.Claim) []string {
+	var out []string
+	for _, d := range c.Devices {
+		for _, e := range d.Env {
+			if list, ok := strings.CutPrefix(e, capabilitiesPrefix); ok {
+				for _, cap := range strings.Split(list, ",") {
+					if cap != "" && !slices.Contains(out, cap) {
+						out = append(out, cap)
+					}
+				}
+			}
+		}
 	}
+	return out
 }
 
 // configEnv is the environment a config asks for.
@@ -270,11 +282,15 @@ func (s *State) writeSpec(c checkpoint.Claim) error {
 				return fmt.Errorf("write CDI spec: device %s: %w", d.Device, err)
 			}
 		}
-		edits := base.Append(gpu.Edits{Env: d.Env})
+		// A container sees the GPUs whose device nodes it gets, from every
+		// request and claim it uses; NVIDIA_VISIBLE_DEVICES (one value,
+		// which the last device applied would set) is no longer per device.
+		env := slices.DeleteFunc(slices.Clone(d.Env), func(e string) bool { return strings.HasPrefix(e, visibleDevicesPrefix) })
+		edits := base.Append(gpu.Edits{Env: env})
 		devices = append(devices, cdispec.Device{Name: d.Device, Edits: edits})
 	}
 	// The Writer's errors already say "write CDI spec for claim <uid>".
-	return s.opts.CDI.WriteClaimSpec(c.UID, s.opts.Hardware.CommonEdits(), devices)
+	return s.opts.CDI.WriteClaimSpec(c.UID, s.opts.Hardware.CommonEdits(driverCapabilities(c)), devices)
 }
 
 // ensurePrepared recreates a prepared claim's MIG devices if they are gone

@@ -35,11 +35,11 @@ func TestPrepare(t *testing.T) {
 				{Requests: []string{"gpus"}, Pool: testNode, Device: "gpu-0", CDIDeviceIDs: []string{deviceID("two", 0)}},
 				{Requests: []string{"gpus"}, Pool: testNode, Device: "gpu-1", CDIDeviceIDs: []string{deviceID("two", 1)}},
 			},
-			// Whichever device's edits the runtime applies last, the
-			// container sees both GPUs of the request.
+			// Each device brings its own edits; the claim's common edits
+			// come with the default driver capabilities.
 			wantEnv: map[string][]string{
-				deviceID("two", 0): {"NVIDIA_VISIBLE_DEVICES=" + gpuUUID(0) + "," + gpuUUID(1), "NVIDIA_DRIVER_CAPABILITIES=compute,utility", "GPU_0=" + gpuUUID(0), "GPUDRA_COMMON=1"},
-				deviceID("two", 1): {"NVIDIA_VISIBLE_DEVICES=" + gpuUUID(0) + "," + gpuUUID(1), "NVIDIA_DRIVER_CAPABILITIES=compute,utility", "GPU_1=" + gpuUUID(1), "GPUDRA_COMMON=1"},
+				deviceID("two", 0): {"NVIDIA_DRIVER_CAPABILITIES=compute,utility", "GPU_0=" + gpuUUID(0), "GPUDRA_COMMON=1", "GPUDRA_CAPABILITIES=compute,utility"},
+				deviceID("two", 1): {"NVIDIA_DRIVER_CAPABILITIES=compute,utility", "GPU_1=" + gpuUUID(1), "GPUDRA_COMMON=1"},
 			},
 		},
 		{
@@ -50,8 +50,8 @@ func TestPrepare(t *testing.T) {
 				{Requests: []string{"b"}, Pool: testNode, Device: "gpu-1", CDIDeviceIDs: []string{deviceID("split", 1)}},
 			},
 			wantEnv: map[string][]string{
-				deviceID("split", 0): {"NVIDIA_VISIBLE_DEVICES=" + gpuUUID(0)},
-				deviceID("split", 1): {"NVIDIA_VISIBLE_DEVICES=" + gpuUUID(1)},
+				deviceID("split", 0): {"GPU_0=" + gpuUUID(0)},
+				deviceID("split", 1): {"GPU_1=" + gpuUUID(1)},
 			},
 			wantNoEnv: map[string][]string{
 				deviceID("split", 0): {"GPU_1=" + gpuUUID(1)},
@@ -66,7 +66,7 @@ func TestPrepare(t *testing.T) {
 				{Requests: []string{"gpu"}, Pool: testNode, Device: "gpu-0", CDIDeviceIDs: []string{deviceID("mixed", 0)}},
 			},
 			wantEnv: map[string][]string{
-				deviceID("mixed", 0): {"NVIDIA_VISIBLE_DEVICES=" + gpuUUID(0)},
+				deviceID("mixed", 0): {"GPU_0=" + gpuUUID(0)},
 			},
 		},
 	}
@@ -88,6 +88,12 @@ func TestPrepare(t *testing.T) {
 					if !slices.Contains(env, e) {
 						t.Errorf("container with %s: env %q missing from %v", id, e, env)
 					}
+				}
+				// Visibility is by device nodes: no per-device
+				// NVIDIA_VISIBLE_DEVICES that the last device applied
+				// would set for the whole container.
+				if v, ok := envValue(env, "NVIDIA_VISIBLE_DEVICES"); ok {
+					t.Errorf("container with %s: NVIDIA_VISIBLE_DEVICES=%s", id, v)
 				}
 			}
 			for id, unwanted := range tc.wantNoEnv {
@@ -450,5 +456,31 @@ func TestUnprepare(t *testing.T) {
 				t.Errorf("CDI spec files %v, want only the other claim's", files)
 			}
 		})
+	}
+}
+
+// TestContainerWithTwoRequests: a container that uses the devices of two
+// requests (or two claims) with different configs gets both devices'
+// edits, and the driver files of both requests' capabilities.
+func TestContainerWithTwoRequests(t *testing.T) {
+	n := newNode(t, 2)
+	s := n.start()
+	claim := makeClaim(claimSpec{
+		name:         "two",
+		results:      []resourceapi.DeviceRequestAllocationResult{result("a", 0), result("b", 1)},
+		claimConfigs: []opaqueConfig{{requests: []string{"b"}, params: gpuConfig("graphics", "utility")}},
+	})
+	mustPrepare(t, n.ctx, s, claim)
+	env := n.inject(deviceID("two", 0), deviceID("two", 1))
+	for _, want := range []string{"GPU_0=" + gpuUUID(0), "GPU_1=" + gpuUUID(1)} {
+		if !slices.Contains(env, want) {
+			t.Errorf("container using both requests lacks %s: %v", want, env)
+		}
+	}
+	caps, _ := envValue(env, "GPUDRA_CAPABILITIES")
+	for _, c := range []string{"compute", "utility", "graphics"} {
+		if !strings.Contains(caps, c) {
+			t.Errorf("the claim's driver files are for %q, want the union of compute,utility and graphics,utility", caps)
+		}
 	}
 }

@@ -133,7 +133,7 @@ func writeSpec(t *testing.T, n *node, uid string, minor int) {
 	t.Helper()
 	g := testInventory(n.gpus).GPUs[minor]
 	devices := []cdispec.Device{{Name: gpu.WholeDeviceName(minor), Edits: fakeHardware{}.DeviceEdits(g)}}
-	if err := n.cdi.WriteClaimSpec(uid, fakeHardware{}.CommonEdits(), devices); err != nil {
+	if err := n.cdi.WriteClaimSpec(uid, fakeHardware{}.CommonEdits(nil), devices); err != nil {
 		t.Fatal(err)
 	}
 }

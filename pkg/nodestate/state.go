@@ -18,8 +18,10 @@ import (
 // by UUID (indices can change); IDs are NVML's GPU and compute instance IDs.
 type Hardware interface {
 	// CommonEdits is what every container with at least one of this
-	// driver's devices needs (control device nodes, driver files).
-	CommonEdits() gpu.Edits
+	// driver's devices needs: control device nodes, and the driver files
+	// of the given driver capabilities (NVIDIA_DRIVER_CAPABILITIES values;
+	// none means the default, compute and utility).
+	CommonEdits(driverCapabilities []string) gpu.Edits
 	// DeviceEdits is what a container needs to use one whole GPU.
 	DeviceEdits(g gpu.GPU) gpu.Edits
 	// MigDeviceEdits is what a container needs to use one MIG device of
@@ -140,6 +142,9 @@ type PreparedDevice struct {
 	Pool         string
 	Device       string
 	CDIDeviceIDs []string
+	// MigUUID is the MIG device's "MIG-…" UUID, for a MIG placement (known
+	// only once it was created).
+	MigUUID string
 }
 
 // New loads the checkpoint and returns the node state. It does not touch
@@ -263,6 +268,9 @@ func toPrepared(devs []checkpoint.Device) []PreparedDevice {
 			Device:       d.Device,
 			CDIDeviceIDs: append([]string(nil), d.CDIDeviceIDs...),
 		})
+		if d.Mig != nil {
+			out[len(out)-1].MigUUID = d.Mig.UUID
+		}
 	}
 	return out
 }

@@ -26,12 +26,16 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		out := make([]kubeletplugin.Device, 0, len(devices))
 		for _, dev := range devices {
-			out = append(out, kubeletplugin.Device{
+			kd := kubeletplugin.Device{
 				Requests:     dev.Requests,
 				PoolName:     dev.Pool,
 				DeviceName:   dev.Device,
 				CDIDeviceIDs: dev.CDIDeviceIDs,
-			})
+			}
+			if d.cfg.DeviceMetadata {
+				kd.Metadata = d.deviceMetadata(dev)
+			}
+			out = append(out, kd)
 		}
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: out}
 	}

@@ -11,8 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
@@ -57,6 +60,11 @@ type Config struct {
 	// FileWatchInterval is how often the sockets and the data directory are
 	// checked (default 5s); the plugin exits when they are gone.
 	FileWatchInterval time.Duration
+	// DeviceMetadata hands each prepared device's attributes to its
+	// containers (KEP-5304, the DRA device metadata "downward API"): the
+	// kubelet plugin library writes them, and mounts them at
+	// /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json.
+	DeviceMetadata bool
 	// MigProfiles selects the MIG profiles published (the zero value: all).
 	MigProfiles slicebuilder.MigProfiles
 	// StateHooks inject faults into the node state in tests.
@@ -85,6 +93,9 @@ type Driver struct {
 	// wholeGPUsOnly is set once the API server dropped the partitionable
 	// fields: from then on only whole GPUs are published.
 	wholeGPUsOnly bool
+	// attributes are the published devices' attributes, by device name:
+	// what the device metadata of a prepared device repeats.
+	attributes map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 
 	// endpoints are the sockets and data directory the kubelet reaches
 	// the plugin through; healthcheck serves their liveness.
@@ -188,6 +199,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		kubeletplugin.Serialize(false),
 		// The names the health checks dial (socketPaths).
 		kubeletplugin.PluginSocket(filepath.Base(draSocket)),
+	}
+	if cfg.DeviceMetadata {
+		opts = append(opts, kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}))
 	}
 	if cfg.RollingUpdateUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(cfg.RollingUpdateUID))

@@ -34,6 +34,7 @@ func (d *Driver) publish(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("build ResourceSlices: %w", err)
 	}
+	d.rememberAttributes(resources)
 	if err := d.helper.PublishResources(ctx, resources); err != nil {
 		return fmt.Errorf("publish ResourceSlices: %w", err)
 	}

@@ -40,6 +40,9 @@ type Options struct {
 	// BootID, when set, is written as the node's boot ID; change it between
 	// runs to simulate a reboot.
 	BootID string
+	// DeviceMetadata writes each prepared device's attributes for its
+	// containers (--device-metadata).
+	DeviceMetadata bool
 	// MigProfiles selects the MIG profiles the plugin publishes
 	// (--mig-profiles; the zero value: all).
 	MigProfiles slicebuilder.MigProfiles
@@ -158,17 +161,18 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		return nil, err
 	}
 	driver, err := plugin.Start(ctx, plugin.Config{
-		DriverName:    opts.DriverName,
-		NodeName:      opts.NodeName,
-		KubeClient:    client,
-		Backend:       be,
-		PluginDataDir: opts.PluginDataDir(),
-		RegistrarDir:  opts.RegistrarDir(),
-		CDIDir:        opts.CDIDir(),
-		BootIDPath:    opts.BootIDPath(),
-		HealthResend:  time.Second,
-		StateHooks:    opts.Hooks,
-		MigProfiles:   opts.MigProfiles,
+		DriverName:     opts.DriverName,
+		NodeName:       opts.NodeName,
+		KubeClient:     client,
+		Backend:        be,
+		PluginDataDir:  opts.PluginDataDir(),
+		RegistrarDir:   opts.RegistrarDir(),
+		CDIDir:         opts.CDIDir(),
+		BootIDPath:     opts.BootIDPath(),
+		HealthResend:   time.Second,
+		StateHooks:     opts.Hooks,
+		MigProfiles:    opts.MigProfiles,
+		DeviceMetadata: opts.DeviceMetadata,
 
 		HealthcheckAddr:   healthcheckAddr(opts.Healthcheck),
 		FileWatchInterval: opts.FileWatchInterval,

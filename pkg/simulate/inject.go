@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
@@ -16,6 +17,7 @@ type Container struct {
 	Env         []string
 	DeviceNodes []string // "path (host path)"
 	Mounts      []string // "host path -> container path"
+	Hooks       []string // "<hook point>: <path> <args…>"
 }
 
 // Inject applies the CDI devices to an empty OCI spec with the CDI library,
@@ -38,8 +40,29 @@ func (c *Cluster) Inject(name string, ids []string) (Container, error) {
 	for _, m := range spec.Mounts {
 		out.Mounts = append(out.Mounts, m.Source+" -> "+m.Destination)
 	}
+	if h := spec.Hooks; h != nil {
+		for _, hk := range h.CreateContainer {
+			out.Hooks = append(out.Hooks, "createContainer: "+hk.Path+" "+strings.Join(hk.Args[1:], " "))
+		}
+	}
 	sort.Strings(out.Env)
 	return out, nil
+}
+
+// FakeDevices are the UUIDs of the fake GPUs and MIG devices the container
+// got, sorted, from the variables the fake backend gives each device
+// (GPUDRA_FAKE_GPU_<minor>, GPUDRA_FAKE_MIG_<minor>_<GPU instance>): what a
+// workload on real GPUs would see as the GPUs whose device nodes it has.
+func (ct Container) FakeDevices() []string {
+	var out []string
+	for _, kv := range ct.Env {
+		key, val, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(key, "GPUDRA_FAKE_GPU_") || strings.HasPrefix(key, "GPUDRA_FAKE_MIG_") {
+			out = append(out, val)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // EnvValue returns the value of an environment variable in the container.

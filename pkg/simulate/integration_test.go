@@ -26,14 +26,25 @@ func TestOneGPU(t *testing.T) {
 		t.Fatalf("allocated device %s is not a GPU of the node", devs[0])
 	}
 	ctr := res.Containers[0]
-	if v, _ := ctr.EnvValue("NVIDIA_VISIBLE_DEVICES"); v != g.UUID {
-		t.Errorf("NVIDIA_VISIBLE_DEVICES = %q, want %q", v, g.UUID)
+	// Visibility is by device nodes; void tells a legacy NVIDIA runtime
+	// hook, if the node has one, to add no GPUs of its own.
+	if v, _ := ctr.EnvValue("NVIDIA_VISIBLE_DEVICES"); v != "void" {
+		t.Errorf("NVIDIA_VISIBLE_DEVICES = %q, want void", v)
 	}
 	if v, _ := ctr.EnvValue(fmt.Sprintf("GPUDRA_FAKE_GPU_%d", g.Minor)); v != g.UUID {
 		t.Errorf("GPUDRA_FAKE_GPU_%d = %q, want %q", g.Minor, v, g.UUID)
 	}
 	if v, _ := ctr.EnvValue("NVIDIA_DRIVER_CAPABILITIES"); v != "compute,utility" {
 		t.Errorf("NVIDIA_DRIVER_CAPABILITIES = %q, want the default compute,utility", v)
+	}
+	// The driver's libraries (of the fake driver root, named for the
+	// version NVML reports) at the distribution's path, and the hook that
+	// puts them in the container's ld cache.
+	if !slices.ContainsFunc(ctr.Mounts, func(m string) bool { return strings.HasSuffix(m, " -> /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15") }) {
+		t.Errorf("mounts %v lack libcuda.so.550.54.15", ctr.Mounts)
+	}
+	if !slices.ContainsFunc(ctr.Hooks, func(h string) bool { return strings.Contains(h, "nvidia-cdi-hook update-ldcache") }) {
+		t.Errorf("hooks %v lack the ld cache update", ctr.Hooks)
 	}
 	wantNode := fmt.Sprintf("/dev/nvidia%d", g.Minor)
 	if !slices.Contains(ctr.DeviceNodes, wantNode) || !slices.Contains(ctr.DeviceNodes, "/dev/nvidiactl") {
@@ -58,10 +69,9 @@ func TestTwoPodsGetDifferentGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ua, _ := a.Containers[0].EnvValue("NVIDIA_VISIBLE_DEVICES")
-	ub, _ := b.Containers[0].EnvValue("NVIDIA_VISIBLE_DEVICES")
-	if ua == "" || ua == ub {
-		t.Fatalf("two pods got GPUs %q and %q, want two different GPUs", ua, ub)
+	ua, ub := a.Containers[0].FakeDevices(), b.Containers[0].FakeDevices()
+	if len(ua) != 1 || len(ub) != 1 || ua[0] == ub[0] {
+		t.Fatalf("two pods got GPUs %v and %v, want two different GPUs", ua, ub)
 	}
 }
 
@@ -77,9 +87,8 @@ func TestEightGPUsOneNVLinkIsland(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertOneIsland(t, c, allocatedDevices(res), 8)
-		uuids, _ := res.Containers[0].EnvValue("NVIDIA_VISIBLE_DEVICES")
-		if n := len(strings.Split(uuids, ",")); n != 8 {
-			t.Errorf("container sees %d GPUs in NVIDIA_VISIBLE_DEVICES, want 8", n)
+		if got := res.Containers[0].FakeDevices(); len(got) != 8 {
+			t.Errorf("container sees GPUs %v, want 8", got)
 		}
 	})
 	t.Run("mixed: four on one island", func(t *testing.T) {
@@ -232,10 +241,9 @@ func TestSharedClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ua, _ := a.Containers[0].EnvValue("NVIDIA_VISIBLE_DEVICES")
-	ub, _ := b.Containers[0].EnvValue("NVIDIA_VISIBLE_DEVICES")
-	if ua == "" || ua != ub {
-		t.Fatalf("pods sharing a claim see %q and %q, want the same GPU", ua, ub)
+	ua, ub := a.Containers[0].FakeDevices(), b.Containers[0].FakeDevices()
+	if len(ua) != 1 || !slices.Equal(ua, ub) {
+		t.Fatalf("pods sharing a claim see %v and %v, want the same GPU", ua, ub)
 	}
 	if n := len(c.Driver.State().PreparedClaims()); n != 1 {
 		t.Errorf("%d claims prepared, want 1", n)

@@ -158,8 +158,8 @@ func TestMigRebootRecreates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the CDI spec was not rewritten: %v", err)
 	}
-	if v, _ := view.EnvValue("NVIDIA_VISIBLE_DEVICES"); !strings.HasPrefix(v, "MIG-") {
-		t.Errorf("after reboot NVIDIA_VISIBLE_DEVICES = %q", v)
+	if got := view.FakeDevices(); len(got) != 1 || !strings.HasPrefix(got[0], "MIG-") {
+		t.Errorf("after reboot the container sees %v, want one MIG device", got)
 	}
 	if err := c2.StopPod(ctx, res); err != nil {
 		t.Fatal(err)

@@ -42,10 +42,11 @@ func TestMigOnDemand(t *testing.T) {
 		t.Fatalf("hardware holds %v, want %v", got, want)
 	}
 	ctr := res.Containers[0]
-	uuid, _ := ctr.EnvValue("NVIDIA_VISIBLE_DEVICES")
-	if !strings.HasPrefix(uuid, "MIG-") {
-		t.Fatalf("NVIDIA_VISIBLE_DEVICES = %q, want a MIG UUID", uuid)
+	seen := ctr.FakeDevices()
+	if len(seen) != 1 || !strings.HasPrefix(seen[0], "MIG-") {
+		t.Fatalf("container sees %v, want one MIG device", seen)
 	}
+	uuid := seen[0]
 	if got := envWithPrefix(ctr, "GPUDRA_FAKE_MIG_"); len(got) != 1 || !strings.HasSuffix(got[0], "="+uuid) ||
 		!strings.HasPrefix(got[0], fmt.Sprintf("GPUDRA_FAKE_MIG_%d_", md.Parent.Minor)) {
 		t.Errorf("per-device variables %v, want one for the MIG device %s", got, uuid)
@@ -111,9 +112,7 @@ func TestMigThreeProfilesOneGPU(t *testing.T) {
 	if len(parents) != 1 || len(placed) != 3 {
 		t.Fatalf("devices %v on %d GPUs, want three on one", allocatedDevices(res), len(parents))
 	}
-	// One container using three requests gets all three devices' edits;
-	// NVIDIA_VISIBLE_DEVICES is per request, so the last one applied wins
-	// (see README, "What a container receives").
+	// One container using three requests gets all three devices' edits.
 	if got := envWithPrefix(res.Containers[0], "GPUDRA_FAKE_MIG_"); len(got) != 3 {
 		t.Errorf("per-device variables %v, want three MIG devices", got)
 	}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/fakenodes"
+	"github.com/gpudra/gpudra/pkg/inventory"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
+)
+
+// inventoryOptions are gpudra inventory's flags.
+type inventoryOptions struct {
+	nodeName, driverName, driverRoot string
+	backend, fakeProfile             string
+	migProfiles                      string
+	compare                          string
+	output                           string
+}
+
+func newInventoryCommand() *cobra.Command {
+	var o inventoryOptions
+	cmd := &cobra.Command{
+		Use:   "inventory",
+		Short: "Print the ResourceSlices the kubelet plugin would publish for this node, from the real NVML",
+		Long: `inventory is the first thing to run on a new GPU node: it reads the node's
+GPUs through the NVIDIA driver's NVML library, read-only (it creates and
+changes nothing, and needs no cluster), and prints the ResourceSlices the
+kubelet plugin would publish for them, with the plugin's own discovery and
+slice builder.
+
+With --compare it also lists how they differ from the fake profile that
+gpudra check, gpudra simulate and the e2e suite stand the node in for:
+devices, attributes, capacities and counters (UUIDs and PCI addresses,
+which differ between any two nodes, are left out). It exits 1 when there
+are differences.`,
+		Example: `  gpudra inventory
+  gpudra inventory --compare dgx-h100
+  gpudra inventory --driver-root /run/nvidia/driver --output json`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runInventory(cmd, o)
+		},
+	}
+	host, _ := os.Hostname()
+	f := cmd.Flags()
+	f.StringVar(&o.nodeName, "node-name", envOr("NODE_NAME", host), "the node's name: the pool name (env NODE_NAME, default the host name)")
+	f.StringVar(&o.driverName, "driver-name", "gpu.gpudra.io", "DRA driver name")
+	f.StringVar(&o.driverRoot, "driver-root", "/", "where the NVIDIA driver is installed (/run/nvidia/driver with the GPU Operator)")
+	f.StringVar(&o.backend, "device-backend", "nvml", "nvml (the real driver) or fake (a fake profile, e.g. to see what it publishes)")
+	f.StringVar(&o.fakeProfile, "fake-profile", fakenodes.DefaultProfile, "with --device-backend=fake: "+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file")
+	f.StringVar(&o.migProfiles, "mig-profiles", "all", "the MIG profiles the plugin publishes (its --mig-profiles)")
+	f.StringVar(&o.compare, "compare", "", "a fake profile ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file) to list the differences from")
+	f.StringVar(&o.output, "output", "yaml", "yaml, json, or none (only the comparison)")
+	return cmd
+}
+
+func runInventory(cmd *cobra.Command, o inventoryOptions) error {
+	ctx := klog.NewContext(cmd.Context(), klog.Background().V(10))
+	choice, err := slicebuilder.ParseMigProfiles(o.migProfiles)
+	if err != nil {
+		return fmt.Errorf("--mig-profiles: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "gpudra-inventory-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	slices, err := inventorySlices(ctx, backend.Options{
+		Kind: o.backend, NodeName: o.nodeName, DriverRoot: o.driverRoot,
+		FakeProfile: o.fakeProfile, FakeStateDir: dir, InventoryOnly: true,
+	}, o.driverName, choice)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	switch o.output {
+	case "yaml":
+		for _, s := range slices {
+			b, err := yaml.Marshal(s)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "---\n%s", b)
+		}
+	case "json":
+		b, err := json.MarshalIndent(slices, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s\n", b)
+	case "none":
+	default:
+		return fmt.Errorf("--output: %q is not yaml, json or none", o.output)
+	}
+	if o.compare == "" {
+		return nil
+	}
+	want, err := inventorySlices(ctx, backend.Options{
+		Kind: "fake", NodeName: o.nodeName, FakeProfile: o.compare, FakeStateDir: dir + "/compare", InventoryOnly: true,
+	}, o.driverName, choice)
+	if err != nil {
+		return fmt.Errorf("--compare: %w", err)
+	}
+	diffs := inventory.Diff(slices, want)
+	w := cmd.ErrOrStderr()
+	if o.output == "none" {
+		w = out
+	}
+	if len(diffs) == 0 {
+		fmt.Fprintf(w, "# no differences from fake profile %s\n", o.compare)
+		return nil
+	}
+	fmt.Fprintf(w, "# %d differences from fake profile %s:\n", len(diffs), o.compare)
+	for _, d := range diffs {
+		fmt.Fprintf(w, "#   %s\n", d)
+	}
+	return exitError{code: 1}
+}
+
+// inventorySlices opens the backend read-only, discovers the GPUs and
+// builds the node's slices as the plugin does.
+func inventorySlices(ctx context.Context, opts backend.Options, driverName string, choice slicebuilder.MigProfiles) ([]*resourceapi.ResourceSlice, error) {
+	be, err := backend.Open(ctx, opts)
+	if err != nil {
+		if opts.Kind == "nvml" {
+			return nil, fmt.Errorf("%w (is the NVIDIA driver installed? With the GPU Operator's driver container, pass --driver-root /run/nvidia/driver)", err)
+		}
+		return nil, err
+	}
+	defer be.Close()
+	node, err := be.Discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	node.Name = opts.NodeName
+	res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: be.SysfsRoot(), MigProfiles: choice})
+	if err != nil {
+		return nil, err
+	}
+	return fakenodes.PoolSlices(driverName, opts.NodeName, res), nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

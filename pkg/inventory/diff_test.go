@@ -1,0 +1,43 @@
+package inventory
+
+import (
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func slice(devices ...resourceapi.Device) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: devices}}
+}
+
+func dev(name, product, uuid string, mib int64) resourceapi.Device {
+	return resourceapi.Device{
+		Name: name,
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"productName": {StringValue: &product},
+			"uuid":        {StringValue: &uuid},
+		},
+		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+			"memory": {Value: *resource.NewQuantity(mib<<20, resource.BinarySI)},
+		},
+	}
+}
+
+func TestDiff(t *testing.T) {
+	real := []*resourceapi.ResourceSlice{slice(dev("gpu-0", "NVIDIA H100 80GB HBM3", "GPU-a", 81559), dev("gpu-1", "NVIDIA H100 80GB HBM3", "GPU-b", 81559))}
+	if d := Diff(real, []*resourceapi.ResourceSlice{slice(dev("gpu-0", "NVIDIA H100 80GB HBM3", "GPU-x", 81559), dev("gpu-1", "NVIDIA H100 80GB HBM3", "GPU-y", 81559))}); len(d) != 0 {
+		t.Errorf("the same hardware with other UUIDs differs: %v", d)
+	}
+	fake := []*resourceapi.ResourceSlice{slice(dev("gpu-0", "NVIDIA H100 80GB HBM3", "GPU-x", 81920))}
+	got := strings.Join(Diff(real, fake), "\n")
+	for _, want := range []string{
+		"device gpu-0: capacity memory is 81559Mi here, 80Gi in the comparison",
+		"device gpu-1: only here",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("diff lacks %q:\n%s", want, got)
+		}
+	}
+}
