@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/fakenodes"
+	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/inventory"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
@@ -54,7 +55,7 @@ are differences.`,
 	host, _ := os.Hostname()
 	f := cmd.Flags()
 	f.StringVar(&o.nodeName, "node-name", envOr("NODE_NAME", host), "the node's name: the pool name (env NODE_NAME, default the host name)")
-	f.StringVar(&o.driverName, "driver-name", "gpu.gpudra.io", "DRA driver name")
+	f.StringVar(&o.driverName, "driver-name", gpu.DefaultDriverName, "DRA driver name")
 	f.StringVar(&o.driverRoot, "driver-root", "/", "where the NVIDIA driver is installed (/run/nvidia/driver with the GPU Operator)")
 	f.StringVar(&o.backend, "device-backend", "nvml", "nvml (the real driver) or fake (a fake profile, e.g. to see what it publishes)")
 	f.StringVar(&o.fakeProfile, "fake-profile", fakenodes.DefaultProfile, "with --device-backend=fake: "+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file")

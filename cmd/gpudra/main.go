@@ -21,6 +21,7 @@ func main() {
 	root.AddCommand(newSimulateCommand())
 	root.AddCommand(newCheckCommand())
 	root.AddCommand(newInventoryCommand())
+	root.AddCommand(newMigrateCommand())
 	if err := root.Execute(); err != nil {
 		var exit exitError
 		if errors.As(err, &exit) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -92,44 +91,13 @@ var strictCodecs = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableSt
 // files of directories (recursively), in the order given; a path "-" is
 // stdin.
 func LoadPaths(paths []string, stdin func() ([]byte, error)) (*Manifests, error) {
+	files, err := ReadPaths(paths, stdin)
+	if err != nil {
+		return nil, err
+	}
 	m := &Manifests{}
-	for _, p := range paths {
-		if p == "-" {
-			if stdin == nil {
-				return nil, inputErrorf("-: no standard input")
-			}
-			data, err := stdin()
-			if err != nil {
-				return nil, inputErrorf("standard input: %v", err)
-			}
-			if err := m.Add("<stdin>", data); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, inputErrorf("%v", err)
-		}
-		if !st.IsDir() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return nil, inputErrorf("%v", err)
-			}
-			if err := m.Add(p, data); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		dir := os.DirFS(p)
-		files, err := manifestFiles(dir)
-		if err != nil {
-			return nil, err
-		}
-		if len(files) == 0 {
-			return nil, inputErrorf("%s: no *.yaml, *.yml or *.json files in this directory", p)
-		}
-		if err := m.addFiles(dir, p, files); err != nil {
+	for _, f := range files {
+		if err := m.Add(f.Name, f.Data); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/migrate"
+	"github.com/gpudra/gpudra/pkg/scheduler"
+)
+
+func newMigrateCommand() *cobra.Command {
+	var opts migrate.Options
+	var outDir string
+	cmd := &cobra.Command{
+		Use:   "migrate [FILE|DIR|-]...",
+		Short: "Rewrite manifests written for NVIDIA's DRA driver for gpudra, and report what has no equivalent",
+		Long: `migrate reads manifests written for NVIDIA's DRA driver (dra-driver-nvidia-gpu)
+and writes gpudra's equivalents:
+
+  DeviceClass gpu.nvidia.com, mig.nvidia.com   → gpu.gpudra.io, mig.gpudra.io
+  driver and attribute domain gpu.nvidia.com   → gpu.gpudra.io (selectors,
+                                                 matchAttribute, capacity requests,
+                                                 opaque configs)
+  attribute pcieBusID (older releases)         → resource.kubernetes.io/pciBusID
+  resource.nvidia.com/v1beta1 GpuConfig        → resource.gpudra.io/v1alpha1 GpuConfig
+  resource.nvidia.com/v1beta1 MigDeviceConfig  → resource.gpudra.io/v1alpha1 MigConfig
+    sharing.timeSlicingConfig                  → sharing.timeSlicing
+    sharing.mpsConfig                          → sharing.mps
+    mpsConfig.defaultPerDevicePinnedMemoryLimit → mps.perDevicePinnedMemoryLimits
+
+NVIDIA's own DeviceClasses (as helm template renders them) and ResourceSlices
+are dropped: gpudra's chart installs its classes and its plugin publishes its
+own slices. What has no equivalent is left as it is and reported: ComputeDomains
+and IMEX channels (multi-node NVLink), VFIO passthrough, attributes gpudra does
+not publish (addressingMode, memorySlice capacities), classic DRA
+(resource.k8s.io/v1alpha2).
+
+Only the documents that change are rewritten, and only the names in them:
+comments, layout and everything else stay as written. It reads what gpudra
+check reads (files, directories, - for standard input) and writes to standard
+output, or with --output-dir one file per input; the report goes to standard
+error. Check the result with gpudra check.
+
+Exit status: 0 everything migrated, 1 something has no equivalent (see the
+report), 2 the input could not be read.`,
+		Example: `  gpudra migrate demo/specs/quickstart/ > migrated.yaml && gpudra check migrated.yaml
+  gpudra migrate --output-dir migrated/ manifests/`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code := runMigrate(cmd, args, opts, outDir)
+			if code != 0 {
+				return exitError{code}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "the DRA driver name gpudra runs as (the chart's driverName): the driver, attribute domain and class names to write")
+	f.StringVar(&outDir, "output-dir", "", "write each input file here, under its name (relative to the directory given), instead of to standard output")
+	return cmd
+}
+
+func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir string) int {
+	stderr := cmd.ErrOrStderr()
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "gpudra migrate:", err)
+		return 2
+	}
+	if len(args) == 0 {
+		return fail(errors.New("give YAML files or directories to migrate (or - for standard input); see gpudra migrate --help"))
+	}
+	in, err := scheduler.ReadPaths(args, func() ([]byte, error) { return io.ReadAll(cmd.InOrStdin()) })
+	if err != nil {
+		return fail(err)
+	}
+	res, err := migrate.Files(in, opts)
+	if err != nil {
+		return fail(err)
+	}
+	if outDir == "" {
+		out := cmd.OutOrStdout()
+		for i, f := range res.Files {
+			if i > 0 {
+				fmt.Fprintln(out, "---")
+			}
+			if len(res.Files) > 1 {
+				fmt.Fprintf(out, "# gpudra migrate: from %s\n", f.Name)
+			}
+			data := f.Data
+			if len(data) > 0 && data[len(data)-1] != '\n' {
+				data = append(data, '\n')
+			}
+			if _, err := out.Write(data); err != nil {
+				return fail(err)
+			}
+		}
+	} else {
+		names := outputNames(args, res.Files)
+		for i, f := range res.Files {
+			dst := filepath.Join(outDir, names[i])
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return fail(err)
+			}
+			if err := os.WriteFile(dst, f.Data, 0o644); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	changed := 0
+	for _, f := range res.Files {
+		if f.Changed {
+			changed++
+		}
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintln(stderr, n)
+	}
+	fmt.Fprintf(stderr, "gpudra migrate: %d of %d file(s) changed, %d thing(s) without an equivalent in gpudra\n", changed, len(res.Files), res.Unmigrated())
+	if res.Unmigrated() > 0 {
+		return 1
+	}
+	return 0
+}
+
+// outputNames names the output files under --output-dir: a file given by
+// name keeps its base name, a file found in a directory its path below
+// that directory, standard input "stdin.yaml".
+func outputNames(args []string, files []migrate.Output) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		name := filepath.Base(f.Name)
+		if f.Name == "<stdin>" {
+			name = "stdin.yaml"
+		}
+		for _, a := range args {
+			if a == "-" {
+				continue
+			}
+			if rel, err := filepath.Rel(a, f.Name); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+				name = rel
+				break
+			}
+		}
+		out[i] = name
+	}
+	return out
+}

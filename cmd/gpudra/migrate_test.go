@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runMigrateCLI runs `gpudra migrate args...` and returns its exit status,
+// standard output and standard error.
+func runMigrateCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := newMigrateCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.Execute()
+	var exit exitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errOut.String()
+	case errors.As(err, &exit):
+		return exit.code, out.String(), errOut.String()
+	}
+	t.Fatalf("gpudra migrate %v: %v", args, err)
+	return -1, "", ""
+}
+
+const cases = "../../pkg/migrate/testdata/in"
+
+// TestMigrateCommand: standard output, the report and the exit status;
+// the output passes gpudra check (the command's round trip).
+func TestMigrateCommand(t *testing.T) {
+	code, out, report := runMigrateCLI(t, "", filepath.Join(cases, "time-slicing.yaml"), filepath.Join(cases, "mig.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; report:\n%s", code, report)
+	}
+	if strings.Contains(out, "nvidia.com/v1beta1") || !strings.Contains(out, "# gpudra migrate: from ") {
+		t.Errorf("output:\n%s", out)
+	}
+	if !strings.Contains(report, "2 of 2 file(s) changed, 0 thing(s) without an equivalent") {
+		t.Errorf("report:\n%s", report)
+	}
+	if code, text, _ := runCLI(t, out, "-"); code != 0 {
+		t.Errorf("gpudra check on the output exits %d:\n%s", code, text)
+	}
+
+	code, _, report = runMigrateCLI(t, "", filepath.Join(cases, "no-equivalent.yaml"))
+	if code != 1 || !strings.Contains(report, "no-equivalent: ComputeDomain domain") {
+		t.Errorf("no-equivalent.yaml: exit %d, want 1; report:\n%s", code, report)
+	}
+	if code, _, report := runMigrateCLI(t, ""); code != 2 || !strings.Contains(report, "give YAML files") {
+		t.Errorf("no arguments: exit %d, report %q", code, report)
+	}
+	if code, _, _ := runMigrateCLI(t, "a: [", "-"); code != 2 {
+		t.Errorf("malformed standard input: exit %d, want 2", code)
+	}
+}
+
+// TestMigrateCommandOutputDir: one file per input under --output-dir,
+// with the paths below the directory given.
+func TestMigrateCommandOutputDir(t *testing.T) {
+	out := t.TempDir()
+	code, _, report := runMigrateCLI(t, "", "--output-dir", out, cases)
+	if code != 1 { // the directory holds no-equivalent.yaml
+		t.Fatalf("exit %d, want 1; report:\n%s", code, report)
+	}
+	entries, err := os.ReadDir(cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(out, e.Name()))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if strings.Contains(string(data), "deviceClassName: gpu.nvidia.com") {
+			t.Errorf("%s: not migrated", e.Name())
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package migrate
+
+import (
+	"bytes"
+	"reflect"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// write returns a changed document's new text. Renamed scalars are
+// rewritten in the text itself, so that everything else (comments, JSON
+// layout, line breaks in expressions) stays as written; the result is
+// parsed again and must equal the rewritten node tree. Where that is not
+// possible (an item dropped from a List, a scalar written in a way the
+// text edit does not recognise) the tree is encoded instead, in the
+// document's indentation style.
+func (m *migrator) write(text []byte, root *yaml.Node) ([]byte, error) {
+	if !m.restructured {
+		if out, ok := m.editText(text, root); ok {
+			return out, nil
+		}
+	}
+	return m.encode(text, root)
+}
+
+// editText applies m.edits to the text at the scalars' positions.
+func (m *migrator) editText(text []byte, root *yaml.Node) ([]byte, bool) {
+	lineStarts := []int{0}
+	for i, b := range text {
+		if b == '\n' {
+			lineStarts = append(lineStarts, i+1)
+		}
+	}
+	offset := func(n *yaml.Node) (int, bool) {
+		if n.Line < 1 || n.Line > len(lineStarts) || n.Column < 1 {
+			return 0, false
+		}
+		start := lineStarts[n.Line-1]
+		off := start
+		for col := 1; col < n.Column; col++ { // columns count characters
+			if off >= len(text) || text[off] == '\n' {
+				return 0, false
+			}
+			_, size := utf8.DecodeRune(text[off:])
+			off += size
+		}
+		return off, true
+	}
+	// Every node's start, so that a scalar's text ends before the next.
+	var starts []int
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if off, ok := offset(n); ok && n.Kind != yaml.DocumentNode {
+			starts = append(starts, off)
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(root)
+	sort.Ints(starts)
+
+	type change struct {
+		start, end int
+		text       string
+	}
+	var changes []change
+	for _, e := range m.edits {
+		start, ok := offset(e.node)
+		if !ok {
+			return nil, false
+		}
+		i := sort.SearchInts(starts, start+1)
+		end := len(text)
+		if i < len(starts) {
+			end = starts[i]
+		}
+		region := string(text[start:end])
+		if e.cel {
+			out, _, _ := rewriteCEL(region, m.opts.DriverName)
+			changes = append(changes, change{start, end, out})
+			continue
+		}
+		var q string
+		switch e.node.Style {
+		case 0:
+		case yaml.DoubleQuotedStyle:
+			q = `"`
+		case yaml.SingleQuotedStyle:
+			q = `'`
+		default:
+			return nil, false
+		}
+		if !strings.HasPrefix(region, q+e.old+q) {
+			return nil, false
+		}
+		changes = append(changes, change{start, start + len(q+e.old+q), q + e.new + q})
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].start > changes[j].start })
+	out := append([]byte(nil), text...)
+	for i, c := range changes {
+		if i > 0 && c.end > changes[i-1].start {
+			return nil, false // overlapping: cannot happen with distinct nodes
+		}
+		out = append(out[:c.start], append([]byte(c.text), out[c.end:]...)...)
+	}
+	// The edited text must say what the rewritten tree says.
+	var want, got any
+	if err := root.Decode(&want); err != nil {
+		return nil, false
+	}
+	if err := yaml.Unmarshal(out, &got); err != nil || !reflect.DeepEqual(want, got) {
+		return nil, false
+	}
+	return out, true
+}
+
+// encode writes the rewritten tree in the document's indentation style.
+// The encoder would write a folded expression on one line: a rewritten
+// folded expression becomes a literal block with the lines it was written
+// on (CEL reads a line break as a space).
+func (m *migrator) encode(text []byte, root *yaml.Node) ([]byte, error) {
+	for _, e := range m.edits {
+		if e.cel && e.node.Style&yaml.FoldedStyle != 0 {
+			out, _, _ := rewriteCEL(m.blockText(e.node), m.opts.DriverName)
+			if strings.HasSuffix(e.node.Value, "\n") && !strings.HasSuffix(out, "\n") {
+				out += "\n"
+			}
+			e.node.Style = yaml.LiteralStyle
+			e.node.Value = out
+		}
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	indent, compact := styleOf(text)
+	enc.SetIndent(indent)
+	if compact {
+		enc.CompactSeqIndent()
+	}
+	if err := enc.Encode(root); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
