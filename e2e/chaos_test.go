@@ -226,17 +226,18 @@ func (c *chaos) report(t *testing.T, iterations int, took time.Duration) {
 	}
 	sort.Strings(kinds)
 	type stat struct {
-		N                   int
-		Median, P95, Max    string
-		MedianS, P95S, MaxS float64
+		N             int     `json:"n"`
+		MedianSeconds float64 `json:"medianSeconds"`
+		P95Seconds    float64 `json:"p95Seconds"`
+		MaxSeconds    float64 `json:"maxSeconds"`
 	}
 	stats := map[string]stat{}
 	for _, k := range kinds {
 		d := slices.Clone(c.recoveries[k])
 		slices.Sort(d)
-		s := stat{N: len(d), MedianS: d[len(d)/2].Seconds(), P95S: d[(len(d)*95)/100].Seconds(), MaxS: d[len(d)-1].Seconds()}
+		s := stat{N: len(d), MedianSeconds: d[len(d)/2].Seconds(), P95Seconds: d[(len(d)*95)/100].Seconds(), MaxSeconds: d[len(d)-1].Seconds()}
 		stats[k] = s
-		fmt.Fprintf(&b, "  %-16s n=%-4d median %5.1f s  p95 %5.1f s  max %5.1f s\n", k, s.N, s.MedianS, s.P95S, s.MaxS)
+		fmt.Fprintf(&b, "  %-26s n=%-4d median %5.1f s  p95 %5.1f s  max %5.1f s\n", k, s.N, s.MedianSeconds, s.P95Seconds, s.MaxSeconds)
 	}
 	fmt.Fprintf(&b, "pods left Pending for lack of devices at a settle: %d; settles that waited on a full disk: %d\n", c.unscheduled, c.prepareWaits)
 	fmt.Print("\n" + b.String())

@@ -47,22 +47,11 @@ mkdir -p "$data"
 mount -t tmpfs -o "size=${size}m,mode=0750" gpudra-chaos-data "$data"
 stamp "plugin data directory: tmpfs of $size MiB at $data"
 
-cat >"$STATE/values.yaml" <<VALUES
-# Chart values for the local cluster (written by chaos.sh).
-image:
-  repository: $PLUGIN_IMAGE_REPO
-  tag: $PLUGIN_IMAGE_TAG
-  pullPolicy: Never
-kubeletDir: $KUBELET_DIR
-cdiDir: $CDI_DIR
-fakeStateDir: $FAKE_STATE_DIR
-VALUES
+write_chart_values "$STATE/values.yaml"
 
 mkdir -p "$(dirname "$report")"
 set +e
-(cd "$root" && KUBECONFIG=$KUBECONFIG_ADMIN \
-  GPUDRA_E2E_HELM=$HELM GPUDRA_E2E_KUBECTL=$K8S_BIN/kubectl \
-  GPUDRA_E2E_VALUES=$STATE/values.yaml GPUDRA_E2E_TEST_IMAGE=$BUSYBOX_IMAGE GPUDRA_E2E_PULL_POLICY=Never \
+(cd "$root" && env "${suite_env[@]}" \
   CHAOS_ITERATIONS=$iterations CHAOS_TIMEOUT=$timeout CHAOS_REPORT=$report \
   go test -tags 'e2e chaos' -count=1 -v -timeout 0 -run '^TestChaos$' ./e2e/)
 rc=$?

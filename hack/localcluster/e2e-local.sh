@@ -35,21 +35,10 @@ if [ "${GPUDRA_E2E_KEEP:-}" != 1 ]; then trap '"$here/down.sh"' EXIT; fi
 "$here/up.sh"
 stamp "cluster ready"
 
-cat >"$STATE/values.yaml" <<VALUES
-# Chart values for the local cluster (written by e2e-local.sh).
-image:
-  repository: $PLUGIN_IMAGE_REPO
-  tag: $PLUGIN_IMAGE_TAG
-  pullPolicy: Never
-kubeletDir: $KUBELET_DIR
-cdiDir: $CDI_DIR
-fakeStateDir: $FAKE_STATE_DIR
-VALUES
+write_chart_values "$STATE/values.yaml"
 
 set +e
-(cd "$root" && KUBECONFIG=$KUBECONFIG_ADMIN \
-  GPUDRA_E2E_HELM=$HELM GPUDRA_E2E_KUBECTL=$K8S_BIN/kubectl \
-  GPUDRA_E2E_VALUES=$STATE/values.yaml GPUDRA_E2E_TEST_IMAGE=$BUSYBOX_IMAGE GPUDRA_E2E_PULL_POLICY=Never \
+(cd "$root" && env "${suite_env[@]}" \
   go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "$E2E_RUN"} ./e2e/)
 rc=$?
 set -e

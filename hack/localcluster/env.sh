@@ -40,3 +40,24 @@ eval "$("$(dirname "${BASH_SOURCE[0]}")/build.sh" paths)"
 export PATH="$CONTAINERD_BIN:$K8S_BIN:$ETCD_BIN:$PATH"
 
 log() { echo "[e2e-local $(date +%T.%3N | cut -c1-12)] $*"; }
+
+# write_chart_values FILE: the chart values that put the plugin's host paths
+# where this cluster has them and use the images images.sh imported
+# (e2e-local.sh, chaos.sh).
+write_chart_values() {
+  cat >"$1" <<VALUES
+# Chart values for the local cluster (written by $(basename "$0")).
+image:
+  repository: $PLUGIN_IMAGE_REPO
+  tag: $PLUGIN_IMAGE_TAG
+  pullPolicy: Never
+kubeletDir: $KUBELET_DIR
+cdiDir: $CDI_DIR
+fakeStateDir: $FAKE_STATE_DIR
+VALUES
+}
+
+# suite_env: the environment the e2e suite (and the chaos run) needs for
+# this cluster; use as: env "${suite_env[@]}" go test ...
+suite_env=(KUBECONFIG="$KUBECONFIG_ADMIN" GPUDRA_E2E_HELM="$HELM" GPUDRA_E2E_KUBECTL="$K8S_BIN/kubectl"
+  GPUDRA_E2E_VALUES="$STATE/values.yaml" GPUDRA_E2E_TEST_IMAGE="$BUSYBOX_IMAGE" GPUDRA_E2E_PULL_POLICY=Never)
