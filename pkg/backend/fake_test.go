@@ -117,8 +117,9 @@ func TestFakeSysfs(t *testing.T) {
 			t.Errorf("GPU %d NUMA list %v, %v", g.Index, list.Value.IntValues, err)
 		}
 	}
-	if len(roots) != 4 || len(numa) != 2 || numa[0] != 4 || numa[1] != 4 {
-		t.Errorf("pcieRoots %v, NUMA nodes %v; want 4 roots of 2 GPUs, 2 nodes of 4", roots, numa)
+	// A DGX B200: one host bridge per GPU, GPUs 0-3 on NUMA node 0.
+	if len(roots) != 8 || len(numa) != 2 || numa[0] != 4 || numa[1] != 4 {
+		t.Errorf("pcieRoots %v, NUMA nodes %v; want 8 roots of 1 GPU, 2 nodes of 4", roots, numa)
 	}
 	if r, _ := deviceattribute.GetPCIeRootAttributeByPCIBusID(node.GPUs[0].PCIBusID, sysfs); *r.Value.StringValue != "pci0000:18" {
 		t.Errorf("GPU 0 pcieRoot %q", *r.Value.StringValue)

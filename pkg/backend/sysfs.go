@@ -66,9 +66,12 @@ func writePCIDevice(sys string, s nvmlfake.PCIeSlot) error {
 const cpusPerNode = 2
 
 // writeNUMANodes creates devices/system/node/node<N> (distance, cpulist)
-// and devices/system/cpu/cpu<C> (node link, physical_package_id), one
-// socket per NUMA node.
+// and devices/system/cpu/cpu<C> (node link, physical_package_id). The
+// nodes are spread over two sockets, the first half on socket 0 (a DGX
+// A100's AMD EPYCs in NPS4 mode have four nodes each, a DGX H100's Xeons
+// one each).
 func writeNUMANodes(sys string, n int) error {
+	socket := func(node int) int { return node * min(n, 2) / n }
 	for node := range n {
 		dir := filepath.Join(sys, "devices", "system", "node", fmt.Sprintf("node%d", node))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -76,9 +79,13 @@ func writeNUMANodes(sys string, n int) error {
 		}
 		dist := make([]string, n)
 		for other := range n {
-			dist[other] = "21"
-			if other == node {
+			switch {
+			case other == node:
 				dist[other] = "10"
+			case socket(other) == socket(node):
+				dist[other] = "12"
+			default:
+				dist[other] = "32"
 			}
 		}
 		first := node * cpusPerNode
@@ -96,7 +103,7 @@ func writeNUMANodes(sys string, n int) error {
 			if err := os.MkdirAll(filepath.Join(cpuDir, "topology"), 0o755); err != nil {
 				return err
 			}
-			if err := os.WriteFile(filepath.Join(cpuDir, "topology", "physical_package_id"), []byte(fmt.Sprintf("%d\n", node)), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(cpuDir, "topology", "physical_package_id"), []byte(fmt.Sprintf("%d\n", socket(node))), 0o644); err != nil {
 				return err
 			}
 			if err := os.Symlink(filepath.Join("..", "..", "node", fmt.Sprintf("node%d", node)), filepath.Join(cpuDir, fmt.Sprintf("node%d", node))); err != nil {

@@ -1,7 +1,10 @@
 package nvmlfake
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -127,8 +130,15 @@ func TestCoreCounts(t *testing.T) {
 	}
 }
 
+// TestPCIeLayout: the slots agree with NVML's bus IDs; without placements
+// in the profile, GPUs go two per root complex over two NUMA nodes.
 func TestPCIeLayout(t *testing.T) {
-	s := start(t, "dgx-h100", "n", "")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "eight.yaml")
+	if err := os.WriteFile(file, []byte("gpus:\n"+strings.Repeat("- model: h100-sxm5-80gb\n", 8)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, file, "n", "")
 	roots, numa := map[string]int{}, map[int]int{}
 	for i, slot := range s.PCIeSlots() {
 		roots[slot.RootComplex]++

@@ -23,6 +23,8 @@ const maxGPUs = 16
 //	gpus:
 //	- model: h100-sxm5-80gb          # a name from Models() or a product name
 //	  nvlinkIsland: 0                # GPUs with the same island are NVLink peers
+//	  pci: {bus: 0x1b, root: 0x18, numaNode: 0}  # optional, on all GPUs or none:
+//	                                 # PCI bus, root complex bus, NUMA node
 //	- model: l4                      # no nvlinkIsland: no NVLink peers
 //	  migEnabled: false              # MIG mode of a GPU the state does not know yet
 type ProfileFile struct {
@@ -36,6 +38,19 @@ type GPUSpec struct {
 	Model        string `json:"model"`
 	NVLinkIsland *int   `json:"nvlinkIsland,omitempty"`
 	MigEnabled   bool   `json:"migEnabled,omitempty"`
+	// PCI places the GPU in the host's PCIe tree; without it (on every GPU
+	// of the profile) the GPUs are laid out two per root complex.
+	PCI *PCIPlacement `json:"pci,omitempty"`
+}
+
+// PCIPlacement is where a GPU sits in the host's PCIe tree, as the sysfs
+// of a real system shows it: its bus number, the bus number of its PCIe
+// root complex (GPUs with the same root share a root complex, the
+// standard pcieRoot attribute) and its NUMA node.
+type PCIPlacement struct {
+	Bus      int `json:"bus"`
+	Root     int `json:"root"`
+	NUMANode int `json:"numaNode"`
 }
 
 // profile is a resolved profile: models looked up, versions parsed.
@@ -52,6 +67,8 @@ type gpuSlot struct {
 	// island is the NVLink island, or noIsland.
 	island     int
 	migEnabled bool
+	pcie       PCIeSlot
+	bus        int
 }
 
 const noIsland = -1
@@ -65,22 +82,44 @@ const (
 func onIsland(id int) *int { return &id }
 
 // eight returns a profile file of eight GPUs of one model on one NVSwitch
-// island, like a DGX/HGX board.
-func eight(modelKey, driver, cuda string) ProfileFile {
+// island, placed in the PCIe tree of a DGX system (pcie, one placement per
+// GPU in index order).
+func eight(modelKey, driver, cuda string, pcie []PCIPlacement) ProfileFile {
 	p := ProfileFile{DriverVersion: driver, CUDADriverVersion: cuda}
-	for range 8 {
-		p.GPUs = append(p.GPUs, GPUSpec{Model: modelKey, NVLinkIsland: onIsland(0)})
+	for i := range 8 {
+		p.GPUs = append(p.GPUs, GPUSpec{Model: modelKey, NVLinkIsland: onIsland(0), PCI: &pcie[i]})
 	}
 	return p
 }
 
+// The PCIe trees of DGX systems, from public nvidia-smi and
+// `nvidia-smi topo -m` outputs (testdata/calibration/profiles/ names the
+// sources): bus numbers and NUMA nodes as the systems report them; which
+// GPUs share a root complex as topo -m implies (GPUs of a DGX A100 pair up
+// behind one PCIe switch; each GPU of a DGX H100/B200 has its own host
+// bridge). The root bus numbers themselves are not in those outputs:
+// each root is placed three buses above its first GPU.
+var (
+	// dgxA100PCIe: 8 NUMA nodes (AMD EPYC, NPS4), pairs per switch.
+	dgxA100PCIe = []PCIPlacement{
+		{0x07, 0x04, 3}, {0x0f, 0x04, 3}, {0x47, 0x44, 1}, {0x4e, 0x44, 1},
+		{0x87, 0x84, 7}, {0x90, 0x84, 7}, {0xb7, 0xb4, 5}, {0xbd, 0xb4, 5},
+	}
+	// dgxHopperPCIe (DGX H100, H200 and B200): two NUMA nodes, one host
+	// bridge per GPU.
+	dgxHopperPCIe = []PCIPlacement{
+		{0x1b, 0x18, 0}, {0x43, 0x40, 0}, {0x52, 0x4f, 0}, {0x61, 0x5e, 0},
+		{0x9d, 0x9a, 1}, {0xc3, 0xc0, 1}, {0xd1, 0xce, 1}, {0xdf, 0xdc, 1},
+	}
+)
+
 // builtinProfiles are the profiles selectable by name.
 var builtinProfiles = map[string]ProfileFile{
-	"dgx-a100": eight("a100-sxm4-40gb", defaultDriverVersion, defaultCUDAVersion),
-	"dgx-h100": eight("h100-sxm5-80gb", defaultDriverVersion, defaultCUDAVersion),
-	"dgx-h200": eight("h200-sxm5-141gb", defaultDriverVersion, defaultCUDAVersion),
+	"dgx-a100": eight("a100-sxm4-40gb", defaultDriverVersion, defaultCUDAVersion, dgxA100PCIe),
+	"dgx-h100": eight("h100-sxm5-80gb", defaultDriverVersion, defaultCUDAVersion, dgxHopperPCIe),
+	"dgx-h200": eight("h200-sxm5-141gb", defaultDriverVersion, defaultCUDAVersion, dgxHopperPCIe),
 	// Blackwell needs an R570 driver.
-	"dgx-b200": eight("b200-sxm-180gb", "570.124.06", "12.8"),
+	"dgx-b200": eight("b200-sxm-180gb", "570.124.06", "12.8", dgxHopperPCIe),
 	// Two NVLink islands of different models and a PCIe card without
 	// NVLink or MIG: the shapes that matchAttribute on nvlinkGroup and
 	// per-model selectors must get right.
@@ -177,7 +216,51 @@ func resolveProfile(pf ProfileFile) (*profile, error) {
 		}
 		p.gpus = append(p.gpus, slot)
 	}
+	if err := placePCIe(p, pf); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// placePCIe lays the GPUs out in the PCIe tree: as the profile places
+// them, or two per root complex.
+func placePCIe(p *profile, pf ProfileFile) error {
+	placed := 0
+	for _, g := range pf.GPUs {
+		if g.PCI != nil {
+			placed++
+		}
+	}
+	if placed == 0 {
+		for i := range p.gpus {
+			p.gpus[i].pcie = pcieSlot(i, len(p.gpus))
+			p.gpus[i].bus = busNumber(i)
+		}
+		return nil
+	}
+	if placed != len(pf.GPUs) {
+		return fmt.Errorf("%d of %d GPUs have a pci placement: place all or none", placed, len(pf.GPUs))
+	}
+	buses := map[int]bool{}
+	perRoot := map[int]int{}
+	for i, g := range pf.GPUs {
+		pl := *g.PCI
+		switch {
+		case pl.Bus <= 0 || pl.Bus > 0xff || buses[pl.Bus]:
+			return fmt.Errorf("GPU %d: pci bus %#x: want a bus number from 0x01 to 0xff that no other GPU has", i, pl.Bus)
+		case pl.Root < 0 || pl.Root+2 >= pl.Bus:
+			return fmt.Errorf("GPU %d: pci root %#x: want a bus number below the GPU's %#x by at least 3 (root port, switch)", i, pl.Root, pl.Bus)
+		case pl.NUMANode < 0:
+			return fmt.Errorf("GPU %d: numaNode must not be negative", i)
+		case perRoot[pl.Root] >= 32:
+			return fmt.Errorf("GPU %d: more than 32 GPUs under root %#x", i, pl.Root)
+		}
+		buses[pl.Bus] = true
+		p.gpus[i].pcie = placedSlot(pl, perRoot[pl.Root])
+		p.gpus[i].bus = pl.Bus
+		perRoot[pl.Root]++
+	}
+	return nil
 }
 
 // parseCUDAVersion turns "12.4" into NVML's 12040.

@@ -71,7 +71,7 @@ func regenerate(t *testing.T, path string, gen func([]byte) []byte) {
 }
 
 func writeProfileTable(w *bytes.Buffer) {
-	fmt.Fprintf(w, "| profile | GPUs (index order) | NVLink islands | driver / CUDA |\n| --- | --- | --- | --- |\n")
+	fmt.Fprintf(w, "| profile | GPUs (index order) | NVLink islands | PCIe / NUMA | driver / CUDA |\n| --- | --- | --- | --- | --- |\n")
 	for _, name := range Profiles() {
 		p := builtinProfiles[name]
 		var gpus, islands []string
@@ -89,10 +89,31 @@ func writeProfileTable(w *bytes.Buffer) {
 		for _, id := range order {
 			islands = append(islands, fmt.Sprintf("%d: GPUs %s", id, strings.Join(members[id], ",")))
 		}
-		fmt.Fprintf(w, "| `%s` | %s | %s | %s / %s |\n", name, compress(gpus), strings.Join(islands, "; "),
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s / %s |\n", name, compress(gpus), strings.Join(islands, "; "), pcieLayout(p),
 			orDefault(p.DriverVersion, defaultDriverVersion), orDefault(p.CUDADriverVersion, defaultCUDAVersion))
 	}
 	fmt.Fprintln(w)
+}
+
+// pcieLayout describes a profile's PCIe tree: the bus numbers, NUMA nodes
+// and shared roots of a real system, with its evidence, or the synthetic
+// layout.
+func pcieLayout(p ProfileFile) string {
+	if p.GPUs[0].PCI == nil {
+		return "synthetic: two GPUs per root complex, two NUMA nodes"
+	}
+	var bus, numa []string
+	perRoot := map[int]int{}
+	for _, g := range p.GPUs {
+		bus = append(bus, fmt.Sprintf("%02x", g.PCI.Bus))
+		numa = append(numa, fmt.Sprint(g.PCI.NUMANode))
+		perRoot[g.PCI.Root]++
+	}
+	share := "one GPU per root complex"
+	if perRoot[p.GPUs[0].PCI.Root] > 1 {
+		share = fmt.Sprintf("%d GPUs per root complex", perRoot[p.GPUs[0].PCI.Root])
+	}
+	return fmt.Sprintf("buses %s; NUMA %s; %s", strings.Join(bus, ","), strings.Join(numa, ","), share)
 }
 
 // compress writes runs of the same model as "8 × `x`".

@@ -73,15 +73,14 @@ func New(opts Options) (*Server, error) {
 	}
 	for i, slot := range prof.gpus {
 		dev := s.Server.Devices[i].(*server.Device)
-		pcie := pcieSlot(i, len(prof.gpus))
 		g := &fakeGPU{
 			s:      s,
 			dev:    dev,
 			index:  i,
 			model:  slot.model,
 			uuid:   gpuUUID(opts.NodeName, i, slot.model),
-			pcie:   pcie,
-			bus:    busNumber(i),
+			pcie:   slot.pcie,
+			bus:    slot.bus,
 			island: slot.island,
 		}
 		if slot.island != noIsland {

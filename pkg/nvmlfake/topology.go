@@ -41,6 +41,21 @@ func pcieSlot(index, n int) PCIeSlot {
 	}
 }
 
+// placedSlot is a GPU placed by its profile; side is how many GPUs of the
+// same root come before it (each gets its own switch downstream port).
+func placedSlot(p PCIPlacement, side int) PCIeSlot {
+	return PCIeSlot{
+		BusID:       fmt.Sprintf("0000:%02x:00.0", p.Bus),
+		RootComplex: fmt.Sprintf("pci0000:%02x", p.Root),
+		Bridges: []string{
+			fmt.Sprintf("0000:%02x:01.0", p.Root),
+			fmt.Sprintf("0000:%02x:00.0", p.Root+1),
+			fmt.Sprintf("0000:%02x:%02x.0", p.Root+2, side),
+		},
+		NUMANode: p.NUMANode,
+	}
+}
+
 // busNumber is the PCI bus of GPU index (see pcieSlot).
 func busNumber(index int) int { return 0x18 + 0x18*(index/2) + 3 + 8*(index%2) }
 
