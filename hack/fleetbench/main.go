@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -134,6 +135,7 @@ func runCmd(ctx context.Context, args []string) error {
 	metricsURL := fs.String("scheduler-metrics", "", "kube-scheduler's /metrics URL")
 	apiserverPID := fs.Int("apiserver-pid", 0, "kube-apiserver's PID, for its memory")
 	schedulerPID := fs.Int("scheduler-pid", 0, "kube-scheduler's PID, for its memory")
+	only := fs.String("only", "", "comma-separated cells to run, as workload/state (e.g. gpu1/90%); default: all")
 	_ = fs.Parse(args)
 	if *metricsURL == "" || *apiserverPID == 0 || *schedulerPID == 0 {
 		return fmt.Errorf("run needs --scheduler-metrics, --apiserver-pid and --scheduler-pid")
@@ -159,7 +161,12 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r := &runner{fleet: f, metrics: metrics, maxPods: *maxPods, cellTimeout: *cellTimeout, binds: binds}
+	r := &runner{fleet: f, metrics: metrics, maxPods: *maxPods, cellTimeout: *cellTimeout, binds: binds, only: map[string]bool{}}
+	for _, c := range strings.Split(*only, ",") {
+		if c != "" {
+			r.only[c] = true
+		}
+	}
 	result.Cells, err = r.run(ctx, result.Layout)
 	// Whatever happened, keep what was measured.
 	if _, peak, merr := processMemory(*apiserverPID); merr == nil {

@@ -76,6 +76,9 @@ type runner struct {
 	maxPods     int
 	cellTimeout time.Duration
 	binds       *bindTracker
+	// only, when not empty, lists the cells to run as "workload/state"
+	// (for a profile of one of them).
+	only map[string]bool
 }
 
 // bindTracker records when each pod of the namespace was first seen bound.
@@ -179,14 +182,24 @@ func (r *runner) run(ctx context.Context, layout string) ([]cellResult, error) {
 		packed bool
 	}
 	for _, ph := range []phase{{"empty", false, false}, {"90%", true, false}, {"90%", true, true}} {
+		var hid hidden
 		if ph.busy {
 			if err := r.fleet.fill(ctx, ph.packed); err != nil {
 				return out, err
+			}
+			if layout == layoutHideBusy {
+				var err error
+				if hid, err = r.fleet.hideBusy(ctx, ph.packed); err != nil {
+					return out, fmt.Errorf("hide the placements of busy GPUs: %w", err)
+				}
 			}
 			time.Sleep(settle)
 		}
 		for _, w := range workloads {
 			if ph.busy && w.busyPacked != ph.packed {
+				continue
+			}
+			if len(r.only) > 0 && !r.only[w.name+"/"+ph.state] {
 				continue
 			}
 			if w.needsMIG(ph.busy) && !hasMIG(layout) {
@@ -204,6 +217,9 @@ func (r *runner) run(ctx context.Context, layout string) ([]cellResult, error) {
 		}
 		if ph.busy {
 			if err := r.fleet.empty(ctx); err != nil {
+				return out, err
+			}
+			if err := r.fleet.unhide(ctx, hid); err != nil {
 				return out, err
 			}
 			time.Sleep(settle)

@@ -36,6 +36,7 @@ var palette = map[string]string{
 	layoutNVIDIA:      "#b2182b",
 	layoutFewProfiles: "#7fbc41",
 	layoutLean:        "#e08214",
+	layoutHideBusy:    "#8073ac",
 }
 
 const (
