@@ -28,8 +28,8 @@
 #                                workload and time per workload
 #   BENCH_FLEET_LEVERS           layouts run at the largest size only, to
 #                                measure a lever on gpudra's side (default
-#                                gpudra-3-profiles; also gpudra-lean-mig;
-#                                empty: none)
+#                                gpudra-publish-all gpudra-3-profiles; also
+#                                gpudra-lean-mig; empty: none)
 #   BENCH_FLEET_OUT, GPUDRA_CACHE, GPUDRA_BENCH_STATE (default
 #   /var/lib/gpudra-bench-fleet)
 #   BENCH_FLEET_LOCK=0           do not take the lock (to debug the
@@ -47,7 +47,7 @@ case $mode in
 esac
 sizes=${BENCH_FLEET_NODES:-$sizes}
 layouts=${BENCH_FLEET_LAYOUTS:-gpudra whole-gpus nvidia-shaped}
-levers=${BENCH_FLEET_LEVERS-gpudra-3-profiles}
+levers=${BENCH_FLEET_LEVERS-gpudra-publish-all gpudra-3-profiles}
 max_pods=${BENCH_FLEET_MAX_PODS:-$max_pods}
 cell_timeout=${BENCH_FLEET_CELL_TIMEOUT:-$cell_timeout}
 out=$(mkdir -p "${BENCH_FLEET_OUT:-$root/bench-fleet}" && cd "${BENCH_FLEET_OUT:-$root/bench-fleet}" && pwd)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 func TestQuantile(t *testing.T) {
@@ -204,5 +206,44 @@ func TestReplaceGenerated(t *testing.T) {
 	want := "# Performance\n\nWritten by hand.\n\n" + beginMarker + "\nsecond\n" + endMarker + "\n\nAfterwards, by hand.\n"
 	if string(got) != want {
 		t.Errorf("page after the second report:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestHideBusyIsTheBuilders: taking the placements of GPUs held whole out
+// of gpudra's slices, as the benchmark does when it fills the fleet, gives
+// exactly the slices gpudra's slice builder builds for those GPUs in use.
+func TestHideBusyIsTheBuilders(t *testing.T) {
+	for _, busy := range []int{7, 8} {
+		err := fakenodes.WithNode(context.Background(), "dgx-h100", "node-a", t.TempDir(), func(node gpu.Node, sysfsRoot string) error {
+			full, err := nodeSlices(node, sysfsRoot, driverName, layoutGpudra)
+			if err != nil {
+				return err
+			}
+			inUse := map[string]gpu.Use{}
+			for _, g := range node.GPUs {
+				if g.Minor < busy {
+					inUse[g.UUID] = gpu.UsedWhole
+				}
+			}
+			res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot, InUse: inUse})
+			if err != nil {
+				return err
+			}
+			want := res.Pools[node.Name].Slices
+			if len(want) != len(full) {
+				t.Fatalf("%d busy: the builder makes %d slices, the full layout %d", busy, len(want), len(full))
+			}
+			for i := range full {
+				got := withoutHeldPlacements(full[i].Devices, func(minor int) bool { return minor < busy })
+				if !reflect.DeepEqual(deviceNames([]resourceslice.Slice{{Devices: got}}), deviceNames(want[i:i+1])) {
+					t.Errorf("%d busy, slice %d: the benchmark publishes %v, the builder %v", busy, i,
+						deviceNames([]resourceslice.Slice{{Devices: got}}), deviceNames(want[i:i+1]))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -12,23 +12,44 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
-// layoutHideBusy is gpudra's layout as the plugin would publish it if it
-// took the MIG placements of a GPU out of its slices while it holds the
-// GPU prepared whole for a claim, and put them back at unprepare: the
-// placements cannot be allocated then anyway (the whole GPU consumes all
-// their counters), but the scheduler still converts every one and runs the
-// class's CEL on it for every claim it tries on the node. The plugin does
-// not do this (yet); on the 90% fleet the benchmark publishes the slices
-// the plugin would publish once the busy claims are prepared. On an empty
-// fleet it is gpudra's layout.
-const layoutHideBusy = "gpudra-hide-busy"
+// layoutPublishAll is gpudra's layout as the plugin published it before it
+// left out the devices of GPUs its prepared claims hold: on the 90% fleet,
+// the placements of every GPU taken whole stay published. (On an empty
+// fleet it is gpudra's layout.) The gpudra layouts leave them out, as the
+// plugin does once the busy claims are prepared: the benchmark takes them
+// out of the slices when it fills the fleet (hideBusy), exactly as the
+// slice builder leaves them out (TestHideBusyIsTheBuilders).
+const layoutPublishAll = "gpudra-publish-all"
+
+// hidesBusy says whether the layout leaves out the placements of GPUs
+// held whole, as gpudra's plugin does.
+func hidesBusy(layout string) bool {
+	switch layout {
+	case layoutGpudra, layoutFewProfiles, layoutLean:
+		return true
+	}
+	return false
+}
+
+// withoutHeldPlacements returns the devices but the MIG placements of the
+// GPUs (by minor) that held says are taken whole.
+func withoutHeldPlacements(devices []resourceapi.Device, held func(minor int) bool) []resourceapi.Device {
+	out := []resourceapi.Device{}
+	for _, d := range devices {
+		if name, ok := gpu.ParseDeviceName(d.Name); ok && name.MIG && held(name.Minor) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
 
 // hidden holds the full device lists of the slices hideBusy changed, by
 // slice name.
 type hidden map[string][]resourceapi.Device
 
 // hideBusy takes the placements of every GPU the 90% state took whole out
-// of the slices.
+// of the slices, as gpudra's plugin does once it has prepared the claims.
 func (f *fleet) hideBusy(ctx context.Context, packed bool) (hidden, error) {
 	list, err := f.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -45,13 +66,7 @@ func (f *fleet) hideBusy(ctx context.Context, packed bool) (hidden, error) {
 			return nil, fmt.Errorf("slice %s of node %s: not a fleet node", s.Name, *s.Spec.NodeName)
 		}
 		busy := busyGPUs(i, packed)
-		var keep []resourceapi.Device
-		for _, d := range s.Spec.Devices {
-			if name, ok := gpu.ParseDeviceName(d.Name); ok && name.MIG && name.Minor < busy {
-				continue
-			}
-			keep = append(keep, d)
-		}
+		keep := withoutHeldPlacements(s.Spec.Devices, func(minor int) bool { return minor < busy })
 		if len(keep) == len(s.Spec.Devices) {
 			continue
 		}

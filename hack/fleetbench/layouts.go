@@ -47,7 +47,7 @@ const (
 // the levers.
 var (
 	compared = []string{layoutGpudra, layoutWhole, layoutNVIDIA}
-	levers   = []string{layoutFewProfiles, layoutHideBusy, layoutLean}
+	levers   = []string{layoutPublishAll, layoutFewProfiles, layoutLean}
 	layouts  = append(append([]string{}, compared...), levers...)
 )
 
@@ -75,7 +75,7 @@ func nodeSlices(node gpu.Node, sysfsRoot, driver, layout string) ([]resourceslic
 	}
 	pool := res.Pools[node.Name].Slices
 	switch layout {
-	case layoutGpudra, layoutWhole, layoutFewProfiles, layoutHideBusy:
+	case layoutGpudra, layoutWhole, layoutFewProfiles, layoutPublishAll:
 		return pool, nil
 	case layoutNVIDIA:
 		return nvidiaShaped(pool)

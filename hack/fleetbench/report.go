@@ -357,8 +357,8 @@ func (r report) leversTable(b *strings.Builder) {
 		switch l {
 		case layoutFewProfiles:
 			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-profiles=%s`. ", l, fewProfiles)
-		case layoutHideBusy:
-			fmt.Fprintf(b, "`%s`: gpudra's layout without the MIG placements of GPUs allocated whole on the 90%% fleet, as the plugin would publish it if it hid them while it holds the GPU prepared (it does not yet). ", l)
+		case layoutPublishAll:
+			fmt.Fprintf(b, "`%s`: gpudra's layout as published before the plugin left out the placements of GPUs its claims hold whole (on the 90%% fleet, every placement stays published). ", l)
 		case layoutLean:
 			fmt.Fprintf(b, "`%s`: gpudra's layout with the MIG placements' attributes cut to `%s`. ", l, strings.Join(leanMigAttributes, "`, `"))
 		}

@@ -187,7 +187,7 @@ func (r *runner) run(ctx context.Context, layout string) ([]cellResult, error) {
 			if err := r.fleet.fill(ctx, ph.packed); err != nil {
 				return out, err
 			}
-			if layout == layoutHideBusy {
+			if hidesBusy(layout) {
 				var err error
 				if hid, err = r.fleet.hideBusy(ctx, ph.packed); err != nil {
 					return out, fmt.Errorf("hide the placements of busy GPUs: %w", err)

@@ -36,7 +36,7 @@ var palette = map[string]string{
 	layoutNVIDIA:      "#b2182b",
 	layoutFewProfiles: "#7fbc41",
 	layoutLean:        "#e08214",
-	layoutHideBusy:    "#8073ac",
+	layoutPublishAll:  "#8073ac",
 }
 
 const (

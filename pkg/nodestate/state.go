@@ -274,3 +274,26 @@ func toPrepared(devs []checkpoint.Device) []PreparedDevice {
 	}
 	return out
 }
+
+// GPUsInUse returns, by GPU UUID, how the claims recorded on this node hold
+// the GPUs: whole, or through MIG partitions. Devices with admin access
+// are left out: they take nothing from other claims. The plugin publishes
+// from it: a GPU held whole has no placement anyone could be given, and one
+// whose partitions are held has no whole device anyone could be given.
+func (s *State) GPUsInUse() map[string]gpu.Use {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]gpu.Use{}
+	for _, c := range s.cp.Claims {
+		for _, d := range c.Devices {
+			switch {
+			case d.AdminAccess:
+			case d.Mig != nil:
+				out[d.GPUUUID] = gpu.UsedByMIG
+			default:
+				out[d.GPUUUID] = gpu.UsedWhole
+			}
+		}
+	}
+	return out
+}

@@ -39,6 +39,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: out}
 	}
+	d.republishIfInUseChanged(ctx)
 	return result, nil
 }
 
@@ -55,6 +56,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			result[claim.UID] = nil
 		}
 	}
+	d.republishIfInUseChanged(ctx)
 	return result, nil
 }
 

@@ -93,6 +93,10 @@ type Driver struct {
 	// wholeGPUsOnly is set once the API server dropped the partitionable
 	// fields: from then on only whole GPUs are published.
 	wholeGPUsOnly bool
+	// inUse is how the prepared claims held the GPUs at the last publish.
+	inUse map[string]gpu.Use
+	// publishMu serializes publishes.
+	publishMu sync.Mutex
 	// attributes are the published devices' attributes, by device name:
 	// what the device metadata of a prepared device repeats.
 	attributes map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute

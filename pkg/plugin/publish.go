@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"k8s.io/klog/v2"
 
@@ -10,11 +11,17 @@ import (
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
-// publish builds the node's ResourceSlices from the inventory and the
-// current health and hands them to the helper's ResourceSlice controller,
-// which writes only what changed.
+// publish builds the node's ResourceSlices from the inventory, the current
+// health and how the prepared claims hold the GPUs, and hands them to the
+// helper's ResourceSlice controller, which writes only what changed.
+// Publishes are serialized, so the last one always built from the latest
+// state.
 func (d *Driver) publish(ctx context.Context) error {
+	d.publishMu.Lock()
+	defer d.publishMu.Unlock()
+	inUse := d.state.GPUsInUse()
 	d.mu.Lock()
+	d.inUse = inUse
 	node := d.node
 	health := make(map[string]gpu.Health, len(d.health))
 	for uuid, ev := range d.health {
@@ -28,6 +35,7 @@ func (d *Driver) publish(ctx context.Context) error {
 		SysfsRoot:      d.cfg.Backend.SysfsRoot(),
 		Health:         health,
 		AdminInstances: admin,
+		InUse:          inUse,
 		WholeGPUsOnly:  wholeOnly,
 		MigProfiles:    d.cfg.MigProfiles,
 	})
@@ -58,6 +66,25 @@ func warnUnknownProfiles(ctx context.Context, node gpu.Node, choice slicebuilder
 		if !offered[name] {
 			klog.FromContext(ctx).Info("No GPU of this node has the chosen MIG profile; it publishes nothing here", "profile", name, "migProfiles", choice.String())
 		}
+	}
+}
+
+// republishIfInUseChanged publishes again when prepares or unprepares
+// changed how the claims hold the GPUs: a GPU taken whole hides its MIG
+// placements, one whose partitions are taken hides its whole device (one
+// slice write each), and both come back when the claims are unprepared.
+func (d *Driver) republishIfInUseChanged(ctx context.Context) {
+	inUse := d.state.GPUsInUse()
+	d.mu.Lock()
+	same := maps.Equal(inUse, d.inUse)
+	d.mu.Unlock()
+	if same {
+		return
+	}
+	if err := d.publish(ctx); err != nil {
+		// The claims are prepared either way: the slices only publish
+		// more devices than can be allocated until the next publish.
+		klog.FromContext(ctx).Error(err, "Republishing after a change of the GPUs in use")
 	}
 }
 

@@ -27,6 +27,15 @@ type Options struct {
 	// placement they overlap and their whole GPU are not published, and
 	// the GPU's counters shrink by their share.
 	AdminInstances map[string][]gpu.MigInstance
+	// InUse says, by GPU UUID, how the claims prepared on the node hold
+	// the partitionable GPUs. A GPU held whole publishes none of its MIG
+	// placements, and one whose partitions are held publishes no whole
+	// device: neither could be allocated while the claims hold the GPU
+	// (the counters forbid it), but the scheduler would convert every
+	// published device and evaluate the claim's CEL on it, for every claim
+	// it tries on the node. The devices keep their slices, so a change
+	// rewrites one slice. A GPU missing from the map is unused.
+	InUse map[string]gpu.Use
 	// WholeGPUsOnly publishes whole GPUs without counters or MIG
 	// placements: for clusters that do not serve partitionable devices
 	// (the API server drops the fields).
@@ -100,13 +109,15 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, error) {
 		if err != nil {
 			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
 		}
-		if mig.wholeUsable {
+		use := opts.InUse[g.UUID]
+		if mig.wholeUsable && use != gpu.UsedByMIG {
 			d.ConsumesCounters = mig.wholeConsumes
 			layout.wholeGPUs = append(layout.wholeGPUs, d)
 		}
 		layout.counterSets = append(layout.counterSets, mig.counterSet)
 		if len(mig.placements) > 0 {
 			layout.partitions = append(layout.partitions, mig.placements)
+			layout.partitionsHidden = append(layout.partitionsHidden, use == gpu.UsedWhole)
 		}
 	}
 	return layout, nil

@@ -38,6 +38,10 @@ type poolLayout struct {
 	counterSets []resourceapi.CounterSet
 	// partitions holds each partitionable GPU's placements, in minor order.
 	partitions [][]resourceapi.Device
+	// partitionsHidden says, for each group of partitions, that it is
+	// left out (its GPU is held whole): it is packed all the same, so
+	// that hiding it changes its own slice only.
+	partitionsHidden []bool
 }
 
 // pool turns the layout into the controller's Pool. A node without devices
@@ -52,13 +56,42 @@ func (l poolLayout) pool() resourceslice.Pool {
 	for _, sets := range chunk(l.counterSets, counterSetsPerSlice) {
 		out = append(out, resourceslice.Slice{SharedCounters: sets})
 	}
-	for _, devs := range pack(l.partitions, devicesPerSlice) {
+	for _, devs := range l.packedPartitions() {
 		out = append(out, resourceslice.Slice{Devices: devs})
 	}
 	if len(out) == 0 {
 		out = []resourceslice.Slice{{}}
 	}
 	return resourceslice.Pool{Slices: out}
+}
+
+// packedPartitions packs the partitions into slices as if none were
+// hidden, then leaves the hidden ones out: a slice may end up empty, and
+// stays, so that the number of slices (and the pool's generation) does
+// not change when a GPU is taken whole or given back.
+func (l poolLayout) packedPartitions() [][]resourceapi.Device {
+	type tagged struct {
+		hidden bool
+		device resourceapi.Device
+	}
+	groups := make([][]tagged, len(l.partitions))
+	for i, devs := range l.partitions {
+		hidden := i < len(l.partitionsHidden) && l.partitionsHidden[i]
+		for _, d := range devs {
+			groups[i] = append(groups[i], tagged{hidden, d})
+		}
+	}
+	var out [][]resourceapi.Device
+	for _, piece := range pack(groups, devicesPerSlice) {
+		devs := []resourceapi.Device{}
+		for _, t := range piece {
+			if !t.hidden {
+				devs = append(devs, t.device)
+			}
+		}
+		out = append(out, devs)
+	}
+	return out
 }
 
 // chunk cuts items into consecutive pieces of at most size, in order. The

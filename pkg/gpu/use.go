@@ -1,0 +1,14 @@
+package gpu
+
+// Use is how the claims prepared on a node hold one GPU.
+type Use int
+
+const (
+	// Unused: no claim holds the GPU (or only claims with admin access,
+	// which take nothing from others).
+	Unused Use = iota
+	// UsedWhole: a claim holds the whole GPU.
+	UsedWhole
+	// UsedByMIG: claims hold MIG partitions of the GPU.
+	UsedByMIG
+)

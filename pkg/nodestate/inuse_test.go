@@ -1,0 +1,35 @@
+package nodestate
+
+import (
+	"reflect"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/pkg/checkpoint"
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+func TestGPUsInUse(t *testing.T) {
+	n := newNode(t, 4)
+	s := n.start()
+	mustPrepare(t, n.ctx, s, makeClaim(claimSpec{name: "whole", results: []resourceapi.DeviceRequestAllocationResult{result("gpu", 0)}}))
+	mustPrepare(t, n.ctx, s, makeClaim(claimSpec{name: "monitor", results: []resourceapi.DeviceRequestAllocationResult{adminResult("gpu", 2)}}))
+	// A MIG partition's record, as a MIG prepare leaves it (the test
+	// hardware has no MIG).
+	mig := record("mig", 3)
+	mig.Devices[0].Mig = &checkpoint.MigDevice{Profile: "1g.10gb", ProfileID: 19, PlacementStart: 0, PlacementSize: 1}
+	if err := s.putClaim(mig.UID, mig); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]gpu.Use{gpuUUID(0): gpu.UsedWhole, gpuUUID(3): gpu.UsedByMIG}
+	if got := s.GPUsInUse(); !reflect.DeepEqual(got, want) {
+		t.Errorf("GPUsInUse = %v, want %v (admin access holds nothing)", got, want)
+	}
+	if err := s.Unprepare(n.ctx, ClaimRef{UID: uidOf("whole"), Namespace: "default", Name: "whole"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.GPUsInUse(); !reflect.DeepEqual(got, map[string]gpu.Use{gpuUUID(3): gpu.UsedByMIG}) {
+		t.Errorf("after unprepare GPUsInUse = %v", got)
+	}
+}
