@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
-
-	"github.com/gpudra/gpudra/pkg/gpu"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -20,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nodestate"
 	"github.com/gpudra/gpudra/pkg/plugin"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
@@ -205,8 +205,10 @@ func (c *Cluster) Restart(ctx context.Context) (*Cluster, error) {
 	return Start(ctx, c.Opts, c.Client)
 }
 
-// Slices waits until the plugin has published at least one ResourceSlice
-// and the pool is complete, and returns this driver's slices.
+// Slices waits until the plugin's ResourceSlices in the API server are
+// complete and hold exactly the devices of its last publish (the
+// controller writes them asynchronously; a prepare or unprepare that
+// changes which GPUs are held republishes), and returns them.
 func (c *Cluster) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -219,7 +221,7 @@ func (c *Cluster) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, err
 					out = append(out, &list.Items[i])
 				}
 			}
-			if len(out) > 0 && int64(len(out)) == out[0].Spec.Pool.ResourceSliceCount {
+			if len(out) > 0 && int64(len(out)) == out[0].Spec.Pool.ResourceSliceCount && maps.Equal(deviceNames(out), c.Driver.PublishedDevices()) {
 				return out, nil
 			}
 		}
@@ -236,4 +238,15 @@ func healthcheckAddr(on bool) string {
 		return "127.0.0.1:0"
 	}
 	return ""
+}
+
+// deviceNames is the set of the devices in slices.
+func deviceNames(slices []*resourceapi.ResourceSlice) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			out[d.Name] = true
+		}
+	}
+	return out
 }
