@@ -221,7 +221,7 @@ func (c *Cluster) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, err
 					out = append(out, &list.Items[i])
 				}
 			}
-			if len(out) > 0 && int64(len(out)) == out[0].Spec.Pool.ResourceSliceCount && maps.Equal(deviceNames(out), c.Driver.PublishedDevices()) {
+			if len(out) > 0 && poolComplete(out) && maps.Equal(deviceNames(out), c.Driver.PublishedDevices()) {
 				return out, nil
 			}
 		}
@@ -249,4 +249,17 @@ func deviceNames(slices []*resourceapi.ResourceSlice) map[string]bool {
 		}
 	}
 	return out
+}
+
+// poolComplete says whether slices are one whole pool generation, as the
+// allocator requires: while the controller replaces a pool (a new
+// generation), it ignores the pool's devices.
+func poolComplete(slices []*resourceapi.ResourceSlice) bool {
+	pool := slices[0].Spec.Pool
+	for _, s := range slices {
+		if s.Spec.Pool.Generation != pool.Generation || s.Spec.Pool.ResourceSliceCount != pool.ResourceSliceCount {
+			return false
+		}
+	}
+	return int64(len(slices)) == pool.ResourceSliceCount
 }
