@@ -23,6 +23,9 @@ type Backend struct {
 	// driver is what every container needs of the driver's user space
 	// (libraries, binaries, firmware, hooks), found once at Open.
 	driver gpu.Edits
+	// policy sets what NVML cannot: the time slice, and how to run an
+	// MPS control daemon.
+	policy policyTools
 }
 
 // deviceFiles is what the two backends give a container for a device:

@@ -45,7 +45,7 @@ func openFake(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	if opts.InventoryOnly {
-		return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}}, nil
+		return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, policy: newFakePolicy(srv)}, nil
 	}
 	version, ret := srv.SystemGetDriverVersion()
 	if ret != nvml.SUCCESS {
@@ -61,7 +61,7 @@ func openFake(ctx context.Context, opts Options) (*Backend, error) {
 		_ = l.Close()
 		return nil, err
 	}
-	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, driver: driver}, nil
+	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, driver: driver, policy: newFakePolicy(srv)}, nil
 }
 
 // fakeDriverRootDir is the fake driver installation's directory in the

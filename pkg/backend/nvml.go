@@ -46,12 +46,13 @@ func openNVML(ctx context.Context, opts Options) (*Backend, error) {
 		root = "/"
 	}
 	lib := nvml.New()
+	libPath := ""
 	if root != "/" {
 		path, err := findLibrary(root)
 		if err != nil {
 			return nil, err
 		}
-		lib = nvml.New(nvml.WithLibraryPath(path))
+		lib, libPath = nvml.New(nvml.WithLibraryPath(path)), path
 	}
 	l, err := initLibrary(lib, opts.NodeName, "driver root "+root)
 	if err != nil {
@@ -67,7 +68,7 @@ func openNVML(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	devRoot := devRootOf(root)
 	files := nvmlFiles{devRoot: devRoot, hostDevRoot: dr.onHost(devRoot), procRoot: "/proc"}
-	return &Backend{library: l, files: files, driver: driver}, nil
+	return &Backend{library: l, files: files, driver: driver, policy: newNVMLPolicy(root, libPath)}, nil
 }
 
 // findLibrary finds libnvidia-ml below a driver root such as the GPU

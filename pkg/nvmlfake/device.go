@@ -49,6 +49,7 @@ func (g *fakeGPU) install() {
 	g.installMigMode()
 	g.installGpuInstances()
 	g.installMigDevices()
+	g.installComputePolicy()
 	g.installEvents()
 
 	// Fields the mock's own methods read; set for anyone who looks.

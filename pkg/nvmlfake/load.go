@@ -48,6 +48,15 @@ func (g *fakeGPU) validate(gs *gpuState) error {
 			return fmt.Errorf("invalid MIG mode %d", m)
 		}
 	}
+	if gs.ComputeMode < int(nvml.COMPUTEMODE_DEFAULT) || gs.ComputeMode >= int(nvml.COMPUTEMODE_COUNT) {
+		return fmt.Errorf("invalid compute mode %d", gs.ComputeMode)
+	}
+	if gs.TimeSlice < 0 || gs.TimeSlice > maxTimeSliceLevel {
+		return fmt.Errorf("invalid time-slice level %d", gs.TimeSlice)
+	}
+	if gs.ComputeMode != int(nvml.COMPUTEMODE_DEFAULT) && gs.MigMode == nvml.DEVICE_MIG_ENABLE {
+		return fmt.Errorf("compute mode %d with MIG enabled", gs.ComputeMode)
+	}
 	if g.model.mig == nil {
 		if gs.MigMode != nvml.DEVICE_MIG_DISABLE || gs.MigPendingMode != nvml.DEVICE_MIG_DISABLE || len(gs.GpuInstances) > 0 {
 			return fmt.Errorf("model %s does not support MIG", g.model.key)

@@ -30,6 +30,10 @@ type gpuState struct {
 	// Lost is set once the GPU has fallen off the bus (see LoseGPU): every
 	// NVML call on it fails with ERROR_GPU_IS_LOST until the node reboots.
 	Lost bool `json:"lost,omitempty"`
+	// ComputeMode is the nvml.ComputeMode, TimeSlice the compute policy's
+	// time-slice level (0-3); see computepolicy.go. Zero is the default.
+	ComputeMode int `json:"computeMode,omitempty"`
+	TimeSlice   int `json:"timeSlice,omitempty"`
 }
 
 // giState is one GPU instance.
@@ -75,11 +79,13 @@ func (s *state) clone() *state {
 	return out
 }
 
-// resetGPU is what a GPU reset does: the pending MIG mode takes effect and
-// every MIG instance is gone.
+// resetGPU is what a GPU reset does: the pending MIG mode takes effect,
+// every MIG instance is gone, and the compute mode and time slice are back
+// to their defaults.
 func (g *gpuState) resetGPU() {
 	g.MigMode = g.MigPendingMode
 	g.GpuInstances = nil
+	g.ComputeMode, g.TimeSlice = 0, 0
 }
 
 // reboot is what a node reboot does to the GPU: a reset, and a GPU that
