@@ -1,0 +1,201 @@
+package mps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ProcessLauncher runs each daemon as a process on this machine, in a
+// session of its own, so that it outlives the plugin that started it: a
+// plugin restarted in the same process, or another process over the same
+// directories, adopts it through its PID file. It is what the in-process
+// tests and gpudra simulate use; on a cluster the plugin's container would
+// take such processes down with it, so the plugin runs daemons as pods.
+type ProcessLauncher struct {
+	// Root is the directory that holds every daemon's Dir.
+	Root string
+	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL;
+	// zero means 5 seconds.
+	StopTimeout time.Duration
+}
+
+var _ Launcher = (*ProcessLauncher)(nil)
+
+// pidFile, in the daemon's Dir, says which process runs it: "<pid>
+// <start time>", the start time (in clock ticks since boot, from
+// /proc/<pid>/stat) telling the daemon from a later process that reuses
+// its PID.
+const pidFile = "daemon.pid"
+
+// Start starts the daemon unless its PID file names a live process.
+func (l *ProcessLauncher) Start(_ context.Context, d Daemon) error {
+	if _, alive := readPID(d.Dir); alive {
+		return nil
+	}
+	if err := os.MkdirAll(d.LogDir(), 0o755); err != nil {
+		return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
+	}
+	out, err := os.OpenFile(filepath.Join(d.LogDir(), "daemon.out"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
+	}
+	defer out.Close()
+	if len(d.Command.Args) == 0 {
+		return fmt.Errorf("MPS daemon %s: no command", d.ID)
+	}
+	cmd := exec.Command(d.Command.Args[0], d.Command.Args[1:]...)
+	cmd.Env = d.Env()
+	cmd.Dir = d.Dir
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("MPS daemon %s: start %s: %w", d.ID, d.Command.Args[0], err)
+	}
+	// Reap it whenever it ends, so that a dead daemon is not left a
+	// zombie that still looks alive.
+	go func() { _ = cmd.Wait() }()
+	start, err := startTime(cmd.Process.Pid)
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(d.Dir, pidFile), fmt.Sprintf("%d %d\n", cmd.Process.Pid, start))
+	}
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("MPS daemon %s: record its PID: %w", d.ID, err)
+	}
+	return nil
+}
+
+// Stop sends SIGTERM, then SIGKILL after StopTimeout, and waits for the
+// process to be gone.
+func (l *ProcessLauncher) Stop(ctx context.Context, d Daemon) error {
+	pid, alive := readPID(d.Dir)
+	if alive {
+		timeout := l.StopTimeout
+		if timeout == 0 {
+			timeout = 5 * time.Second
+		}
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		if !waitGone(ctx, d.Dir, timeout) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if !waitGone(ctx, d.Dir, timeout) {
+				return fmt.Errorf("MPS daemon %s (pid %d) does not go away", d.ID, pid)
+			}
+		}
+	}
+	if err := os.Remove(filepath.Join(d.Dir, pidFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// List returns the daemons under Root whose process is alive.
+func (l *ProcessLauncher) List(context.Context) ([]string, error) {
+	entries, err := os.ReadDir(l.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range entries {
+		if _, alive := readPID(filepath.Join(l.Root, e.Name())); e.IsDir() && alive {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// PID returns the daemon's process ID while it runs (0 otherwise): tests
+// kill it from outside.
+func (l *ProcessLauncher) PID(d Daemon) int {
+	if pid, alive := readPID(d.Dir); alive {
+		return pid
+	}
+	return 0
+}
+
+func waitGone(ctx context.Context, dir string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if _, alive := readPID(dir); !alive {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// readPID returns the PID in dir's PID file and whether that process is
+// the one that wrote it and is still running (not a zombie).
+func readPID(dir string) (int, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, pidFile))
+	if err != nil {
+		return 0, false
+	}
+	var pid int
+	var start uint64
+	if _, err := fmt.Sscanf(string(data), "%d %d", &pid, &start); err != nil || pid <= 0 {
+		return 0, false
+	}
+	st, err := procStat(pid)
+	if err != nil || st.state == "Z" || st.state == "X" || st.start != start {
+		return pid, false
+	}
+	return pid, true
+}
+
+type stat struct {
+	state string
+	start uint64
+}
+
+// procStat reads a process's state and start time from /proc/<pid>/stat.
+// The command name in parentheses may hold spaces, so fields are counted
+// after its closing parenthesis: state is field 3, starttime field 22.
+func procStat(pid int) (stat, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return stat{}, err
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return stat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return stat{}, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return stat{}, err
+	}
+	return stat{state: f[0], start: start}, nil
+}
+
+func startTime(pid int) (uint64, error) {
+	st, err := procStat(pid)
+	return st.start, err
+}
+
+func writeFileAtomic(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
