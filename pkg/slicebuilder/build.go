@@ -42,6 +42,10 @@ type Options struct {
 	WholeGPUsOnly bool
 	// MigProfiles selects the MIG profiles published (the zero value: all).
 	MigProfiles MigProfiles
+	// ConsumableCapacity publishes whole GPUs that allow multiple
+	// allocations, each claim taking a share of their memory and
+	// multiprocessors (see shared.go).
+	ConsumableCapacity bool
 }
 
 // Build describes a node's GPUs as the ResourceSlices that the kubelet
@@ -100,6 +104,9 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, error) {
 		d, err := wholeGPUDevice(g, shared, health, opts.DriverName)
 		if err != nil {
 			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
+		}
+		if opts.ConsumableCapacity {
+			makeShareable(&d)
 		}
 		if opts.WholeGPUsOnly || !Partitionable(g) || !opts.MigProfiles.publishesAny(g.MIG) {
 			layout.wholeGPUs = append(layout.wholeGPUs, d)

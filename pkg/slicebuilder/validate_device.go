@@ -42,6 +42,9 @@ func (v validator) device(d resourceapi.Device) error {
 		if q := d.Capacity[name].Value; q.Sign() < 0 {
 			return fmt.Errorf("capacity %q: negative value %s", name, q.String())
 		}
+		if err := validateRequestPolicy(d.Capacity[name]); err != nil {
+			return fmt.Errorf("capacity %q: %w", name, err)
+		}
 	}
 
 	if n := len(d.ConsumesCounters); n > resourceapi.ResourceSliceMaxDeviceCounterConsumptionsPerDevice {
