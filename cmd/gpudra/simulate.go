@@ -59,6 +59,8 @@ binary (deviceclasses/ and deviceclasses/examples/ in the source tree).`,
 	cmd.Flags().StringVar(&opts.NodeName, "node-name", "node-1", "name of the simulated node (seeds the fake GPUs' UUIDs)")
 	cmd.Flags().StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name")
 	cmd.Flags().StringVar(&migProfiles, "mig-profiles", "all", "MIG profiles the plugin publishes, as its --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
+	cmd.Flags().BoolVar(&opts.ConsumableCapacity, "consumable-capacity", true, "publish shareable whole GPUs (consumable capacity), as a node pool with the chart's consumableCapacity.enabled does")
+	cmd.Flags().StringVar(&opts.ShareSharing, "consumable-capacity-sharing", "None", "how shares of a GPU are shared when their config does not say: MPS, TimeSlicing or None")
 	cmd.Flags().StringVar(&manifests, "manifests", "", "directory with DeviceClasses (*.yaml) and examples (examples/*.yaml); default: the built-in ones")
 	return cmd
 }
@@ -88,8 +90,8 @@ func runSimulate(ctx context.Context, cmd *cobra.Command, opts simulate.Options,
 		return err
 	}
 	node := cluster.Driver.Node()
-	fmt.Fprintf(out, "node %s: %d GPUs (%s), %d ResourceSlice(s) published by %s\n",
-		node.Name, len(node.GPUs), cluster.Opts.Profile, len(slices), cluster.Opts.DriverName)
+	fmt.Fprintf(out, "node %s: %d GPUs (%s), %d ResourceSlice(s) published by %s; consumable capacity %v (shares: %s)\n",
+		node.Name, len(node.GPUs), cluster.Opts.Profile, len(slices), cluster.Opts.DriverName, cluster.Driver.ConsumableCapacityActive(), cluster.Opts.ShareSharing)
 	for _, g := range node.GPUs {
 		fmt.Fprintf(out, "  %s  %s  %s  %d MiB  nvlinkGroup=%d  pci=%s\n", g.DeviceName(), g.UUID, g.ProductName, g.MemoryBytes>>20, g.NVLinkGroup, g.PCIBusID)
 	}

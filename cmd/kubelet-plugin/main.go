@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
@@ -29,7 +31,11 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/mps"
+	"github.com/gpudra/gpudra/pkg/mpspod"
+	"github.com/gpudra/gpudra/pkg/mpsstandin"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/plugin"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
@@ -53,11 +59,21 @@ type flags struct {
 	healthPort     int
 	migProfiles    string
 	deviceMetadata bool
-	logging        *logsapi.LoggingConfiguration
-	featureGate    featuregate.MutableVersionedFeatureGate
+	namespace      string
+	// Sharing.
+	consumableCapacity bool
+	shareSharing       string
+	mpsImage           string
+	mpsPullPolicy      string
+	mpsPullSecrets     []string
+	logging            *logsapi.LoggingConfiguration
+	featureGate        featuregate.MutableVersionedFeatureGate
 }
 
 func main() {
+	// With the fake backend, MPS daemon pods run this binary as the
+	// stand-in for nvidia-cuda-mps-control.
+	mpsstandin.Dispatch()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "gpudra-kubelet-plugin:", err)
 		os.Exit(1)
@@ -87,6 +103,12 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.StringVar(&f.migProfiles, "mig-profiles", envOr("MIG_PROFILES", "all"), "MIG profiles to publish: all, none, or a comma-separated list such as 1g.10gb,3g.40gb,7g.80gb; each published placement costs the scheduler on every claim (env MIG_PROFILES).")
 	fs.BoolVar(&f.deviceMetadata, "device-metadata", envOr("DEVICE_METADATA", "true") == "true", "Hand each prepared device's attributes (UUID, MIG UUID and profile, NVLink group, PCI bus ID, …) to its containers as a JSON file at /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json (KEP-5304 device metadata, API metadata.resource.k8s.io/v1beta1) (env DEVICE_METADATA).")
 	fs.IntVar(&f.healthPort, "healthcheck-port", envInt("HEALTHCHECK_PORT", 51515), "TCP port of the gRPC health service (grpc.health.v1, services \"liveness\" and \"readiness\") for the kubelet's probes; -1 turns it off (env HEALTHCHECK_PORT).")
+	fs.StringVar(&f.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The plugin's namespace, from the downward API: MPS daemon pods run there (env POD_NAMESPACE).")
+	fs.BoolVar(&f.consumableCapacity, "consumable-capacity", envBool("CONSUMABLE_CAPACITY"), "Publish whole GPUs that several claims share, each taking a share of their memory and multiprocessors (DRAConsumableCapacity) (env CONSUMABLE_CAPACITY).")
+	fs.StringVar(&f.shareSharing, "consumable-capacity-sharing", envOr("CONSUMABLE_CAPACITY_SHARING", "MPS"), "How a claim holding a share of a GPU shares it when its config does not say: MPS (the share is enforced), TimeSlicing or None (env CONSUMABLE_CAPACITY_SHARING).")
+	fs.StringVar(&f.mpsImage, "mps-daemon-image", os.Getenv("MPS_DAEMON_IMAGE"), "Image of the MPS control daemon pods, the plugin's own; empty refuses claims that ask for MPS (env MPS_DAEMON_IMAGE).")
+	fs.StringVar(&f.mpsPullPolicy, "mps-daemon-image-pull-policy", envOr("MPS_DAEMON_IMAGE_PULL_POLICY", string(v1.PullIfNotPresent)), "Pull policy of the MPS control daemon pods (env MPS_DAEMON_IMAGE_PULL_POLICY).")
+	fs.StringSliceVar(&f.mpsPullSecrets, "mps-daemon-image-pull-secrets", splitList(os.Getenv("MPS_DAEMON_IMAGE_PULL_SECRETS")), "Image pull secrets of the MPS control daemon pods, the plugin's own (env MPS_DAEMON_IMAGE_PULL_SECRETS, comma-separated).")
 	logsapi.AddFlags(f.logging, fs)
 	f.featureGate.AddFlag(fs) // --feature-gates=Name=true,... (chart value featureGates)
 	return f, fs
@@ -139,19 +161,32 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("--device-backend=%s (with --fake-profile, --fake-state-dir or --driver-root): %w", f.deviceBackend, err)
 	}
+	shareSharing, err := configapi.SharingFromFlag(f.shareSharing)
+	if err != nil {
+		_ = be.Close()
+		return fmt.Errorf("--consumable-capacity-sharing: %w", err)
+	}
+	launcher, err := mpsLauncher(ctx, f, client)
+	if err != nil {
+		_ = be.Close()
+		return err
+	}
 	var fatal error
 	driver, err := plugin.Start(ctx, plugin.Config{
-		DriverName:       f.driverName,
-		NodeName:         f.nodeName,
-		KubeClient:       client,
-		Backend:          be,
-		PluginDataDir:    f.pluginDataDir,
-		RegistrarDir:     f.registrarDir,
-		CDIDir:           f.cdiDir,
-		RollingUpdateUID: types.UID(f.podUID),
-		HealthcheckAddr:  healthcheckAddr(f.healthPort),
-		MigProfiles:      migProfiles,
-		DeviceMetadata:   f.deviceMetadata,
+		DriverName:         f.driverName,
+		NodeName:           f.nodeName,
+		KubeClient:         client,
+		Backend:            be,
+		PluginDataDir:      f.pluginDataDir,
+		RegistrarDir:       f.registrarDir,
+		CDIDir:             f.cdiDir,
+		RollingUpdateUID:   types.UID(f.podUID),
+		HealthcheckAddr:    healthcheckAddr(f.healthPort),
+		MigProfiles:        migProfiles,
+		DeviceMetadata:     f.deviceMetadata,
+		ConsumableCapacity: f.consumableCapacity,
+		ShareSharing:       shareSharing,
+		MPS:                launcher,
 		Fatal: func(err error) {
 			fatal = err
 			cancel()
@@ -199,6 +234,43 @@ func envInt(key string, def int) int {
 		return n
 	}
 	return def
+}
+
+// mpsLauncher runs MPS daemons as pods on this node, or returns nil (MPS
+// refused) when the plugin does not know its image or namespace.
+func mpsLauncher(ctx context.Context, f *flags, client kubernetes.Interface) (mps.Launcher, error) {
+	if f.mpsImage == "" || f.namespace == "" {
+		klog.FromContext(ctx).Info("MPS is not available: --mps-daemon-image and --namespace are needed to run MPS daemon pods")
+		return nil, nil
+	}
+	l, err := mpspod.New(mpspod.Config{
+		Client:            client,
+		Namespace:         f.namespace,
+		NodeName:          f.nodeName,
+		DriverName:        f.driverName,
+		Image:             f.mpsImage,
+		PullPolicy:        v1.PullPolicy(f.mpsPullPolicy),
+		ImagePullSecrets:  f.mpsPullSecrets,
+		PriorityClassName: "system-node-critical",
+		// Empty means the driver root is at the same path on the host.
+		HostDriverRoot: cmp.Or(f.hostDriverRoot, f.driverRoot),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func envBool(key string) bool {
+	v, _ := strconv.ParseBool(os.Getenv(key))
+	return v
 }
 
 func envOr(key, def string) string {

@@ -21,6 +21,13 @@ type Checkpoint struct {
 	// no claim uses the GPU. GPUs an admin put in MIG mode are not listed
 	// and stay as they are.
 	MigModeEnabled []string `json:"migModeEnabled,omitempty"`
+	// MPSDaemons are the MPS control daemons gpudra runs, by ID (see
+	// sharing.go).
+	MPSDaemons map[string]MPSDaemon `json:"mpsDaemons,omitempty"`
+	// TimeSlices are the time-slice levels gpudra set, by GPU UUID
+	// (recorded just before it does): the GPU goes back to the default
+	// once no claim asks for the level.
+	TimeSlices map[string]int `json:"timeSlices,omitempty"`
 }
 
 // New returns an empty checkpoint of the current version.
@@ -103,6 +110,13 @@ type Device struct {
 	// Mig is set for a MIG partition: where it is and how far its creation
 	// got, written before and after each step.
 	Mig *MigDevice `json:"mig,omitempty"`
+	// ShareID is set when the device was allocated as one share of a
+	// device that allows multiple allocations (consumable capacity):
+	// other claims may hold other shares of it.
+	ShareID string `json:"shareID,omitempty"`
+	// Sharing is set when the claim's config asked for time-slicing or
+	// MPS on the device.
+	Sharing *DeviceSharing `json:"sharing,omitempty"`
 }
 
 // MigStep is the MIG creation step a device is in. Each is recorded before

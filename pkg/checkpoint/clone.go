@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 )
 
@@ -10,6 +11,13 @@ import (
 func (cp *Checkpoint) Clone() *Checkpoint {
 	out := *cp
 	out.MigModeEnabled = slices.Clone(cp.MigModeEnabled)
+	out.TimeSlices = maps.Clone(cp.TimeSlices)
+	if cp.MPSDaemons != nil {
+		out.MPSDaemons = make(map[string]MPSDaemon, len(cp.MPSDaemons))
+		for id, d := range cp.MPSDaemons {
+			out.MPSDaemons[id] = d.Clone()
+		}
+	}
 	out.Claims = make(map[string]Claim, len(cp.Claims))
 	for uid, c := range cp.Claims {
 		out.Claims[uid] = c.Clone()
@@ -41,6 +49,17 @@ func (d Device) clone() Device {
 		m.ComputeInstanceID = clonePtr(d.Mig.ComputeInstanceID)
 		out.Mig = &m
 	}
+	if d.Sharing != nil {
+		sh := *d.Sharing
+		out.Sharing = &sh
+	}
+	return out
+}
+
+// Clone returns a deep copy of d.
+func (d MPSDaemon) Clone() MPSDaemon {
+	out := d
+	out.PreviousComputeMode = clonePtr(d.PreviousComputeMode)
 	return out
 }
 

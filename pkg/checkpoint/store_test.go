@@ -299,7 +299,7 @@ func TestUnknownFieldsAreTolerated(t *testing.T) {
 				"requests": ["mig"], "pool": "node-1", "device": "gpu-0-mig-1g10gb-3",
 				"gpuUUID": "GPU-1", "cdiDeviceIDs": ["k8s.gpu.gpudra.io/claim=uid-1-gpu-0-mig-1g10gb-3"],
 				"migInstance": {"gpuInstanceID": 3, "computeInstanceID": 0},
-				"sharing": {"strategy": "MPS", "controlDaemon": "mps-gpu-0"}
+				"vgpu": {"profile": "A100-4C", "instance": 3}
 			}]
 		}}
 	}`

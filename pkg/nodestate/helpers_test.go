@@ -37,6 +37,7 @@ type fakeHardware struct {
 	// noMIG: the test inventories have no MIG-capable GPU, so the node
 	// state never calls a MIG operation on them.
 	noMIG
+	noSharing
 }
 
 // CommonEdits says which driver capabilities it was asked for in

@@ -399,11 +399,12 @@ func (s *State) destroyMigDevices(ctx context.Context, claimUID string) error {
 }
 
 // markUnprepareStarted records that the claim's MIG devices are about to
-// be destroyed; a claim without MIG devices needs no such record.
+// be destroyed and its sharing torn down; a claim with neither needs no
+// such record.
 func (s *State) markUnprepareStarted(claimUID string) error {
 	s.mu.Lock()
 	c, ok := s.cp.Claims[claimUID]
-	if !ok || c.State == checkpoint.UnprepareStarted || !slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.Mig != nil }) {
+	if !ok || c.State == checkpoint.UnprepareStarted || !slices.ContainsFunc(c.Devices, func(d checkpoint.Device) bool { return d.Mig != nil || d.Sharing != nil }) {
 		s.mu.Unlock()
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
@@ -21,6 +22,9 @@ type plannedDevice struct {
 	// mig is set for a MIG placement; gpu is then its parent.
 	mig    *gpu.MigDevice
 	config configapi.Config
+	// sharing is what the config's sharing section means for this
+	// device (see sharing_plan.go); nil without one.
+	sharing *checkpoint.DeviceSharing
 }
 
 // plan resolves a claim's allocation into devices of this node and decodes
@@ -53,15 +57,13 @@ func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedD
 		if err != nil {
 			return nil, err
 		}
-		if sharingOf(cfg) != nil {
-			// The node side of sharing lands separately; until then a
-			// claim that asks for it fails rather than get an unshared GPU.
-			return nil, fmt.Errorf("%s: request %q: sharing is not supported by this version of the plugin yet", ref, result.Request)
-		}
 		p.config = cfg
 		planned = append(planned, p)
 	}
 	if err := checkWithinClaim(ref, planned); err != nil {
+		return nil, err
+	}
+	if err := s.planSharing(ref, planned); err != nil {
 		return nil, err
 	}
 	return planned, nil

@@ -100,6 +100,9 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		} else if !isAdmin(p.result) {
 			err = s.prepareWhole(ctx, p.gpu)
 		}
+		if err == nil {
+			err = s.prepareSharing(ctx, &record, i)
+		}
 		if isCrash(err) {
 			return nil, err
 		}
@@ -160,11 +163,23 @@ func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error
 		var err error
 		s.heldLocked(ref.UID, func(uid string, other checkpoint.Claim) bool {
 			for _, d := range other.Devices {
-				if !d.AdminAccess && conflicts(p, d) {
-					err = fmt.Errorf("%s: request %q: device %s is already prepared for ResourceClaim %s/%s (UID %s); refusing to give one GPU to two claims",
-						ref, p.result.Request, p.result.Device, other.Namespace, other.Name, uid)
-					return true
+				if d.AdminAccess || !conflicts(p, d) {
+					continue
 				}
+				if sharedDevice(p, d) {
+					// Two shares of one device (consumable capacity):
+					// the scheduler accounted for them; they must
+					// also agree on how the device is shared.
+					if why := sharingConflict(p, d); why != "" {
+						err = fmt.Errorf("%s: request %q: device %s is shared with ResourceClaim %s/%s (UID %s), and %s",
+							ref, p.result.Request, p.result.Device, other.Namespace, other.Name, uid, why)
+						return true
+					}
+					continue
+				}
+				err = fmt.Errorf("%s: request %q: device %s is already prepared for ResourceClaim %s/%s (UID %s); refusing to give one GPU to two claims",
+					ref, p.result.Request, p.result.Device, other.Namespace, other.Name, uid)
+				return true
 			}
 			return false
 		})
@@ -173,6 +188,12 @@ func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error
 		}
 	}
 	return nil
+}
+
+// sharedDevice reports whether both are shares of one device that allows
+// multiple allocations: the scheduler gives each share an ID.
+func sharedDevice(p plannedDevice, d checkpoint.Device) bool {
+	return p.result.ShareID != nil && d.ShareID != "" && d.Device == p.result.Device
 }
 
 func conflicts(p plannedDevice, d checkpoint.Device) bool {
@@ -210,6 +231,13 @@ func (s *State) record(ref ClaimRef, planned []plannedDevice) (checkpoint.Claim,
 			Env:          configEnv(p.config),
 			Config:       raw,
 			CDIDeviceIDs: []string{s.opts.CDI.DeviceID(ref.UID, p.result.Device)},
+			Sharing:      p.sharing,
+		}
+		if p.result.ShareID != nil {
+			d.ShareID = string(*p.result.ShareID)
+		}
+		if p.sharing != nil && p.sharing.Strategy == checkpoint.SharingMPS {
+			d.Env = append(d.Env, mpsEnv(p.sharing)...)
 		}
 		if m := p.mig; m != nil {
 			d.Mig = &checkpoint.MigDevice{
@@ -286,17 +314,18 @@ func (s *State) writeSpec(c checkpoint.Claim) error {
 		// request and claim it uses; NVIDIA_VISIBLE_DEVICES (one value,
 		// which the last device applied would set) is no longer per device.
 		env := slices.DeleteFunc(slices.Clone(d.Env), func(e string) bool { return strings.HasPrefix(e, visibleDevicesPrefix) })
-		edits := base.Append(gpu.Edits{Env: env})
+		edits := base.Append(gpu.Edits{Env: env}).Append(s.sharingEdits(d))
 		devices = append(devices, cdispec.Device{Name: d.Device, Edits: edits})
 	}
 	// The Writer's errors already say "write CDI spec for claim <uid>".
 	return s.opts.CDI.WriteClaimSpec(c.UID, s.opts.Hardware.CommonEdits(driverCapabilities(c)), devices)
 }
 
-// ensurePrepared recreates a prepared claim's MIG devices if they are gone
-// and rewrites its CDI spec if it is missing or they were recreated. It
-// says whether it rewrote the spec; c is updated. The caller holds the
-// claim lock.
+// ensurePrepared recreates a prepared claim's MIG devices if they are gone,
+// makes sure its sharing is in place (MPS daemons answer, time slices set),
+// and rewrites its CDI spec if it is missing or the MIG devices were
+// recreated. It says whether it rewrote the spec; c is updated. The caller
+// holds the claim lock.
 func (s *State) ensurePrepared(ctx context.Context, c *checkpoint.Claim) (bool, error) {
 	rec := c.Clone()
 	recreated, err := s.ensureMig(ctx, &rec)
@@ -304,6 +333,11 @@ func (s *State) ensurePrepared(ctx context.Context, c *checkpoint.Claim) (bool, 
 		return false, err
 	}
 	*c = rec
+	for i := range rec.Devices {
+		if err := s.prepareSharing(ctx, &rec, i); err != nil {
+			return false, fmt.Errorf("device %s: %w", rec.Devices[i].Device, err)
+		}
+	}
 	if recreated {
 		return true, s.writeSpec(rec)
 	}
@@ -329,6 +363,9 @@ func (s *State) ensureSpec(ctx context.Context, c checkpoint.Claim) (rewritten b
 // The caller holds the claim's lock.
 func (s *State) rollback(ctx context.Context, ref ClaimRef) error {
 	if err := s.opts.CDI.RemoveClaimSpec(ref.UID); err != nil {
+		return err
+	}
+	if err := s.releaseSharing(ctx, ref.UID); err != nil {
 		return err
 	}
 	if err := s.destroyMigDevices(ctx, ref.UID); err != nil {

@@ -67,6 +67,10 @@ func (s *State) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		}
 	}
 
+	if err := s.reconcileSharing(ctx, report.Rebooted); err != nil {
+		errs = append(errs, err)
+	}
+
 	specs, err := s.opts.CDI.ListClaimUIDs()
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list CDI specs: %w", err))

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/cdispec"
 	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/mps"
 )
 
 // Hardware is everything the node state needs from the NVML layer (the
@@ -53,6 +56,18 @@ type Hardware interface {
 	// MigInstances lists the GPU instances that exist on the GPU (none
 	// with MIG mode off).
 	MigInstances(uuid string) ([]gpu.MigInstance, error)
+
+	// ComputeMode reports a whole GPU's compute mode.
+	ComputeMode(uuid string) (gpu.ComputeMode, error)
+	// SetComputeMode sets a whole GPU's compute mode: MPS needs
+	// ExclusiveProcess. A GPU in MIG mode accepts only Default.
+	SetComputeMode(uuid string, m gpu.ComputeMode) error
+	// SetTimeSlice sets a whole GPU's time-slice level, 0 (the driver's
+	// default) to 3 (long).
+	SetTimeSlice(uuid string, level int) error
+	// MPSDaemon is how to run the MPS control daemon of the device with
+	// the given UUID (a GPU's or a MIG device's).
+	MPSDaemon(deviceUUID string) gpu.DaemonCommand
 }
 
 // Options configure a State.
@@ -71,6 +86,21 @@ type Options struct {
 	// BootID identifies the current boot; a different boot ID in the
 	// checkpoint means the node rebooted since it was written.
 	BootID string
+	// MPS runs the MPS control daemons (see sharing_mps.go); nil refuses
+	// claims that ask for MPS.
+	MPS mps.Launcher
+	// MPSDir holds one directory per MPS daemon (pipe, log, shm). Like
+	// the plugin data dir, it must be the same path inside and outside
+	// the plugin's container.
+	MPSDir string
+	// MPSReadyTimeout is how long a prepare waits for a starting MPS
+	// daemon to answer; zero means 60 seconds.
+	MPSReadyTimeout time.Duration
+	// ShareSharing is how a claim that holds a share of a GPU (less than
+	// all of its memory, through consumable capacity) shares it when its
+	// config does not say: the node pool's tier. Nil leaves such claims
+	// unshared beyond what the driver does by default.
+	ShareSharing *configapi.Sharing
 	// Hooks inject faults in tests; nil hooks do nothing.
 	Hooks Hooks
 }
@@ -105,6 +135,10 @@ type Hooks struct {
 	// AfterCheckpointWrite runs once a batch is on disk, before the
 	// operations waiting for it go on; an error is a crash at that point.
 	AfterCheckpointWrite func() error
+	// AfterSharingStep runs after each step of setting up or tearing
+	// down sharing (the Step* constants in sharing_mps.go), with the
+	// claim on whose behalf it ran.
+	AfterSharingStep func(claimUID, step string) error
 }
 
 // State is the node's prepared claims. It is safe for concurrent use: claims

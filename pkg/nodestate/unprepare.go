@@ -29,10 +29,14 @@ func (s *State) Unprepare(ctx context.Context, ref ClaimRef) error {
 		logger.V(4).Info("Claim not prepared on this node; nothing to unprepare")
 		return nil
 	}
-	// The claim stays recorded, as UnprepareStarted, until its MIG devices
-	// are gone: a failure here is retried by the kubelet, and a crash is
-	// finished by the next start-up (which would otherwise recreate them).
+	// The claim stays recorded, as UnprepareStarted, until its sharing is
+	// torn down and its MIG devices are gone: a failure here is retried by
+	// the kubelet, and a crash is finished by the next start-up (which
+	// would otherwise recreate them).
 	if err := s.markUnprepareStarted(ref.UID); err != nil {
+		return fmt.Errorf("%s: %w", ref, err)
+	}
+	if err := s.releaseSharing(ctx, ref.UID); err != nil {
 		return fmt.Errorf("%s: %w", ref, err)
 	}
 	if err := s.destroyMigDevices(ctx, ref.UID); err != nil {

@@ -20,10 +20,12 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/cdispec"
 	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/mps"
 	"github.com/gpudra/gpudra/pkg/nodestate"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
@@ -69,6 +71,22 @@ type Config struct {
 	MigProfiles slicebuilder.MigProfiles
 	// StateHooks inject faults into the node state in tests.
 	StateHooks nodestate.Hooks
+	// ConsumableCapacity publishes whole GPUs that several claims share,
+	// each taking a share of their memory and multiprocessors (chart
+	// value consumableCapacity.enabled); see docs/sharing.md.
+	ConsumableCapacity bool
+	// ShareSharing is how a claim that holds a share of a GPU shares it
+	// when its config does not say (the node pool's tier); nil: not at
+	// all.
+	ShareSharing *configapi.Sharing
+	// MPS runs the MPS control daemons: the pod launcher on a cluster,
+	// a process launcher in-process. Nil refuses claims that ask for MPS.
+	MPS mps.Launcher
+	// MPSDir holds the daemons' directories; empty means <PluginDataDir>/mps.
+	MPSDir string
+	// MPSCheckInterval is how often running MPS daemons are checked;
+	// zero means 5 seconds.
+	MPSCheckInterval time.Duration
 	// Fatal is called for errors the plugin cannot recover from (the
 	// caller typically cancels its main context and exits).
 	Fatal func(error)
@@ -100,6 +118,14 @@ type Driver struct {
 	// attributes are the published devices' attributes, by device name:
 	// what the device metadata of a prepared device repeats.
 	attributes map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+	// exclusiveGPUsOnly is set once the API server dropped the consumable
+	// capacity fields: from then on whole GPUs are not shared.
+	exclusiveGPUsOnly bool
+	// daemonTrouble says, by device name, why the device's MPS daemon
+	// does not answer; such devices are reported unhealthy.
+	daemonTrouble map[string]string
+	// events records Events on the Node.
+	events *nodeEvents
 
 	// endpoints are the sockets and data directory the kubelet reaches
 	// the plugin through; healthcheck serves their liveness.
@@ -121,6 +147,10 @@ var _ nodestate.Hardware = (*backend.Backend)(nil)
 
 // CheckpointFile is the checkpoint's name inside the plugin data dir.
 const CheckpointFile = "checkpoint.json"
+
+// MPSDirName is the directory inside the plugin data dir that holds the
+// MPS daemons' directories, by default.
+const MPSDirName = "mps"
 
 // Start discovers the GPUs, reconciles the node state with the checkpoint,
 // starts serving the kubelet and publishes the ResourceSlices.
@@ -160,14 +190,20 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read boot ID: %w", err)
 	}
+	if cfg.MPSDir == "" {
+		cfg.MPSDir = filepath.Join(cfg.PluginDataDir, MPSDirName)
+	}
 	state, err := nodestate.New(nodestate.Options{
-		DriverName: cfg.DriverName,
-		Node:       node,
-		Hardware:   cfg.Backend,
-		CDI:        cdi,
-		Checkpoint: checkpoint.NewStore(filepath.Join(cfg.PluginDataDir, CheckpointFile)),
-		BootID:     bootID,
-		Hooks:      cfg.StateHooks,
+		DriverName:   cfg.DriverName,
+		Node:         node,
+		Hardware:     cfg.Backend,
+		CDI:          cdi,
+		Checkpoint:   checkpoint.NewStore(filepath.Join(cfg.PluginDataDir, CheckpointFile)),
+		BootID:       bootID,
+		Hooks:        cfg.StateHooks,
+		MPS:          cfg.MPS,
+		MPSDir:       cfg.MPSDir,
+		ShareSharing: cfg.ShareSharing,
 	})
 	if err != nil {
 		return nil, err
@@ -189,6 +225,8 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		cancel:        cancel,
 		admin:         report.AdminInstances,
 		endpoints:     endpoints{dataDir: cfg.PluginDataDir, draSocket: draSocket, regSocket: regSocket, dataDirID: dataDirID},
+		daemonTrouble: map[string]string{},
+		events:        newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName),
 	}
 
 	opts := []kubeletplugin.Option{
@@ -229,7 +267,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, err
 	}
 
-	d.wg.Add(2)
+	d.wg.Add(3)
 	go func() {
 		defer d.wg.Done()
 		d.watchHealth(ctx)
@@ -237,6 +275,10 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	go func() {
 		defer d.wg.Done()
 		d.watchFiles(ctx, cfg.FileWatchInterval)
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.watchDaemons(ctx)
 	}()
 	return d, nil
 }
@@ -253,6 +295,7 @@ func (d *Driver) Stop() {
 		d.healthcheck.stop()
 	}
 	d.wg.Wait()
+	d.events.stop()
 	if err := d.cfg.Backend.Close(); err != nil {
 		klog.Background().Error(err, "Close NVML backend")
 	}
@@ -308,6 +351,15 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	if errors.As(err, &dropped) {
 		features := dropped.DisabledFeatures()
 		logger.Error(err, "The API server dropped fields of the published ResourceSlices; enable these features on the cluster", "features", features)
+		if slices.Contains(features, "DRAConsumableCapacity") && d.fallBackToExclusiveGPUs(ctx) {
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				if err := d.publish(ctx); err != nil {
+					logger.Error(err, "Republish exclusive GPUs")
+				}
+			}()
+		}
 		if slices.Contains(features, "DRAPartitionableDevices") && d.fallBackToWholeGPUs() {
 			logger.Info("The cluster does not serve partitionable devices: publishing whole GPUs only, without MIG partitions. Enable the DRAPartitionableDevices feature on the API server and scheduler, then restart the plugin, to get on-demand MIG.")
 			d.wg.Add(1)

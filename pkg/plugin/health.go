@@ -85,8 +85,10 @@ func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct
 				dh.Health = kubeletplugin.HealthStatusUnknown
 			}
 		}
+		d.daemonHealthLocked(&dh)
 		report.Devices = append(report.Devices, dh)
 	}
+	report.Devices = append(report.Devices, d.migDaemonHealthLocked(now)...)
 	return report, d.healthChanged
 }
 

@@ -28,16 +28,18 @@ func (d *Driver) publish(ctx context.Context) error {
 		health[uuid] = ev.Health
 	}
 	admin, wholeOnly := d.admin, d.wholeGPUsOnly
+	shared := d.cfg.ConsumableCapacity && !d.exclusiveGPUsOnly
 	d.mu.Unlock()
 
 	resources, err := slicebuilder.Build(node, slicebuilder.Options{
-		DriverName:     d.cfg.DriverName,
-		SysfsRoot:      d.cfg.Backend.SysfsRoot(),
-		Health:         health,
-		AdminInstances: admin,
-		InUse:          inUse,
-		WholeGPUsOnly:  wholeOnly,
-		MigProfiles:    d.cfg.MigProfiles,
+		DriverName:         d.cfg.DriverName,
+		SysfsRoot:          d.cfg.Backend.SysfsRoot(),
+		Health:             health,
+		AdminInstances:     admin,
+		InUse:              inUse,
+		WholeGPUsOnly:      wholeOnly,
+		MigProfiles:        d.cfg.MigProfiles,
+		ConsumableCapacity: shared,
 	})
 	if err != nil {
 		return fmt.Errorf("build ResourceSlices: %w", err)

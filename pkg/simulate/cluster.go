@@ -18,8 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/mps"
 	"github.com/gpudra/gpudra/pkg/nodestate"
 	"github.com/gpudra/gpudra/pkg/plugin"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
@@ -56,6 +58,15 @@ type Options struct {
 	// Fatal receives the errors the plugin cannot recover from (a real
 	// plugin exits); by default they are only logged.
 	Fatal func(error)
+	// ConsumableCapacity publishes shareable whole GPUs (the plugin's
+	// --consumable-capacity).
+	ConsumableCapacity bool
+	// ShareSharing is how shares of a GPU are shared when their config
+	// does not say: "MPS", "TimeSlicing" or "None" (the default).
+	ShareSharing string
+	// MPSCheckInterval is how often the plugin checks its MPS daemons;
+	// zero means the plugin's default.
+	MPSCheckInterval time.Duration
 }
 
 // Cluster is one simulated node with the plugin running on it.
@@ -74,6 +85,7 @@ func (o Options) RegistrarDir() string  { return filepath.Join(o.Dir, "plugins_r
 func (o Options) CDIDir() string        { return filepath.Join(o.Dir, "cdi") }
 func (o Options) FakeStateDir() string  { return filepath.Join(o.Dir, "fake-gpus") }
 func (o Options) BootIDPath() string    { return filepath.Join(o.Dir, "boot_id") }
+func (o Options) MPSDir() string        { return filepath.Join(o.PluginDataDir(), plugin.MPSDirName) }
 
 func (o *Options) defaults() {
 	if o.NodeName == "" {
@@ -87,6 +99,9 @@ func (o *Options) defaults() {
 	}
 	if o.BootID == "" {
 		o.BootID = "boot-1"
+	}
+	if o.ShareSharing == "" {
+		o.ShareSharing = configapi.SharingNone
 	}
 }
 
@@ -160,6 +175,10 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 	if err != nil {
 		return nil, err
 	}
+	shareSharing, err := configapi.SharingFromFlag(opts.ShareSharing)
+	if err != nil {
+		return nil, err
+	}
 	driver, err := plugin.Start(ctx, plugin.Config{
 		DriverName:     opts.DriverName,
 		NodeName:       opts.NodeName,
@@ -177,6 +196,13 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		HealthcheckAddr:   healthcheckAddr(opts.Healthcheck),
 		FileWatchInterval: opts.FileWatchInterval,
 		Fatal:             opts.Fatal,
+		// MPS daemons are processes of this machine here; the binary
+		// that runs the simulation must call mpsstandin.Dispatch first.
+		MPS:                &mps.ProcessLauncher{Root: opts.MPSDir()},
+		MPSDir:             opts.MPSDir(),
+		MPSCheckInterval:   opts.MPSCheckInterval,
+		ConsumableCapacity: opts.ConsumableCapacity,
+		ShareSharing:       shareSharing,
 	})
 	if err != nil {
 		_ = be.Close()

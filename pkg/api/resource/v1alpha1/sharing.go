@@ -129,9 +129,11 @@ type MPSConfig struct {
 
 	// PerDevicePinnedMemoryLimits overrides DefaultPinnedDeviceMemoryLimit
 	// for single devices, keyed by the device's CUDA ordinal as the
-	// container sees it ("0" is the first device of the request) or by
-	// its UUID ("GPU-…" or "MIG-…"). A key that names no device of the
-	// request fails the prepare.
+	// container sees it ("0") or by a GPU's UUID ("GPU-…"); MIG devices
+	// get a new UUID each time gpudra creates them, so key them by
+	// ordinal. A claim has one MPS device (a client connects to one MPS
+	// control daemon), so the ordinal is "0"; a key that names no device
+	// of the claim fails the prepare.
 	//
 	// +optional
 	PerDevicePinnedMemoryLimits map[string]resource.Quantity `json:"perDevicePinnedMemoryLimits,omitempty"`
@@ -188,8 +190,8 @@ var (
 )
 
 // deviceKey is what a perDevicePinnedMemoryLimits key may be: a CUDA
-// ordinal, or a GPU or MIG UUID as NVML reports them.
-var deviceKey = regexp.MustCompile(`^(0|[1-9][0-9]{0,2}|(GPU|MIG)-[0-9a-fA-F-]{8,64})$`)
+// ordinal, or a GPU UUID as NVML reports it.
+var deviceKey = regexp.MustCompile(`^(0|[1-9][0-9]{0,2}|GPU-[0-9a-fA-F-]{8,64})$`)
 
 // validate reports every invalid field of s, under path. forMig is true
 // for the sharing of MIG partitions.
@@ -255,7 +257,7 @@ func (m *MPSConfig) validate(path *field.Path) field.ErrorList {
 	for _, key := range sortedKeys(m.PerDevicePinnedMemoryLimits) {
 		if !deviceKey.MatchString(key) {
 			errs = append(errs, field.Invalid(limitsPath.Key(key), key,
-				`a key must be a CUDA device ordinal ("0" is the request's first device) or a device UUID ("GPU-…" or "MIG-…")`))
+				`a key must be a CUDA device ordinal ("0") or a GPU UUID ("GPU-…"); MIG devices get a new UUID each time gpudra creates them, so key them by ordinal`))
 		}
 		errs = append(errs, validatePinnedMemory(limitsPath.Key(key), m.PerDevicePinnedMemoryLimits[key])...)
 	}
@@ -286,4 +288,21 @@ func sortedKeys[V any](m map[string]V) []string {
 // with the "M" suffix, e.g. "20480M" for 20Gi.
 func PinnedMemoryMiB(q resource.Quantity) string {
 	return fmt.Sprintf("%dM", q.Value()>>20)
+}
+
+// SharingNone is the flag value for no sharing.
+const SharingNone = "None"
+
+// SharingFromFlag returns the defaulted sharing a node-wide setting names:
+// "MPS", "TimeSlicing" (at the Default interval), or "None" (nil).
+func SharingFromFlag(value string) (*Sharing, error) {
+	switch value {
+	case SharingNone:
+		return nil, nil
+	case string(MPSStrategy), string(TimeSlicingStrategy):
+		s := &Sharing{Strategy: SharingStrategy(value)}
+		s.Default()
+		return s, nil
+	}
+	return nil, fmt.Errorf("unknown sharing %q: use %s, %s or %s", value, MPSStrategy, TimeSlicingStrategy, SharingNone)
 }

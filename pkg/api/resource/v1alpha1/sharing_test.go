@@ -63,10 +63,10 @@ func TestSharingAccepts(t *testing.T) {
 			want: migWith(&Sharing{Strategy: MPSStrategy, MPS: &MPSConfig{DefaultActiveThreadPercentage: ptr.To[int32](100)}}),
 		},
 		{
-			name: "MPS on a MIG partition, keyed by MIG UUID",
-			raw:  `{` + header + `,"kind":"MigConfig","sharing":{"strategy":"MPS","mps":{"perDevicePinnedMemoryLimits":{"MIG-4f5b8e5c-5a4b-5e0e-9a8f-2b1c9d5a3e77":"4Gi"}}}}`,
+			name: "MPS on a MIG partition, keyed by ordinal",
+			raw:  `{` + header + `,"kind":"MigConfig","sharing":{"strategy":"MPS","mps":{"perDevicePinnedMemoryLimits":{"0":"4Gi"}}}}`,
 			want: migWith(&Sharing{Strategy: MPSStrategy, MPS: &MPSConfig{PerDevicePinnedMemoryLimits: map[string]resource.Quantity{
-				"MIG-4f5b8e5c-5a4b-5e0e-9a8f-2b1c9d5a3e77": resource.MustParse("4Gi")}}}),
+				"0": resource.MustParse("4Gi")}}}),
 		},
 		{
 			name: "MIG partitions take time-slicing at the Default interval",
@@ -125,9 +125,11 @@ func TestSharingRejects(t *testing.T) {
 		{"per-device limit that is not a quantity", gpu + `{"strategy":"MPS","mps":{"perDevicePinnedMemoryLimits":{"1":"lots"}}}}`,
 			`parameters.sharing.mps.perDevicePinnedMemoryLimits[1]: "lots" is not a quantity (quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'); write e.g. 20Gi or 512Mi`},
 		{"per-device key that is a device name", gpu + `{"strategy":"MPS","mps":{"perDevicePinnedMemoryLimits":{"gpu-0":"1Gi"}}}}`,
-			`parameters.sharing.mps.perDevicePinnedMemoryLimits[gpu-0]: Invalid value: "gpu-0": a key must be a CUDA device ordinal ("0" is the request's first device) or a device UUID ("GPU-…" or "MIG-…")`},
+			`parameters.sharing.mps.perDevicePinnedMemoryLimits[gpu-0]: Invalid value: "gpu-0": a key must be a CUDA device ordinal ("0") or a GPU UUID ("GPU-…"); MIG devices get a new UUID each time gpudra creates them, so key them by ordinal`},
+		{"per-device key that is a MIG UUID", `{` + header + `,"kind":"MigConfig","sharing":{"strategy":"MPS","mps":{"perDevicePinnedMemoryLimits":{"MIG-4f5b8e5c-5a4b-5e0e-9a8f-2b1c9d5a3e77":"1Gi"}}}}`,
+			`parameters.sharing.mps.perDevicePinnedMemoryLimits[MIG-4f5b8e5c-5a4b-5e0e-9a8f-2b1c9d5a3e77]: Invalid value: "MIG-4f5b8e5c-5a4b-5e0e-9a8f-2b1c9d5a3e77": a key must be a CUDA device ordinal ("0") or a GPU UUID ("GPU-…"); MIG devices get a new UUID each time gpudra creates them, so key them by ordinal`},
 		{"per-device key with a leading zero", gpu + `{"strategy":"MPS","mps":{"perDevicePinnedMemoryLimits":{"01":"1Gi"}}}}`,
-			`parameters.sharing.mps.perDevicePinnedMemoryLimits[01]: Invalid value: "01": a key must be a CUDA device ordinal ("0" is the request's first device) or a device UUID ("GPU-…" or "MIG-…")`},
+			`parameters.sharing.mps.perDevicePinnedMemoryLimits[01]: Invalid value: "01": a key must be a CUDA device ordinal ("0") or a GPU UUID ("GPU-…"); MIG devices get a new UUID each time gpudra creates them, so key them by ordinal`},
 		{"misspelt mps field", gpu + `{"strategy":"MPS","mps":{"activeThreadPercentage":50}}}`,
 			`parameters: unknown field "sharing.mps.activeThreadPercentage"`},
 		{"NVIDIA's field names are not gpudra's", gpu + `{"strategy":"MPS","mpsConfig":{}}}`,
@@ -215,5 +217,20 @@ func TestDeepCopySharing(t *testing.T) {
 	mc.Sharing.TimeSlicing.Interval = LongTimeSlice
 	if mig.Sharing.TimeSlicing.Interval != DefaultTimeSlice {
 		t.Error("MigConfig copy shares its timeSlicing")
+	}
+}
+
+func TestSharingFromFlag(t *testing.T) {
+	if s, err := SharingFromFlag("MPS"); err != nil || !s.IsMPS() || s.MPS == nil {
+		t.Errorf("MPS: %#v, %v", s, err)
+	}
+	if s, err := SharingFromFlag("TimeSlicing"); err != nil || s.Interval() != DefaultTimeSlice || s.TimeSlicing == nil {
+		t.Errorf("TimeSlicing: %#v, %v", s, err)
+	}
+	if s, err := SharingFromFlag("None"); err != nil || s != nil {
+		t.Errorf("None: %#v, %v", s, err)
+	}
+	if _, err := SharingFromFlag("mps"); err == nil || err.Error() != `unknown sharing "mps": use MPS, TimeSlicing or None` {
+		t.Errorf("mps: %v", err)
 	}
 }

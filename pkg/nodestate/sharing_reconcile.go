@@ -1,0 +1,88 @@
+package nodestate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
+)
+
+// reconcileSharing runs at start-up, after every claim was reconciled
+// (prepared claims ensured, half-done ones rolled back): it finishes what
+// a plugin that died half-way left of sharing, and puts back what a reboot
+// reset.
+//
+//   - A daemon that no claim references any more is stopped and undone
+//     (its prepare was rolled back, or it was being stopped).
+//   - A daemon the launcher runs that the checkpoint does not know is
+//     stopped: nobody would ever stop it otherwise.
+//   - A time slice no claim asks for any more is restored to the default.
+//   - After a reboot, which resets the compute mode and the time slice,
+//     both are set again where claims still need them.
+func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
+	logger := klog.FromContext(ctx)
+	var errs []error
+
+	daemons := s.MPSDaemons()
+	for _, id := range slices.Sorted(maps.Keys(daemons)) {
+		rec := daemons[id]
+		err := func() error {
+			unlock := s.gpuLocks.lock(rec.GPUUUID)
+			defer unlock()
+			if s.daemonRefs(id, "") == 0 {
+				logger.Info("Stopping an MPS daemon no claim uses", "mpsDaemon", id, "state", rec.State)
+				return s.stopDaemonLocked(ctx, "", id)
+			}
+			if rebooted && rec.PreviousComputeMode != nil {
+				return s.opts.Hardware.SetComputeMode(rec.GPUUUID, gpu.ComputeModeExclusiveProcess)
+			}
+			return nil
+		}()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("MPS daemon %s: %w", id, err))
+		}
+	}
+
+	if s.opts.MPS != nil {
+		running, err := s.opts.MPS.List(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list MPS daemons: %w", err))
+		}
+		known := s.MPSDaemons()
+		for _, id := range running {
+			if _, ok := known[id]; ok {
+				continue
+			}
+			logger.Info("Stopping an MPS daemon the checkpoint does not know", "mpsDaemon", id)
+			if err := s.opts.MPS.Stop(ctx, s.daemonFor(id, "")); err != nil {
+				errs = append(errs, fmt.Errorf("stop unknown MPS daemon %s: %w", id, err))
+			}
+		}
+	}
+
+	for uuid, level := range s.TimeSlices() {
+		err := func() error {
+			unlock := s.gpuLocks.lock(uuid)
+			defer unlock()
+			s.mu.Lock()
+			wanted := s.timeSliceWantedLocked("", uuid)
+			s.mu.Unlock()
+			if !wanted {
+				return s.restoreTimeSliceLocked(ctx, "", uuid)
+			}
+			if rebooted {
+				return s.applyTimeSliceLocked(ctx, "", uuid, level, true)
+			}
+			return nil
+		}()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("time slice of GPU %s: %w", uuid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
