@@ -26,6 +26,8 @@ render --set deviceBackend=fake --set kubeletPlugin.privileged=true >"$out/fake-
 render --set deviceBackend=fake --set kubeletPlugin.runOnControlPlane=true --set 'kubeletPlugin.gpuNodeLabels={example.com/gpu}' >"$out/controlplane.yaml"
 render --set deviceBackend=fake --set kubeletPlugin.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=mine \
   --set kubeletPlugin.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists >"$out/affinity.yaml"
+render --set deviceBackend=fake --set consumableCapacity.enabled=true --set consumableCapacity.sharing=TimeSlicing >"$out/shared.yaml"
+render --set mps.enabled=false >"$out/nomps.yaml"
 
 # What the rendered manifests must say.
 fail=0
@@ -46,6 +48,13 @@ expect fake.yaml "--feature-gates=ContextualLogging=true"
 expect fake.yaml 'value: "mixed"'
 expect fake.yaml "mountPath: /var/lib/k0s/kubelet/plugins/gpu.example.com"
 expect profile.yaml "kind: ConfigMap"
+expect nvml.yaml "name: MPS_DAEMON_IMAGE"
+expect nvml.yaml "name: HOST_DRIVER_ROOT"
+expect nvml.yaml "'mps-control-daemon'"
+expect shared.yaml "name: CONSUMABLE_CAPACITY"
+expect shared.yaml 'value: "TimeSlicing"'
+expect shared.yaml "!object.spec.?hostPID.orValue(false)"
+if grep -q "mps-control-daemon\|MPS_DAEMON_IMAGE" "$out/nomps.yaml"; then echo "chart-check: mps.enabled=false still renders the MPS daemon's rights"; fail=1; fi
 expect profile.yaml 'value: "/etc/gpudra/profile/profile.yaml"'
 nexpect() { if grep -qF -- "$2" "$out/$1"; then echo "chart-check: $1 must not have: $2"; fail=1; fi; }
 for f in fake.yaml fake-privileged.yaml; do
@@ -77,7 +86,8 @@ expect affinity.yaml "key: mine"
 nexpect affinity.yaml "nvidia.com/gpu.present"
 # Another driver name must not collide with the default installation:
 # no class, selector or attribute domain of gpudra.io, no extended resources.
-if grep -v "^#" "$out/fake.yaml" | grep -q "gpudra[.]io"; then echo "chart-check: driverName=gpu.example.com still renders gpudra.io names"; fail=1; fi
+# (The config API group resource.gpudra.io is the same for every driver.)
+if grep -v "^#" "$out/fake.yaml" | grep -v "apiVersion: resource[.]gpudra[.]io/" | grep -q "gpudra[.]io"; then echo "chart-check: driverName=gpu.example.com still renders gpudra.io names"; fail=1; fi
 if grep -q "extendedResourceName" "$out/fake.yaml"; then echo "chart-check: driverName=gpu.example.com keeps extendedResourceName"; fail=1; fi
 # The whole-GPU class maps nvidia.com/gpu unless the admin turns the mapping off.
 expect nvml.yaml "extendedResourceName: nvidia.com/gpu"
@@ -91,7 +101,8 @@ expect fake.yaml 'name: install-cdi-hook'
 # What the schema must reject.
 for bad in migProfiles=1g10gb deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
   logVerbosity=11 kubeletDir=relative/path featureGates.lowercase=true unknownValue=1 \
-  kubeletPlugin.updateStrategy.type=Recreate kubeletPlugin.healthcheckPort=0 'kubeletPlugin.gpuNodeLabels={bad label}'; do
+  kubeletPlugin.updateStrategy.type=Recreate kubeletPlugin.healthcheckPort=0 'kubeletPlugin.gpuNodeLabels={bad label}' \
+  consumableCapacity.sharing=mps mps.replicas=1; do
   if render --set "$bad" >/dev/null 2>&1; then echo "chart-check: the schema accepts $bad"; fail=1; fi
 done
 [ $fail -eq 0 ] && echo "chart-check: helm lint and template ok ($(grep -c '^kind:' "$out/nvml.yaml") objects)"
