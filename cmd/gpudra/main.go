@@ -9,13 +9,9 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-
-	"github.com/gpudra/gpudra/pkg/mpsstandin"
 )
 
 func main() {
-	// gpudra simulate runs MPS daemons as processes of this binary.
-	mpsstandin.Dispatch()
 	root := &cobra.Command{
 		Use:           "gpudra",
 		Short:         "Offline tools for the gpudra DRA driver",

@@ -35,7 +35,6 @@ import (
 	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/mps"
 	"github.com/gpudra/gpudra/pkg/mpspod"
-	"github.com/gpudra/gpudra/pkg/mpsstandin"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/plugin"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
@@ -71,9 +70,6 @@ type flags struct {
 }
 
 func main() {
-	// With the fake backend, MPS daemon pods run this binary as the
-	// stand-in for nvidia-cuda-mps-control.
-	mpsstandin.Dispatch()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "gpudra-kubelet-plugin:", err)
 		os.Exit(1)

@@ -29,6 +29,11 @@ const (
 	LogDirEnv  = "CUDA_MPS_LOG_DIRECTORY"
 	// ControlSocket is the control daemon's socket in the pipe directory.
 	ControlSocket = "control"
+	// DaemonIDEnv names, in a daemon's environment, the daemon it is. A
+	// process that has it never starts daemons itself (ProcessLauncher
+	// refuses), so that a binary that somehow runs itself as a daemon
+	// cannot multiply.
+	DaemonIDEnv = "GPUDRA_MPS_DAEMON_ID"
 )
 
 // Daemon is one MPS control daemon.
@@ -54,10 +59,10 @@ func (d Daemon) LogDir() string { return filepath.Join(d.Dir, "log") }
 // between them through it.
 func (d Daemon) ShmDir() string { return filepath.Join(d.Dir, "shm") }
 
-// Env is the daemon's whole environment: its command's, and the pipe and
-// log directories.
+// Env is the daemon's whole environment: its command's, the pipe and log
+// directories, and its own ID.
 func (d Daemon) Env() []string {
-	return append(slices.Clone(d.Command.Env), PipeDirEnv+"="+d.PipeDir(), LogDirEnv+"="+d.LogDir())
+	return append(slices.Clone(d.Command.Env), PipeDirEnv+"="+d.PipeDir(), LogDirEnv+"="+d.LogDir(), DaemonIDEnv+"="+d.ID)
 }
 
 // Launcher runs daemons. Implementations must be safe for concurrent use

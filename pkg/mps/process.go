@@ -36,8 +36,12 @@ var _ Launcher = (*ProcessLauncher)(nil)
 // its PID.
 const pidFile = "daemon.pid"
 
-// Start starts the daemon unless its PID file names a live process.
+// Start starts the daemon unless its PID file names a live process. A
+// process that is itself a daemon starts none.
 func (l *ProcessLauncher) Start(_ context.Context, d Daemon) error {
+	if self := os.Getenv(DaemonIDEnv); self != "" {
+		return fmt.Errorf("MPS daemon %s: this process is MPS daemon %s, and a daemon never starts daemons", d.ID, self)
+	}
 	if _, alive := readPID(d.Dir); alive {
 		return nil
 	}

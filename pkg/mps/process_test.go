@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,11 +13,6 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/mpsstandin"
 )
-
-func TestMain(m *testing.M) {
-	mpsstandin.Dispatch()
-	os.Exit(m.Run())
-}
 
 func standIn(t *testing.T, root, id string) Daemon {
 	t.Helper()
@@ -73,8 +69,13 @@ func TestProcessLauncherLifecycle(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := Ready(d); err == nil {
-		t.Error("a killed daemon is ready")
+	// The thread group leader turns zombie before the other threads
+	// have closed the socket: not ready within moments.
+	for Ready(d) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed daemon is still ready")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := l.Start(ctx, d); err != nil {
 		t.Fatal(err)
@@ -113,5 +114,20 @@ func TestStalePIDFileIsNotAlive(t *testing.T) {
 	l := &ProcessLauncher{Root: root}
 	if ids, _ := l.List(context.Background()); len(ids) != 0 {
 		t.Errorf("List = %v, want none", ids)
+	}
+}
+
+// TestDaemonStartsNoDaemon: a process running as a daemon refuses to start
+// one, so that a binary that runs itself as a daemon cannot multiply.
+func TestDaemonStartsNoDaemon(t *testing.T) {
+	t.Setenv(DaemonIDEnv, "gpu-7")
+	root := t.TempDir()
+	l := &ProcessLauncher{Root: root}
+	err := l.Start(context.Background(), standIn(t, root, "gpu-0"))
+	if err == nil || !strings.Contains(err.Error(), "this process is MPS daemon gpu-7") {
+		t.Errorf("Start inside a daemon = %v", err)
+	}
+	if ids, _ := l.List(context.Background()); len(ids) != 0 {
+		t.Errorf("daemons %v started", ids)
 	}
 }

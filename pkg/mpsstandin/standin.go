@@ -9,9 +9,12 @@
 // daemon's lifecycle: one process per shared device, started, adopted
 // after a plugin restart, restarted when it dies, and stopped.
 //
-// It lives in the binaries that start it (the kubelet plugin, gpudra and
-// test binaries) as a subcommand: Dispatch runs it when the process was
-// started as one.
+// It lives, as a subcommand, in every binary that links it (the fake
+// backend does): the kubelet plugin, gpudra and test binaries. The
+// package's init runs it when the process was started as one, before main
+// or a test binary's flag parsing, so that no binary can forget to: one
+// that did would run itself in full as the "daemon", and a test binary
+// would run its tests again, recursively.
 package mpsstandin
 
 import (
@@ -44,10 +47,9 @@ const (
 // directory.
 const ControlSocket = "control"
 
-// Dispatch runs the stand-in and exits if the process was started as it
-// (its first argument is Subcommand). Call it first thing in main, and in
-// TestMain of tests that start the stand-in from the test binary.
-func Dispatch() {
+// init runs the stand-in and exits if the process was started as it (its
+// first argument is Subcommand).
+func init() {
 	if len(os.Args) > 1 && os.Args[1] == Subcommand {
 		os.Exit(Main())
 	}

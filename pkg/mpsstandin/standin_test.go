@@ -13,11 +13,6 @@ import (
 	"time"
 )
 
-func TestMain(m *testing.M) {
-	Dispatch()
-	os.Exit(m.Run())
-}
-
 // run starts the stand-in from the test binary, as the fake backend does
 // from the plugin's.
 func run(t *testing.T, dir string) *exec.Cmd {

@@ -196,8 +196,8 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		HealthcheckAddr:   healthcheckAddr(opts.Healthcheck),
 		FileWatchInterval: opts.FileWatchInterval,
 		Fatal:             opts.Fatal,
-		// MPS daemons are processes of this machine here; the binary
-		// that runs the simulation must call mpsstandin.Dispatch first.
+		// MPS daemons are processes of this machine here: the fake
+		// backend's stand-in, a subcommand of this very binary.
 		MPS:                &mps.ProcessLauncher{Root: opts.MPSDir()},
 		MPSDir:             opts.MPSDir(),
 		MPSCheckInterval:   opts.MPSCheckInterval,
