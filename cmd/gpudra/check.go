@@ -115,6 +115,7 @@ flags).`,
 	f := cmd.Flags()
 	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file); default "+fakenodes.DefaultProfile+" when the inputs hold no ResourceSlices")
 	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
+	f.BoolVar(&inv.pool.ConsumableCapacity, "consumable-capacity", false, "the fake nodes publish shareable GPUs, as a node pool with the chart's consumableCapacity.enabled does (default with --examples, whose sharing examples are for such pools)")
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
 	f.BoolVar(&opts.Sequential, "sequential", false, "allocate claims one after the other in input order, each keeping its devices, to see what fits together")
@@ -130,6 +131,7 @@ flags).`,
 type inventoryFlags struct {
 	profile string
 	nodes   int
+	pool    fakenodes.Pool
 }
 
 func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, output string, verbose, examples bool) int {
@@ -154,6 +156,11 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 			return fail(err)
 		}
 		in.Merge(ex)
+		// Like make demo's node: the sharing examples need shareable
+		// GPUs, and the others take whole GPUs either way.
+		if !cmd.Flags().Changed("consumable-capacity") {
+			inv.pool.ConsumableCapacity = true
+		}
 	}
 	opts.Inputs = in
 	// The inventory: the inputs' ResourceSlices, and what gpudra publishes
@@ -170,7 +177,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if driver == "" {
 			driver = gpu.DefaultDriverName
 		}
-		opts.Slices, err = fakenodes.Slices(cmd.Context(), inv.profile, inv.nodes, driver)
+		opts.Slices, err = fakenodes.SlicesOf(cmd.Context(), inv.profile, inv.nodes, driver, inv.pool)
 		if err != nil {
 			return fail(fmt.Errorf("--profile %s: %w", inv.profile, err))
 		}

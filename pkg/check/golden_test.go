@@ -110,7 +110,9 @@ func TestGoldenShipped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := Run(context.Background(), onProfile(t, profile, 1, Options{Inputs: in, BuiltinClasses: true, ListLimit: 1 << 20}))
+			// Shareable GPUs, as on the node pools the sharing examples
+			// are for; every other example takes whole GPUs either way.
+			rep, err := Run(context.Background(), onSharedProfile(t, profile, Options{Inputs: in, BuiltinClasses: true, ListLimit: 1 << 20}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +154,8 @@ func TestExamplesRunOnDemoNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), onProfile(t, fakenodes.DefaultProfile, 1, Options{Inputs: in, BuiltinClasses: true}))
+	// The demo node publishes shareable GPUs, for the sharing examples.
+	rep, err := Run(context.Background(), onSharedProfile(t, fakenodes.DefaultProfile, Options{Inputs: in, BuiltinClasses: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

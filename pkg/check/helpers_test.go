@@ -18,7 +18,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 )
 
-var inventories sync.Map // "profile/nodes" → *inventoryOnce
+var inventories sync.Map // "profile/nodes/pool" → *inventoryOnce
 
 type inventoryOnce struct {
 	once   sync.Once
@@ -29,11 +29,16 @@ type inventoryOnce struct {
 // fakeInventory is what gpudra publishes on nodes fake nodes of a profile,
 // built once per test binary: tests must not change it.
 func fakeInventory(t testing.TB, profile string, nodes int) []*resourceapi.ResourceSlice {
+	return fakePoolInventory(t, profile, nodes, fakenodes.Pool{})
+}
+
+// fakePoolInventory is fakeInventory on a node pool with these settings.
+func fakePoolInventory(t testing.TB, profile string, nodes int, pool fakenodes.Pool) []*resourceapi.ResourceSlice {
 	t.Helper()
-	v, _ := inventories.LoadOrStore(fmt.Sprintf("%s/%d", profile, nodes), &inventoryOnce{})
+	v, _ := inventories.LoadOrStore(fmt.Sprintf("%s/%d/%+v", profile, nodes, pool), &inventoryOnce{})
 	inv := v.(*inventoryOnce)
 	inv.once.Do(func() {
-		inv.slices, inv.err = fakenodes.Slices(context.Background(), profile, nodes, gpu.DefaultDriverName)
+		inv.slices, inv.err = fakenodes.SlicesOf(context.Background(), profile, nodes, gpu.DefaultDriverName, pool)
 	})
 	if inv.err != nil {
 		t.Fatal(inv.err)
@@ -76,4 +81,13 @@ func shortDir(t *testing.T) string {
 // klogQuiet keeps the plugin's log out of the test output.
 func klogQuiet(ctx context.Context) context.Context {
 	return klog.NewContext(ctx, logr.Discard())
+}
+
+// onSharedProfile is onProfile on a node pool with shareable GPUs
+// (consumable capacity), the pool the sharing examples are for.
+func onSharedProfile(t testing.TB, profile string, o Options) Options {
+	t.Helper()
+	o.Slices = fakePoolInventory(t, profile, 1, fakenodes.Pool{ConsumableCapacity: true})
+	o.SlicesSource = fmt.Sprintf("profile %s × 1 node(s), shareable GPUs", profile)
+	return o
 }

@@ -35,9 +35,22 @@ const DefaultProfile = "dgx-h100"
 // fake GPUs' UUIDs and PCI addresses are seeded by it, as on the plugin.
 func NodeName(i int) string { return "node-" + strconv.Itoa(i) }
 
+// Pool is how the plugin of the fake nodes publishes: the settings of
+// their node pool.
+type Pool struct {
+	// ConsumableCapacity publishes shareable whole GPUs, as the plugin's
+	// --consumable-capacity.
+	ConsumableCapacity bool
+}
+
 // Slices returns the ResourceSlices of nodes fake nodes of a profile (a
 // built-in name or a profile file), published under driverName.
 func Slices(ctx context.Context, profile string, nodes int, driverName string) ([]*resourceapi.ResourceSlice, error) {
+	return SlicesOf(ctx, profile, nodes, driverName, Pool{})
+}
+
+// SlicesOf is Slices on a node pool with the given settings.
+func SlicesOf(ctx context.Context, profile string, nodes int, driverName string, pool Pool) ([]*resourceapi.ResourceSlice, error) {
 	if nodes < 1 {
 		return nil, fmt.Errorf("the number of nodes must be at least 1, got %d", nodes)
 	}
@@ -56,7 +69,7 @@ func Slices(ctx context.Context, profile string, nodes int, driverName string) (
 	for range min(nodes, 2*runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
 			for i := range next {
-				perNode[i], errs[i] = Node(ctx, profile, NodeName(i+1), driverName, dir)
+				perNode[i], errs[i] = Node(ctx, profile, NodeName(i+1), driverName, dir, pool)
 			}
 		})
 	}
@@ -78,10 +91,10 @@ func Slices(ctx context.Context, profile string, nodes int, driverName string) (
 // Node opens the fake backend for one node (its state in a directory
 // below dir, removed afterwards), discovers its GPUs and builds its
 // slices, as the plugin does at start-up.
-func Node(ctx context.Context, profile, nodeName, driverName, dir string) ([]*resourceapi.ResourceSlice, error) {
+func Node(ctx context.Context, profile, nodeName, driverName, dir string, pool Pool) ([]*resourceapi.ResourceSlice, error) {
 	var out []*resourceapi.ResourceSlice
 	err := WithNode(ctx, profile, nodeName, dir, func(node gpu.Node, sysfsRoot string) error {
-		res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot})
+		res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot, ConsumableCapacity: pool.ConsumableCapacity})
 		if err == nil {
 			out = PoolSlices(driverName, nodeName, res)
 		}

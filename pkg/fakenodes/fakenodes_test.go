@@ -20,7 +20,7 @@ func TestSlicesParallel(t *testing.T) {
 	}
 	var want []string
 	for i := 1; i <= 6; i++ {
-		one, err := Node(ctx, "mixed", NodeName(i), "gpu.gpudra.io", t.TempDir())
+		one, err := Node(ctx, "mixed", NodeName(i), "gpu.gpudra.io", t.TempDir(), Pool{})
 		if err != nil {
 			t.Fatal(err)
 		}
