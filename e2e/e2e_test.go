@@ -79,6 +79,10 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("NvidiaGPUExtendedResource", func(t *testing.T) { e.nvidiaGPUExtendedResource(ctx, t) })
 	t.Run("DriverLibraries", func(t *testing.T) { e.driverLibraries(ctx, t) })
 	t.Run("TwoRequestsOneContainer", func(t *testing.T) { e.twoRequestsOneContainer(ctx, t) })
+	// Sharing: the release is upgraded to a pool with consumable capacity.
+	t.Run("MPSTwoPodsSurvivePluginRestart", func(t *testing.T) { e.mpsTwoPods(ctx, t) })
+	t.Run("ConsumableCapacityPacking", func(t *testing.T) { e.consumableCapacityPacking(ctx, t) })
+	t.Run("TimeSlicingShare", func(t *testing.T) { e.timeSlicingShare(ctx, t) })
 	t.Run("Uninstall", func(t *testing.T) {
 		e.uninstall(ctx, t)
 		uninstalled = true

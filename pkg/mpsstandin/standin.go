@@ -71,8 +71,28 @@ func Main() int {
 		s := <-sig
 		d.stop("signal " + s.String())
 	}()
+	go d.watchSocket(time.Second)
 	d.serve()
 	return 0
+}
+
+// watchSocket stops the daemon once its control socket is gone (its pipe
+// directory was removed): no client can reach it any more, and a stand-in
+// whose directory a test removed must not outlive the test.
+func (d *daemon) watchSocket(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stopped:
+			return
+		case <-t.C:
+			if _, err := os.Stat(d.socket); err != nil {
+				d.stop("control socket gone: " + err.Error())
+				return
+			}
+		}
+	}
 }
 
 type daemon struct {

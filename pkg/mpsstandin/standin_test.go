@@ -103,3 +103,24 @@ func TestSIGTERMAndStaleSocket(t *testing.T) {
 		t.Errorf("control socket left after SIGTERM: %v", err)
 	}
 }
+
+// TestExitsWhenItsDirectoryGoes: a stand-in whose pipe directory is
+// removed exits by itself.
+func TestExitsWhenItsDirectoryGoes(t *testing.T) {
+	dir := t.TempDir()
+	cmd := run(t, dir)
+	dial(t, dir).Close()
+	if err := os.RemoveAll(filepath.Join(dir, "pipe")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stand-in outlives its pipe directory")
+	}
+}

@@ -39,7 +39,7 @@ func startSharedCluster(t testing.TB, profile, shareSharing string) (context.Con
 	if err != nil {
 		t.Fatalf("start simulated node: %v", err)
 	}
-	t.Cleanup(func() { stopAllDaemons(t, c); c.Stop() })
+	t.Cleanup(func() { c.Stop(); stopAllDaemons(t, c) })
 	applyClasses(ctx, t, c)
 	return ctx, c
 }
@@ -312,3 +312,7 @@ func nodeEvent(ctx context.Context, t testing.TB, c *Cluster, reason string) str
 	}
 	return ""
 }
+
+type resourceQuantity = resource.Quantity
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }

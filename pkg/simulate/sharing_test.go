@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/gpudra/gpudra/pkg/nodestate"
@@ -218,7 +217,7 @@ func TestMPSSurvivesRestartAndUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stopAllDaemons(t, c3); c3.Stop() })
+	t.Cleanup(func() { c3.Stop(); stopAllDaemons(t, c3) })
 	if got := daemons(t, c3); !slices.Equal(got, []string{dev}) || daemonPID(c3, dev) != pid {
 		t.Fatalf("after the upgrade: daemons %v, pid %d; want %d", got, daemonPID(c3, dev), pid)
 	}
@@ -336,7 +335,7 @@ func TestMPSCrashAtEachStep(t *testing.T) {
 			if c, err = Start(ctx, c.Opts, c.Client); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { stopAllDaemons(t, c); c.Stop() })
+			t.Cleanup(func() { c.Stop(); stopAllDaemons(t, c) })
 			if got := daemons(t, c); len(got) != 0 {
 				t.Errorf("daemons %v left after the restart", got)
 			}
@@ -506,39 +505,39 @@ func TestConsumableCapacityPacking(t *testing.T) {
 	onGPU0 := "device.attributes['gpu.gpudra.io'].minor == 0"
 	var devs []string
 	for _, name := range []string{"half-a", "half-b"} {
-		claim := shareClaim(name, "40Gi", "", "")
+		claim := shareClaim(name, "39Gi", "", "")
 		claim.Spec.Devices.Requests[0].Exactly.Selectors = selectors(onGPU0)
 		res, err := createAndRun(ctx, t, c, claim)
 		if err != nil {
 			t.Fatal(err)
 		}
 		devs = append(devs, onlyDevice(t, res))
-		if got := mustEnv(t, res.Containers[0], "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"); got != "0=40960M" {
-			t.Errorf("%s: pinned memory limit %s, want its 40Gi share", name, got)
+		if got := mustEnv(t, res.Containers[0], "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"); got != "0=39936M" {
+			t.Errorf("%s: pinned memory limit %s, want its 39Gi share", name, got)
 		}
 	}
 	if devs[0] != "gpu-0" || devs[1] != "gpu-0" {
-		t.Fatalf("two 40Gi claims got %v, want both on gpu-0", devs)
+		t.Fatalf("two 39Gi claims got %v, want both on gpu-0", devs)
 	}
-	full := shareClaim("full", "40Gi", "", "")
+	full := shareClaim("full", "39Gi", "", "")
 	full.Spec.Devices.Requests[0].Exactly.Selectors = selectors(onGPU0)
 	if _, err := createAndRun(ctx, t, c, full); !errors.Is(err, ErrUnschedulable) {
-		t.Errorf("a third 40Gi claim on gpu-0 (80Gi): %v, want unschedulable", err)
+		t.Errorf("a third 39Gi claim on gpu-0 (81559 MiB): %v, want unschedulable", err)
 	}
-	elsewhere, err := createAndRun(ctx, t, c, shareClaim("elsewhere", "40Gi", "", ""))
+	elsewhere, err := createAndRun(ctx, t, c, shareClaim("elsewhere", "39Gi", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := onlyDevice(t, elsewhere); d == "gpu-0" {
-		t.Errorf("a 40Gi claim went to the full gpu-0")
+		t.Errorf("a 39Gi claim went to the full gpu-0")
 	}
 	whole, err := createAndRun(ctx, t, c, shareClaim("whole", "", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := whole.Claims[0].Claim.Status.Allocation.Devices.Results[0].ConsumedCapacity["memory"]
-	if want := resource.MustParse("80Gi"); got.Cmp(want) != 0 {
-		t.Errorf("a claim without a capacity request consumed %s of memory, want the whole 80Gi", got.String())
+	if g, _ := c.Driver.Node().GPUByDeviceName(onlyDevice(t, whole)); got.Value() != int64(g.MemoryBytes) {
+		t.Errorf("a claim without a capacity request consumed %s of memory, want all %d bytes of its GPU", got.String(), g.MemoryBytes)
 	}
 	if len(whole.Containers[0].Mounts) != 0 {
 		t.Errorf("a claim of a whole GPU got MPS from the pool's default: %v", whole.Containers[0].Mounts)
