@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -161,9 +163,7 @@ func (e *env) mpsTwoPods(ctx context.Context, t *testing.T) {
 	e.ensureSharedPool(ctx, t)
 	e.createTemplate(ctx, t, "mps-half", e.shareRequest(mpsClassName, "20Gi", `{"strategy":"MPS","mps":{"defaultActiveThreadPercentage":50}}`))
 	e.createTemplate(ctx, t, "mps-quarter", e.shareRequest(mpsClassName, "10Gi", `{"strategy":"MPS","mps":{"defaultActiveThreadPercentage":25}}`))
-	start := time.Now()
-	e.startPod(ctx, t, e.mpsPod("mps-a", "mps-half"))
-	record(t, t.Name()+": first MPS pod (daemon pod started) create → Running", time.Since(start))
+	e.startPod(ctx, t, e.mpsPod("mps-a", "mps-half")) // starts the daemon pod
 	e.startPod(ctx, t, e.mpsPod("mps-b", "mps-quarter"))
 	defer e.deletePods(ctx, t, "mps-a", "mps-b")
 	da := e.allocated(ctx, t, e.podClaims(ctx, t, "mps-a")["gpu"])
@@ -204,11 +204,12 @@ func (e *env) mpsTwoPods(ctx context.Context, t *testing.T) {
 		t.Errorf("compute mode %d with MPS, want 3 (exclusive process)", mode)
 	}
 	t.Logf("pods share %s through daemon pod %s; pipe directory %s", da[0].name, daemon.Name, sa.env["MPS_PIPE_DIR"])
+	e.daemonPodPolicy(ctx, t, daemon)
 
 	// The plugin restarts with both clients running.
 	before := map[string]running{"mps-a": e.runningState(ctx, t, "mps-a"), "mps-b": e.runningState(ctx, t, "mps-b")}
 	old := e.readyPluginPod(ctx, t)
-	start = time.Now()
+	start := time.Now()
 	if err := e.cs.CoreV1().Pods(systemNS).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +231,50 @@ func (e *env) mpsTwoPods(ctx context.Context, t *testing.T) {
 	record(t, t.Name()+": both MPS pods deleted → daemon pod gone", time.Since(start))
 	if mode, _ := e.fakeGPUPolicy(ctx, t, da[0].uuid); mode != 0 {
 		t.Errorf("compute mode %d after the daemon stopped, want 0 (default)", mode)
+	}
+}
+
+// daemonPodPolicy: the plugin's ServiceAccount, on its node, may create a
+// pod shaped like its MPS daemon pods there, and nothing else: not on
+// another node, not with another image, not privileged (the fake backend's
+// daemon needs no privilege), not a pod that is no daemon (dry-run creates,
+// as the ServiceAccount with the node bound into its credentials).
+func (e *env) daemonPodPolicy(ctx context.Context, t *testing.T, daemon v1.Pod) {
+	t.Helper()
+	plugin := e.readyPluginPod(ctx, t)
+	cfg := rest.CopyConfig(e.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + systemNS + ":" + plugin.Spec.ServiceAccountName,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNS, "system:authenticated"},
+		Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {e.node}},
+	}
+	sa := kubernetes.NewForConfigOrDie(cfg)
+	like := func(edit func(*v1.Pod)) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-policy-", Namespace: systemNS, Labels: daemon.Labels}, Spec: *daemon.Spec.DeepCopy()}
+		edit(p)
+		return p
+	}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	if _, err := sa.CoreV1().Pods(systemNS).Create(ctx, like(func(*v1.Pod) {}), dry); err != nil {
+		t.Errorf("the plugin may not create its own daemon pod: %v", err)
+	}
+	for _, c := range []struct {
+		name, want string
+		edit       func(*v1.Pod)
+	}{
+		{"on another node", "may not create or delete pods of node other-node", func(p *v1.Pod) { p.Spec.NodeName = "other-node" }},
+		{"with another image", "an MPS control daemon pod runs the plugin's image", func(p *v1.Pod) { p.Spec.Containers[0].Image = "docker.io/library/busybox" }},
+		{"privileged", "unprivileged", func(p *v1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: ptr.To(true), AllowPrivilegeEscalation: ptr.To(true)}
+		}},
+		{"that is no daemon", "may only create and delete its MPS control daemon pods", func(p *v1.Pod) {
+			p.Labels = map[string]string{"app": "miner"}
+		}},
+	} {
+		_, err := sa.CoreV1().Pods(systemNS).Create(ctx, like(c.edit), dry)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("a pod %s: got %v, want a denial saying %q", c.name, err, c.want)
+		}
 	}
 }
 
