@@ -49,7 +49,7 @@ expect fake.yaml 'value: "mixed"'
 expect fake.yaml "mountPath: /var/lib/k0s/kubelet/plugins/gpu.example.com"
 expect profile.yaml "kind: ConfigMap"
 expect nvml.yaml "name: MPS_DAEMON_IMAGE"
-expect nvml.yaml "name: HOST_DRIVER_ROOT"
+if [ "$(grep -c 'name: HOST_DRIVER_ROOT' "$out/nvml.yaml")" != 1 ]; then echo "chart-check: HOST_DRIVER_ROOT is not set exactly once"; fail=1; fi
 expect nvml.yaml "'mps-control-daemon'"
 expect shared.yaml "name: CONSUMABLE_CAPACITY"
 expect shared.yaml 'value: "TimeSlicing"'

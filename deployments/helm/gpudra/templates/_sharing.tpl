@@ -1,7 +1,8 @@
 {{/*
 The kubelet plugin's environment for GPU sharing (docs/sharing.md):
 consumable capacity, and what it needs to run MPS control daemon pods (its
-namespace, its own image, and with real GPUs the driver root on the host).
+namespace and its own image; with real GPUs the daemon pods also mount the
+driver root on the host, HOST_DRIVER_ROOT, which the plugin has anyway).
 */}}
 {{- define "gpudra.sharingEnv" -}}
 - name: POD_NAMESPACE
@@ -22,10 +23,6 @@ namespace, its own image, and with real GPUs the driver root on the host).
 {{- with .Values.imagePullSecrets }}
 - name: MPS_DAEMON_IMAGE_PULL_SECRETS
   value: {{ join "," (pluck "name" .) | quote }}
-{{- end }}
-{{- if ne .Values.deviceBackend "fake" }}
-- name: HOST_DRIVER_ROOT
-  value: {{ .Values.driverRoot | quote }}
 {{- end }}
 {{- end }}
 {{- end -}}
