@@ -441,7 +441,11 @@ func TestMPSOnMIG(t *testing.T) {
 	if got := daemons(t, c); !slices.Equal(got, []string{dev}) {
 		t.Fatalf("daemons %v, want one for the MIG device %s", got, dev)
 	}
-	migUUID := mustEnv(t, res.Containers[0], "NVIDIA_VISIBLE_DEVICES")
+	migEnv := envWithPrefix(res.Containers[0], "GPUDRA_FAKE_MIG_")
+	if len(migEnv) != 1 {
+		t.Fatalf("the container sees MIG devices %v, want one", migEnv)
+	}
+	_, migUUID, _ := strings.Cut(migEnv[0], "=")
 	log, err := os.ReadFile(filepath.Join(c.Opts.MPSDir(), dev, "log", "control.log"))
 	if err != nil || !strings.Contains(string(log), migUUID) {
 		t.Errorf("the daemon does not serve %s: %v\n%s", migUUID, err, log)
@@ -539,8 +543,8 @@ func TestConsumableCapacityPacking(t *testing.T) {
 	if g, _ := c.Driver.Node().GPUByDeviceName(onlyDevice(t, whole)); got.Value() != int64(g.MemoryBytes) {
 		t.Errorf("a claim without a capacity request consumed %s of memory, want all %d bytes of its GPU", got.String(), g.MemoryBytes)
 	}
-	if len(whole.Containers[0].Mounts) != 0 {
-		t.Errorf("a claim of a whole GPU got MPS from the pool's default: %v", whole.Containers[0].Mounts)
+	if pipe := mountOf(whole.Containers[0], "/tmp/nvidia-mps"); pipe != "" {
+		t.Errorf("a claim of a whole GPU got MPS from the pool's default: pipe directory %s", pipe)
 	}
 	// The node pool's MPS applies to shares that say nothing: the next
 	// small one joins the MPS daemon of the GPU that has room.
