@@ -15,6 +15,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/scheduler"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 // exitError carries gpudra check's exit status past cobra.
@@ -116,6 +117,7 @@ flags).`,
 	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file); default "+fakenodes.DefaultProfile+" when the inputs hold no ResourceSlices")
 	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
 	f.BoolVar(&inv.pool.ConsumableCapacity, "consumable-capacity", false, "the fake nodes publish shareable GPUs, as a node pool with the chart's consumableCapacity.enabled does (default with --examples, whose sharing examples are for such pools)")
+	f.StringVar(&inv.migProfiles, "mig-profiles", "all", "MIG profiles the fake nodes publish, as the plugin's --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
 	f.BoolVar(&opts.Sequential, "sequential", false, "allocate claims one after the other in input order, each keeping its devices, to see what fits together")
@@ -129,9 +131,10 @@ flags).`,
 
 // inventoryFlags choose the fake nodes the inventory is built from.
 type inventoryFlags struct {
-	profile string
-	nodes   int
-	pool    fakenodes.Pool
+	profile     string
+	nodes       int
+	pool        fakenodes.Pool
+	migProfiles string
 }
 
 func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, output string, verbose, examples bool) int {
@@ -177,6 +180,11 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if driver == "" {
 			driver = gpu.DefaultDriverName
 		}
+		mig, err := slicebuilder.ParseMigProfiles(inv.migProfiles)
+		if err != nil {
+			return fail(fmt.Errorf("--mig-profiles: %w", err))
+		}
+		inv.pool.MigProfiles = mig
 		opts.Slices, err = fakenodes.SlicesOf(cmd.Context(), inv.profile, inv.nodes, driver, inv.pool)
 		if err != nil {
 			return fail(fmt.Errorf("--profile %s: %w", inv.profile, err))

@@ -41,6 +41,9 @@ type Pool struct {
 	// ConsumableCapacity publishes shareable whole GPUs, as the plugin's
 	// --consumable-capacity.
 	ConsumableCapacity bool
+	// MigProfiles are the MIG profiles published, as the plugin's
+	// --mig-profiles (the zero value: all).
+	MigProfiles slicebuilder.MigProfiles
 }
 
 // Slices returns the ResourceSlices of nodes fake nodes of a profile (a
@@ -94,7 +97,7 @@ func SlicesOf(ctx context.Context, profile string, nodes int, driverName string,
 func Node(ctx context.Context, profile, nodeName, driverName, dir string, pool Pool) ([]*resourceapi.ResourceSlice, error) {
 	var out []*resourceapi.ResourceSlice
 	err := WithNode(ctx, profile, nodeName, dir, func(node gpu.Node, sysfsRoot string) error {
-		res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot, ConsumableCapacity: pool.ConsumableCapacity})
+		res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot, ConsumableCapacity: pool.ConsumableCapacity, MigProfiles: pool.MigProfiles})
 		if err == nil {
 			out = PoolSlices(driverName, nodeName, res)
 		}
