@@ -160,8 +160,49 @@ func PrintPod(w io.Writer, res *PodResult) {
 		for _, d := range ct.DeviceNodes {
 			fmt.Fprintf(w, "    device %s\n", d)
 		}
-		for _, m := range ct.Mounts {
+		for _, m := range mountsByDir(ct.Mounts) {
 			fmt.Fprintf(w, "    mount  %s\n", m)
 		}
+		for _, h := range ct.Hooks {
+			fmt.Fprintf(w, "    hook   %s\n", h)
+		}
 	}
+}
+
+// mountsByDir writes the mounts compactly: one line per target directory,
+// with the files' count and the first few names (the driver's libraries
+// are a dozen files in one directory).
+func mountsByDir(mounts []string) []string {
+	type dir struct {
+		source, target string
+		files          []string
+	}
+	var order []string
+	dirs := map[string]*dir{}
+	for _, m := range mounts {
+		src, dst, _ := strings.Cut(m, " -> ")
+		key := path.Dir(src) + " -> " + path.Dir(dst)
+		d, ok := dirs[key]
+		if !ok {
+			d = &dir{source: path.Dir(src), target: path.Dir(dst)}
+			dirs[key] = d
+			order = append(order, key)
+		}
+		d.files = append(d.files, path.Base(dst))
+	}
+	var out []string
+	for _, key := range order {
+		d := dirs[key]
+		if len(d.files) == 1 {
+			out = append(out, fmt.Sprintf("%s/%s (from %s)", d.target, d.files[0], d.source))
+			continue
+		}
+		names := d.files
+		more := ""
+		if len(names) > 3 {
+			names, more = names[:3], ", …"
+		}
+		out = append(out, fmt.Sprintf("%s/{%s%s} (%d files from %s)", d.target, strings.Join(names, ", "), more, len(d.files), d.source))
+	}
+	return out
 }
