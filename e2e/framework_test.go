@@ -607,13 +607,15 @@ func (e *env) hostFiles(ctx context.Context, t *testing.T, dir string) []string 
 	return strings.Fields(out)
 }
 
-// cdiSpecsOf returns the driver's CDI spec files that mention the claim UID
-// (all of the driver's, with an empty UID).
+// cdiSpecsOf returns the plugin's CDI spec files of a claim (all of its
+// claim specs, with an empty UID).
 func (e *env) cdiSpecsOf(ctx context.Context, t *testing.T, uid string) []string {
 	t.Helper()
 	var out []string
 	for _, f := range e.hostFiles(ctx, t, "cdi") {
-		if strings.Contains(f, e.driver) && strings.Contains(f, uid) {
+		// The plugin's spec per claim; the kubelet plugin library writes
+		// a device-metadata spec of its own next to it (KEP-5304).
+		if strings.Contains(f, e.driver+"-claim_"+uid) {
 			out = append(out, f)
 		}
 	}

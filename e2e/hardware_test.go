@@ -50,7 +50,8 @@ func (e *env) nvidiaGPUExtendedResource(ctx context.Context, t *testing.T) {
 // CDI spec alone (no NVIDIA container runtime on this cluster), at the
 // distribution's paths and named for the driver version NVML reports, and
 // the ld cache hook ran in it: its drop-in names the library directory
-// and the container's ld cache knows libcuda.so.1.
+// and the container's ld cache knows libcuda.so.1. It also finds its
+// device's attributes where KEP-5304 puts them.
 func (e *env) driverLibraries(ctx context.Context, t *testing.T) {
 	version := e.driverVersion(ctx, t)
 	lib := "/usr/lib/x86_64-linux-gnu"
@@ -61,6 +62,7 @@ func (e *env) driverLibraries(ctx context.Context, t *testing.T) {
 		"cat /etc/ld.so.conf.d/*.conf | sed 's/^/LDCONF: /'",
 		"grep -c libcuda.so.1 /etc/ld.so.cache | sed 's/^/LDCACHE: /'",
 		"/usr/bin/nvidia-smi | sed 's/^/SMI: /'",
+		"cat $(find /var/run/kubernetes.io/dra-device-attributes -name '*-metadata.json') | tr -d ' \\n' | sed 's/^/META: /'; echo",
 		"echo READY", "exec sleep 3600",
 	}, "; ")}
 	e.startPod(ctx, t, pod)
@@ -82,6 +84,10 @@ func (e *env) driverLibraries(ctx context.Context, t *testing.T) {
 	}
 	if len(out["SMI"]) == 0 || !strings.Contains(out["SMI"][0], version) {
 		t.Errorf("nvidia-smi in the container printed %v", out["SMI"])
+	}
+	devs := e.allocated(ctx, t, e.podClaims(ctx, t, "libs")["gpu"])
+	if len(out["META"]) != 1 || len(devs) != 1 || !strings.Contains(out["META"][0], `"uuid":{"string":"`+devs[0].uuid+`"}`) {
+		t.Errorf("device metadata in the container: %v, want the attributes of %+v", out["META"], devs)
 	}
 }
 
