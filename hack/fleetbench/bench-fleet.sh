@@ -92,7 +92,7 @@ rm -rf "$out/runs" "$out/logs"
 mkdir -p "$out/runs" "$out/logs"
 # Every fleet size with every layout, back to back; the levers at the
 # largest size, right after it.
-runs=()
+runs=() failed=()
 largest=0
 for n in $sizes; do if [ "$n" -gt "$largest" ]; then largest=$n; fi; done
 for n in $sizes; do
@@ -124,7 +124,7 @@ for spec in "${runs[@]}"; do
     --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --out "$out/runs/$run.json" 2>&1 | tee "$out/logs/$run.log"
   rc=${PIPESTATUS[0]}
   set -e
-  [ "$rc" -eq 0 ] || { log "setup of $run failed; logs in $out/logs"; exit "$rc"; }
+  if [ "$rc" -ne 0 ]; then log "setup of $run failed; logs in $out/logs"; failed+=("$run"); continue; fi
   cat >"$STATE/scheduler.yaml" <<CONFIG
 # The default scheduler, with a client rate limit high enough not to be
 # what the benchmark measures (the default, 50 QPS, caps binding).
@@ -150,7 +150,7 @@ CONFIG
   mkdir -p "$out/logs/$run"
   cp "$STATE"/logs/*.log "$out/logs/$run/" 2>/dev/null || true
   log "run $run done (exit $rc): $(uptime)"
-  [ "$rc" -eq 0 ] || { log "run $run failed; logs in $out/logs"; exit "$rc"; }
+  if [ "$rc" -ne 0 ]; then log "run $run failed; logs in $out/logs"; failed+=("$run"); fi
 done
 stop_control_plane
 
@@ -162,3 +162,4 @@ command="make bench-fleet"
 [ "$mode" = full ] || command="BENCH_FLEET_MODE=$mode make bench-fleet"
 "$out/fleetbench" report --in "$out/runs" --md "$md" --img "$img" --command "$command" --kubernetes "$k8s_version"
 log "report: $md ($(uptime))"
+if [ ${#failed[@]} -gt 0 ]; then log "failed runs (not in the report): ${failed[*]}"; exit 1; fi

@@ -51,13 +51,20 @@ type hidden map[string][]resourceapi.Device
 // hideBusy takes the placements of every GPU the 90% state took whole out
 // of the slices, as gpudra's plugin does once it has prepared the claims.
 func (f *fleet) hideBusy(ctx context.Context, packed bool) (hidden, error) {
-	list, err := f.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
+	var items []resourceapi.ResourceSlice
+	for opts := (metav1.ListOptions{Limit: 500}); ; {
+		list, err := f.client.ResourceV1().ResourceSlices().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, list.Items...)
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
 	}
 	h := hidden{}
 	var changed []resourceapi.ResourceSlice
-	for _, s := range list.Items {
+	for _, s := range items {
 		if s.Spec.NodeName == nil {
 			continue
 		}
@@ -74,7 +81,7 @@ func (f *fleet) hideBusy(ctx context.Context, packed bool) (hidden, error) {
 		s.Spec.Devices = keep
 		changed = append(changed, s)
 	}
-	err = parallel(len(changed), apiWorkers, func(i int) error {
+	err := parallel(len(changed), apiWorkers, func(i int) error {
 		_, err := f.client.ResourceV1().ResourceSlices().Update(ctx, &changed[i], metav1.UpdateOptions{})
 		return err
 	})
