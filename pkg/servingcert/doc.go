@@ -1,0 +1,25 @@
+// Package servingcert gives gpudra-controller's admission webhook a TLS
+// serving certificate that the API server trusts, without cert-manager.
+//
+// The certificate authority and the serving certificate live in one
+// Secret (type kubernetes.io/tls, plus ca.crt, ca.key and ca-bundle.crt).
+// The leader creates it, renews what is due, and injects ca-bundle.crt as
+// the caBundle of the webhook configurations; every replica serves the
+// certificate it reads from the Secret, re-read periodically, so a rotation
+// reaches all of them without a restart.
+//
+// Rotation never leaves the API server without trust in what a replica
+// serves:
+//
+//   - a serving certificate is renewed once less than a third of its
+//     lifetime is left, signed by the same CA, so the caBundle does not
+//     change;
+//   - a CA is renewed once less than a third of its lifetime is left; the
+//     new CA joins the bundle next to the old one (kept until it expires),
+//     and serving certificates are signed by it only once the bundle with
+//     it has had CAPropagation to reach the API server.
+//
+// When the chart asks for cert-manager instead, FileSource serves the
+// certificate cert-manager writes into the mounted Secret, re-read when it
+// changes, and cert-manager's CA injector fills the caBundle.
+package servingcert
