@@ -1,5 +1,5 @@
-# gpudra's kubelet plugin image. The plugin links go-nvml through cgo, so the
-# runtime image needs glibc: distroless/base (glibc, no shell, root).
+# gpudra's image: the kubelet plugin and the controller. The plugin links
+# go-nvml through cgo, so the runtime image needs glibc: distroless/base (glibc, no shell, root).
 #
 #   docker build -t ghcr.io/gpudra/gpudra:dev .
 #
@@ -17,8 +17,11 @@ RUN CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
 RUN CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
     go build -trimpath -tags netgo,osusergo -ldflags '-s -w -extldflags "-static"' \
     -o /out/nvidia-cdi-hook github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook
+RUN CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
+    go build -trimpath -ldflags "-s -w" -o /out/gpudra-controller ./cmd/controller
 
 FROM gcr.io/distroless/base-debian12
 COPY --from=build /out/gpudra-kubelet-plugin /usr/bin/gpudra-kubelet-plugin
 COPY --from=build /out/nvidia-cdi-hook /usr/bin/nvidia-cdi-hook
+COPY --from=build /out/gpudra-controller /usr/bin/gpudra-controller
 ENTRYPOINT ["/usr/bin/gpudra-kubelet-plugin"]

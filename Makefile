@@ -23,6 +23,7 @@ all: build
 ## build: the binaries into ./bin
 build:
 	$(GO) build -o $(BIN)/gpudra-kubelet-plugin ./cmd/kubelet-plugin
+	$(GO) build -o $(BIN)/gpudra-controller ./cmd/controller
 	$(GO) build -o $(BIN)/gpudra ./cmd/gpudra
 
 ## test: unit, golden and in-process integration tests, helm lint/template, the kind config (no cluster, no GPU)
@@ -55,7 +56,7 @@ chart-check: $(HELM)
 $(HELM):
 	hack/localcluster/build.sh helm
 
-## image: the kubelet plugin's image as a docker-archive tarball, without Docker (bin/gpudra-image.tar)
+## image: the image (kubelet plugin and controller) as a docker-archive tarball, without Docker (bin/gpudra-image.tar)
 image:
 	hack/image.sh $(BIN)/gpudra-image.tar $(IMAGE)
 

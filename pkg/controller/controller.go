@@ -1,0 +1,281 @@
+package controller
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/pkg/admission"
+	"github.com/gpudra/gpudra/pkg/servingcert"
+)
+
+// Config is everything the controller needs; cmd/controller fills it from
+// flags.
+type Config struct {
+	DriverName string
+	Client     kubernetes.Interface
+	// Namespace is the controller's own: its Lease and certificate
+	// Secret live there.
+	Namespace string
+	// Identity names this replica in the Lease (the pod name).
+	Identity string
+
+	// LeaseName is the leader election Lease; empty turns leader
+	// election off (one replica only).
+	LeaseName     string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+
+	// MetricsListener serves /metrics, /healthz and /readyz over HTTP.
+	MetricsListener net.Listener
+	// WebhookListener serves the admission webhook over HTTPS; nil turns
+	// the webhook off.
+	WebhookListener net.Listener
+	// Certificates is where the webhook's certificate comes from: a
+	// *servingcert.Manager (self-managed) or a *servingcert.FileSource
+	// (cert-manager).
+	Certificates CertificateSource
+	// CertReload is how often every replica re-reads its certificate;
+	// CertRotate how often the leader checks whether one is due.
+	CertReload, CertRotate time.Duration
+
+	// RecomputeInterval is the least time between two fleet recomputes.
+	RecomputeInterval time.Duration
+	// ResyncPeriod re-delivers every object to the informers' handlers.
+	ResyncPeriod time.Duration
+}
+
+// CertificateSource serves the webhook's certificate.
+type CertificateSource interface {
+	// Load (re-)reads the certificate from where it is kept.
+	Load(ctx context.Context) error
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	Ready() bool
+}
+
+// rotator is what a self-managed source also does, on the leader.
+type rotator interface {
+	Rotate(ctx context.Context) error
+}
+
+var (
+	_ CertificateSource = (*servingcert.Manager)(nil)
+	_ CertificateSource = (*servingcert.FileSource)(nil)
+	_ rotator           = (*servingcert.Manager)(nil)
+)
+
+// ErrLostLeadership is returned by Run when this replica stops being the
+// leader; the process should exit so that it restarts clean.
+var ErrLostLeadership = errors.New("lost the leader lease")
+
+// Run serves until ctx is done or leadership is lost.
+func Run(ctx context.Context, cfg Config) error {
+	logger := klog.FromContext(ctx)
+	if cfg.RecomputeInterval <= 0 {
+		cfg.RecomputeInterval = 10 * time.Second
+	}
+	if cfg.CertReload <= 0 {
+		cfg.CertReload = 30 * time.Second
+	}
+	if cfg.CertRotate <= 0 {
+		cfg.CertRotate = 10 * time.Minute
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	m := newMetrics()
+
+	var elector *leaderelection.LeaderElector
+	var watchdog *leaderelection.HealthzAdaptor
+	if cfg.LeaseName != "" {
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(cfg.LeaseDuration)
+		lock, err := resourcelock.New(resourcelock.LeasesResourceLock, cfg.Namespace, cfg.LeaseName,
+			cfg.Client.CoreV1(), cfg.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: cfg.Identity})
+		if err != nil {
+			return fmt.Errorf("leader election lock: %w", err)
+		}
+		elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   cfg.LeaseDuration,
+			RenewDeadline:   cfg.RenewDeadline,
+			RetryPeriod:     cfg.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            cfg.LeaseName,
+			WatchDog:        watchdog,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					m.leader.Set(1)
+					if err := lead(ctx, cfg, m); err != nil && ctx.Err() == nil {
+						cancel(err)
+					}
+				},
+				OnStoppedLeading: func() {
+					m.leader.Set(0)
+					if ctx.Err() == nil {
+						cancel(ErrLostLeadership)
+					}
+				},
+				OnNewLeader: func(identity string) {
+					logger.Info("Leader", "identity", identity, "self", identity == cfg.Identity)
+				},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
+	}
+
+	// HTTP: metrics and probes.
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if watchdog != nil {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if cfg.WebhookListener != nil && !cfg.Certificates.Ready() {
+			http.Error(w, "no webhook serving certificate yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	servers := []*http.Server{{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	listeners := []net.Listener{cfg.MetricsListener}
+
+	// HTTPS: the webhook.
+	if cfg.WebhookListener != nil {
+		wmux := http.NewServeMux()
+		wmux.Handle(admission.ValidatePath, admission.Handler{
+			Validator: admission.Validator{DriverName: cfg.DriverName},
+			Observe:   m.observeReview,
+		})
+		servers = append(servers, &http.Server{
+			Handler:           wmux,
+			ReadHeaderTimeout: 10 * time.Second,
+			TLSConfig:         &tls.Config{GetCertificate: cfg.Certificates.GetCertificate, MinVersion: tls.VersionTLS12},
+			BaseContext:       func(net.Listener) context.Context { return ctx },
+		})
+		listeners = append(listeners, cfg.WebhookListener)
+		m.watchCertificate(cfg.Certificates)
+		go func() {
+			// Until a certificate is loaded (the leader may be about to
+			// create it), look every second: the replica is not ready
+			// before.
+			for !cfg.Certificates.Ready() {
+				if err := cfg.Certificates.Load(ctx); err != nil {
+					logger.Error(err, "Loading the webhook's serving certificate")
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+			every(ctx, cfg.CertReload, func(ctx context.Context) {
+				if err := cfg.Certificates.Load(ctx); err != nil {
+					logger.Error(err, "Loading the webhook's serving certificate")
+				}
+			})
+		}()
+	}
+	errs := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() {
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(listeners[i], "", "")
+			} else {
+				err = srv.Serve(listeners[i])
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
+				errs <- err
+			}
+		}()
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		for _, srv := range servers {
+			_ = srv.Shutdown(sctx)
+		}
+	}()
+	logger.Info("gpudra-controller serving", "metrics", cfg.MetricsListener.Addr(), "webhook", cfg.WebhookListener != nil)
+
+	if elector != nil {
+		// Wait for the elector on the way out: with ReleaseOnCancel it
+		// gives the lease up, so another replica leads at once instead of
+		// after the lease expires.
+		elected := make(chan struct{})
+		go func() {
+			defer close(elected)
+			elector.Run(ctx)
+		}()
+		defer func() {
+			select {
+			case <-elected:
+			case <-time.After(cfg.RenewDeadline):
+			}
+		}()
+	} else {
+		m.leader.Set(1)
+		go func() {
+			if err := lead(ctx, cfg, m); err != nil && ctx.Err() == nil {
+				cancel(err)
+			}
+		}()
+	}
+
+	select {
+	case err := <-errs:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+		if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	}
+}
+
+// lead is the leader's work; it returns when ctx is done, or with an error
+// that should end the process.
+func lead(ctx context.Context, cfg Config, m *metrics) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Leading: exporting fleet metrics")
+	if r, ok := cfg.Certificates.(rotator); ok && cfg.WebhookListener != nil {
+		go every(ctx, cfg.CertRotate, func(ctx context.Context) {
+			if err := r.Rotate(ctx); err != nil {
+				logger.Error(err, "Renewing the webhook's certificates")
+			}
+		})
+	}
+	return watchFleet(ctx, cfg, m)
+}
+
+// every calls fn at once and then every interval until ctx is done.
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/gpudra/gpudra/pkg/servingcert"
+)
+
+const testDriver = "gpu.gpudra.io"
+
+// replica is one running controller in the test.
+type replica struct {
+	metricsURL string
+	cancel     context.CancelFunc
+	done       chan error
+}
+
+func startReplica(t *testing.T, cs *fake.Clientset, identity string, leaderElection bool) *replica {
+	t.Helper()
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.LoggerWithValues(logger, "replica", identity)))
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := servingcert.NewManager(servingcert.Config{Client: cs, Namespace: "gpudra", SecretName: "cert",
+		DNSNames: []string{"gpudra-controller.gpudra.svc"}, WebhookConfigurations: []string{"gpudra-controller"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		DriverName: testDriver, Client: cs, Namespace: "gpudra", Identity: identity,
+		MetricsListener: ml, WebhookListener: wl, Certificates: certs,
+		CertReload: 100 * time.Millisecond, CertRotate: time.Hour,
+		RecomputeInterval: 50 * time.Millisecond,
+	}
+	if leaderElection {
+		cfg.LeaseName, cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = "gpudra-controller", 2*time.Second, time.Second, 200*time.Millisecond
+	}
+	r := &replica{metricsURL: "http://" + ml.Addr().String(), cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+			t.Error("controller did not stop")
+		}
+	})
+	return r
+}
+
+func (r *replica) get(path string) (int, string, error) {
+	resp, err := http.Get(r.metricsURL + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// scrape returns every sample as "name{labels}" → value.
+func (r *replica) scrape(t *testing.T) map[string]float64 {
+	t.Helper()
+	code, body, err := r.get("/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("scrape: %d %v", code, err)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.Metric {
+			var labels []string
+			for _, l := range m.Label {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			key := name
+			if len(labels) > 0 {
+				key += "{" + strings.Join(labels, ",") + "}"
+			}
+			switch {
+			case m.Gauge != nil:
+				out[key] = m.Gauge.GetValue()
+			case m.Counter != nil:
+				out[key] = m.Counter.GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func newCluster() *fake.Clientset {
+	node := "node-a"
+	model := "NVIDIA H100 80GB HBM3"
+	str := func(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
+	dev := func(i int) resourceapi.Device {
+		return resourceapi.Device{Name: fmt.Sprintf("gpu-%d", i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"type": str("gpu"), "productName": str(model), "uuid": str(fmt.Sprintf("GPU-%d", i))}}
+	}
+	return fake.NewClientset(
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "gpudra-controller"},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "resourceclaims.gpu.gpudra.io"}}},
+		&resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "node-a-gpu"}, Spec: resourceapi.ResourceSliceSpec{
+			Driver: testDriver, NodeName: &node, Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{dev(0), dev(1)}}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
+	)
+}
+
+const gpuSeries = `{model="NVIDIA H100 80GB HBM3",node="node-a",profile="",type="gpu"}`
+
+func TestControllerMetricsFollowTheCluster(t *testing.T) {
+	cs := newCluster()
+	r := startReplica(t, cs, "only", false)
+
+	waitFor(t, "ready", func() bool { code, _, _ := r.get("/readyz"); return code == http.StatusOK })
+	waitFor(t, "published devices", func() bool { return r.scrape(t)[MetricDevicesPublished+gpuSeries] == 2 })
+	m := r.scrape(t)
+	if m[MetricDevicesAllocated+gpuSeries] != 0 || m[MetricGPUs+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="free"}`] != 2 || m[MetricLeader] != 1 {
+		t.Errorf("before any claim: %v", m)
+	}
+	if m[MetricCertificateExpiry] < float64(time.Now().Unix()) {
+		t.Errorf("certificate expiry %v is not in the future", m[MetricCertificateExpiry])
+	}
+
+	// A claim gets gpu-1: the next recompute shows it.
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: testDriver, Pool: "node-a", Device: "gpu-1"}}}}}}
+	if _, err := cs.ResourceV1().ResourceClaims("ns").Create(context.Background(), claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "allocated device", func() bool { return r.scrape(t)[MetricDevicesAllocated+gpuSeries] == 1 })
+	m = r.scrape(t)
+	if m[MetricClaimsAllocated] != 1 || m[MetricGPUs+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="whole"}`] != 1 {
+		t.Errorf("after the claim: %v", m)
+	}
+}
+
+func TestLeaderElection(t *testing.T) {
+	cs := newCluster()
+	a := startReplica(t, cs, "a", true)
+	b := startReplica(t, cs, "b", true)
+
+	leaderOf := func() (leader, follower *replica) {
+		ma, mb := a.scrape(t), b.scrape(t)
+		switch {
+		case ma[MetricLeader] == 1 && mb[MetricLeader] == 0:
+			return a, b
+		case mb[MetricLeader] == 1 && ma[MetricLeader] == 0:
+			return b, a
+		}
+		return nil, nil
+	}
+	var leader, follower *replica
+	waitFor(t, "one leader", func() bool { leader, follower = leaderOf(); return leader != nil })
+	waitFor(t, "fleet metrics on the leader", func() bool { return leader.scrape(t)[MetricDevicesPublished+gpuSeries] == 2 })
+	if _, ok := follower.scrape(t)[MetricDevicesPublished+gpuSeries]; ok {
+		t.Error("the follower exports fleet metrics too; a sum over replicas would count devices twice")
+	}
+	// Both serve the webhook: both become ready once the leader created
+	// the certificate.
+	for _, r := range []*replica{a, b} {
+		waitFor(t, "ready", func() bool { code, _, _ := r.get("/readyz"); return code == http.StatusOK })
+	}
+
+	// The leader goes away; the follower takes over.
+	leader.cancel()
+	select {
+	case err := <-leader.done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("leader stopped with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("leader did not stop")
+	}
+	leader.done <- nil // for the cleanup
+	waitFor(t, "the follower to lead", func() bool {
+		m := follower.scrape(t)
+		return m[MetricLeader] == 1 && m[MetricDevicesPublished+gpuSeries] == 2
+	})
+}

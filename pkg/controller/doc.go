@@ -1,0 +1,22 @@
+// Package controller is gpudra-controller: the cluster-side half of gpudra.
+//
+// Every replica serves the validating admission webhook (package admission)
+// over HTTPS with a certificate from package servingcert, and /metrics,
+// /healthz and /readyz over HTTP. One replica at a time, the leader
+// (client-go leader election on a Lease), also
+//
+//   - creates and renews the webhook's certificate and injects its CA
+//     bundle (unless cert-manager does);
+//   - watches ResourceSlices, ResourceClaims, DeviceClasses, Pods and Nodes
+//     and exports the fleet's accounting (package fleet) as metrics,
+//     recomputed after changes but at most once per RecomputeInterval.
+//
+// Only the leader exports fleet metrics, so that summing them over the
+// replicas a Prometheus scrapes counts every device once. A replica that
+// loses the lease exits, as client-go recommends: its informers and
+// caches are then certainly gone, and the Deployment starts it afresh.
+//
+// Readiness means "can answer admission reviews": a serving certificate is
+// loaded. Liveness fails when the leader could not renew its lease for
+// longer than the lease lasts.
+package controller

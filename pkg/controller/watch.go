@@ -1,0 +1,146 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/pkg/fleet"
+)
+
+// watchFleet runs the informers and recomputes the fleet accounting after
+// changes, rate-limited, until ctx is done.
+func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
+	logger := klog.FromContext(ctx)
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.ResyncPeriod,
+		informers.WithTransform(trim))
+	resource := factory.Resource().V1()
+	slices, claims, classes := resource.ResourceSlices(), resource.ResourceClaims(), resource.DeviceClasses()
+	pods, nodes := factory.Core().V1().Pods(), factory.Core().V1().Nodes()
+
+	trigger := fleet.NewTrigger(cfg.RecomputeInterval)
+	notify := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { trigger.Notify() },
+		UpdateFunc: func(any, any) { trigger.Notify() },
+		DeleteFunc: func(any) { trigger.Notify() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{slices.Informer(), claims.Informer(), classes.Informer(), pods.Informer(), nodes.Informer()} {
+		if _, err := inf.AddEventHandler(notify); err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("informer for %v did not sync", typ)
+		}
+	}
+	logger.Info("Informers synced")
+
+	trigger.Run(ctx, func(ctx context.Context) {
+		start := time.Now()
+		in := fleet.Inputs{DriverName: cfg.DriverName, Now: start}
+		var err error
+		if in.Slices, err = slices.Lister().List(labels.Everything()); err == nil {
+			if in.Claims, err = claims.Lister().List(labels.Everything()); err == nil {
+				if in.Classes, err = classes.Lister().List(labels.Everything()); err == nil {
+					if in.Pods, err = pods.Lister().List(labels.Everything()); err == nil {
+						in.Nodes, err = nodes.Lister().List(labels.Everything())
+					}
+				}
+			}
+		}
+		if err != nil {
+			logger.Error(err, "Listing from the informers' caches")
+			return
+		}
+		snap := fleet.Account(in)
+		m.fleet.set(&snap)
+		took := time.Since(start)
+		m.recomputes.Inc()
+		m.recomputeDuration.Observe(took.Seconds())
+		m.lastRecompute.Set(float64(start.Unix()))
+		logger.V(4).Info("Fleet recomputed", "took", took, "pending", len(snap.Pending))
+	})
+	return nil
+}
+
+// trim keeps of each Pod and Node only what the accounting reads, so that
+// the controller's memory grows with the cluster by little; other objects
+// lose only their managed fields.
+func trim(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return trimPod(o), nil
+	case *corev1.Node:
+		return &corev1.Node{
+			ObjectMeta: trimMeta(o.ObjectMeta, true),
+			Spec:       corev1.NodeSpec{Unschedulable: o.Spec.Unschedulable, Taints: o.Spec.Taints},
+			Status:     corev1.NodeStatus{Conditions: readyCondition(o.Status.Conditions)},
+		}, nil
+	case *resourceapi.ResourceSlice:
+		o.ManagedFields = nil
+	case *resourceapi.ResourceClaim:
+		o.ManagedFields = nil
+	case *resourceapi.DeviceClass:
+		o.ManagedFields = nil
+	}
+	return obj, nil
+}
+
+func trimPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{
+		ObjectMeta: trimMeta(p.ObjectMeta, false),
+		Spec: corev1.PodSpec{
+			NodeName:       p.Spec.NodeName,
+			ResourceClaims: p.Spec.ResourceClaims,
+			NodeSelector:   p.Spec.NodeSelector,
+		},
+		Status: corev1.PodStatus{
+			Phase:                       p.Status.Phase,
+			ResourceClaimStatuses:       p.Status.ResourceClaimStatuses,
+			ExtendedResourceClaimStatus: p.Status.ExtendedResourceClaimStatus,
+		},
+	}
+	// Extended resources (nvidia.com/gpu: 1 mapped to a DeviceClass) are
+	// requested in the containers' resources.
+	for _, c := range p.Spec.InitContainers {
+		out.Spec.InitContainers = append(out.Spec.InitContainers, corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy})
+	}
+	for _, c := range p.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, Resources: c.Resources})
+	}
+	return out
+}
+
+func trimMeta(m metav1.ObjectMeta, keepLabels bool) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
+	}
+	if keepLabels {
+		out.Labels = m.Labels
+	}
+	return out
+}
+
+func readyCondition(conds []corev1.NodeCondition) []corev1.NodeCondition {
+	for _, c := range conds {
+		if c.Type == corev1.NodeReady {
+			return []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package fleet
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
+)
+
+// Inputs are the objects the accounting reads, as the controller's
+// informers hold them.
+type Inputs struct {
+	DriverName string
+	Slices     []*resourceapi.ResourceSlice
+	Claims     []*resourceapi.ResourceClaim
+	Classes    []*resourceapi.DeviceClass
+	Pods       []*corev1.Pod
+	Nodes      []*corev1.Node
+	Now        time.Time
+}
+
+// DeviceKey groups devices for the metrics.
+type DeviceKey struct {
+	Node, Model, Type, Profile string
+}
+
+// DeviceCounts are the devices of one group.
+type DeviceCounts struct {
+	Published int
+	// Allocated counts devices in an allocation; admin access does not
+	// allocate.
+	Allocated int
+	Tainted   int
+}
+
+// GPUKey groups whole GPUs.
+type GPUKey struct {
+	Node, Model string
+}
+
+// GPUCounts say what the GPUs of one group are used for.
+type GPUCounts struct {
+	// Free GPUs have nothing allocated: neither the GPU nor a partition.
+	Free int
+	// Whole GPUs are allocated as a whole.
+	Whole int
+	// Partitioned GPUs have at least one MIG partition allocated.
+	Partitioned int
+}
+
+// Snapshot is the fleet's accounting at one moment.
+type Snapshot struct {
+	Devices map[DeviceKey]DeviceCounts
+	GPUs    map[GPUKey]GPUCounts
+	// AllocatedClaims are the claims with an allocation of this driver.
+	AllocatedClaims int
+	// PendingClaims wait for an allocation, for this driver; Pending
+	// lists them, oldest first.
+	Pending []PendingClaim
+}
+
+// PendingClaim is a claim that waits for devices.
+type PendingClaim struct {
+	Namespace, Name string
+	Age             time.Duration
+}
+
+// OldestPendingAge is how long the oldest pending claim has waited; 0 when
+// none waits.
+func (s Snapshot) OldestPendingAge() time.Duration {
+	if len(s.Pending) == 0 {
+		return 0
+	}
+	return s.Pending[0].Age
+}
+
+// Account computes a snapshot.
+func Account(in Inputs) Snapshot {
+	inv := newInventory(in.DriverName, in.Slices, in.Nodes)
+	alloc := allocatedDevices(in.DriverName, in.Claims)
+
+	snap := Snapshot{Devices: map[DeviceKey]DeviceCounts{}, GPUs: map[GPUKey]GPUCounts{}}
+	partitioned := map[string]bool{} // parent UUIDs with a partition allocated
+	for _, d := range inv.devices {
+		if d.Type == slicebuilder.TypeMIG && alloc[d.ID] {
+			partitioned[d.ParentUUID] = true
+		}
+	}
+	for _, d := range inv.devices {
+		k := DeviceKey{Node: d.Node, Model: d.Model, Type: d.Type, Profile: d.Profile}
+		c := snap.Devices[k]
+		c.Published++
+		if alloc[d.ID] {
+			c.Allocated++
+		}
+		if len(d.Taints) > 0 {
+			c.Tainted++
+		}
+		snap.Devices[k] = c
+
+		if d.Type != slicebuilder.TypeGPU {
+			continue
+		}
+		gk := GPUKey{Node: d.Node, Model: d.Model}
+		g := snap.GPUs[gk]
+		switch {
+		case alloc[d.ID]:
+			g.Whole++
+		case partitioned[d.UUID]:
+			g.Partitioned++
+		default:
+			g.Free++
+		}
+		snap.GPUs[gk] = g
+	}
+
+	ours := driverClasses(in.DriverName, in.Classes)
+	used := claimsInUse(in.Pods)
+	for _, c := range in.Claims {
+		if c.Status.Allocation != nil {
+			if hasDriverResult(in.DriverName, c.Status.Allocation) {
+				snap.AllocatedClaims++
+			}
+			continue
+		}
+		if c.DeletionTimestamp != nil || !used[c.Namespace+"/"+c.Name] || !requestsClass(c, ours) {
+			continue
+		}
+		snap.Pending = append(snap.Pending, PendingClaim{Namespace: c.Namespace, Name: c.Name, Age: in.Now.Sub(c.CreationTimestamp.Time)})
+	}
+	slices.SortFunc(snap.Pending, func(a, b PendingClaim) int {
+		return cmp.Or(cmp.Compare(b.Age, a.Age), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return snap
+}
+
+// allocatedDevices are the driver's devices in some claim's allocation,
+// not counting admin access, which does not take the device.
+func allocatedDevices(driver string, claims []*resourceapi.ResourceClaim) map[DeviceID]bool {
+	out := map[DeviceID]bool{}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver == driver && (r.AdminAccess == nil || !*r.AdminAccess) {
+				out[DeviceID{Pool: r.Pool, Device: r.Device}] = true
+			}
+		}
+	}
+	return out
+}
+
+func hasDriverResult(driver string, a *resourceapi.AllocationResult) bool {
+	return slices.ContainsFunc(a.Devices.Results, func(r resourceapi.DeviceRequestAllocationResult) bool { return r.Driver == driver })
+}
+
+// driverClasses are the names of the DeviceClasses that select the
+// driver's devices: a selector compares device.driver with the driver's
+// name, or the class configures the driver.
+func driverClasses(driver string, classes []*resourceapi.DeviceClass) map[string]bool {
+	out := map[string]bool{}
+	quoted := []string{"'" + driver + "'", `"` + driver + `"`}
+	for _, c := range classes {
+		for _, s := range c.Spec.Selectors {
+			if s.CEL != nil && strings.Contains(s.CEL.Expression, "device.driver") &&
+				(strings.Contains(s.CEL.Expression, quoted[0]) || strings.Contains(s.CEL.Expression, quoted[1])) {
+				out[c.Name] = true
+			}
+		}
+		for _, cfg := range c.Spec.Config {
+			if cfg.Opaque != nil && cfg.Opaque.Driver == driver {
+				out[c.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// requestsClass reports whether a request (or one of its alternatives)
+// names one of the classes.
+func requestsClass(c *resourceapi.ResourceClaim, classes map[string]bool) bool {
+	for _, r := range c.Spec.Devices.Requests {
+		if r.Exactly != nil && classes[r.Exactly.DeviceClassName] {
+			return true
+		}
+		for _, sub := range r.FirstAvailable {
+			if classes[sub.DeviceClassName] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// claimsInUse are the claims ("namespace/name") that pods which have not
+// finished reference.
+func claimsInUse(pods []*corev1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+			continue
+		}
+		generated := map[string]string{}
+		for _, s := range p.Status.ResourceClaimStatuses {
+			if s.ResourceClaimName != nil {
+				generated[s.Name] = *s.ResourceClaimName
+			}
+		}
+		for _, rc := range p.Spec.ResourceClaims {
+			switch {
+			case rc.ResourceClaimName != nil:
+				out[p.Namespace+"/"+*rc.ResourceClaimName] = true
+			case generated[rc.Name] != "":
+				out[p.Namespace+"/"+generated[rc.Name]] = true
+			}
+		}
+	}
+	return out
+}

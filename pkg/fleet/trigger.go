@@ -1,0 +1,62 @@
+package fleet
+
+import (
+	"context"
+	"time"
+)
+
+// Trigger runs a recompute after changes, at most once per MinInterval:
+// events that arrive while a recompute runs or waits fold into one, so a
+// burst of a thousand claim events costs one or two recomputes, and a
+// steady stream costs one per MinInterval.
+type Trigger struct {
+	// MinInterval is the least time between the starts of two runs.
+	MinInterval time.Duration
+	pending     chan struct{}
+}
+
+// NewTrigger returns a trigger with one change already pending, so the
+// first Run computes at once.
+func NewTrigger(minInterval time.Duration) *Trigger {
+	t := &Trigger{MinInterval: minInterval, pending: make(chan struct{}, 1)}
+	t.Notify()
+	return t
+}
+
+// Notify records a change; it never blocks.
+func (t *Trigger) Notify() {
+	select {
+	case t.pending <- struct{}{}:
+	default: // a run is already pending
+	}
+}
+
+// Run calls fn after each change, no sooner than MinInterval after the
+// previous call started, until ctx is done.
+func (t *Trigger) Run(ctx context.Context, fn func(context.Context)) {
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.pending:
+		}
+		if wait := t.MinInterval - time.Since(last); !last.IsZero() && wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+		}
+		// Changes from here on need another run; those before are
+		// covered by this one.
+		select {
+		case <-t.pending:
+		default:
+		}
+		last = time.Now()
+		fn(ctx)
+	}
+}
