@@ -28,6 +28,10 @@ render --set deviceBackend=fake --set kubeletPlugin.affinity.nodeAffinity.requir
   --set kubeletPlugin.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists >"$out/affinity.yaml"
 render --set deviceBackend=fake --set consumableCapacity.enabled=true --set consumableCapacity.sharing=TimeSlicing >"$out/shared.yaml"
 render --set mps.enabled=false >"$out/nomps.yaml"
+# The controller: with cert-manager, without the webhook, not at all.
+render --set admissionWebhook.certManager.enabled=true --set controller.replicas=1 >"$out/certmanager.yaml"
+render --set admissionWebhook.enabled=false >"$out/nowebhook.yaml"
+render --set controller.enabled=false >"$out/nocontroller.yaml"
 
 # What the rendered manifests must say.
 fail=0
@@ -84,6 +88,23 @@ expect controlplane.yaml "key: example.com/gpu"
 nexpect controlplane.yaml "node-role.kubernetes.io/control-plane"
 expect affinity.yaml "key: mine"
 nexpect affinity.yaml "nvidia.com/gpu.present"
+# The controller: a Deployment with leader election, its webhook with match
+# conditions, self-managed certificates by default, cert-manager's on request.
+expect nvml.yaml "command: [\"/usr/bin/gpudra-controller\"]"
+expect nvml.yaml "--leader-election-lease=gpudra-controller"
+expect nvml.yaml "kind: ValidatingWebhookConfiguration"
+expect nvml.yaml "--cert-secret=gpudra-controller-webhook-cert"
+expect nvml.yaml "c.?opaque.?driver.orValue('') == 'gpu.gpudra.io'"
+expect nvml.yaml "kind: PodDisruptionBudget"
+expect nvml.yaml "readOnlyRootFilesystem: true"
+expect fake.yaml "name: resourceclaims.gpu.example.com"
+expect certmanager.yaml "cert-manager.io/inject-ca-from: gpudra/gpudra-controller-webhook-cert"
+expect certmanager.yaml "kind: Certificate"
+expect certmanager.yaml "--tls-cert-file=/etc/gpudra/webhook-cert/tls.crt"
+if grep -q "kind: PodDisruptionBudget" "$out/certmanager.yaml"; then echo "chart-check: a PodDisruptionBudget for one replica blocks every drain"; fail=1; fi
+if grep -q "kind: ValidatingWebhookConfiguration" "$out/nowebhook.yaml"; then echo "chart-check: admissionWebhook.enabled=false still renders the webhook"; fail=1; fi
+expect nowebhook.yaml "--webhook-address="
+if grep -q "gpudra-controller" "$out/nocontroller.yaml"; then echo "chart-check: controller.enabled=false still renders the controller"; fail=1; fi
 # Another driver name must not collide with the default installation:
 # no class, selector or attribute domain of gpudra.io, no extended resources.
 # (The config API group resource.gpudra.io is the same for every driver.)
@@ -102,7 +123,9 @@ expect fake.yaml 'name: install-cdi-hook'
 for bad in migProfiles=1g10gb deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
   logVerbosity=11 kubeletDir=relative/path featureGates.lowercase=true unknownValue=1 \
   kubeletPlugin.updateStrategy.type=Recreate kubeletPlugin.healthcheckPort=0 'kubeletPlugin.gpuNodeLabels={bad label}' \
-  consumableCapacity.sharing=mps mps.replicas=1; do
+  consumableCapacity.sharing=mps mps.replicas=1 \
+  admissionWebhook.failurePolicy=Sometimes controller.recomputeInterval=soon controller.replicas=0 \
+  admissionWebhook.certManager.issuerRef.kind=Secret; do
   if render --set "$bad" >/dev/null 2>&1; then echo "chart-check: the schema accepts $bad"; fail=1; fi
 done
 [ $fail -eq 0 ] && echo "chart-check: helm lint and template ok ($(grep -c '^kind:' "$out/nvml.yaml") objects)"

@@ -95,3 +95,27 @@ runAsGroup: 0
 capabilities:
   drop: ["ALL"]
 {{- end -}}
+
+{{/* gpudra-controller: Deployment, Service, webhook configuration and Lease share this name. */}}
+{{- define "gpudra.controllerName" -}}
+{{- printf "%s-controller" (include "gpudra.fullname" .) -}}
+{{- end -}}
+
+{{- define "gpudra.controllerSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{- define "gpudra.controllerServiceAccountName" -}}
+{{- default (include "gpudra.controllerName" .) .Values.controller.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The Secret with the webhook's serving certificate: kept by the controller, or by cert-manager. */}}
+{{- define "gpudra.webhookCertSecret" -}}
+{{- printf "%s-webhook-cert" (include "gpudra.controllerName" .) -}}
+{{- end -}}
+
+{{- define "gpudra.webhookEnabled" -}}
+{{- if and .Values.controller.enabled .Values.admissionWebhook.enabled }}true{{ end -}}
+{{- end -}}
