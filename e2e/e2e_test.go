@@ -61,6 +61,8 @@ func TestGPUDRA(t *testing.T) {
 	e.startInspector(ctx, t)
 
 	t.Run("ResourceSlicesMatchGolden", func(t *testing.T) { e.slicesMatchGolden(ctx, t) })
+	t.Run("AdmissionRejectsBadConfig", func(t *testing.T) { e.admissionRejectsBadConfig(ctx, t) })
+	t.Run("ControllerMetrics", func(t *testing.T) { e.controllerMetrics(ctx, t) })
 	t.Run("OneGPU", func(t *testing.T) { e.oneGPU(ctx, t) })
 	t.Run("TwoPodsDifferentGPUs", func(t *testing.T) { e.twoPodsDifferentGPUs(ctx, t) })
 	t.Run("SharedClaim", func(t *testing.T) { e.sharedClaim(ctx, t) })
@@ -83,6 +85,7 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("MPSTwoPodsSurvivePluginRestart", func(t *testing.T) { e.mpsTwoPods(ctx, t) })
 	t.Run("ConsumableCapacityPacking", func(t *testing.T) { e.consumableCapacityPacking(ctx, t) })
 	t.Run("TimeSlicingShare", func(t *testing.T) { e.timeSlicingShare(ctx, t) })
+	t.Run("ControllerLeaderElection", func(t *testing.T) { e.controllerLeaderElection(ctx, t) })
 	t.Run("Uninstall", func(t *testing.T) {
 		e.uninstall(ctx, t)
 		uninstalled = true
@@ -521,7 +524,11 @@ func (e *env) invalidConfig(ctx context.Context, t *testing.T) {
 			Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfig","driverCapabilites":["compute"]}`)},
 		}},
 	}}
-	e.createTemplate(ctx, t, "bad-config", spec)
+	// The webhook would refuse the template, and the claim made from it
+	// (AdmissionRejectsBadConfig); this scenario is about the plugin's own
+	// check, for clusters that run no webhook.
+	defer e.skipAdmission(ctx, t)()
+	e.createTemplateUnchecked(ctx, t, "bad-config", spec)
 	start := time.Now()
 	if _, err := e.cs.CoreV1().Pods(testNS).Create(ctx, e.gpuPod("bad-config", claimRef{name: "gpu", template: "bad-config"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -844,6 +851,7 @@ func (e *env) uninstall(ctx context.Context, t *testing.T) {
 			t.Errorf("DeviceClass %s left after uninstall", c.Name)
 		}
 	}
+	e.controllerLeftovers(ctx, t)
 	claims, err := e.cs.ResourceV1().ResourceClaims(testNS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -137,7 +137,13 @@ func (e *env) helmArgs(args ...string) []string {
 
 // chartValues are the values every install and upgrade uses.
 func (e *env) chartValues() []string {
-	args := []string{"--set", "deviceBackend=fake", "--set", "fakeProfile=" + e.profile, "--set", "logVerbosity=4"}
+	args := []string{"--set", "deviceBackend=fake", "--set", "fakeProfile=" + e.profile, "--set", "logVerbosity=4",
+		// A namespace labelled skipAdmissionLabel is outside the webhook
+		// (controller_test.go).
+		"--set", "admissionWebhook.namespaceSelector.matchExpressions[0].key=" + skipAdmissionLabel,
+		"--set", "admissionWebhook.namespaceSelector.matchExpressions[0].operator=DoesNotExist",
+		// Fleet metrics follow the cluster within seconds.
+		"--set", "controller.recomputeInterval=2s"}
 	if e.values != "" {
 		args = append(args, "-f", e.values)
 	}
