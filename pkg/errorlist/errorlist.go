@@ -149,3 +149,18 @@ var _ interface {
 	error
 	Unwrap() []error
 } = (*summary)(nil)
+
+// Split returns the errors err lists and how many there were in all: for a
+// summary, the errors it shows, its total, and whether the total is only a
+// lower bound; for any other error (nil excepted), err itself, 1 and false.
+// Callers that report each error on its own (an admission response's
+// causes) use it, and say how many more there were.
+func Split(err error) (shown []error, total int, atLeast bool) {
+	if err == nil {
+		return nil, 0, false
+	}
+	if s, ok := err.(*summary); ok {
+		return s.shown, s.total, s.more
+	}
+	return []error{err}, 1, false
+}

@@ -111,3 +111,25 @@ func (e countingError) Error() string {
 	*e.formatted++
 	return fmt.Sprint(e.n)
 }
+
+func TestSplit(t *testing.T) {
+	var errs []error
+	for i := range 25 {
+		errs = append(errs, fmt.Errorf("error %d", i))
+	}
+	shown, total, atLeast := Split(Summarize(errs))
+	if len(shown) != Max || total != 25 || atLeast || shown[0].Error() != "error 0" {
+		t.Errorf("Split(summary of 25) = %d shown, total %d, atLeast %v", len(shown), total, atLeast)
+	}
+	shown, total, atLeast = Split(Summarize(append(errs[:3:3], More)))
+	if len(shown) != 3 || total != 3 || !atLeast {
+		t.Errorf("Split(summary of 3 and more) = %d shown, total %d, atLeast %v", len(shown), total, atLeast)
+	}
+	one := fmt.Errorf("alone")
+	if shown, total, _ := Split(one); len(shown) != 1 || shown[0] != one || total != 1 {
+		t.Errorf("Split(one error) = %v, %d", shown, total)
+	}
+	if shown, total, _ := Split(nil); shown != nil || total != 0 {
+		t.Errorf("Split(nil) = %v, %d", shown, total)
+	}
+}
