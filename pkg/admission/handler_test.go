@@ -37,6 +37,8 @@ const (
 	typo       = `{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfig","driverCapabilites":["compute"]}`
 	badValue   = `{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfig","driverCapabilities":["compute","cuda","compute"]}`
 	badKind    = `{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfg"}`
+	sharing    = `{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS","mps":{"defaultActiveThreadPercentage":50}}}`
+	badSharing = `{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS","mps":{"defaultActiveThreadPercentage":150}}}`
 	otherAPI   = `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing"}}`
 	notAnObjct = `["compute"]`
 )
@@ -184,6 +186,12 @@ func TestWebhookOverHTTPS(t *testing.T) {
 	}{
 		{name: "claim without config", body: review(t, admissionv1.Create, claim(), nil), allowed: true},
 		{name: "valid GpuConfig", body: review(t, admissionv1.Create, claim(opaque(driver, goodGpu)), nil), allowed: true},
+		{name: "sharing, a field the config API gained: validated without a change here", body: review(t, admissionv1.Create, claim(opaque(driver, sharing)), nil), allowed: true},
+		{name: "invalid sharing", body: review(t, admissionv1.Create, claim(opaque(driver, badSharing)), nil),
+			want: []string{"spec.devices.config[0].opaque.parameters.sharing.mps.defaultActiveThreadPercentage"}},
+		{name: "a config full of mistakes: the first ten and a count", body: review(t, admissionv1.Create, claim(opaque(driver,
+			`{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfig","driverCapabilities":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o"]}`)), nil),
+			want: []string{"driverCapabilities[9]: Unsupported value", "spec.devices.config[0].opaque.parameters: and 5 more errors"}},
 		{name: "valid MigConfig", body: review(t, admissionv1.Create, claim(opaque(driver, goodMig)), nil), allowed: true},
 		{name: "another driver's config is not ours to judge", body: review(t, admissionv1.Create,
 			claim(opaque("gpu.nvidia.com", otherAPI), opaque("gpu.nvidia.com", notAnObjct)), nil), allowed: true},

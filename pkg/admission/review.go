@@ -1,16 +1,15 @@
 package admission
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+	"github.com/gpudra/gpudra/pkg/errorlist"
 )
 
 // Result is what Review decided, for metrics and logs.
@@ -68,7 +67,8 @@ func (v Validator) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admis
 	var causes []metav1.StatusCause
 	for _, c := range configs {
 		if _, err := configapi.Decode(c.parameters); err != nil {
-			for _, e := range flatten(err) {
+			shown, total, atLeast := errorlist.Split(err)
+			for _, e := range shown {
 				// The config API's errors start at "parameters"; put
 				// the entry's own path in front so that the message
 				// leads to the value.
@@ -77,6 +77,13 @@ func (v Validator) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admis
 					Type:    metav1.CauseTypeFieldValueInvalid,
 					Field:   c.path.String() + "." + path,
 					Message: msg,
+				})
+			}
+			if more := total - len(shown); more > 0 || atLeast {
+				causes = append(causes, metav1.StatusCause{
+					Type:    metav1.CauseTypeFieldValueInvalid,
+					Field:   c.path.String() + ".parameters",
+					Message: moreErrors(more, atLeast),
 				})
 			}
 		}
@@ -112,13 +119,12 @@ func errored(resp *admissionv1.AdmissionResponse, err error) (*admissionv1.Admis
 	return resp, Errored
 }
 
-// flatten lists the individual errors of an aggregate.
-func flatten(err error) []error {
-	var agg utilerrors.Aggregate
-	if errors.As(err, &agg) {
-		return utilerrors.Flatten(agg).Errors()
+// moreErrors says how many errors a config had beyond those listed.
+func moreErrors(more int, atLeast bool) string {
+	if atLeast {
+		return fmt.Sprintf("and at least %d more errors", more)
 	}
-	return []error{err}
+	return fmt.Sprintf("and %d more errors", more)
 }
 
 // splitPath splits a config API error into the field path it starts with
