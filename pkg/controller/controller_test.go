@@ -152,13 +152,13 @@ func TestControllerMetricsFollowTheCluster(t *testing.T) {
 	r := startReplica(t, cs, "only", false)
 
 	waitFor(t, "ready", func() bool { code, _, _ := r.get("/readyz"); return code == http.StatusOK })
-	waitFor(t, "published devices", func() bool { return r.scrape(t)[MetricDevicesPublished+gpuSeries] == 2 })
+	waitFor(t, "published devices", func() bool { return r.scrape(t)[MetricDevicesPublished.Name+gpuSeries] == 2 })
 	m := r.scrape(t)
-	if m[MetricDevicesAllocated+gpuSeries] != 0 || m[MetricGPUs+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="free"}`] != 2 || m[MetricLeader] != 1 {
+	if m[MetricDevicesAllocated.Name+gpuSeries] != 0 || m[MetricGPUs.Name+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="free"}`] != 2 || m[MetricLeader.Name] != 1 {
 		t.Errorf("before any claim: %v", m)
 	}
-	if m[MetricCertificateExpiry] < float64(time.Now().Unix()) {
-		t.Errorf("certificate expiry %v is not in the future", m[MetricCertificateExpiry])
+	if m[MetricCertificateExpiry.Name] < float64(time.Now().Unix()) {
+		t.Errorf("certificate expiry %v is not in the future", m[MetricCertificateExpiry.Name])
 	}
 
 	// A claim gets gpu-1: the next recompute shows it.
@@ -168,9 +168,9 @@ func TestControllerMetricsFollowTheCluster(t *testing.T) {
 	if _, err := cs.ResourceV1().ResourceClaims("ns").Create(context.Background(), claim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "allocated device", func() bool { return r.scrape(t)[MetricDevicesAllocated+gpuSeries] == 1 })
+	waitFor(t, "allocated device", func() bool { return r.scrape(t)[MetricDevicesAllocated.Name+gpuSeries] == 1 })
 	m = r.scrape(t)
-	if m[MetricClaimsAllocated] != 1 || m[MetricGPUs+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="whole"}`] != 1 {
+	if m[MetricClaimsAllocated.Name] != 1 || m[MetricGPUs.Name+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="whole"}`] != 1 {
 		t.Errorf("after the claim: %v", m)
 	}
 }
@@ -183,17 +183,17 @@ func TestLeaderElection(t *testing.T) {
 	leaderOf := func() (leader, follower *replica) {
 		ma, mb := a.scrape(t), b.scrape(t)
 		switch {
-		case ma[MetricLeader] == 1 && mb[MetricLeader] == 0:
+		case ma[MetricLeader.Name] == 1 && mb[MetricLeader.Name] == 0:
 			return a, b
-		case mb[MetricLeader] == 1 && ma[MetricLeader] == 0:
+		case mb[MetricLeader.Name] == 1 && ma[MetricLeader.Name] == 0:
 			return b, a
 		}
 		return nil, nil
 	}
 	var leader, follower *replica
 	waitFor(t, "one leader", func() bool { leader, follower = leaderOf(); return leader != nil })
-	waitFor(t, "fleet metrics on the leader", func() bool { return leader.scrape(t)[MetricDevicesPublished+gpuSeries] == 2 })
-	if _, ok := follower.scrape(t)[MetricDevicesPublished+gpuSeries]; ok {
+	waitFor(t, "fleet metrics on the leader", func() bool { return leader.scrape(t)[MetricDevicesPublished.Name+gpuSeries] == 2 })
+	if _, ok := follower.scrape(t)[MetricDevicesPublished.Name+gpuSeries]; ok {
 		t.Error("the follower exports fleet metrics too; a sum over replicas would count devices twice")
 	}
 	// Both serve the webhook: both become ready once the leader created
@@ -215,6 +215,6 @@ func TestLeaderElection(t *testing.T) {
 	leader.done <- nil // for the cleanup
 	waitFor(t, "the follower to lead", func() bool {
 		m := follower.scrape(t)
-		return m[MetricLeader] == 1 && m[MetricDevicesPublished+gpuSeries] == 2
+		return m[MetricLeader.Name] == 1 && m[MetricDevicesPublished.Name+gpuSeries] == 2
 	})
 }

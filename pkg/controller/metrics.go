@@ -8,48 +8,61 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/admission"
 	"github.com/gpudra/gpudra/pkg/fleet"
+	"github.com/gpudra/gpudra/pkg/metricdoc"
 )
 
-// Metric names the controller exports. docs/observability.md lists each
-// with its help text; a test keeps the two in step.
-const (
-	MetricDevicesPublished    = "gpudra_devices_published"
-	MetricDevicesAllocated    = "gpudra_devices_allocated"
-	MetricDevicesTainted      = "gpudra_devices_tainted"
-	MetricGPUs                = "gpudra_gpus"
-	MetricClaimsAllocated     = "gpudra_claims_allocated"
-	MetricClaimsPending       = "gpudra_claims_pending"
-	MetricClaimsPendingOldest = "gpudra_claims_pending_oldest_age_seconds"
-	MetricRecomputes          = "gpudra_fleet_recomputes_total"
-	MetricRecomputeDuration   = "gpudra_fleet_recompute_duration_seconds"
-	MetricLastRecompute       = "gpudra_fleet_last_recompute_timestamp_seconds"
-	MetricAdmissionReviews    = "gpudra_admission_reviews_total"
-	MetricAdmissionDuration   = "gpudra_admission_review_duration_seconds"
-	MetricCertificateExpiry   = "gpudra_webhook_certificate_expiry_timestamp_seconds"
-	MetricLeader              = "gpudra_controller_leader"
+var deviceLabels = []string{"node", "model", "type", "profile"}
+
+// The controller's metrics. docs/observability.md lists them, generated
+// from Metrics (go test ./pkg/controller -run TestMetricDocs -update).
+var (
+	MetricDevicesPublished = metricdoc.Metric{Name: "gpudra_devices_published", Type: metricdoc.Gauge, Labels: deviceLabels,
+		Help: "Devices of this driver in the newest ResourceSlices, by node, model (productName), type (gpu, mig) and MIG profile. For MIG these are the placements the scheduler may pick, not instances."}
+	MetricDevicesAllocated = metricdoc.Metric{Name: "gpudra_devices_allocated", Type: metricdoc.Gauge, Labels: deviceLabels,
+		Help: "Published devices that a ResourceClaim's allocation holds (admin access does not count), by node, model, type and MIG profile."}
+	MetricDevicesTainted = metricdoc.Metric{Name: "gpudra_devices_tainted", Type: metricdoc.Gauge, Labels: deviceLabels,
+		Help: "Published devices with at least one device taint (e.g. gpu.gpudra.io/unhealthy after an XID), by node, model, type and MIG profile."}
+	MetricGPUs = metricdoc.Metric{Name: "gpudra_gpus", Type: metricdoc.Gauge, Labels: []string{"node", "model", "state"},
+		Help: "Whole GPUs by node, model and state: free (nothing allocated), whole (allocated as one device) or partitioned (at least one MIG partition allocated)."}
+	MetricClaimsAllocated = metricdoc.Metric{Name: "gpudra_claims_allocated", Type: metricdoc.Gauge,
+		Help: "ResourceClaims with at least one device of this driver allocated."}
+	MetricClaimsPending = metricdoc.Metric{Name: "gpudra_claims_pending", Type: metricdoc.Gauge,
+		Help: "ResourceClaims for this driver's DeviceClasses that a running or pending pod uses and that are not allocated yet."}
+	MetricClaimsPendingOldest = metricdoc.Metric{Name: "gpudra_claims_pending_oldest_age_seconds", Type: metricdoc.Gauge,
+		Help: "Age of the oldest pending claim (see gpudra_claims_pending), 0 when none waits."}
+	MetricRecomputes = metricdoc.Metric{Name: "gpudra_fleet_recomputes_total", Type: metricdoc.Counter,
+		Help: "Fleet accounting recomputes; they follow API changes, at most one per --recompute-interval."}
+	MetricRecomputeDuration = metricdoc.Metric{Name: "gpudra_fleet_recompute_duration_seconds", Type: metricdoc.Histogram,
+		Help: "Time one fleet accounting recompute took."}
+	MetricLastRecompute = metricdoc.Metric{Name: "gpudra_fleet_last_recompute_timestamp_seconds", Type: metricdoc.Gauge,
+		Help: "Unix time the fleet metrics were last recomputed; they describe the cluster as of then."}
+	MetricAdmissionReviews = metricdoc.Metric{Name: "gpudra_admission_reviews_total", Type: metricdoc.Counter, Labels: []string{"kind", "result"},
+		Help: "Admission reviews answered, by kind and result: allowed, denied (an invalid config of this driver) or error (an unusable request)."}
+	MetricAdmissionDuration = metricdoc.Metric{Name: "gpudra_admission_review_duration_seconds", Type: metricdoc.Histogram, Labels: []string{"kind"},
+		Help: "Time to decide one admission review, by kind."}
+	MetricCertificateExpiry = metricdoc.Metric{Name: "gpudra_webhook_certificate_expiry_timestamp_seconds", Type: metricdoc.Gauge,
+		Help: "Unix time the webhook's serving certificate expires; 0 before one is loaded."}
+	MetricLeader = metricdoc.Metric{Name: "gpudra_controller_leader", Type: metricdoc.Gauge,
+		Help: "1 on the replica that holds the leader lease and exports the fleet metrics, 0 on the others."}
 )
+
+// Metrics lists every metric the controller exports, in the order the
+// docs show them.
+var Metrics = []metricdoc.Metric{
+	MetricDevicesPublished, MetricDevicesAllocated, MetricDevicesTainted, MetricGPUs,
+	MetricClaimsAllocated, MetricClaimsPending, MetricClaimsPendingOldest,
+	MetricAdmissionReviews, MetricAdmissionDuration, MetricCertificateExpiry,
+	MetricLeader, MetricRecomputes, MetricRecomputeDuration, MetricLastRecompute,
+}
 
 var (
-	deviceLabels = []string{"node", "model", "type", "profile"}
-
-	descDevicesPublished = prometheus.NewDesc(MetricDevicesPublished,
-		"Devices of this driver in the newest ResourceSlices, by node, model (productName), type (gpu, mig) and MIG profile. For MIG these are the placements the scheduler may pick, not instances.",
-		deviceLabels, nil)
-	descDevicesAllocated = prometheus.NewDesc(MetricDevicesAllocated,
-		"Published devices that a ResourceClaim's allocation holds (admin access does not count), by node, model, type and MIG profile.",
-		deviceLabels, nil)
-	descDevicesTainted = prometheus.NewDesc(MetricDevicesTainted,
-		"Published devices with at least one device taint (e.g. gpu.gpudra.io/unhealthy after an XID), by node, model, type and MIG profile.",
-		deviceLabels, nil)
-	descGPUs = prometheus.NewDesc(MetricGPUs,
-		"Whole GPUs by node, model and state: free (nothing allocated), whole (allocated as one device) or partitioned (at least one MIG partition allocated).",
-		[]string{"node", "model", "state"}, nil)
-	descClaimsAllocated = prometheus.NewDesc(MetricClaimsAllocated,
-		"ResourceClaims with at least one device of this driver allocated.", nil, nil)
-	descClaimsPending = prometheus.NewDesc(MetricClaimsPending,
-		"ResourceClaims for this driver's DeviceClasses that a running or pending pod uses and that are not allocated yet.", nil, nil)
-	descClaimsPendingOldest = prometheus.NewDesc(MetricClaimsPendingOldest,
-		"Age of the oldest pending claim (see gpudra_claims_pending), 0 when none waits.", nil, nil)
+	descDevicesPublished    = MetricDevicesPublished.Desc()
+	descDevicesAllocated    = MetricDevicesAllocated.Desc()
+	descDevicesTainted      = MetricDevicesTainted.Desc()
+	descGPUs                = MetricGPUs.Desc()
+	descClaimsAllocated     = MetricClaimsAllocated.Desc()
+	descClaimsPending       = MetricClaimsPending.Desc()
+	descClaimsPendingOldest = MetricClaimsPendingOldest.Desc()
 )
 
 // metrics are the controller's own instruments.
@@ -66,23 +79,14 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
-		recomputes: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricRecomputes,
-			Help: "Fleet accounting recomputes; they follow API changes, at most one per --recompute-interval."}),
-		recomputeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricRecomputeDuration,
-			Help:    "Time one fleet accounting recompute took.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
-		lastRecompute: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLastRecompute,
-			Help: "Unix time the fleet metrics were last recomputed; they describe the cluster as of then."}),
-		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAdmissionReviews,
-			Help: "Admission reviews answered, by kind and result: allowed, denied (an invalid config of this driver) or error (an unusable request)."},
-			[]string{"kind", "result"}),
-		reviewDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricAdmissionDuration,
-			Help:    "Time to decide one admission review, by kind.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8)}, []string{"kind"}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLeader,
-			Help: "1 on the replica that holds the leader lease and exports the fleet metrics, 0 on the others."}),
-		fleet: &fleetCollector{},
+		registry:          prometheus.NewRegistry(),
+		recomputes:        MetricRecomputes.Counter(),
+		recomputeDuration: MetricRecomputeDuration.Histogram(prometheus.ExponentialBuckets(0.001, 4, 10)),
+		lastRecompute:     MetricLastRecompute.Gauge(),
+		reviews:           MetricAdmissionReviews.CounterVec(),
+		reviewDuration:    MetricAdmissionDuration.HistogramVec(prometheus.ExponentialBuckets(0.0001, 4, 8)),
+		leader:            MetricLeader.Gauge(),
+		fleet:             &fleetCollector{},
 	}
 	m.registry.MustRegister(m.recomputes, m.recomputeDuration, m.lastRecompute, m.reviews, m.reviewDuration, m.leader, m.fleet)
 	return m
@@ -90,8 +94,7 @@ func newMetrics() *metrics {
 
 // watchCertificate exports the expiry of the certificate the source serves.
 func (m *metrics) watchCertificate(src CertificateSource) {
-	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricCertificateExpiry,
-		Help: "Unix time the webhook's serving certificate expires; 0 before one is loaded."},
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricCertificateExpiry.Name, Help: MetricCertificateExpiry.Help},
 		func() float64 {
 			if c, err := src.GetCertificate(nil); err == nil && c.Leaf != nil {
 				return float64(c.Leaf.NotAfter.Unix())
