@@ -51,6 +51,8 @@ func (g *fakeGPU) install() {
 	g.installMigDevices()
 	g.installComputePolicy()
 	g.installEvents()
+	g.installTelemetry()
+	g.installRecovery()
 
 	// Fields the mock's own methods read; set for anyone who looks.
 	d.UUID, d.PciBusID, d.Minor, d.Index = g.uuid, nvmlBusID(g.bus), g.index, g.index

@@ -33,7 +33,13 @@ func InjectXID(stateDir, uuid string, xid uint64) error {
 	if stateDir == "" {
 		return errors.New("inject XID: no state directory")
 	}
-	return appendXID(filepath.Join(stateDir, eventsFileName), uuid, xid)
+	if err := appendXID(filepath.Join(stateDir, eventsFileName), uuid, xid); err != nil {
+		return err
+	}
+	return mutateStateDir(stateDir, func(st *state) error {
+		recordRecovery(st, uuid, xid)
+		return nil
+	})
 }
 
 func appendXID(path, uuid string, xid uint64) error {
@@ -64,15 +70,21 @@ func appendXID(path, uuid string, xid uint64) error {
 // devices); it works without a state directory too.
 func (s *Server) InjectXID(uuid string, xid uint64) error {
 	if s.events.path != "" {
-		return appendXID(s.events.path, uuid, xid)
+		return InjectXID(s.opts.StateDir, uuid, xid)
 	}
 	if !strings.HasPrefix(uuid, "GPU-") && !strings.HasPrefix(uuid, "MIG-") {
 		return fmt.Errorf("inject XID: %q is not a GPU-… or MIG-… UUID", uuid)
 	}
 	line, _ := json.Marshal(xidRecord{UUID: uuid, XID: xid})
 	s.events.mu.Lock()
-	defer s.events.mu.Unlock()
 	s.events.mem = append(append(s.events.mem, line...), '\n')
+	s.events.mu.Unlock()
+	if err := s.store.mutate(func(st *state) error {
+		recordRecovery(st, uuid, xid)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("inject XID: %w", err)
+	}
 	return nil
 }
 

@@ -73,6 +73,7 @@ func (g *fakeGPU) migHandle(gi giState, ci ciState) *mock.Device {
 	return getOrBuild(&g.s.handles.mu, g.s.handles.migs, key, func() *mock.Device {
 		h := &mock.Device{}
 		g.installMigDevice(h, key, gi, ci)
+		installMigTelemetry(h, g.s, migUUID(g.uuid, gi, ci))
 		g.complete(h)
 		return h
 	})

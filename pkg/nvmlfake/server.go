@@ -3,6 +3,7 @@ package nvmlfake
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -37,8 +38,10 @@ type Server struct {
 	gpus    []*fakeGPU
 	store   *store
 	events  *eventLog
-	life    lifecycle
-	handles handleCache
+	// telemetry is what the devices report when asked how busy they are.
+	telemetry *telemetrySource
+	life      lifecycle
+	handles   handleCache
 }
 
 var _ nvml.Interface = (*Server)(nil)
@@ -58,7 +61,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nvmlfake: %w", err)
 	}
-	s := &Server{opts: opts, profile: prof, store: st, events: newEventLog(opts.StateDir)}
+	s := &Server{opts: opts, profile: prof, store: st, events: newEventLog(opts.StateDir), telemetry: &telemetrySource{}}
+	if opts.StateDir != "" {
+		s.telemetry.path = filepath.Join(opts.StateDir, telemetryFileName)
+	}
 	s.handles.init()
 
 	configs := make([]gpus.Config, len(prof.gpus))

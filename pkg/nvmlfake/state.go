@@ -34,6 +34,9 @@ type gpuState struct {
 	// time-slice level (0-3); see computepolicy.go. Zero is the default.
 	ComputeMode int `json:"computeMode,omitempty"`
 	TimeSlice   int `json:"timeSlice,omitempty"`
+	// RecoveryAction is what the driver asks for after an XID
+	// (nvml.DeviceGpuRecoveryAction; recovery.go); a reset clears it.
+	RecoveryAction int `json:"recoveryAction,omitempty"`
 }
 
 // giState is one GPU instance.
@@ -86,6 +89,7 @@ func (g *gpuState) resetGPU() {
 	g.MigMode = g.MigPendingMode
 	g.GpuInstances = nil
 	g.ComputeMode, g.TimeSlice = 0, 0
+	g.RecoveryAction = 0
 }
 
 // reboot is what a node reboot does to the GPU: a reset, and a GPU that
