@@ -32,6 +32,7 @@ render --set mps.enabled=false >"$out/nomps.yaml"
 render --set admissionWebhook.certManager.enabled=true --set controller.replicas=1 >"$out/certmanager.yaml"
 render --set admissionWebhook.enabled=false >"$out/nowebhook.yaml"
 render --set controller.enabled=false >"$out/nocontroller.yaml"
+render --set metrics.serviceMonitor.enabled=true --set metrics.idleAfter=1h --set 'health.ignoredXIDs={13,92}' >"$out/monitoring.yaml"
 
 # What the rendered manifests must say.
 fail=0
@@ -105,6 +106,17 @@ if grep -q "kind: PodDisruptionBudget" "$out/certmanager.yaml"; then echo "chart
 if grep -q "kind: ValidatingWebhookConfiguration" "$out/nowebhook.yaml"; then echo "chart-check: admissionWebhook.enabled=false still renders the webhook"; fail=1; fi
 expect nowebhook.yaml "--webhook-address="
 if grep -q "gpudra-controller" "$out/nocontroller.yaml"; then echo "chart-check: controller.enabled=false still renders the controller"; fail=1; fi
+# Metrics: the plugin serves them and is ready when its slices are
+# published; a ServiceMonitor on request.
+expect nvml.yaml "--metrics-address=:8080"
+expect nvml.yaml "service: readiness"
+expect nvml.yaml "gpudra-metrics: \"true\""
+expect monitoring.yaml "kind: ServiceMonitor"
+expect monitoring.yaml "honorLabels: true"
+expect monitoring.yaml "--idle-after=1h"
+expect monitoring.yaml "--ignored-xids=13,92"
+expect nvml.yaml "--health-recheck-interval=30s"
+if grep -q "kind: ServiceMonitor" "$out/nvml.yaml"; then echo "chart-check: a ServiceMonitor by default needs the Prometheus Operator's CRDs"; fail=1; fi
 # Another driver name must not collide with the default installation:
 # no class, selector or attribute domain of gpudra.io, no extended resources.
 # (The config API group resource.gpudra.io is the same for every driver.)
@@ -125,7 +137,7 @@ for bad in migProfiles=1g10gb deviceBackend=cuda fakeProfile=dgx-x100 driverName
   kubeletPlugin.updateStrategy.type=Recreate kubeletPlugin.healthcheckPort=0 'kubeletPlugin.gpuNodeLabels={bad label}' \
   consumableCapacity.sharing=mps mps.replicas=1 \
   admissionWebhook.failurePolicy=Sometimes controller.recomputeInterval=soon controller.replicas=0 \
-  admissionWebhook.certManager.issuerRef.kind=Secret; do
+  admissionWebhook.certManager.issuerRef.kind=Secret metrics.idleThreshold=2 metrics.idleAfter=forever; do
   if render --set "$bad" >/dev/null 2>&1; then echo "chart-check: the schema accepts $bad"; fail=1; fi
 done
 [ $fail -eq 0 ] && echo "chart-check: helm lint and template ok ($(grep -c '^kind:' "$out/nvml.yaml") objects)"

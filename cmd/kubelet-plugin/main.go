@@ -8,14 +8,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
-	"github.com/gpudra/gpudra/pkg/gpu"
-
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,6 +36,7 @@ import (
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/mps"
 	"github.com/gpudra/gpudra/pkg/mpspod"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
@@ -65,8 +69,15 @@ type flags struct {
 	mpsImage           string
 	mpsPullPolicy      string
 	mpsPullSecrets     []string
-	logging            *logsapi.LoggingConfiguration
-	featureGate        featuregate.MutableVersionedFeatureGate
+	// Observability.
+	metricsAddr    string
+	telemetry      time.Duration
+	idleThreshold  float64
+	idleAfter      time.Duration
+	ignoredXIDs    []uint
+	healthRecheck  time.Duration
+	logging        *logsapi.LoggingConfiguration
+	featureGate    featuregate.MutableVersionedFeatureGate
 }
 
 func main() {
@@ -105,6 +116,12 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.StringVar(&f.mpsImage, "mps-daemon-image", os.Getenv("MPS_DAEMON_IMAGE"), "Image of the MPS control daemon pods, the plugin's own; empty refuses claims that ask for MPS (env MPS_DAEMON_IMAGE).")
 	fs.StringVar(&f.mpsPullPolicy, "mps-daemon-image-pull-policy", envOr("MPS_DAEMON_IMAGE_PULL_POLICY", string(v1.PullIfNotPresent)), "Pull policy of the MPS control daemon pods (env MPS_DAEMON_IMAGE_PULL_POLICY).")
 	fs.StringSliceVar(&f.mpsPullSecrets, "mps-daemon-image-pull-secrets", splitList(os.Getenv("MPS_DAEMON_IMAGE_PULL_SECRETS")), "Image pull secrets of the MPS control daemon pods, the plugin's own (env MPS_DAEMON_IMAGE_PULL_SECRETS, comma-separated).")
+	fs.StringVar(&f.metricsAddr, "metrics-address", envOr("METRICS_ADDRESS", ":8080"), "Address of the HTTP server for /metrics (Prometheus); empty turns it off (env METRICS_ADDRESS).")
+	fs.DurationVar(&f.telemetry, "telemetry-interval", 10*time.Second, "How often every GPU's utilization, memory, temperature and power is read from NVML for the metrics; 0 turns sampling off.")
+	fs.Float64Var(&f.idleThreshold, "idle-threshold", 0.05, "Utilization (0-1) below which a device counts as idle.")
+	fs.DurationVar(&f.idleAfter, "idle-after", 30*time.Minute, "How long every device of a claim must stay below --idle-threshold for the claim to count as idle (gpudra_claims_idle).")
+	fs.UintSliceVar(&f.ignoredXIDs, "ignored-xids", nil, "XIDs that leave a GPU healthy (comma-separated); default: the application XIDs 13, 31, 43, 45, 68, 109.")
+	fs.DurationVar(&f.healthRecheck, "health-recheck-interval", 30*time.Second, "How often an unhealthy GPU is asked whether it recovered (the driver asks for no recovery action, or a lost GPU answers again); its taint goes when it has.")
 	logsapi.AddFlags(f.logging, fs)
 	f.featureGate.AddFlag(fs) // --feature-gates=Name=true,... (chart value featureGates)
 	return f, fs
@@ -134,6 +151,13 @@ func run() error {
 	migProfiles, err := slicebuilder.ParseMigProfiles(f.migProfiles)
 	if err != nil {
 		return fmt.Errorf("--mig-profiles: %w", err)
+	}
+	if f.idleThreshold <= 0 || f.idleThreshold > 1 || f.idleAfter <= 0 {
+		return fmt.Errorf("--idle-threshold must be in (0, 1] and --idle-after positive, got %v and %v", f.idleThreshold, f.idleAfter)
+	}
+	telemetry := f.telemetry
+	if telemetry == 0 {
+		telemetry = -1 // plugin.Config: negative turns sampling off
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -183,6 +207,11 @@ func run() error {
 		ConsumableCapacity: f.consumableCapacity,
 		ShareSharing:       shareSharing,
 		MPS:                launcher,
+		TelemetryInterval: telemetry,
+		IgnoredXIDs:       ignoredXIDs(f.ignoredXIDs),
+		HealthRecheck:     f.healthRecheck,
+		IdleThreshold:     f.idleThreshold,
+		IdleAfter:         f.idleAfter,
 		Fatal: func(err error) {
 			fatal = err
 			cancel()
@@ -193,6 +222,14 @@ func run() error {
 		return err
 	}
 	logger.Info("gpudra kubelet plugin running", "driver", f.driverName, "backend", f.deviceBackend)
+	if f.metricsAddr != "" {
+		srv, err := serveMetrics(f.metricsAddr, driver.Registry())
+		if err != nil {
+			driver.Stop()
+			return err
+		}
+		defer func() { _ = srv.Close() }()
+	}
 	<-ctx.Done()
 	// Stop removes the sockets, so the kubelet stops calling a dead plugin.
 	driver.Stop()
@@ -274,4 +311,29 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// serveMetrics serves /metrics on addr until the returned server is closed.
+func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, nil
+}
+
+// ignoredXIDs converts --ignored-xids; nil keeps the plugin's default.
+func ignoredXIDs(flag []uint) []uint64 {
+	if flag == nil {
+		return nil
+	}
+	out := make([]uint64, len(flag))
+	for i, x := range flag {
+		out[i] = uint64(x)
+	}
+	return out
 }

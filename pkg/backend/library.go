@@ -31,15 +31,19 @@ func (l library) Discover(ctx context.Context) (gpu.Node, error) {
 	return discovery.Discover(ctx, l.lib, l.nodeName)
 }
 
+// HealthOptions tune WatchHealth: which XIDs are informational, how often
+// an unhealthy GPU is asked whether it recovered.
+type HealthOptions = discovery.HealthOptions
+
 // WatchHealth sends a HealthEvent each time a GPU's health changes (XID
 // errors, a GPU lost, recovery) until ctx is done. It returns nil when ctx
 // is cancelled.
-func (l library) WatchHealth(ctx context.Context, events chan<- gpu.HealthEvent) error {
+func (l library) WatchHealth(ctx context.Context, opts HealthOptions, events chan<- gpu.HealthEvent) error {
 	node, err := l.Discover(ctx)
 	if err != nil {
 		return fmt.Errorf("discover GPUs to watch: %w", err)
 	}
-	return discovery.WatchHealth(ctx, l.lib, node, events)
+	return discovery.WatchHealth(ctx, l.lib, node, opts, events)
 }
 
 // Close releases NVML.

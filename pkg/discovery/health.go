@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -21,21 +22,44 @@ var retryDelay = time.Second
 // noInstance is the instance ID of an event that concerns a whole GPU.
 const noInstance = 0xFFFFFFFF
 
+// HealthOptions tune WatchHealth.
+type HealthOptions struct {
+	// IgnoredXIDs are XIDs that do not make a GPU unhealthy: an
+	// application causes them and the GPU stays fit. Nil means
+	// DefaultIgnoredXIDs.
+	IgnoredXIDs []uint64
+	// RecheckInterval is how often an unhealthy GPU is asked whether it
+	// has recovered; 0 means 30s.
+	RecheckInterval time.Duration
+}
+
 // WatchHealth follows the NVML events of node's GPUs and sends a
 // HealthEvent each time one's health (or the reason for it) changes:
 // a critical XID or a double-bit ECC error makes a GPU Unhealthy; the
-// XIDs an application causes are ignored. A GPU whose events NVML cannot
+// XIDs in opts.IgnoredXIDs are ignored. Every RecheckInterval each
+// unhealthy GPU is asked whether it recovered (see recovered), and a
+// Healthy event is sent when it has. A GPU whose events NVML cannot
 // deliver is logged and not watched. It returns nil when ctx is
 // cancelled, and an error only when watching cannot start.
-func WatchHealth(ctx context.Context, lib nvml.Interface, node gpu.Node, events chan<- gpu.HealthEvent) error {
+func WatchHealth(ctx context.Context, lib nvml.Interface, node gpu.Node, opts HealthOptions, events chan<- gpu.HealthEvent) error {
 	logger := klog.FromContext(ctx)
+	if opts.IgnoredXIDs == nil {
+		opts.IgnoredXIDs = DefaultIgnoredXIDs
+	}
+	if opts.RecheckInterval <= 0 {
+		opts.RecheckInterval = 30 * time.Second
+	}
 	set, ret := lib.EventSetCreate()
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("create NVML event set: %w", ret)
 	}
 	defer func() { _ = set.Free() }()
 
-	w := &watcher{events: events, byHandle: map[nvml.Device]string{}, last: map[string]gpu.HealthEvent{}}
+	w := &watcher{lib: lib, events: events, byHandle: map[nvml.Device]string{}, last: map[string]gpu.HealthEvent{},
+		lost: map[string]bool{}, ignored: map[uint64]bool{}}
+	for _, x := range opts.IgnoredXIDs {
+		w.ignored[x] = true
+	}
 	for _, g := range node.GPUs {
 		if err := w.register(ctx, lib, set, g); err != nil {
 			return err
@@ -47,18 +71,28 @@ func WatchHealth(ctx context.Context, lib nvml.Interface, node gpu.Node, events 
 		return nil
 	}
 
+	// Wait no longer than a recheck interval, so that rechecks are on
+	// time while no event comes.
+	wait := uint32(min(int64(waitTimeoutMs), max(1, opts.RecheckInterval.Milliseconds())))
+	lastCheck := time.Now()
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		ev, ret := set.Wait(waitTimeoutMs)
+		if time.Since(lastCheck) >= opts.RecheckInterval {
+			w.recheck(ctx)
+			lastCheck = time.Now()
+		}
+		ev, ret := set.Wait(wait)
 		switch ret {
 		case nvml.SUCCESS:
 			w.handle(ctx, ev)
 		case nvml.ERROR_TIMEOUT:
 		case nvml.ERROR_GPU_IS_LOST:
-			// NVML does not say which one; every GPU is suspect.
+			// NVML does not say which one; every GPU is suspect until
+			// the recheck finds the ones that still answer.
 			for _, uuid := range w.byHandle {
+				w.lost[uuid] = true
 				w.send(ctx, gpu.HealthEvent{UUID: uuid, Health: gpu.Unhealthy, Reason: "a GPU is lost"})
 			}
 			sleep(ctx, retryDelay)
@@ -71,7 +105,13 @@ func WatchHealth(ctx context.Context, lib nvml.Interface, node gpu.Node, events 
 
 // watcher is WatchHealth's state.
 type watcher struct {
+	lib    nvml.Interface
 	events chan<- gpu.HealthEvent
+	// ignored are the XIDs that leave a GPU healthy.
+	ignored map[uint64]bool
+	// lost marks the GPUs made unhealthy by a lost GPU (XID 79 or
+	// ERROR_GPU_IS_LOST): answering again is their recovery.
+	lost map[string]bool
 	// byHandle maps the registered devices to their UUIDs.
 	byHandle map[nvml.Device]string
 	// last is the last event sent per GPU, to send changes only.
@@ -120,11 +160,14 @@ func (w *watcher) handle(ctx context.Context, ev nvml.EventData) {
 	var reason string
 	switch ev.EventType {
 	case nvml.EventTypeXidCriticalError:
-		if applicationXIDs[ev.EventData] {
-			logger.V(2).Info("Application XID ignored", "uuid", uuid, "xid", ev.EventData)
+		if w.ignored[ev.EventData] {
+			logger.V(2).Info("Informational XID ignored", "uuid", uuid, "xid", ev.EventData)
 			return
 		}
 		reason = xidReason(ev.EventData)
+		if ev.EventData == xidFallenOffTheBus {
+			w.lost[uuid] = true
+		}
 	case nvml.EventTypeDoubleBitEccError:
 		reason = "double-bit ECC error"
 	default:
@@ -156,5 +199,76 @@ func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+// recheck asks every unhealthy GPU whether it recovered, and sends a
+// Healthy event for each that did.
+func (w *watcher) recheck(ctx context.Context) {
+	for uuid, ev := range w.last {
+		if ev.Health != gpu.Unhealthy {
+			continue
+		}
+		ok, why := recovered(w.lib, uuid, w.lost[uuid])
+		if !ok {
+			klog.FromContext(ctx).V(4).Info("GPU still unhealthy", "uuid", uuid, "reason", ev.Reason, "why", why)
+			continue
+		}
+		delete(w.lost, uuid)
+		w.send(ctx, gpu.HealthEvent{UUID: uuid, Health: gpu.Healthy, Reason: why})
+	}
+}
+
+// recovered says whether an unhealthy GPU is fit again, and why (or why
+// not). It must answer again (a lost GPU back after a reset or reboot),
+// and the driver must ask for no recovery action
+// (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION is NVML_GPU_RECOVERY_ACTION_NONE).
+// On a driver too old to report the action, a lost GPU that answers again
+// has recovered; a GPU that reported an XID stays unhealthy, since nothing
+// then tells that it was reset.
+func recovered(lib nvml.Interface, uuid string, wasLost bool) (bool, string) {
+	d, ret := lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		return false, "the GPU does not answer: " + ret.Error()
+	}
+	if _, ret := d.GetUUID(); ret != nvml.SUCCESS {
+		return false, "the GPU does not answer: " + ret.Error()
+	}
+	values := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+	ret = d.GetFieldValues(values)
+	if ret == nvml.SUCCESS {
+		ret = nvml.Return(values[0].NvmlReturn)
+	}
+	switch {
+	case ret == nvml.SUCCESS:
+		action := nvml.DeviceGpuRecoveryAction(binary.NativeEndian.Uint32(values[0].Value[:4]))
+		if action == nvml.GPU_RECOVERY_ACTION_NONE {
+			return true, "the GPU answers and the driver asks for no recovery action"
+		}
+		return false, "the driver asks for recovery action " + recoveryActionName(action)
+	case wasLost:
+		return true, "the lost GPU answers again"
+	default:
+		return false, "the driver does not report a recovery action (" + ret.Error() + ")"
+	}
+}
+
+// recoveryActionName spells an nvmlDeviceGpuRecoveryAction_t.
+func recoveryActionName(a nvml.DeviceGpuRecoveryAction) string {
+	switch a {
+	case nvml.GPU_RECOVERY_ACTION_GPU_RESET:
+		return "GPU reset"
+	case nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:
+		return "node reboot"
+	case nvml.GPU_RECOVERY_ACTION_DRAIN_P2P:
+		return "drain peer-to-peer traffic"
+	case nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
+		return "drain peer-to-peer traffic and reset the GPU"
+	case nvml.GPU_RECOVERY_ACTION_BUS_RESET:
+		return "PCIe bus reset"
+	case nvml.GPU_RECOVERY_ACTION_SYSTEM_REBOOT:
+		return "system reboot"
+	default:
+		return fmt.Sprintf("%d", a)
 	}
 }

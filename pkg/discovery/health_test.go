@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestWatchHealth(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	events := make(chan gpu.HealthEvent)
 	done := make(chan error)
-	go func() { done <- WatchHealth(ctx, s, node, events) }()
+	go func() { done <- WatchHealth(ctx, s, node, HealthOptions{}, events) }()
 
 	expect := func(uuid, reason string) {
 		t.Helper()
@@ -106,8 +107,96 @@ func TestXIDReason(t *testing.T) {
 		t.Errorf("xidReason(999) = %q", got)
 	}
 	for _, x := range []uint64{13, 31, 43, 45, 68, 109} {
-		if !applicationXIDs[x] {
+		if !slices.Contains(DefaultIgnoredXIDs, x) {
 			t.Errorf("XID %d is not ignored", x)
 		}
 	}
+}
+
+// TestHealthRecovers: an unhealthy GPU is rechecked and reported healthy
+// once the driver asks for no recovery action (after a GPU reset), and a
+// lost GPU once it answers again (after a reboot); until then it stays
+// unhealthy. XIDs in IgnoredXIDs change nothing.
+func TestHealthRecovers(t *testing.T) {
+	dir := t.TempDir()
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: "dgx-a100", NodeName: "n", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Init()
+	defer s.Shutdown()
+	node, err := Discover(context.Background(), s, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan gpu.HealthEvent, 16)
+	opts := HealthOptions{IgnoredXIDs: []uint64{13, 92}, RecheckInterval: 50 * time.Millisecond}
+	go func() { _ = WatchHealth(ctx, s, node, opts, events) }()
+
+	next := func(what string) gpu.HealthEvent {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no event: %s", what)
+		}
+		return gpu.HealthEvent{}
+	}
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case ev := <-events:
+			t.Fatalf("%s: unexpected event %+v", what, ev)
+		case <-time.After(300 * time.Millisecond): // several rechecks
+		}
+	}
+	g1, g3 := node.GPUs[1].UUID, node.GPUs[3].UUID
+	// Wait for registration: the first XID that arrives.
+	for {
+		if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-events:
+			if ev.UUID != g1 || ev.Health != gpu.Unhealthy {
+				t.Fatalf("event %+v", ev)
+			}
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	quiet("the driver asks for a GPU reset: still unhealthy")
+
+	if err := nvmlfake.InjectXID(dir, g3, 92); err != nil {
+		t.Fatal(err)
+	}
+	quiet("XID 92 is in IgnoredXIDs")
+
+	if err := nvmlfake.ResetGPU(dir, g1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("recovery after a reset"); ev.UUID != g1 || ev.Health != gpu.Healthy || !strings.Contains(ev.Reason, "no recovery action") {
+		t.Fatalf("after the reset: %+v, want %s healthy", ev, g1)
+	}
+
+	// A GPU that falls off the bus: a reset cannot reach it; a reboot
+	// brings it back.
+	if err := nvmlfake.LoseGPU(dir, g3); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("lost"); ev.UUID != g3 || ev.Health != gpu.Unhealthy || !strings.Contains(ev.Reason, "XID 79") {
+		t.Fatalf("lost: %+v", ev)
+	}
+	quiet("a lost GPU stays unhealthy")
+	if err := nvmlfake.Reboot(dir); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("back after a reboot"); ev.UUID != g3 || ev.Health != gpu.Healthy {
+		t.Fatalf("after the reboot: %+v, want %s healthy", ev, g3)
+	}
+	quiet("nothing else changes")
 }

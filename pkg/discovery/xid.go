@@ -2,18 +2,22 @@ package discovery
 
 import "fmt"
 
-// applicationXIDs are XIDs that an application causes (an illegal memory
-// access, a kill, a reset channel): the GPU stays healthy, and marking it
-// unhealthy would take a node's capacity down with every buggy job. The
-// list is the one NVIDIA's device plugin skips.
-var applicationXIDs = map[uint64]bool{
-	13:  true, // graphics engine exception
-	31:  true, // GPU memory page fault
-	43:  true, // GPU stopped processing (application)
-	45:  true, // preemptive cleanup after a kill
-	68:  true, // NVDEC0 exception
-	109: true, // context switch timeout
+// DefaultIgnoredXIDs are XIDs that an application causes (an illegal
+// memory access, a kill, a reset channel): the GPU stays healthy, and
+// marking it unhealthy would take a node's capacity down with every buggy
+// job. The list is the one NVIDIA's device plugin skips; the plugin's
+// --ignored-xids replaces it.
+var DefaultIgnoredXIDs = []uint64{
+	13,  // graphics engine exception
+	31,  // GPU memory page fault
+	43,  // GPU stopped processing (application)
+	45,  // preemptive cleanup after a kill
+	68,  // NVDEC0 exception
+	109, // context switch timeout
 }
+
+// xidFallenOffTheBus is the XID of a GPU that fell off the bus.
+const xidFallenOffTheBus = 79
 
 // xidDescriptions name the XIDs an operator meets most, for the reason of
 // a health event.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,7 +19,9 @@ import (
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	result := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, claim := range claims {
+		start := time.Now()
 		devices, err := d.state.Prepare(ctx, claim)
+		d.metrics.observe(opPrepare, start, err)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Prepare failed", "claim", klog.KObj(claim))
 			result[claim.UID] = kubeletplugin.PrepareResult{Err: bounded(err)}
@@ -37,6 +40,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			}
 			out = append(out, kd)
 		}
+		d.telemetry.rememberPods(claim)
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: out}
 	}
 	d.republishIfInUseChanged(ctx)
@@ -49,7 +53,10 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	result := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
 		ref := nodestate.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}
-		if err := d.state.Unprepare(ctx, ref); err != nil {
+		start := time.Now()
+		err := d.state.Unprepare(ctx, ref)
+		d.metrics.observe(opUnprepare, start, err)
+		if err != nil {
 			klog.FromContext(ctx).Error(err, "Unprepare failed", "claim", klog.KRef(claim.Namespace, claim.Name))
 			result[claim.UID] = bounded(err)
 		} else {

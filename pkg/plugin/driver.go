@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -25,6 +24,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/cdispec"
 	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/idle"
 	"github.com/gpudra/gpudra/pkg/mps"
 	"github.com/gpudra/gpudra/pkg/nodestate"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
@@ -55,6 +55,11 @@ type Config struct {
 	// HealthResend is how often an unchanged health report is re-sent to the
 	// kubelet, which treats reports older than 30s as unknown.
 	HealthResend time.Duration
+	// IgnoredXIDs are XIDs that leave a GPU healthy (nil: the default
+	// list of application XIDs); HealthRecheck is how often an unhealthy
+	// GPU is asked whether it recovered (0: 30s).
+	IgnoredXIDs   []uint64
+	HealthRecheck time.Duration
 	// HealthcheckAddr is the TCP address of the gRPC health service
 	// (grpc.health.v1: services "liveness" and "readiness"), e.g. ":51515";
 	// empty turns it off.
@@ -87,6 +92,14 @@ type Config struct {
 	// MPSCheckInterval is how often running MPS daemons are checked;
 	// zero means 5 seconds.
 	MPSCheckInterval time.Duration
+	// TelemetryInterval is how often every device's use is read from
+	// NVML for the metrics; 0 means 10s, negative turns sampling off.
+	TelemetryInterval time.Duration
+	// IdleThreshold (a utilization, 0-1) and IdleAfter say when a claim
+	// counts as idle: all its devices below the threshold for that long.
+	// 0 means 0.05 and 30 minutes.
+	IdleThreshold float64
+	IdleAfter     time.Duration
 	// Fatal is called for errors the plugin cannot recover from (the
 	// caller typically cancels its main context and exits).
 	Fatal func(error)
@@ -131,9 +144,11 @@ type Driver struct {
 	// the plugin through; healthcheck serves their liveness.
 	endpoints   endpoints
 	healthcheck *healthServer
-	// published is set once the ResourceSlices were handed to the
-	// publisher (readiness).
-	published atomic.Bool
+	// ready follows the published ResourceSlices (readiness).
+	ready readiness
+
+	metrics   *metrics
+	telemetry telemetry
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -165,6 +180,15 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.FileWatchInterval == 0 {
 		cfg.FileWatchInterval = fileWatchInterval
 	}
+	if cfg.TelemetryInterval == 0 {
+		cfg.TelemetryInterval = 10 * time.Second
+	}
+	if cfg.IdleThreshold == 0 {
+		cfg.IdleThreshold = 0.05
+	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = 30 * time.Minute
+	}
 	if err := os.MkdirAll(cfg.PluginDataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create plugin data dir: %w", err)
 	}
@@ -193,10 +217,23 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.MPSDir == "" {
 		cfg.MPSDir = filepath.Join(cfg.PluginDataDir, MPSDirName)
 	}
+	d := &Driver{
+		cfg:           cfg,
+		node:          node,
+		health:        map[string]gpu.HealthEvent{},
+		healthChanged: make(chan struct{}),
+		daemonTrouble: map[string]string{},
+		telemetry: telemetry{
+			tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
+			pods:    map[string]string{},
+			seen:    map[string]time.Time{},
+		},
+	}
+	d.metrics = newMetrics(cfg.NodeName, d)
 	state, err := nodestate.New(nodestate.Options{
 		DriverName:   cfg.DriverName,
 		Node:         node,
-		Hardware:     cfg.Backend,
+		Hardware:     countingHardware{Hardware: cfg.Backend, m: d.metrics},
 		CDI:          cdi,
 		Checkpoint:   checkpoint.NewStore(filepath.Join(cfg.PluginDataDir, CheckpointFile)),
 		BootID:       bootID,
@@ -216,18 +253,10 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	d := &Driver{
-		cfg:           cfg,
-		state:         state,
-		node:          node,
-		health:        map[string]gpu.HealthEvent{},
-		healthChanged: make(chan struct{}),
-		cancel:        cancel,
-		admin:         report.AdminInstances,
-		endpoints:     endpoints{dataDir: cfg.PluginDataDir, draSocket: draSocket, regSocket: regSocket, dataDirID: dataDirID},
-		daemonTrouble: map[string]string{},
-		events:        newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName),
-	}
+	d.state, d.cancel, d.admin = state, cancel, report.AdminInstances
+	d.endpoints = endpoints{dataDir: cfg.PluginDataDir, draSocket: draSocket, regSocket: regSocket, dataDirID: dataDirID}
+	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
+	d.startSliceWatch(ctx)
 
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(cfg.DriverName),
@@ -261,7 +290,6 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		d.Stop()
 		return nil, err
 	}
-	d.published.Store(true)
 	if err := d.startHealthcheck(ctx); err != nil {
 		d.Stop()
 		return nil, err
@@ -280,6 +308,13 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		defer d.wg.Done()
 		d.watchDaemons(ctx)
 	}()
+	if cfg.TelemetryInterval > 0 {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.sampleLoop(ctx)
+		}()
+	}
 	return d, nil
 }
 

@@ -2,11 +2,13 @@ package plugin
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
@@ -19,7 +21,8 @@ func (d *Driver) watchHealth(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := d.cfg.Backend.WatchHealth(ctx, events); err != nil {
+		opts := backend.HealthOptions{IgnoredXIDs: d.cfg.IgnoredXIDs, RecheckInterval: d.cfg.HealthRecheck}
+		if err := d.cfg.Backend.WatchHealth(ctx, opts, events); err != nil {
 			logger.Error(err, "Device health monitoring stopped; health is no longer reported")
 		}
 	}()
@@ -62,8 +65,19 @@ func (d *Driver) recordHealth(ev gpu.HealthEvent) bool {
 	return true
 }
 
-// healthReport is the current health of every GPU.
+// healthReport is the current health of every GPU, and of every MIG
+// device prepared on it (a MIG device is as healthy as its GPU: the
+// kubelet shows a pod the health of the devices it was given).
 func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct{}) {
+	// The node state has its own lock; read it before taking d.mu.
+	migs := map[string][]string{} // parent UUID → MIG device names
+	for _, c := range d.state.Claims() {
+		for _, dev := range c.Devices {
+			if dev.Mig != nil && !slices.Contains(migs[dev.GPUUUID], dev.Device) {
+				migs[dev.GPUUUID] = append(migs[dev.GPUUUID], dev.Device)
+			}
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
@@ -87,6 +101,13 @@ func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct
 		}
 		d.daemonHealthLocked(&dh)
 		report.Devices = append(report.Devices, dh)
+		names := migs[g.UUID]
+		slices.Sort(names)
+		for _, name := range names {
+			mig := dh
+			mig.DeviceName = name
+			report.Devices = append(report.Devices, mig)
+		}
 	}
 	report.Devices = append(report.Devices, d.migDaemonHealthLocked(now)...)
 	return report, d.healthChanged
@@ -111,4 +132,17 @@ func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 		case <-ticker.C:
 		}
 	}
+}
+
+// unhealthyCount is the number of GPUs reported unhealthy.
+func (d *Driver) unhealthyCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, ev := range d.health {
+		if ev.Health == gpu.Unhealthy {
+			n++
+		}
+	}
+	return n
 }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -34,7 +33,8 @@ import (
 //     with, both sockets are there, and a call through each, by path, as the
 //     kubelet makes it, succeeds. A hung gRPC server fails it too.
 //   - "readiness": liveness, and the kubelet has registered the plugin, and
-//     the ResourceSlices were handed to the publisher.
+//     the API server holds the ResourceSlices as the plugin built them
+//     (ready.go).
 //
 // When the watch finds a file gone, the plugin also exits at once (Fatal):
 // nothing in the process can bring a socket file back, and a restarted
@@ -204,22 +204,13 @@ func (h *healthServer) alive(ctx context.Context) error {
 	return nil
 }
 
-// ready is alive, the kubelet's registration, and the first publication.
+// ready is alive, and Ready: the kubelet registered the plugin and its
+// ResourceSlices are published as built.
 func (h *healthServer) ready(ctx context.Context) error {
 	if err := h.alive(ctx); err != nil {
 		return err
 	}
-	st := h.d.helper.RegistrationStatus()
-	switch {
-	case st == nil:
-		return errors.New("the kubelet has not registered the plugin yet")
-	case !st.PluginRegistered:
-		return fmt.Errorf("the kubelet refused to register the plugin: %s", st.Error)
-	}
-	if !h.d.published.Load() {
-		return errors.New("the ResourceSlices have not been handed to the publisher yet")
-	}
-	return nil
+	return h.d.Ready()
 }
 
 // clients dials both sockets once, by path: a connection re-resolves the

@@ -45,6 +45,7 @@ func (d *Driver) publish(ctx context.Context) error {
 		return fmt.Errorf("build ResourceSlices: %w", err)
 	}
 	d.rememberAttributes(resources)
+	d.wantPublished(resources)
 	if err := d.helper.PublishResources(ctx, resources); err != nil {
 		return fmt.Errorf("publish ResourceSlices: %w", err)
 	}

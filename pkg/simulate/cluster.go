@@ -55,6 +55,14 @@ type Options struct {
 	// FileWatchInterval (default: the plugin's).
 	Healthcheck       bool
 	FileWatchInterval time.Duration
+	// HealthRecheck is how often the plugin asks an unhealthy GPU whether
+	// it recovered (default: the plugin's).
+	HealthRecheck time.Duration
+	// TelemetryInterval, IdleThreshold and IdleAfter tune the plugin's
+	// per-device metrics (default: the plugin's).
+	TelemetryInterval time.Duration
+	IdleThreshold     float64
+	IdleAfter         time.Duration
 	// Fatal receives the errors the plugin cannot recover from (a real
 	// plugin exits); by default they are only logged.
 	Fatal func(error)
@@ -195,6 +203,10 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 
 		HealthcheckAddr:   healthcheckAddr(opts.Healthcheck),
 		FileWatchInterval: opts.FileWatchInterval,
+		HealthRecheck:     opts.HealthRecheck,
+		TelemetryInterval: opts.TelemetryInterval,
+		IdleThreshold:     opts.IdleThreshold,
+		IdleAfter:         opts.IdleAfter,
 		Fatal:             opts.Fatal,
 		// MPS daemons are processes of this machine here: the fake
 		// backend's stand-in, a subcommand of this very binary.

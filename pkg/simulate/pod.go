@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/gpudra/gpudra/pkg/scheduler"
@@ -81,6 +82,9 @@ func (c *Cluster) RunPod(ctx context.Context, pod *v1.Pod) (*PodResult, error) {
 		return res, fmt.Errorf("pod %s: %w", res.Pod, err)
 	}
 	for i := range claims {
+		if claims[i], err = c.reserve(ctx, claims[i], pod); err != nil {
+			return res, fmt.Errorf("pod %s: %w", res.Pod, err)
+		}
 		res.Claims[i].Claim = claims[i]
 	}
 	resp, err := c.NodePrepareResources(ctx, claims...)
@@ -198,4 +202,21 @@ func containerCDIDevices(ctr v1.Container, claims []PodClaim, extended []v1.Cont
 		}
 	}
 	return ids
+}
+
+// reserve adds the pod to the claim's reservedFor, as the scheduler does
+// when it binds the pod; the kubelet (and the plugin's metrics) read it.
+func (c *Cluster) reserve(ctx context.Context, claim *resourceapi.ResourceClaim, pod *v1.Pod) (*resourceapi.ResourceClaim, error) {
+	uid := pod.UID
+	if uid == "" {
+		uid = types.UID("pod-uid-" + pod.Namespace + "-" + pod.Name)
+	}
+	for _, r := range claim.Status.ReservedFor {
+		if r.UID == uid {
+			return claim, nil
+		}
+	}
+	claim = claim.DeepCopy()
+	claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: pod.Name, UID: uid})
+	return c.Client.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 }

@@ -1,0 +1,107 @@
+package plugin
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpudra/gpudra/pkg/metricdoc"
+)
+
+var (
+	deviceLabels = []string{"device", "uuid", "model", "namespace", "claim", "pod"}
+	claimLabels  = []string{"namespace", "claim", "pod"}
+)
+
+// The kubelet plugin's metrics; every series also carries the label node.
+// docs/observability.md lists them, generated from Metrics (go test
+// ./pkg/controller -run TestMetricDocs -update).
+var (
+	MetricRequests = metricdoc.Metric{Name: "gpudra_plugin_requests_total", Type: metricdoc.Counter, Labels: []string{"operation", "result"},
+		Help: "Claims prepared or unprepared for the kubelet, by operation (prepare, unprepare) and result (success, error)."}
+	MetricRequestDuration = metricdoc.Metric{Name: "gpudra_plugin_request_duration_seconds", Type: metricdoc.Histogram, Labels: []string{"operation"},
+		Help: "Time to prepare or unprepare one claim, by operation; MIG creation and CDI spec writes included."}
+	MetricPreparedClaims = metricdoc.Metric{Name: "gpudra_plugin_prepared_claims", Type: metricdoc.Gauge,
+		Help: "Claims prepared on this node (their containers can start)."}
+	MetricPreparedDevices = metricdoc.Metric{Name: "gpudra_plugin_prepared_devices", Type: metricdoc.Gauge, Labels: []string{"type", "access"},
+		Help: "Devices of prepared claims on this node, by type (gpu, mig) and access (exclusive, or admin for monitoring)."}
+	MetricMigCreated = metricdoc.Metric{Name: "gpudra_plugin_mig_instances_created_total", Type: metricdoc.Counter,
+		Help: "MIG GPU instances the plugin created for claims."}
+	MetricMigDestroyed = metricdoc.Metric{Name: "gpudra_plugin_mig_instances_destroyed_total", Type: metricdoc.Counter,
+		Help: "MIG GPU instances the plugin destroyed (a claim released, or half-created work rolled back)."}
+	MetricUnhealthyDevices = metricdoc.Metric{Name: "gpudra_plugin_unhealthy_devices", Type: metricdoc.Gauge,
+		Help: "GPUs this plugin reports unhealthy: tainted in the ResourceSlices with their MIG partitions, and unhealthy in the kubelet's health stream."}
+	MetricReady = metricdoc.Metric{Name: "gpudra_plugin_ready", Type: metricdoc.Gauge,
+		Help: "1 when the kubelet has registered the plugin and the API server holds its ResourceSlices as built (its readiness)."}
+	MetricSampleErrors = metricdoc.Metric{Name: "gpudra_plugin_sample_errors_total", Type: metricdoc.Counter,
+		Help: "Devices NVML could not be asked about their use in a sampling pass."}
+	MetricDeviceUtilization = metricdoc.Metric{Name: "gpudra_device_utilization_ratio", Type: metricdoc.Gauge, Labels: deviceLabels,
+		Help: "Fraction (0-1) of the last sample period in which a kernel ran on the GPU, from NVML, labelled with the claim holding the device and the pods it is reserved for. Absent for MIG devices and GPUs in MIG mode, which NVML does not report."}
+	MetricDeviceMemUtil = metricdoc.Metric{Name: "gpudra_device_memory_utilization_ratio", Type: metricdoc.Gauge, Labels: deviceLabels,
+		Help: "Fraction (0-1) of the last sample period in which GPU memory was read or written, from NVML."}
+	MetricDeviceMemoryUsed = metricdoc.Metric{Name: "gpudra_device_memory_used_bytes", Type: metricdoc.Gauge, Labels: deviceLabels,
+		Help: "Framebuffer memory in use on the GPU or MIG device, from NVML."}
+	MetricDeviceMemoryTotal = metricdoc.Metric{Name: "gpudra_device_memory_total_bytes", Type: metricdoc.Gauge, Labels: deviceLabels,
+		Help: "Framebuffer memory of the GPU or MIG device, from NVML."}
+	MetricDeviceTemperature = metricdoc.Metric{Name: "gpudra_device_temperature_celsius", Type: metricdoc.Gauge, Labels: deviceLabels,
+		Help: "GPU die temperature, from NVML."}
+	MetricDevicePower = metricdoc.Metric{Name: "gpudra_device_power_watts", Type: metricdoc.Gauge, Labels: deviceLabels,
+		Help: "Board power draw, from NVML."}
+	MetricClaimIdleSeconds = metricdoc.Metric{Name: "gpudra_claim_idle_seconds", Type: metricdoc.Gauge, Labels: claimLabels,
+		Help: "How long every device of the claim has stayed below --idle-threshold utilization (0 while busy), counted from when the plugin saw the claim prepared. Absent while a device's utilization is unknown (MIG)."}
+	MetricClaimsIdle = metricdoc.Metric{Name: "gpudra_claims_idle", Type: metricdoc.Gauge,
+		Help: "Claims on this node idle for at least --idle-after."}
+)
+
+// Metrics lists every metric the plugin exports, in the order the docs
+// show them.
+var Metrics = []metricdoc.Metric{
+	MetricRequests, MetricRequestDuration, MetricPreparedClaims, MetricPreparedDevices,
+	MetricMigCreated, MetricMigDestroyed, MetricUnhealthyDevices, MetricReady,
+	MetricDeviceUtilization, MetricDeviceMemUtil, MetricDeviceMemoryUsed, MetricDeviceMemoryTotal,
+	MetricDeviceTemperature, MetricDevicePower, MetricClaimIdleSeconds, MetricClaimsIdle, MetricSampleErrors,
+}
+
+// Operations counted by MetricRequests.
+const (
+	opPrepare   = "prepare"
+	opUnprepare = "unprepare"
+)
+
+// metrics are the plugin's instruments. Per-device and per-claim series
+// come from a collector over the last sampling pass (telemetry.go).
+type metrics struct {
+	registry        *prometheus.Registry
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	migCreated      prometheus.Counter
+	migDestroyed    prometheus.Counter
+	sampleErrors    prometheus.Counter
+}
+
+func newMetrics(nodeName string, d *Driver) *metrics {
+	m := &metrics{
+		registry:        prometheus.NewRegistry(),
+		requests:        MetricRequests.CounterVec(),
+		requestDuration: MetricRequestDuration.HistogramVec(prometheus.ExponentialBuckets(0.001, 2.5, 12)),
+		migCreated:      MetricMigCreated.Counter(),
+		migDestroyed:    MetricMigDestroyed.Counter(),
+		sampleErrors:    MetricSampleErrors.Counter(),
+	}
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"node": nodeName}, m.registry)
+	reg.MustRegister(m.requests, m.requestDuration, m.migCreated, m.migDestroyed, m.sampleErrors, &deviceCollector{d: d})
+	return m
+}
+
+// observe counts one request.
+func (m *metrics) observe(op string, start time.Time, err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	m.requests.WithLabelValues(op, result).Inc()
+	m.requestDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// Registry is the plugin's metrics, for an HTTP handler.
+func (d *Driver) Registry() *prometheus.Registry { return d.metrics.registry }

@@ -1,0 +1,50 @@
+package simulate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// TestReadyMeansPublished: the plugin is ready once the kubelet registered
+// it and the API server holds its ResourceSlices as it built them; a slice
+// that goes missing makes it unready until the plugin has published it
+// again.
+func TestReadyMeansPublished(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: "dgx-h100"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	if _, err := c.Slices(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Driver.Ready(); err == nil || !strings.Contains(err.Error(), "has not registered") {
+		t.Fatalf("ready before the kubelet registered the plugin: %v", err)
+	}
+	registerLikeKubelet(ctx, t, c)
+	waitFor(t, "ready", func() bool { return c.Driver.Ready() == nil })
+
+	// Someone deletes a slice: not ready, until the plugin's publisher
+	// puts it back (on its own after its sync delay; a republish, as
+	// after a health change, makes it compare at once).
+	sl, err := c.Slices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.ResourceV1().ResourceSlices().Delete(ctx, sl[len(sl)-1].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "unready", func() bool { return c.Driver.Ready() != nil })
+	t.Logf("while the slice is missing: %v", c.Driver.Ready())
+	start := time.Now()
+	if err := c.Driver.Republish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "ready again", func() bool { return c.Driver.Ready() == nil })
+	t.Logf("ready again after %v", time.Since(start))
+}
