@@ -55,8 +55,16 @@ func TestLivenessWhenFilesVanish(t *testing.T) {
 				t.Errorf("readiness before registration: %v, want NOT_SERVING", got)
 			}
 			registerLikeKubelet(ctx, t, c)
-			if got := check(ctx, t, health, plugin.ReadinessService); got != grpc_health_v1.HealthCheckResponse_SERVING {
-				t.Errorf("readiness after registration: %v, want SERVING", got)
+			// And once the API server holds its slices, which the
+			// ResourceSlice controller writes in the background.
+			var got grpc_health_v1.HealthCheckResponse_ServingStatus
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				if got = check(ctx, t, health, plugin.ReadinessService); got == grpc_health_v1.HealthCheckResponse_SERVING {
+					break
+				}
+			}
+			if got != grpc_health_v1.HealthCheckResponse_SERVING {
+				t.Errorf("readiness after registration and publishing: %v, want SERVING", got)
 			}
 
 			path := tc.remove(c.Opts)
