@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpudra/gpudra/pkg/servingcert"
 )
@@ -141,7 +142,8 @@ func newCluster() *fake.Clientset {
 		&resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "node-a-gpu"}, Spec: resourceapi.ResourceSliceSpec{
 			Driver: testDriver, NodeName: &node, Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
 			Devices: []resourceapi.Device{dev(0), dev(1)}}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
 	)
 }
 
@@ -172,6 +174,34 @@ func TestControllerMetricsFollowTheCluster(t *testing.T) {
 	m = r.scrape(t)
 	if m[MetricClaimsAllocated.Name] != 1 || m[MetricGPUs.Name+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="whole"}`] != 1 {
 		t.Errorf("after the claim: %v", m)
+	}
+
+	// A pod waits for two GPUs where one is free: it is unsatisfiable,
+	// and the free GPU is stranded.
+	ctx := context.Background()
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.gpudra.io"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.driver == 'gpu.gpudra.io'"}}}}}
+	if _, err := cs.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	two := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "two"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.gpudra.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 2}}}}}}
+	if _, err := cs.ResourceV1().ResourceClaims("ns").Create(ctx, two, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "waits"},
+		Spec:   corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("two")}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	if _, err := cs.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stranded := MetricGPUsStranded.Name + `{model="NVIDIA H100 80GB HBM3",node="node-a"}`
+	waitFor(t, "the stranded GPU", func() bool { return r.scrape(t)[stranded] == 1 })
+	m = r.scrape(t)
+	if m[MetricPodsPending.Name] != 1 || m[MetricPodsUnsatisfiable.Name] != 1 || m[MetricClaimsPending.Name] != 1 {
+		t.Errorf("pending pods %v, unsatisfiable %v, pending claims %v; want 1, 1, 1",
+			m[MetricPodsPending.Name], m[MetricPodsUnsatisfiable.Name], m[MetricClaimsPending.Name])
 	}
 }
 

@@ -30,6 +30,14 @@ var (
 		Help: "ResourceClaims for this driver's DeviceClasses that a running or pending pod uses and that are not allocated yet."}
 	MetricClaimsPendingOldest = metricdoc.Metric{Name: "gpudra_claims_pending_oldest_age_seconds", Type: metricdoc.Gauge,
 		Help: "Age of the oldest pending claim (see gpudra_claims_pending), 0 when none waits."}
+	MetricGPUsStranded = metricdoc.Metric{Name: "gpudra_gpus_stranded", Type: metricdoc.Gauge, Labels: []string{"node", "model"},
+		Help: "Free whole GPUs that no pending pod can use: those left free however many of the waiting pods the real allocator places (e.g. free GPUs scattered over NVLink islands while an eight-GPU same-island claim waits). 0 while nothing waits."}
+	MetricPodsPending = metricdoc.Metric{Name: "gpudra_pods_pending", Type: metricdoc.Gauge,
+		Help: "Pods not bound to a node yet that wait for this driver's devices (claims or mapped extended resources)."}
+	MetricPodsUnsatisfiable = metricdoc.Metric{Name: "gpudra_pods_unsatisfiable", Type: metricdoc.Gauge,
+		Help: "Pending pods whose claims fit together on no node with the devices free now."}
+	MetricStrandErrors = metricdoc.Metric{Name: "gpudra_fleet_stranded_errors_total", Type: metricdoc.Counter,
+		Help: "Recomputes whose stranded-GPU accounting failed (the allocator returned an error); the other fleet metrics are still current."}
 	MetricRecomputes = metricdoc.Metric{Name: "gpudra_fleet_recomputes_total", Type: metricdoc.Counter,
 		Help: "Fleet accounting recomputes; they follow API changes, at most one per --recompute-interval."}
 	MetricRecomputeDuration = metricdoc.Metric{Name: "gpudra_fleet_recompute_duration_seconds", Type: metricdoc.Histogram,
@@ -51,8 +59,9 @@ var (
 var Metrics = []metricdoc.Metric{
 	MetricDevicesPublished, MetricDevicesAllocated, MetricDevicesTainted, MetricGPUs,
 	MetricClaimsAllocated, MetricClaimsPending, MetricClaimsPendingOldest,
+	MetricGPUsStranded, MetricPodsPending, MetricPodsUnsatisfiable,
 	MetricAdmissionReviews, MetricAdmissionDuration, MetricCertificateExpiry,
-	MetricLeader, MetricRecomputes, MetricRecomputeDuration, MetricLastRecompute,
+	MetricLeader, MetricRecomputes, MetricRecomputeDuration, MetricLastRecompute, MetricStrandErrors,
 }
 
 var (
@@ -63,6 +72,9 @@ var (
 	descClaimsAllocated     = MetricClaimsAllocated.Desc()
 	descClaimsPending       = MetricClaimsPending.Desc()
 	descClaimsPendingOldest = MetricClaimsPendingOldest.Desc()
+	descGPUsStranded        = MetricGPUsStranded.Desc()
+	descPodsPending         = MetricPodsPending.Desc()
+	descPodsUnsatisfiable   = MetricPodsUnsatisfiable.Desc()
 )
 
 // metrics are the controller's own instruments.
@@ -74,6 +86,7 @@ type metrics struct {
 	reviews           *prometheus.CounterVec
 	reviewDuration    *prometheus.HistogramVec
 	leader            prometheus.Gauge
+	strandErrors      prometheus.Counter
 	fleet             *fleetCollector
 }
 
@@ -86,9 +99,10 @@ func newMetrics() *metrics {
 		reviews:           MetricAdmissionReviews.CounterVec(),
 		reviewDuration:    MetricAdmissionDuration.HistogramVec(prometheus.ExponentialBuckets(0.0001, 4, 8)),
 		leader:            MetricLeader.Gauge(),
+		strandErrors:      MetricStrandErrors.Counter(),
 		fleet:             &fleetCollector{},
 	}
-	m.registry.MustRegister(m.recomputes, m.recomputeDuration, m.lastRecompute, m.reviews, m.reviewDuration, m.leader, m.fleet)
+	m.registry.MustRegister(m.recomputes, m.recomputeDuration, m.lastRecompute, m.reviews, m.reviewDuration, m.leader, m.strandErrors, m.fleet)
 	return m
 }
 
@@ -118,7 +132,7 @@ func (c *fleetCollector) set(s *fleet.Snapshot) { c.snap.Store(s) }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDevicesPublished, descDevicesAllocated, descDevicesTainted, descGPUs,
-		descClaimsAllocated, descClaimsPending, descClaimsPendingOldest} {
+		descClaimsAllocated, descClaimsPending, descClaimsPendingOldest, descGPUsStranded, descPodsPending, descPodsUnsatisfiable} {
 		ch <- d
 	}
 }
@@ -141,7 +155,12 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descGPUs, float64(v.Free), k.Node, k.Model, "free")
 		gauge(descGPUs, float64(v.Whole), k.Node, k.Model, "whole")
 		gauge(descGPUs, float64(v.Partitioned), k.Node, k.Model, "partitioned")
+		// Every node with GPUs has a stranded series, 0 or not, so that
+		// a dashboard sums over nodes without gaps.
+		gauge(descGPUsStranded, float64(s.Stranding.Stranded[k]), k.Node, k.Model)
 	}
+	gauge(descPodsPending, float64(s.Stranding.PendingPods))
+	gauge(descPodsUnsatisfiable, float64(s.Stranding.Unsatisfiable))
 	gauge(descClaimsAllocated, float64(s.AllocatedClaims))
 	gauge(descClaimsPending, float64(len(s.Pending)))
 	gauge(descClaimsPendingOldest, s.OldestPendingAge().Seconds())

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/fleet"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // watchFleet runs the informers and recomputes the fleet accounting after
@@ -26,6 +28,8 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 	slices, claims, classes := resource.ResourceSlices(), resource.ResourceClaims(), resource.DeviceClasses()
 	pods, nodes := factory.Core().V1().Pods(), factory.Core().V1().Nodes()
 
+	features := clusterFeatures(ctx, cfg)
+	strander := &fleet.Strander{}
 	trigger := fleet.NewTrigger(cfg.RecomputeInterval)
 	notify := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { trigger.Notify() },
@@ -51,7 +55,7 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 
 	trigger.Run(ctx, func(ctx context.Context) {
 		start := time.Now()
-		in := fleet.Inputs{DriverName: cfg.DriverName, Now: start}
+		in := fleet.Inputs{DriverName: cfg.DriverName, Now: start, Features: features}
 		var err error
 		if in.Slices, err = slices.Lister().List(labels.Everything()); err == nil {
 			if in.Claims, err = claims.Lister().List(labels.Everything()); err == nil {
@@ -66,15 +70,40 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 			logger.Error(err, "Listing from the informers' caches")
 			return
 		}
-		snap := fleet.Account(in)
+		snap, err := strander.Recompute(ctx, in)
+		if err != nil {
+			// The accounting is whole; only the stranded GPUs are not.
+			logger.Error(err, "Computing stranded GPUs")
+			m.strandErrors.Inc()
+		}
 		m.fleet.set(&snap)
 		took := time.Since(start)
 		m.recomputes.Inc()
 		m.recomputeDuration.Observe(took.Seconds())
 		m.lastRecompute.Set(float64(start.Unix()))
-		logger.V(4).Info("Fleet recomputed", "took", took, "pending", len(snap.Pending))
+		logger.V(4).Info("Fleet recomputed", "took", took, "pending", len(snap.Pending),
+			"pendingPods", snap.Stranding.PendingPods, "shapes", snap.Stranding.Shapes, "filters", snap.Stranding.Filters)
 	})
 	return nil
+}
+
+// clusterFeatures is the DRA feature set of the cluster's Kubernetes
+// version, for the stranded-GPU accounting; the default one when the
+// version is unknown or not one the scheduler core knows.
+func clusterFeatures(ctx context.Context, cfg Config) scheduler.Features {
+	logger := klog.FromContext(ctx)
+	v, err := cfg.Client.Discovery().ServerVersion()
+	if err != nil {
+		logger.Error(err, "Reading the Kubernetes version; assuming the default feature set")
+		return scheduler.DefaultFeatures()
+	}
+	version := v.Major + "." + strings.TrimRight(v.Minor, "+")
+	f, err := scheduler.FeaturesFor(version)
+	if err != nil {
+		logger.Info("The scheduler core does not know this Kubernetes version; assuming the default feature set", "version", version, "err", err)
+		return scheduler.DefaultFeatures()
+	}
+	return f
 }
 
 // trim keeps of each Pod and Node only what the accounting reads, so that

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/gpudra/gpudra/pkg/scheduler"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
@@ -21,7 +22,13 @@ type Inputs struct {
 	Classes    []*resourceapi.DeviceClass
 	Pods       []*corev1.Pod
 	Nodes      []*corev1.Node
-	Now        time.Time
+	// TaintRules (DRADeviceTaintRules) taint devices in the scheduler's
+	// view, when Features enables them.
+	TaintRules []*resourceapi.DeviceTaintRule
+	// Features is the cluster's DRA feature set (scheduler.FeaturesFor
+	// its version); empty means scheduler.DefaultFeatures.
+	Features scheduler.Features
+	Now      time.Time
 }
 
 // DeviceKey groups devices for the metrics.
@@ -59,6 +66,9 @@ type Snapshot struct {
 	GPUs    map[GPUKey]GPUCounts
 	// AllocatedClaims are the claims with an allocation of this driver.
 	AllocatedClaims int
+	// Stranding is what Strander.Recompute adds: stranded GPUs and
+	// unsatisfiable pods.
+	Stranding Stranding
 	// PendingClaims wait for an allocation, for this driver; Pending
 	// lists them, oldest first.
 	Pending []PendingClaim
@@ -81,9 +91,12 @@ func (s Snapshot) OldestPendingAge() time.Duration {
 
 // Account computes a snapshot.
 func Account(in Inputs) Snapshot {
-	inv := newInventory(in.DriverName, in.Slices, in.Nodes)
-	alloc := allocatedDevices(in.DriverName, in.Claims)
+	inv := newInventory(&sliceCache{driver: in.DriverName}, in.Slices, in.Nodes)
+	return account(in, inv, allocatedDevices(in.DriverName, in.Claims))
+}
 
+// account is Account over an inventory and allocations already read.
+func account(in Inputs, inv inventory, alloc map[DeviceID]bool) Snapshot {
 	snap := Snapshot{Devices: map[DeviceKey]DeviceCounts{}, GPUs: map[GPUKey]GPUCounts{}}
 	partitioned := map[string]bool{} // parent UUIDs with a partition allocated
 	for _, d := range inv.devices {

@@ -1,11 +1,9 @@
 package fleet
 
 import (
-	"cmp"
-	"slices"
-
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
@@ -34,67 +32,145 @@ type Device struct {
 	Taints []resourceapi.DeviceTaint
 }
 
-// inventory is the driver's published devices, by ID, in a stable order.
+// inventory is the driver's published devices, in the order of the
+// slices, and a lookup by ID.
 type inventory struct {
-	devices []Device
-	byID    map[DeviceID]int
+	devices []*Device
+	// pools holds, per pool, its slices' devices by name.
+	pools map[string][]map[string]*Device
 	// schedulable are the nodes a new pod can be placed on.
 	schedulable map[string]bool
 }
 
-// newInventory reads the newest generation of every pool of the driver.
-func newInventory(driver string, sl []*resourceapi.ResourceSlice, nodes []*corev1.Node) inventory {
-	newest := map[string]int64{}
-	for _, s := range sl {
-		if s.Spec.Driver == driver {
-			newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
+// lookup finds a device by ID.
+func (inv inventory) lookup(id DeviceID) (*Device, bool) {
+	for _, byName := range inv.pools[id.Pool] {
+		if d, ok := byName[id.Device]; ok {
+			return d, true
 		}
 	}
-	inv := inventory{byID: map[DeviceID]int{}, schedulable: map[string]bool{}}
-	domain := resourceapi.QualifiedName(driver + "/")
-	attr := func(d resourceapi.Device, name resourceapi.QualifiedName) resourceapi.DeviceAttribute {
-		if a, ok := d.Attributes[name]; ok {
-			return a
+	return nil, false
+}
+
+// sliceEntry is what one slice contributes, read once per resource
+// version: a fleet publishes hundreds of thousands of devices, and
+// between two recomputes almost no slice changes.
+type sliceEntry struct {
+	resourceVersion string
+	devices         []*Device
+	byName          map[string]*Device
+	// fingerprint is the slice's content without identities
+	// (nodeclass.go); computed on first use.
+	fingerprint    uint64
+	hasFingerprint bool
+}
+
+// sliceCache keeps sliceEntries by slice UID. A slice without UID or
+// resource version (tests, files) is read afresh every time.
+type sliceCache struct {
+	driver  string
+	byUID   map[types.UID]*sliceEntry
+	touched map[types.UID]bool
+}
+
+// entry returns the slice's entry, reading it if it is new or changed.
+func (c *sliceCache) entry(s *resourceapi.ResourceSlice) *sliceEntry {
+	cacheable := s.UID != "" && s.ResourceVersion != ""
+	if cacheable {
+		if c.byUID == nil {
+			c.byUID = map[types.UID]*sliceEntry{}
 		}
-		return d.Attributes[domain+name]
+		if c.touched == nil {
+			c.touched = map[types.UID]bool{}
+		}
+		c.touched[s.UID] = true
+		if e, ok := c.byUID[s.UID]; ok && e.resourceVersion == s.ResourceVersion {
+			return e
+		}
 	}
-	str := func(a resourceapi.DeviceAttribute) string {
+	e := &sliceEntry{resourceVersion: s.ResourceVersion}
+	if s.Spec.Driver == c.driver {
+		e.devices, e.byName = readDevices(c.driver, s)
+	}
+	if cacheable {
+		c.byUID[s.UID] = e
+	}
+	return e
+}
+
+// forget drops the entries of slices that were not looked at since the
+// last call (deleted slices), so the cache does not grow without bound.
+func (c *sliceCache) forget() {
+	for uid := range c.byUID {
+		if !c.touched[uid] {
+			delete(c.byUID, uid)
+		}
+	}
+	c.touched = map[types.UID]bool{}
+}
+
+// readDevices reads a slice of the driver.
+func readDevices(driver string, s *resourceapi.ResourceSlice) ([]*Device, map[string]*Device) {
+	type names struct{ short, long resourceapi.QualifiedName }
+	qualify := func(n resourceapi.QualifiedName) names {
+		return names{n, resourceapi.QualifiedName(driver + "/" + string(n))}
+	}
+	productName, typ, profile := qualify(slicebuilder.AttrProductName), qualify(slicebuilder.AttrType), qualify(slicebuilder.AttrProfile)
+	uuid, parentUUID := qualify(slicebuilder.AttrUUID), qualify(slicebuilder.AttrParentUUID)
+	str := func(d *resourceapi.Device, n names) string {
+		a, ok := d.Attributes[n.short]
+		if !ok {
+			a = d.Attributes[n.long]
+		}
 		if a.StringValue != nil {
 			return *a.StringValue
 		}
 		return ""
 	}
-	for _, s := range sl {
-		if s.Spec.Driver != driver || s.Spec.Pool.Generation != newest[s.Spec.Pool.Name] {
+	node := ""
+	if s.Spec.NodeName != nil {
+		node = *s.Spec.NodeName
+	}
+	devices := make([]*Device, 0, len(s.Spec.Devices))
+	byName := make(map[string]*Device, len(s.Spec.Devices))
+	for i := range s.Spec.Devices {
+		d := &s.Spec.Devices[i]
+		if _, dup := byName[d.Name]; dup {
 			continue
 		}
-		node := ""
-		if s.Spec.NodeName != nil {
-			node = *s.Spec.NodeName
+		dev := &Device{
+			ID:         DeviceID{Pool: s.Spec.Pool.Name, Device: d.Name},
+			Node:       node,
+			Model:      str(d, productName),
+			Type:       str(d, typ),
+			Profile:    str(d, profile),
+			UUID:       str(d, uuid),
+			ParentUUID: str(d, parentUUID),
+			Taints:     d.Taints,
 		}
-		for _, d := range s.Spec.Devices {
-			dev := Device{
-				ID:         DeviceID{Pool: s.Spec.Pool.Name, Device: d.Name},
-				Node:       node,
-				Model:      str(attr(d, slicebuilder.AttrProductName)),
-				Type:       str(attr(d, slicebuilder.AttrType)),
-				Profile:    str(attr(d, slicebuilder.AttrProfile)),
-				UUID:       str(attr(d, slicebuilder.AttrUUID)),
-				ParentUUID: str(attr(d, slicebuilder.AttrParentUUID)),
-				Taints:     d.Taints,
-			}
-			if _, dup := inv.byID[dev.ID]; dup {
-				continue
-			}
-			inv.byID[dev.ID] = len(inv.devices)
-			inv.devices = append(inv.devices, dev)
+		byName[d.Name] = dev
+		devices = append(devices, dev)
+	}
+	return devices, byName
+}
+
+// newInventory reads the newest generation of every pool of the driver,
+// through the cache.
+func newInventory(cache *sliceCache, sl []*resourceapi.ResourceSlice, nodes []*corev1.Node) inventory {
+	newest := map[string]int64{}
+	for _, s := range sl {
+		if s.Spec.Driver == cache.driver {
+			newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
 		}
 	}
-	slices.SortFunc(inv.devices, func(a, b Device) int {
-		return cmp.Or(cmp.Compare(a.ID.Pool, b.ID.Pool), cmp.Compare(a.ID.Device, b.ID.Device))
-	})
-	for i, d := range inv.devices {
-		inv.byID[d.ID] = i
+	inv := inventory{pools: map[string][]map[string]*Device{}, schedulable: map[string]bool{}}
+	for _, s := range sl {
+		if s.Spec.Driver != cache.driver || s.Spec.Pool.Generation != newest[s.Spec.Pool.Name] {
+			continue
+		}
+		e := cache.entry(s)
+		inv.devices = append(inv.devices, e.devices...)
+		inv.pools[s.Spec.Pool.Name] = append(inv.pools[s.Spec.Pool.Name], e.byName)
 	}
 	for _, n := range nodes {
 		inv.schedulable[n.Name] = !n.Spec.Unschedulable && nodeReady(n)

@@ -1,0 +1,448 @@
+package fleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/gpudra/gpudra/pkg/scheduler"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
+)
+
+// Stranded GPUs are free whole GPUs that no pending pod can use: eight free
+// GPUs scattered over NVLink islands while an eight-GPU same-island claim
+// waits; a node's third free GPU while every waiting pod needs two. They
+// are the GPUs that stay free however many of the waiting pods are placed. They are
+// what the fleet pays for and cannot schedule. A GPU is only stranded while
+// something waits: a free GPU with no demand is idle capacity, not
+// stranded.
+//
+// What "can use" means is what the scheduler would do, computed with the
+// offline scheduler core (pkg/scheduler) and the real allocator, the same
+// code `gpudra check` runs:
+//
+//  1. Pending pods are the pods not yet bound to a node whose claims for
+//     this driver are unallocated, and the pods whose extended resources
+//     (nvidia.com/gpu: 1) map to this driver's DeviceClasses. Pods with the
+//     same claims ask for the same thing: they are checked once, as one
+//     shape.
+//  2. For each shape and each schedulable node with free GPUs, the
+//     allocator places as many copies of the pod's claims as fit together
+//     on the node (found by trying the most copies the node's free GPUs
+//     could hold, then halving), against what is allocated. Every GPU the
+//     largest fit uses, whole or through a MIG partition, is usable. A
+//     shape that fits on no node counts its pods as unsatisfiable.
+//  3. Every other free, untainted GPU of a schedulable node is stranded.
+//
+// Nodes without free GPUs are skipped, and so are nodes whose free GPUs
+// are all usable already once the shape is known to fit somewhere. Nodes
+// alike (nodeclass.go) are asked about once.
+
+// Stranding is the result of one computation.
+type Stranding struct {
+	// Stranded counts stranded GPUs by node and model.
+	Stranded map[GPUKey]int
+	// PendingPods are the pods waiting for this driver's devices;
+	// Unsatisfiable those whose claims fit on no node now.
+	PendingPods, Unsatisfiable int
+	// Shapes are the distinct pending pods checked; Filters the allocator
+	// calls it took.
+	Shapes, Filters int
+}
+
+// pendingPod is one waiting pod: all its claims (those allocated already,
+// shared with a running pod, restrict it to their nodes), and the key of
+// its shape.
+type pendingPod struct {
+	pod    string
+	claims []*resourceapi.ResourceClaim
+	shape  string
+	// nodes restricts the pod to the nodes its allocated claims are
+	// available on.
+	nodes []*nodeaffinity.NodeSelector
+}
+
+// fitsNode reports whether the pod's allocated claims allow the node.
+func (p pendingPod) fitsNode(node *corev1.Node) bool {
+	for _, s := range p.nodes {
+		if !s.Match(node) {
+			return false
+		}
+	}
+	return true
+}
+
+// Strander computes stranded GPUs, keeping what it can reuse between
+// recomputes (the fingerprints of unchanged slices).
+type Strander struct {
+	cache sliceCache
+}
+
+// Strand computes the stranded GPUs of in, afresh.
+func Strand(ctx context.Context, in Inputs) (Stranding, error) {
+	return (&Strander{}).Strand(ctx, in)
+}
+
+// Recompute is the whole fleet accounting: Account, and the stranded GPUs.
+// A Stranding error leaves the rest of the snapshot valid.
+func (st *Strander) Recompute(ctx context.Context, in Inputs) (Snapshot, error) {
+	st.cache.driver = in.DriverName
+	defer st.cache.forget()
+	inv := newInventory(&st.cache, in.Slices, in.Nodes)
+	alloc := allocatedDevices(in.DriverName, in.Claims)
+	snap := account(in, inv, alloc)
+	var err error
+	snap.Stranding, err = st.strand(ctx, in, inv, alloc)
+	return snap, err
+}
+
+// Strand computes the stranded GPUs of in. ctx bounds the time it takes.
+func (st *Strander) Strand(ctx context.Context, in Inputs) (Stranding, error) {
+	st.cache.driver = in.DriverName
+	defer st.cache.forget()
+	return st.strand(ctx, in, newInventory(&st.cache, in.Slices, in.Nodes), allocatedDevices(in.DriverName, in.Claims))
+}
+
+func (st *Strander) strand(ctx context.Context, in Inputs, inv inventory, alloc map[DeviceID]bool) (Stranding, error) {
+	features := in.Features
+	if features.Version == "" {
+		features = scheduler.DefaultFeatures()
+	}
+	classes := scheduler.NewClasses(in.Classes)
+	sched := scheduler.New(features, classes, in.Slices, in.TaintRules)
+
+	pods := pendingPods(in, sched)
+	out := Stranding{Stranded: map[GPUKey]int{}, PendingPods: len(pods)}
+	if len(pods) == 0 {
+		return out, nil
+	}
+
+	// The free GPUs, per node: whole GPUs nothing is allocated from (no
+	// partition either) and that carry no taint.
+	free := map[string][]*Device{} // by node
+	partitioned := map[string]bool{}
+	for _, d := range inv.devices {
+		if d.Type == slicebuilder.TypeMIG && alloc[d.ID] {
+			partitioned[d.ParentUUID] = true
+		}
+	}
+	byUUID := map[string]*Device{}
+	for _, d := range inv.devices {
+		if d.Type != slicebuilder.TypeGPU {
+			continue
+		}
+		byUUID[d.UUID] = d
+		if alloc[d.ID] || partitioned[d.UUID] || len(d.Taints) > 0 {
+			continue
+		}
+		if ok, known := inv.schedulable[d.Node]; known && !ok {
+			continue
+		}
+		free[d.Node] = append(free[d.Node], d)
+	}
+	var nodeNames []string
+	for _, n := range sched.Nodes() {
+		nodeNames = append(nodeNames, n.Name)
+	}
+	classOf := st.cache.nodeClasses(nodeNames, in.Slices, allocatedByNode(in.Slices, in.Claims))
+
+	state := scheduler.StateOf(in.Claims)
+	allocator, err := sched.Allocator(ctx, state)
+	if err != nil {
+		return out, err
+	}
+	usable := map[*Device]bool{}
+	shapes := map[string][]pendingPod{}
+	var order []string
+	for _, p := range pods {
+		if _, seen := shapes[p.shape]; !seen {
+			order = append(order, p.shape)
+		}
+		shapes[p.shape] = append(shapes[p.shape], p)
+	}
+	out.Shapes = len(order)
+
+	// usableNames turns what an allocation uses into the names of the
+	// whole GPUs it uses, on its node.
+	usableNames := func(used []DeviceID) []string {
+		var names []string
+		for _, id := range used {
+			d, ok := inv.lookup(id)
+			if !ok {
+				continue
+			}
+			if d.Type == slicebuilder.TypeMIG {
+				if d, ok = byUUID[d.ParentUUID]; !ok {
+					continue
+				}
+			}
+			names = append(names, d.ID.Device)
+		}
+		return names
+	}
+	for _, key := range order {
+		rep := shapes[key][0]
+		perNode := readsIdentities(rep, classes)
+		type answer struct {
+			fits  bool
+			names []string
+		}
+		answers := map[string]answer{} // by node class
+		fits := false
+		for _, node := range sched.Nodes() {
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			candidates := free[node.Name]
+			if !rep.fitsNode(node) || len(candidates) == 0 || fits && allUsable(candidates, usable) {
+				continue
+			}
+			a, known := answers[classOf[node.Name]]
+			if !known || perNode {
+				used, ok := largestFit(ctx, sched, allocator, node, rep, len(candidates), &out)
+				a = answer{fits: ok, names: usableNames(used)}
+				answers[classOf[node.Name]] = a
+			}
+			if !a.fits {
+				continue
+			}
+			fits = true
+			for _, name := range a.names {
+				if d, ok := inv.lookup(DeviceID{Pool: node.Name, Device: name}); ok {
+					usable[d] = true
+				}
+			}
+		}
+		if !fits {
+			out.Unsatisfiable += len(shapes[key])
+		}
+	}
+	for _, devs := range free {
+		for _, d := range devs {
+			if !usable[d] {
+				out.Stranded[GPUKey{Node: d.Node, Model: d.Model}]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// readsIdentities reports whether a pod's selectors (its requests' and
+// their classes') read an identity attribute: then the allocator's answer
+// on one node says nothing about a node alike but for identities.
+func readsIdentities(p pendingPod, classes *scheduler.Classes) bool {
+	exprs := func(sel []resourceapi.DeviceSelector) bool {
+		return slices.ContainsFunc(sel, func(s resourceapi.DeviceSelector) bool { return s.CEL != nil && readsIdentity(s.CEL.Expression) })
+	}
+	classReads := func(name string) bool {
+		c, err := classes.Get(name)
+		return err == nil && exprs(c.Spec.Selectors)
+	}
+	for _, c := range p.claims {
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly != nil && (exprs(r.Exactly.Selectors) || classReads(r.Exactly.DeviceClassName)) {
+				return true
+			}
+			for _, sub := range r.FirstAvailable {
+				if exprs(sub.Selectors) || classReads(sub.DeviceClassName) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// allocatedByNode lists, per node, the devices (driver/name) claims hold in
+// the node's pools; admin access holds nothing.
+func allocatedByNode(sl []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim) map[string][]string {
+	nodeOf := map[string]string{} // driver/pool → node
+	for _, s := range sl {
+		if s.Spec.NodeName != nil && *s.Spec.NodeName != "" {
+			nodeOf[s.Spec.Driver+"/"+s.Spec.Pool.Name] = *s.Spec.NodeName
+		}
+	}
+	out := map[string][]string{}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.AdminAccess != nil && *r.AdminAccess {
+				continue
+			}
+			if n, ok := nodeOf[r.Driver+"/"+r.Pool]; ok {
+				out[n] = append(out[n], r.Driver+"/"+r.Device)
+			}
+		}
+	}
+	return out
+}
+
+func allUsable(devs []*Device, usable map[*Device]bool) bool {
+	for _, d := range devs {
+		if !usable[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// largestFit places as many copies of the pod's claims as fit on the node,
+// at most maxCopies, and returns the devices of this driver the largest
+// fit uses.
+func largestFit(ctx context.Context, sched *scheduler.Scheduler, alloc structured.Allocator, node *corev1.Node, p pendingPod, maxCopies int, out *Stranding) ([]DeviceID, bool) {
+	best, ok := tryCopies(ctx, sched, alloc, node, p, 1, out)
+	if !ok {
+		return nil, false
+	}
+	if maxCopies <= 1 {
+		return best, true
+	}
+	if used, ok := tryCopies(ctx, sched, alloc, node, p, maxCopies, out); ok {
+		return used, true
+	}
+	// Fits once, not maxCopies times: the largest k in between.
+	lo, hi := 1, maxCopies-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if used, ok := tryCopies(ctx, sched, alloc, node, p, mid, out); ok {
+			lo, best = mid, used
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best, true
+}
+
+// tryCopies allocates k copies of the pod's claims together on the node and
+// returns the devices the allocation holds.
+func tryCopies(ctx context.Context, sched *scheduler.Scheduler, alloc structured.Allocator, node *corev1.Node, p pendingPod, k int, out *Stranding) ([]DeviceID, bool) {
+	var claims []*resourceapi.ResourceClaim
+	for copyIdx := range k {
+		for _, c := range p.claims {
+			if c.Status.Allocation != nil {
+				continue // shared and allocated: not copied, not held again
+			}
+			cp := c.DeepCopy()
+			cp.UID = types.UID(string(c.UID) + "-copy-" + strconv.Itoa(copyIdx))
+			cp.Name = c.Name + "-copy-" + strconv.Itoa(copyIdx)
+			claims = append(claims, cp)
+		}
+	}
+	if len(claims) == 0 {
+		return nil, false
+	}
+	out.Filters++
+	results, err := sched.Filter(ctx, alloc, node, claims)
+	var ferr *scheduler.FilterError
+	if err != nil && !errors.As(err, &ferr) {
+		return nil, false
+	}
+	if err != nil || len(results) != len(claims) {
+		return nil, false
+	}
+	var used []DeviceID
+	for _, r := range results {
+		for _, d := range r.Devices.Results {
+			if d.AdminAccess == nil || !*d.AdminAccess {
+				used = append(used, DeviceID{Pool: d.Pool, Device: d.Device})
+			}
+		}
+	}
+	return used, true
+}
+
+// pendingPods are the pods waiting for this driver's devices, each with
+// the claims the scheduler would allocate together.
+func pendingPods(in Inputs, sched *scheduler.Scheduler) []pendingPod {
+	ours := driverClasses(in.DriverName, in.Classes)
+	claims := map[string]*resourceapi.ResourceClaim{}
+	for _, c := range in.Claims {
+		claims[c.Namespace+"/"+c.Name] = c
+	}
+	var out []pendingPod
+	for _, pod := range in.Pods {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		generated := map[string]string{}
+		for _, s := range pod.Status.ResourceClaimStatuses {
+			if s.ResourceClaimName != nil {
+				generated[s.Name] = *s.ResourceClaimName
+			}
+		}
+		var podClaims []*resourceapi.ResourceClaim
+		waits, complete := false, true
+		for _, rc := range pod.Spec.ResourceClaims {
+			name := generated[rc.Name]
+			if rc.ResourceClaimName != nil {
+				name = *rc.ResourceClaimName
+			}
+			c, ok := claims[pod.Namespace+"/"+name]
+			if name == "" || !ok {
+				complete = false // the claim is not created yet
+				continue
+			}
+			podClaims = append(podClaims, c)
+			if c.Status.Allocation == nil && requestsClass(c, ours) {
+				waits = true
+			}
+		}
+		if pod.Status.ExtendedResourceClaimStatus == nil {
+			p := pod.DeepCopy()
+			scheduler.DefaultPod(p)
+			if ext := sched.ExtendedResources(p); ext.Claim != nil && requestsClass(ext.Claim, ours) {
+				podClaims = append(podClaims, ext.Claim)
+				waits = true
+			}
+		}
+		if !waits || !complete {
+			continue
+		}
+		p := pendingPod{pod: pod.Namespace + "/" + pod.Name, claims: podClaims, shape: shapeOf(podClaims)}
+		for _, c := range podClaims {
+			if c.Status.Allocation != nil && c.Status.Allocation.NodeSelector != nil {
+				if sel, err := nodeaffinity.NewNodeSelector(c.Status.Allocation.NodeSelector); err == nil {
+					p.nodes = append(p.nodes, sel)
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// shapeOf keys what a pod asks for: the specs of its unallocated claims and
+// the allocations of the others.
+func shapeOf(claims []*resourceapi.ResourceClaim) string {
+	type part struct {
+		Spec       *resourceapi.ResourceClaimSpec `json:"spec,omitempty"`
+		Allocation *resourceapi.AllocationResult  `json:"allocation,omitempty"`
+	}
+	parts := make([]part, len(claims))
+	for i, c := range claims {
+		if c.Status.Allocation != nil {
+			parts[i].Allocation = c.Status.Allocation
+		} else {
+			parts[i].Spec = &c.Spec
+		}
+	}
+	b, err := json.Marshal(parts)
+	if err != nil {
+		panic(fmt.Sprintf("marshal claim specs: %v", err)) // API types always marshal
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
