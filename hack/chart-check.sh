@@ -30,7 +30,7 @@ render --set deviceBackend=fake --set consumableCapacity.enabled=true --set cons
 render --set mps.enabled=false >"$out/nomps.yaml"
 # The controller: with cert-manager, without the webhook, not at all.
 render --set admissionWebhook.certManager.enabled=true --set controller.replicas=1 >"$out/certmanager.yaml"
-render --set admissionWebhook.enabled=false >"$out/nowebhook.yaml"
+render --set admissionWebhook.enabled=false --set configPolicy.enabled=true >"$out/nowebhook.yaml"
 render --set controller.enabled=false >"$out/nocontroller.yaml"
 render --set metrics.serviceMonitor.enabled=true --set metrics.idleAfter=1h --set 'health.ignoredXIDs={13,92}' >"$out/monitoring.yaml"
 
@@ -105,6 +105,8 @@ expect certmanager.yaml "--tls-cert-file=/etc/gpudra/webhook-cert/tls.crt"
 if grep -q "kind: PodDisruptionBudget" "$out/certmanager.yaml"; then echo "chart-check: a PodDisruptionBudget for one replica blocks every drain"; fail=1; fi
 if grep -q "kind: ValidatingWebhookConfiguration" "$out/nowebhook.yaml"; then echo "chart-check: admissionWebhook.enabled=false still renders the webhook"; fail=1; fi
 expect nowebhook.yaml "--webhook-address="
+expect nowebhook.yaml "name: gpudra-configs"
+expect nowebhook.yaml "e.?opaque.?driver.orValue('') == 'gpu.gpudra.io'"
 if grep -q "gpudra-controller" "$out/nocontroller.yaml"; then echo "chart-check: controller.enabled=false still renders the controller"; fail=1; fi
 # Metrics: the plugin serves them and is ready when its slices are
 # published; a ServiceMonitor on request.
