@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/controller"
+	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/servingcert"
 )
 
@@ -69,7 +70,7 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	}
 	host, _ := os.Hostname()
 	fs := pflag.NewFlagSet("gpudra-controller", pflag.ContinueOnError)
-	fs.StringVar(&f.driverName, "driver-name", envOr("DRIVER_NAME", "gpu.gpudra.io"), "DRA driver whose configs are validated and whose devices are accounted for (env DRIVER_NAME).")
+	fs.StringVar(&f.driverName, "driver-name", envOr("DRIVER_NAME", gpu.DefaultDriverName), "DRA driver whose configs are validated and whose devices are accounted for (env DRIVER_NAME).")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Kubeconfig file; empty means in-cluster config (env KUBECONFIG).")
 	fs.StringVar(&f.namespace, "namespace", envOr("POD_NAMESPACE", "gpudra"), "The controller's namespace: its leader Lease and certificate Secret live there (env POD_NAMESPACE).")
 	fs.StringVar(&f.identity, "identity", envOr("POD_NAME", host), "This replica's name in the leader Lease (env POD_NAME).")
