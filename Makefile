@@ -39,6 +39,7 @@ golden:
 	$(GO) test -count=1 ./pkg/simulate -run '^(TestGoldenSlices|TestMigDocs)$$' -update
 	$(GO) test -count=1 ./pkg/nvmlfake -run '^TestProfileDocs$$' -update
 	$(GO) test -count=1 ./pkg/check -run '^(TestGoldenShipped|TestCorpus)$$' -update
+	$(GO) test -count=1 ./pkg/controller -run '^TestMetricDocs$$' -update
 	@git status --short -- '*testdata*' docs README.md
 
 ## generate: the generated code (deep-copy functions of the config API)

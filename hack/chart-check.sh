@@ -32,7 +32,7 @@ render --set mps.enabled=false >"$out/nomps.yaml"
 render --set admissionWebhook.certManager.enabled=true --set controller.replicas=1 >"$out/certmanager.yaml"
 render --set admissionWebhook.enabled=false --set configPolicy.enabled=true >"$out/nowebhook.yaml"
 render --set controller.enabled=false >"$out/nocontroller.yaml"
-render --set metrics.serviceMonitor.enabled=true --set metrics.idleAfter=1h --set 'health.ignoredXIDs={13,92}' >"$out/monitoring.yaml"
+render --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.grafanaDashboard.enabled=true --set metrics.idleAfter=1h --set 'health.ignoredXIDs={13,92}' >"$out/monitoring.yaml"
 
 # What the rendered manifests must say.
 fail=0
@@ -115,10 +115,18 @@ expect nvml.yaml "service: readiness"
 expect nvml.yaml "gpudra-metrics: \"true\""
 expect monitoring.yaml "kind: ServiceMonitor"
 expect monitoring.yaml "honorLabels: true"
+expect monitoring.yaml "kind: PrometheusRule"
+expect monitoring.yaml "alert: GPUDRAStrandedGPUs"
+expect monitoring.yaml "for: 1h"
+expect monitoring.yaml '{{ $labels.namespace }}/{{ $labels.claim }}'
+expect monitoring.yaml 'grafana_dashboard: "1"'
+expect monitoring.yaml '"uid": "gpudra-overview"'
+for k in PrometheusRule ServiceMonitor; do
+  if grep -q "kind: $k" "$out/nvml.yaml"; then echo "chart-check: a $k by default needs the Prometheus Operator's CRDs"; fail=1; fi
+done
 expect monitoring.yaml "--idle-after=1h"
 expect monitoring.yaml "--ignored-xids=13,92"
 expect nvml.yaml "--health-recheck-interval=30s"
-if grep -q "kind: ServiceMonitor" "$out/nvml.yaml"; then echo "chart-check: a ServiceMonitor by default needs the Prometheus Operator's CRDs"; fail=1; fi
 # Another driver name must not collide with the default installation:
 # no class, selector or attribute domain of gpudra.io, no extended resources.
 # (The config API group resource.gpudra.io is the same for every driver.)

@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpudra/gpudra/pkg/metricdoc"
+	"github.com/gpudra/gpudra/pkg/plugin"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated sections of docs/observability.md")
+
+const (
+	metricDocsBegin = "<!-- BEGIN GENERATED: go test ./pkg/controller -run TestMetricDocs -update -->\n"
+	metricDocsEnd   = "<!-- END GENERATED -->\n"
+	observability   = "../../docs/observability.md"
+)
+
+// TestMetricDocs keeps the metric tables of docs/observability.md equal to
+// what the controller and the plugin export: every name, type, label and
+// help text.
+func TestMetricDocs(t *testing.T) {
+	var buf bytes.Buffer
+	buf.WriteString("\n### gpudra-controller (the leader; fleet metrics)\n\n")
+	buf.WriteString(metricdoc.Table(Metrics))
+	buf.WriteString("\n### gpudra-kubelet-plugin (every node)\n\n")
+	buf.WriteString(metricdoc.Table(plugin.Metrics, "node"))
+	buf.WriteString("\n")
+	path := filepath.FromSlash(observability)
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := bytes.Index(doc, []byte(metricDocsBegin)), bytes.Index(doc, []byte(metricDocsEnd))
+	if begin < 0 || end < begin {
+		t.Fatalf("%s has no generated section (%q … %q)", path, metricDocsBegin, metricDocsEnd)
+	}
+	got := slices.Concat(doc[:begin+len(metricDocsBegin)], buf.Bytes(), doc[end:])
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !bytes.Equal(got, doc) {
+		t.Errorf("%s is out of date: run go test ./pkg/controller -run TestMetricDocs -update and review the diff", path)
+	}
+}
+
+// TestChartQueriesUseExportedMetrics: every gpudra_ metric the chart's
+// alerts and dashboard query is one the controller or the plugin exports
+// (histograms with their _bucket, _sum and _count series), so a renamed
+// metric cannot leave an alert that never fires.
+func TestChartQueriesUseExportedMetrics(t *testing.T) {
+	known := map[string]bool{}
+	for _, m := range slices.Concat(Metrics, plugin.Metrics) {
+		known[m.Name] = true
+		if m.Type == metricdoc.Histogram {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				known[m.Name+s] = true
+			}
+		}
+	}
+	files := []string{
+		"../../deployments/helm/gpudra/templates/prometheusrule.yaml",
+		"../../deployments/helm/gpudra/files/dashboards/gpudra.json",
+	}
+	name := regexp.MustCompile(`gpudra_[a-z_]+`)
+	for _, f := range files {
+		raw, err := os.ReadFile(filepath.FromSlash(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := 0
+		for _, n := range name.FindAllString(string(raw), -1) {
+			if strings.HasSuffix(n, "_") {
+				continue
+			}
+			used++
+			if !known[n] {
+				t.Errorf("%s queries %s, which nothing exports", f, n)
+			}
+		}
+		if used == 0 {
+			t.Errorf("%s queries no gpudra metric", f)
+		}
+	}
+}
