@@ -63,6 +63,25 @@ func (g GPU) DeviceName() string { return WholeDeviceName(g.Minor) }
 // WholeDeviceName returns "gpu-<minor>".
 func WholeDeviceName(minor int) string { return fmt.Sprintf("gpu-%d", minor) }
 
+// MonitorDeviceName returns "gpu-<minor>-monitor": the device a monitoring
+// pod (DRA admin access) gets for the GPU. It consumes none of the GPU's
+// counters, so it can be allocated whatever runs on the GPU.
+func MonitorDeviceName(minor int) string { return fmt.Sprintf("gpu-%d-monitor", minor) }
+
+// MonitorDeviceName is the name of the GPU's monitoring device.
+func (g GPU) MonitorDeviceName() string { return MonitorDeviceName(g.Minor) }
+
+// GPUByMonitorName returns the GPU whose monitoring device has the given
+// name.
+func (n Node) GPUByMonitorName(name string) (GPU, bool) {
+	for _, g := range n.GPUs {
+		if g.MonitorDeviceName() == name {
+			return g, true
+		}
+	}
+	return GPU{}, false
+}
+
 // GPUByUUID returns the GPU with the given UUID.
 func (n Node) GPUByUUID(uuid string) (GPU, bool) {
 	for _, g := range n.GPUs {

@@ -147,16 +147,26 @@ type ParsedDeviceName struct {
 	Minor int
 	// MIG is false for a whole GPU.
 	MIG bool
+	// Monitor is true for the GPU's monitoring device.
+	Monitor bool
 	// ProfileToken and Start name the MIG placement.
 	ProfileToken string
 	Start        int
 }
 
-// ParseDeviceName parses gpu-<minor> and gpu-<minor>-mig-<token>-<start>.
+// ParseDeviceName parses gpu-<minor>, gpu-<minor>-monitor and
+// gpu-<minor>-mig-<token>-<start>.
 func ParseDeviceName(name string) (ParsedDeviceName, bool) {
 	rest, ok := strings.CutPrefix(name, "gpu-")
 	if !ok {
 		return ParsedDeviceName{}, false
+	}
+	if minorStr, ok := strings.CutSuffix(rest, "-monitor"); ok {
+		minor, err := strconv.Atoi(minorStr)
+		if err != nil || minor < 0 || strconv.Itoa(minor) != minorStr {
+			return ParsedDeviceName{}, false
+		}
+		return ParsedDeviceName{Minor: minor, Monitor: true}, true
 	}
 	minorStr, mig, isMIG := strings.Cut(rest, "-mig-")
 	minor, err := strconv.Atoi(minorStr)

@@ -24,13 +24,20 @@ func TestMigNames(t *testing.T) {
 			t.Errorf("ParseDeviceName(%s) = %+v, %v", got, p, ok)
 		}
 	}
-	for _, bad := range []string{"gpu-", "gpu-01", "gpu-1-mig-", "gpu-1-mig-1g10gb", "gpu-1-mig-1g10gb-x", "mig-1", "gpu-1-mig--3"} {
+	for _, bad := range []string{"gpu-", "gpu-01", "gpu-1-mig-", "gpu-1-mig-1g10gb", "gpu-1-mig-1g10gb-x", "mig-1", "gpu-1-mig--3",
+		"gpu--monitor", "gpu-01-monitor", "gpu-x-monitor"} {
 		if p, ok := ParseDeviceName(bad); ok {
 			t.Errorf("ParseDeviceName(%q) = %+v, want failure", bad, p)
 		}
 	}
-	if p, ok := ParseDeviceName("gpu-12"); !ok || p.MIG || p.Minor != 12 {
+	if p, ok := ParseDeviceName("gpu-12"); !ok || p.MIG || p.Monitor || p.Minor != 12 {
 		t.Errorf("ParseDeviceName(gpu-12) = %+v, %v", p, ok)
+	}
+	if got := MonitorDeviceName(3); got != "gpu-3-monitor" {
+		t.Errorf("MonitorDeviceName(3) = %s", got)
+	}
+	if p, ok := ParseDeviceName("gpu-3-monitor"); !ok || !p.Monitor || p.MIG || p.Minor != 3 {
+		t.Errorf("ParseDeviceName(gpu-3-monitor) = %+v, %v", p, ok)
 	}
 }
 

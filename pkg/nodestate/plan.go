@@ -50,6 +50,14 @@ func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedD
 			p.gpu = g
 		} else if md, ok := node.MigDeviceByName(result.Device); ok {
 			p.gpu, p.mig = md.Parent, &md
+		} else if g, ok := node.GPUByMonitorName(result.Device); ok {
+			// A monitoring device reaches a GPU whoever holds it: only
+			// admin access, which only namespaces an admin labelled may
+			// ask for, is entitled to it.
+			if !isAdmin(result) {
+				return nil, fmt.Errorf("%s: request %q: device %s is for monitoring only: ask for it with adminAccess: true (in a namespace labelled resource.kubernetes.io/admin-access=true), or use DeviceClass gpu.gpudra.io for a GPU of your own", ref, result.Request, result.Device)
+			}
+			p.gpu = g
 		} else {
 			return nil, fmt.Errorf("%s: request %q: device %q is not a GPU on node %s, nor a MIG placement of one (it may have been removed since the claim was allocated)", ref, result.Request, result.Device, node.Name)
 		}

@@ -108,6 +108,7 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, error) {
 		if opts.ConsumableCapacity {
 			makeShareable(&d)
 		}
+		layout.monitors = append(layout.monitors, monitorDevice(g, shared))
 		if opts.WholeGPUsOnly || !Partitionable(g) || !opts.MigProfiles.publishesAny(g.MIG) {
 			layout.wholeGPUs = append(layout.wholeGPUs, d)
 			continue

@@ -88,8 +88,8 @@ func TestBuildWholeGPUs(t *testing.T) {
 	if !ok || len(res.Pools) != 1 {
 		t.Fatalf("want exactly one pool named after the node, got %v", res.Pools)
 	}
-	if len(pool.Slices) != 1 {
-		t.Fatalf("want 1 slice, got %d", len(pool.Slices))
+	if len(pool.Slices) != 2 {
+		t.Fatalf("want 2 slices (GPUs, monitors), got %d", len(pool.Slices))
 	}
 	devices := pool.Slices[0].Devices
 	if len(devices) != len(tests) {

@@ -28,7 +28,9 @@ const (
 //     no devices, so their position costs the allocator nothing, and putting
 //     them after the whole GPUs keeps the whole-GPU slices at the same
 //     indices (and names) when MIG is switched on;
-//  3. partitions (MIG placements): last.
+//  3. partitions (MIG placements);
+//  4. monitoring devices (monitor.go): last, where no claim for a GPU or a
+//     partition walks past them before it finds what it asks for.
 //
 // Each section is cut into chunks within the API limits. Partitions are
 // grouped by GPU and a GPU's placements are never split across slices, so
@@ -42,6 +44,8 @@ type poolLayout struct {
 	// left out (its GPU is held whole): it is packed all the same, so
 	// that hiding it changes its own slice only.
 	partitionsHidden []bool
+	// monitors holds every GPU's monitoring device, in minor order.
+	monitors []resourceapi.Device
 }
 
 // pool turns the layout into the controller's Pool. A node without devices
@@ -57,6 +61,9 @@ func (l poolLayout) pool() resourceslice.Pool {
 		out = append(out, resourceslice.Slice{SharedCounters: sets})
 	}
 	for _, devs := range l.packedPartitions() {
+		out = append(out, resourceslice.Slice{Devices: devs})
+	}
+	for _, devs := range chunk(l.monitors, devicesPerSlice) {
 		out = append(out, resourceslice.Slice{Devices: devs})
 	}
 	if len(out) == 0 {

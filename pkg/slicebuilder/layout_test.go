@@ -14,12 +14,13 @@ func TestChunking(t *testing.T) {
 		gpus      int
 		wantSizes []int
 	}{
+		// Whole GPUs, then their monitoring devices, each cut at 64.
 		{gpus: 0, wantSizes: []int{0}}, // an empty slice says "driver up, no GPUs"
-		{gpus: 1, wantSizes: []int{1}},
-		{gpus: 8, wantSizes: []int{8}},
-		{gpus: 64, wantSizes: []int{64}},
-		{gpus: 65, wantSizes: []int{64, 1}},
-		{gpus: 200, wantSizes: []int{64, 64, 64, 8}},
+		{gpus: 1, wantSizes: []int{1, 1}},
+		{gpus: 8, wantSizes: []int{8, 8}},
+		{gpus: 64, wantSizes: []int{64, 64}},
+		{gpus: 65, wantSizes: []int{64, 1, 64, 1}},
+		{gpus: 200, wantSizes: []int{64, 64, 64, 8, 64, 64, 64, 8}},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d GPUs", tt.gpus), func(t *testing.T) {
@@ -40,14 +41,19 @@ func TestChunking(t *testing.T) {
 					t.Errorf("slice %d: %d devices, over the limit", i, len(s.Devices))
 				}
 				for _, d := range s.Devices {
-					if want := gpu.WholeDeviceName(next); d.Name != want {
+					// The GPUs in minor order, then their monitors.
+					want := gpu.WholeDeviceName(next)
+					if next >= tt.gpus {
+						want = gpu.MonitorDeviceName(next - tt.gpus)
+					}
+					if d.Name != want {
 						t.Fatalf("slice %d: device %q where %q belongs", i, d.Name, want)
 					}
 					next++
 				}
 			}
-			if next != tt.gpus {
-				t.Errorf("%d devices published, want %d", next, tt.gpus)
+			if next != 2*tt.gpus {
+				t.Errorf("%d devices published, want %d GPUs and their monitors", next, tt.gpus)
 			}
 		})
 	}

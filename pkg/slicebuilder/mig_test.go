@@ -50,8 +50,8 @@ func TestBuildMIG(t *testing.T) {
 		t.Fatal(err)
 	}
 	sl := res.Pools["node-a"].Slices
-	// whole GPUs, counter sets, placements (2 × 16 in one slice)
-	if len(sl) != 3 || len(sl[0].Devices) != 2 || len(sl[1].SharedCounters) != 2 || len(sl[2].Devices) != 32 {
+	// whole GPUs, counter sets, placements (2 × 16 in one slice), monitors
+	if len(sl) != 4 || len(sl[0].Devices) != 2 || len(sl[1].SharedCounters) != 2 || len(sl[2].Devices) != 32 || len(sl[3].Devices) != 2 {
 		t.Fatalf("layout: %d slices", len(sl))
 	}
 	cs := sl[1].SharedCounters[0]
@@ -113,8 +113,8 @@ func TestBuildMIGAmpere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sl := res.Pools["node-a"].Slices; len(sl) != 1 || len(sl[0].Devices) != 2 || len(sl[0].Devices[0].ConsumesCounters) != 0 {
-		t.Errorf("Ampere with MIG off: want whole GPUs only, got %d slices", len(sl))
+	if sl := res.Pools["node-a"].Slices; len(sl) != 2 || len(sl[0].Devices) != 2 || len(sl[0].Devices[0].ConsumesCounters) != 0 {
+		t.Errorf("Ampere with MIG off: want whole GPUs and their monitors only, got %d slices", len(sl))
 	}
 	res, err = Build(migNode(mig, true), Options{DriverName: testDriver, SysfsRoot: noSysfs})
 	if err != nil {
@@ -122,7 +122,7 @@ func TestBuildMIGAmpere(t *testing.T) {
 	}
 	for _, s := range res.Pools["node-a"].Slices {
 		for _, d := range s.Devices {
-			if !strings.Contains(d.Name, "-mig-") {
+			if !strings.Contains(d.Name, "-mig-") && !strings.HasSuffix(d.Name, "-monitor") {
 				t.Errorf("Ampere with MIG on publishes the whole GPU %s", d.Name)
 			}
 		}
@@ -170,7 +170,7 @@ func TestBuildMIGAdminAndFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sl := res.Pools["node-a"].Slices; len(sl) != 1 || len(sl[0].Devices) != 2 || len(sl[0].Devices[0].ConsumesCounters) != 0 {
+	if sl := res.Pools["node-a"].Slices; len(sl) != 2 || len(sl[0].Devices) != 2 || len(sl[0].Devices[0].ConsumesCounters) != 0 {
 		t.Errorf("WholeGPUsOnly: %d slices", len(sl))
 	}
 }
@@ -191,5 +191,32 @@ func TestValidateCounterReferences(t *testing.T) {
 	pool.Slices[2].Devices[0].ConsumesCounters[0].CounterSet = "gpu-9-counters"
 	if err := Validate(testDriver, res); err == nil || !strings.Contains(err.Error(), "gpu-9-counters") {
 		t.Errorf("Validate = %v", err)
+	}
+}
+
+// TestMonitorDevices: every GPU also has a monitoring device, last in the
+// pool, that consumes no counters and carries no taint, so an admin-access
+// request gets it whatever runs on the GPU and however healthy it is.
+func TestMonitorDevices(t *testing.T) {
+	node := migNode(h100MIG(), false)
+	sick := node.GPUs[1].UUID
+	res, err := Build(node, Options{DriverName: testDriver, SysfsRoot: noSysfs, Health: map[string]gpu.Health{sick: gpu.Unhealthy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := res.Pools["node-a"].Slices
+	last := sl[len(sl)-1].Devices
+	if len(last) != len(node.GPUs) {
+		t.Fatalf("last slice holds %d devices, want one monitor per GPU", len(last))
+	}
+	for i, d := range last {
+		g := node.GPUs[i]
+		if d.Name != g.MonitorDeviceName() || *d.Attributes[AttrType].StringValue != TypeMonitor ||
+			*d.Attributes[AttrUUID].StringValue != g.UUID || *d.Attributes[AttrProductName].StringValue != g.ProductName {
+			t.Errorf("monitor %d: %+v", i, d)
+		}
+		if len(d.ConsumesCounters) != 0 || len(d.Taints) != 0 || len(d.Capacity) != 0 {
+			t.Errorf("%s consumes counters, carries a taint or a capacity: %+v", d.Name, d)
+		}
 	}
 }

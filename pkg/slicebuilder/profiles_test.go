@@ -53,7 +53,9 @@ func TestBuildMigProfileChoice(t *testing.T) {
 		for _, s := range res.Pools["node-a"].Slices {
 			counterSets += len(s.SharedCounters)
 			for _, d := range s.Devices {
-				names = append(names, d.Name)
+				if !strings.HasSuffix(d.Name, "-monitor") {
+					names = append(names, d.Name)
+				}
 			}
 		}
 		return names, counterSets

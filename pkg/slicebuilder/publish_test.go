@@ -30,8 +30,8 @@ func TestSteadyStatePublish(t *testing.T) {
 		wantSlices int
 		sick       int // index of the GPU that turns unhealthy
 	}{
-		{gpus: 8, wantSlices: 1, sick: 3},
-		{gpus: 100, wantSlices: 2, sick: 70}, // the taint lands in the 2nd slice
+		{gpus: 8, wantSlices: 2, sick: 3},    // GPUs, monitors
+		{gpus: 100, wantSlices: 4, sick: 70}, // the taint lands in the 2nd slice
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d GPUs", tt.gpus), func(t *testing.T) {
@@ -60,7 +60,11 @@ func TestSteadyStatePublish(t *testing.T) {
 				if s.Spec.Pool.Name != "node-a" || s.Spec.Pool.ResourceSliceCount != int64(tt.wantSlices) || *s.Spec.NodeName != "node-a" {
 					t.Errorf("slice %s: pool %+v, node %v", s.Name, s.Spec.Pool, s.Spec.NodeName)
 				}
-				if want := gpu.WholeDeviceName(i * devicesPerSlice); s.Spec.Devices[0].Name != want {
+				want := gpu.WholeDeviceName(i * devicesPerSlice)
+				if gpuSlices := (tt.gpus + devicesPerSlice - 1) / devicesPerSlice; i >= gpuSlices {
+					want = gpu.MonitorDeviceName((i - gpuSlices) * devicesPerSlice)
+				}
+				if s.Spec.Devices[0].Name != want {
 					t.Errorf("slice %s starts with %s, want %s", s.Name, s.Spec.Devices[0].Name, want)
 				}
 			}
