@@ -66,14 +66,17 @@ func (d *Driver) recordHealth(ev gpu.HealthEvent) bool {
 }
 
 // healthReport is the current health of every GPU, and of every MIG
-// device prepared on it (a MIG device is as healthy as its GPU: the
-// kubelet shows a pod the health of the devices it was given).
+// partition and monitoring device prepared on it (they are as healthy as
+// their GPU: the kubelet shows a pod the health of the devices it was
+// given).
 func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct{}) {
 	// The node state has its own lock; read it before taking d.mu.
-	migs := map[string][]string{} // parent UUID → MIG device names
+	// Prepared devices other than whole GPUs (MIG partitions, monitoring
+	// devices), by their GPU's UUID.
+	migs := map[string][]string{}
 	for _, c := range d.state.Claims() {
 		for _, dev := range c.Devices {
-			if dev.Mig != nil && !slices.Contains(migs[dev.GPUUUID], dev.Device) {
+			if p, ok := gpu.ParseDeviceName(dev.Device); ok && (p.MIG || p.Monitor) && !slices.Contains(migs[dev.GPUUUID], dev.Device) {
 				migs[dev.GPUUUID] = append(migs[dev.GPUUUID], dev.Device)
 			}
 		}
