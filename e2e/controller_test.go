@@ -414,3 +414,74 @@ func (e *env) controllerLeftovers(ctx context.Context, t *testing.T) {
 		t.Errorf("controller pods left after uninstall: %d (%v)", len(pods), err)
 	}
 }
+
+// configPolicy: on a cluster without the webhook (here: the test namespace
+// outside its namespaceSelector), the chart's ValidatingAdmissionPolicy
+// refuses a misspelt config in CEL, and lets a valid one through.
+func (e *env) configPolicy(ctx context.Context, t *testing.T) {
+	args := e.helmArgs(append([]string{"template", releaseName, e.chart, "-n", systemNS, "--show-only", "templates/config-policy.yaml",
+		"--set", "configPolicy.enabled=true"}, e.chartValues()...)...)
+	rendered, err := run(ctx, e.helm, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(f, []byte(rendered), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kubectlRun(ctx, "apply", "-f", f); err != nil {
+		t.Fatalf("the API server refuses the policy: %v", err)
+	}
+	defer func() {
+		if _, err := e.kubectlRun(ctx, "delete", "--ignore-not-found", "-f", f); err != nil {
+			t.Error(err)
+		}
+	}()
+	defer e.skipAdmission(ctx, t)()
+
+	manifest := func(name, params string) string {
+		return fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: %s, namespace: %s}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: %s}}]
+      config:
+      - opaque:
+          driver: %s
+          parameters: %s
+`, name, testNS, e.driver, e.driver, params)
+	}
+	apply := func(name, params string) error {
+		p := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(p, []byte(manifest(name, params)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.kubectlRun(ctx, "apply", "-f", p)
+		return err
+	}
+	start := time.Now()
+	var denial error
+	// The policy takes a moment to be loaded.
+	if err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		denial = apply("policy-typo", `{apiVersion: resource.gpudra.io/v1alpha1, kind: GpuConfig, driverCapabilites: [compute]}`)
+		if denial == nil {
+			_ = e.cs.ResourceV1().ResourceClaimTemplates(testNS).Delete(ctx, "policy-typo", metav1.DeleteOptions{})
+		}
+		return denial != nil, nil
+	}); err != nil {
+		t.Fatalf("the policy never refused a misspelt config: %v", err)
+	}
+	record(t, t.Name()+": policy applied → a misspelt config refused", time.Since(start))
+	for _, want := range []string{"ValidatingAdmissionPolicy", "unknown field(s) driverCapabilites"} {
+		if !strings.Contains(denial.Error(), want) {
+			t.Errorf("the denial does not say %q: %v", want, denial)
+		}
+	}
+	t.Logf("denied: %v", denial)
+	if err := apply("policy-valid", `{apiVersion: resource.gpudra.io/v1alpha1, kind: GpuConfig, sharing: {strategy: TimeSlicing}}`); err != nil {
+		t.Errorf("the policy refuses a valid config: %v", err)
+	}
+	_ = e.cs.ResourceV1().ResourceClaimTemplates(testNS).Delete(ctx, "policy-valid", metav1.DeleteOptions{})
+}

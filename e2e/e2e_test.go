@@ -62,7 +62,12 @@ func TestGPUDRA(t *testing.T) {
 
 	t.Run("ResourceSlicesMatchGolden", func(t *testing.T) { e.slicesMatchGolden(ctx, t) })
 	t.Run("AdmissionRejectsBadConfig", func(t *testing.T) { e.admissionRejectsBadConfig(ctx, t) })
+	t.Run("ConfigPolicy", func(t *testing.T) { e.configPolicy(ctx, t) })
 	t.Run("ControllerMetrics", func(t *testing.T) { e.controllerMetrics(ctx, t) })
+	t.Run("StrandedGPUs", func(t *testing.T) { e.strandedGPUs(ctx, t) })
+	t.Run("PluginUtilizationMetrics", func(t *testing.T) { e.pluginUtilization(ctx, t) })
+	t.Run("XIDTaintAndRecovery", func(t *testing.T) { e.xidTaintAndRecovery(ctx, t) })
+	t.Run("MonitoringAdminAccess", func(t *testing.T) { e.monitoringAdminAccess(ctx, t) })
 	t.Run("OneGPU", func(t *testing.T) { e.oneGPU(ctx, t) })
 	t.Run("TwoPodsDifferentGPUs", func(t *testing.T) { e.twoPodsDifferentGPUs(ctx, t) })
 	t.Run("SharedClaim", func(t *testing.T) { e.sharedClaim(ctx, t) })

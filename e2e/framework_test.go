@@ -142,8 +142,11 @@ func (e *env) chartValues() []string {
 		// (controller_test.go).
 		"--set", "admissionWebhook.namespaceSelector.matchExpressions[0].key=" + skipAdmissionLabel,
 		"--set", "admissionWebhook.namespaceSelector.matchExpressions[0].operator=DoesNotExist",
-		// Fleet metrics follow the cluster within seconds.
-		"--set", "controller.recomputeInterval=2s"}
+		// Fleet metrics, device samples and health rechecks follow the
+		// cluster within seconds.
+		"--set", "controller.recomputeInterval=2s",
+		"--set", "metrics.telemetryInterval=2s",
+		"--set", "health.recheckInterval=2s"}
 	if e.values != "" {
 		args = append(args, "-f", e.values)
 	}
