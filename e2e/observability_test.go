@@ -101,7 +101,11 @@ func (e *env) podDeviceHealth(ctx context.Context, pod, device string) (string, 
 	for _, cs := range p.Status.ContainerStatuses {
 		for _, rs := range cs.AllocatedResourcesStatus {
 			for _, r := range rs.Resources {
-				if strings.HasSuffix(string(r.ResourceID), "/"+device) {
+				// The kubelet names a device by its first CDI device ID
+				// (<vendor>/<class>=<claim UID>-<device>) or, without
+				// one, <driver>/<pool>/<device>.
+				id := string(r.ResourceID)
+				if strings.HasSuffix(id, "/"+device) || strings.HasSuffix(id, "-"+device) {
 					return string(r.Health), nil
 				}
 			}
@@ -110,7 +114,8 @@ func (e *env) podDeviceHealth(ctx context.Context, pod, device string) (string, 
 	return "", nil
 }
 
-// taintedDevices lists the devices of the node's slices with a taint.
+// taintedDevices lists the devices of the node's slices with the health
+// taint.
 func (e *env) taintedDevices(ctx context.Context) (map[string]bool, error) {
 	sl, err := e.slices(ctx)
 	if err != nil {
@@ -119,8 +124,10 @@ func (e *env) taintedDevices(ctx context.Context) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, s := range sl {
 		for _, d := range s.Spec.Devices {
-			if len(d.Taints) > 0 {
-				out[d.Name] = true
+			for _, t := range d.Taints {
+				if t.Key == e.driver+"/unhealthy" {
+					out[d.Name] = true
+				}
 			}
 		}
 	}
@@ -261,7 +268,7 @@ func (e *env) monitoringAdminAccess(ctx context.Context, t *testing.T) {
 	setLabel(true)
 	defer setLabel(false)
 	monitorSpec := func(admin bool, all bool) resourceapi.ResourceClaimSpec {
-		req := resourceapi.ExactDeviceRequest{DeviceClassName: "gpu-monitoring." + e.driver}
+		req := resourceapi.ExactDeviceRequest{DeviceClassName: monitoringClassName(e.driver)}
 		if all {
 			req.AllocationMode = resourceapi.DeviceAllocationModeAll
 		} else {
@@ -270,6 +277,9 @@ func (e *env) monitoringAdminAccess(ctx context.Context, t *testing.T) {
 		if admin {
 			req.AdminAccess = ptr.To(true)
 		}
+		// Monitoring devices carry a NoSchedule taint that only
+		// monitoring requests tolerate.
+		req.Tolerations = []resourceapi.DeviceToleration{{Key: e.driver + "/monitoring-only", Operator: resourceapi.DeviceTolerationOpExists}}
 		return resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &req}}}}
 	}
 	e.createTemplate(ctx, t, "mon-workload", e.gpuRequest(1))
@@ -314,4 +324,13 @@ func (e *env) monitoringAdminAccess(ctx context.Context, t *testing.T) {
 		evs, _ := e.eventsFor(ctx, "Pod", "mon-sneaky")
 		t.Errorf("a monitoring device without admin access was not refused with its reason: %v; events %q", err, evs)
 	}
+}
+
+// monitoringClassName is the chart's monitoring DeviceClass for the driver
+// (gpu-monitoring.gpudra.io for the default driver name).
+func monitoringClassName(driver string) string {
+	if driver == "gpu.gpudra.io" {
+		return "gpu-monitoring.gpudra.io"
+	}
+	return "gpu-monitoring." + driver
 }

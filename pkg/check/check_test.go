@@ -47,11 +47,13 @@ func claim(t *testing.T, rep *Report, name string) ClaimInfo {
 }
 
 // wholeGPUs keeps the whole-GPU devices of a match list (MIG placements
-// are named gpu-<minor>-mig-…).
+// are named gpu-<minor>-mig-…, monitoring devices gpu-<minor>-monitor: a
+// broad class's selector matches those too, their monitoring-only taint
+// keeps the request off them).
 func wholeGPUs(devices []string) []string {
 	var out []string
 	for _, d := range devices {
-		if !strings.Contains(d, "-mig-") {
+		if !strings.Contains(d, "-mig-") && !strings.HasSuffix(d, "-monitor") {
 			out = append(out, d)
 		}
 	}

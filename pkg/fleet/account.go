@@ -105,6 +105,9 @@ func account(in Inputs, inv inventory, alloc map[DeviceID]bool) Snapshot {
 		}
 	}
 	for _, d := range inv.devices {
+		if d.Type == slicebuilder.TypeMonitor {
+			continue // a view of a GPU for monitoring pods, not capacity
+		}
 		k := DeviceKey{Node: d.Node, Model: d.Model, Type: d.Type, Profile: d.Profile}
 		c := snap.Devices[k]
 		c.Published++

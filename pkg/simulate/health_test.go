@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 // TestXIDTaintsDevice: a critical XID on one GPU taints exactly that device
@@ -111,7 +112,7 @@ func taintedDevices(ctx context.Context, t *testing.T, c *Cluster) []string {
 	for _, s := range slices {
 		for _, d := range s.Spec.Devices {
 			for _, taint := range d.Taints {
-				if taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
+				if taint.Key == slicebuilder.UnhealthyTaintKey(c.Opts.DriverName) && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
 					out = append(out, d.Name)
 				}
 			}

@@ -177,8 +177,9 @@ func TestFallbackWithoutPartitionableDevices(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(time.Second) // let the controller settle on the new generation
-	if got := publishedDevices(ctx, t, c); len(got) != 8 {
-		t.Errorf("published %v, want the 8 whole GPUs", got)
+	// The 8 whole GPUs, and the monitoring device of each.
+	if got := publishedDevices(ctx, t, c); len(got) != 16 {
+		t.Errorf("published %v, want the 8 whole GPUs and their 8 monitoring devices", got)
 	}
 	res, err := runClaim(ctx, t, c, gpuClaim("whole", 2, ""))
 	if err != nil {

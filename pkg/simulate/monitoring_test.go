@@ -15,11 +15,14 @@ import (
 )
 
 // monitoringClaim asks for every device of a class with admin access, as a
-// DCGM-exporter-like pod does.
+// DCGM-exporter-like pod does, tolerating the monitoring devices' taint.
 func monitoringClaim(name, class string, admin bool) *resourceapi.ResourceClaim {
 	req := resourceapi.DeviceRequest{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
 		DeviceClassName: class,
 		AllocationMode:  resourceapi.DeviceAllocationModeAll,
+		Tolerations: []resourceapi.DeviceToleration{{
+			Key: slicebuilder.MonitoringTaintKey("gpu.gpudra.io"), Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoSchedule,
+		}},
 	}}
 	if admin {
 		req.Exactly.AdminAccess = ptr.To(true)
@@ -84,7 +87,28 @@ func TestMonitoringWithAdminAccess(t *testing.T) {
 				}
 			}
 
-			// Without admin access, a monitoring device is refused.
+			// A claim of a class that selects every device of the
+			// driver never gets a monitoring device: their taint keeps
+			// it off them, however busy the node.
+			broad := gpuClaim("broad", int64(len(gpus)+1), "")
+			broad.Spec.Devices.Requests[0].Exactly.DeviceClassName = "every-device"
+			if err := c.ApplyDeviceClass(ctx, &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "every-device"},
+				Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+					Expression: "device.driver == 'gpu.gpudra.io' && device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('1Gi')) >= 0"}}}}}); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := createAndRun(ctx, t, c, broad); err == nil {
+				for _, d := range allocatedDevices(res) {
+					if strings.HasSuffix(d, "-monitor") {
+						t.Errorf("a claim of a broad class got the monitoring device %s", d)
+					}
+				}
+			} else if !errors.Is(err, ErrUnschedulable) {
+				t.Errorf("a broad class with a memory selector: %v (a monitoring device must not fail its evaluation)", err)
+			}
+
+			// Without admin access, a monitoring device is refused, even
+			// to a request that tolerates the taint.
 			one := monitoringClaim("sneaky", "gpu-monitoring.gpudra.io", false)
 			one.Spec.Devices.Requests[0].Exactly.AllocationMode = resourceapi.DeviceAllocationModeExactCount
 			one.Spec.Devices.Requests[0].Exactly.Count = 1

@@ -108,7 +108,11 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, error) {
 		if opts.ConsumableCapacity {
 			makeShareable(&d)
 		}
-		layout.monitors = append(layout.monitors, monitorDevice(g, shared))
+		monitor, err := monitorDevice(g, shared, opts.DriverName)
+		if err != nil {
+			return layout, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
+		}
+		layout.monitors = append(layout.monitors, monitor)
 		if opts.WholeGPUsOnly || !Partitionable(g) || !opts.MigProfiles.publishesAny(g.MIG) {
 			layout.wholeGPUs = append(layout.wholeGPUs, d)
 			continue

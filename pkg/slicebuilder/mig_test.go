@@ -6,6 +6,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
@@ -195,8 +196,10 @@ func TestValidateCounterReferences(t *testing.T) {
 }
 
 // TestMonitorDevices: every GPU also has a monitoring device, last in the
-// pool, that consumes no counters and carries no taint, so an admin-access
-// request gets it whatever runs on the GPU and however healthy it is.
+// pool, that consumes no counters and carries no health taint, so an
+// admin-access request gets it whatever runs on the GPU and however healthy
+// it is; only its monitoring-only taint, which keeps workloads off it, and
+// the GPU's capacities.
 func TestMonitorDevices(t *testing.T) {
 	node := migNode(h100MIG(), false)
 	sick := node.GPUs[1].UUID
@@ -215,8 +218,36 @@ func TestMonitorDevices(t *testing.T) {
 			*d.Attributes[AttrUUID].StringValue != g.UUID || *d.Attributes[AttrProductName].StringValue != g.ProductName {
 			t.Errorf("monitor %d: %+v", i, d)
 		}
-		if len(d.ConsumesCounters) != 0 || len(d.Taints) != 0 || len(d.Capacity) != 0 {
-			t.Errorf("%s consumes counters, carries a taint or a capacity: %+v", d.Name, d)
+		if len(d.ConsumesCounters) != 0 {
+			t.Errorf("%s consumes counters: %+v", d.Name, d.ConsumesCounters)
+		}
+		whole := deviceNamed(sl, g.DeviceName())
+		if whole == nil {
+			t.Fatalf("no whole-GPU device %s", g.DeviceName())
+		}
+		for name, a := range whole.Attributes {
+			if name != AttrType && !equality.Semantic.DeepEqual(d.Attributes[name], a) {
+				t.Errorf("%s attribute %s = %+v, want the whole GPU's %+v", d.Name, name, d.Attributes[name], a)
+			}
+		}
+		want := []resourceapi.DeviceTaint{{Key: testDriver + "/monitoring-only", Value: "admin-access", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+		if !equality.Semantic.DeepEqual(d.Taints, want) {
+			t.Errorf("%s taints %+v, want only %+v (no health taint on the sick GPU's either)", d.Name, d.Taints, want)
+		}
+		if m := d.Capacity[CapMemory].Value; m.Value() != int64(g.MemoryBytes) {
+			t.Errorf("%s memory %v, want the GPU's %d", d.Name, m, g.MemoryBytes)
 		}
 	}
+}
+
+// deviceNamed is the device of that name in the slices, nil if none.
+func deviceNamed(sl []resourceslice.Slice, name string) *resourceapi.Device {
+	for _, s := range sl {
+		for i := range s.Devices {
+			if s.Devices[i].Name == name {
+				return &s.Devices[i]
+			}
+		}
+	}
+	return nil
 }

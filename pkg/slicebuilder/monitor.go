@@ -18,22 +18,51 @@ const TypeMonitor = "monitor"
 // has its counters consumed, so the request fails on every busy GPU.
 //
 // Each GPU is therefore also published as gpu-<minor>-monitor, of type
-// "monitor": the same GPU, no counters, no health taint (a monitor keeps
-// watching a sick GPU), and only the attributes a monitoring selector
-// needs. The DeviceClass gpu-monitoring.gpudra.io selects them; the plugin
-// prepares one only for an admin-access request (the namespace must be
-// labelled resource.kubernetes.io/admin-access=true), so a workload cannot
-// use it to reach a GPU that someone else holds. They go last in the pool,
-// where no workload's claim walks them before what it asks for.
+// "monitor": the same GPU, with the whole GPU's attributes and capacities
+// (so that any selector written for whole GPUs evaluates on it without an
+// error), no counters, and no health taint (a monitor keeps watching a sick
+// GPU). The DeviceClass gpu-monitoring.gpudra.io selects them.
+//
+// Two guards keep workloads off them. They carry the NoSchedule taint
+// <driver>/monitoring-only, which only a request that tolerates it gets
+// past, so a claim of a broad class (device.driver == '...' alone) is never
+// handed one; and the plugin prepares one only for an admin-access request
+// (the namespace must be labelled resource.kubernetes.io/admin-access=true),
+// so a workload cannot use one to reach a GPU that someone else holds. They
+// go last in the pool, where no workload's claim walks them before what it
+// asks for.
+
+// MonitoringTaintValue is the value of the monitoring devices' taint.
+const MonitoringTaintValue = "admin-access"
+
+// MonitoringTaintKey is the key of the taint on monitoring devices:
+// "<driver name>/monitoring-only".
+func MonitoringTaintKey(driverName string) string { return driverName + "/monitoring-only" }
 
 // monitorDevice is the GPU's monitoring device.
-func monitorDevice(g gpu.GPU, shared gpuAttributes) resourceapi.Device {
-	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		AttrType:        stringAttr(TypeMonitor),
-		AttrUUID:        stringAttr(g.UUID),
-		AttrIndex:       intAttr(int64(g.Index)),
-		AttrMinor:       intAttr(int64(g.Minor)),
-		AttrProductName: shared.attrs[AttrProductName],
+func monitorDevice(g gpu.GPU, shared gpuAttributes, driverName string) (resourceapi.Device, error) {
+	// Every attribute of the whole GPU, so that a selector written for
+	// whole GPUs evaluates on it without a run-time error (the allocator
+	// evaluates a request's selectors on every device it walks, tainted or
+	// not, and one error fails the whole attempt).
+	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, wholeGPUAttributes)
+	attrs[AttrType] = stringAttr(TypeMonitor)
+	attrs[AttrUUID] = stringAttr(g.UUID)
+	attrs[AttrIndex] = intAttr(int64(g.Index))
+	attrs[AttrMinor] = intAttr(int64(g.Minor))
+	shared.into(attrs)
+	capacity, err := gpuCapacity(g)
+	if err != nil {
+		return resourceapi.Device{}, err
 	}
-	return resourceapi.Device{Name: g.MonitorDeviceName(), Attributes: attrs}
+	return resourceapi.Device{
+		Name:       g.MonitorDeviceName(),
+		Attributes: attrs,
+		Capacity:   capacity,
+		Taints: []resourceapi.DeviceTaint{{
+			Key:    MonitoringTaintKey(driverName),
+			Value:  MonitoringTaintValue,
+			Effect: resourceapi.DeviceTaintEffectNoSchedule,
+		}},
+	}, nil
 }
