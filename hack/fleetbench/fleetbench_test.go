@@ -158,8 +158,10 @@ func TestLayouts(t *testing.T) {
 		t.Errorf("NVIDIA-shaped devices differ from gpudra's")
 	}
 
-	if whole := deviceNames(h100Pool(t, layoutWhole)); len(whole) != 8 {
-		t.Errorf("whole GPUs only: %d devices, want 8", len(whole))
+	// The 8 whole GPUs and the monitoring device of each (gpu-<minor>-monitor,
+	// for admin-access monitoring pods).
+	if whole := deviceNames(h100Pool(t, layoutWhole)); len(whole) != 16 {
+		t.Errorf("whole GPUs only: %d devices, want 8 GPUs and 8 monitoring devices", len(whole))
 	}
 	few := deviceNames(h100Pool(t, layoutFewProfiles))
 	if len(few) == 0 || len(few) >= len(names) {
