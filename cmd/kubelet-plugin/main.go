@@ -70,14 +70,14 @@ type flags struct {
 	mpsPullPolicy      string
 	mpsPullSecrets     []string
 	// Observability.
-	metricsAddr    string
-	telemetry      time.Duration
-	idleThreshold  float64
-	idleAfter      time.Duration
-	ignoredXIDs    []uint
-	healthRecheck  time.Duration
-	logging        *logsapi.LoggingConfiguration
-	featureGate    featuregate.MutableVersionedFeatureGate
+	metricsAddr   string
+	telemetry     time.Duration
+	idleThreshold float64
+	idleAfter     time.Duration
+	ignoredXIDs   []uint
+	healthRecheck time.Duration
+	logging       *logsapi.LoggingConfiguration
+	featureGate   featuregate.MutableVersionedFeatureGate
 }
 
 func main() {
@@ -207,11 +207,11 @@ func run() error {
 		ConsumableCapacity: f.consumableCapacity,
 		ShareSharing:       shareSharing,
 		MPS:                launcher,
-		TelemetryInterval: telemetry,
-		IgnoredXIDs:       ignoredXIDs(f.ignoredXIDs),
-		HealthRecheck:     f.healthRecheck,
-		IdleThreshold:     f.idleThreshold,
-		IdleAfter:         f.idleAfter,
+		TelemetryInterval:  telemetry,
+		IgnoredXIDs:        ignoredXIDs(f.ignoredXIDs),
+		HealthRecheck:      f.healthRecheck,
+		IdleThreshold:      f.idleThreshold,
+		IdleAfter:          f.idleAfter,
 		Fatal: func(err error) {
 			fatal = err
 			cancel()
