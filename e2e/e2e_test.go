@@ -449,22 +449,7 @@ func (e *env) unsatisfiable(ctx context.Context, t *testing.T) {
 	if _, err := e.cs.CoreV1().Pods(testNS).Create(ctx, e.gpuPod("huge-gpu", claimRef{name: "gpu", template: "huge-gpu"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var msg string
-	if err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
-		p, err := e.cs.CoreV1().Pods(testNS).Get(ctx, "huge-gpu", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
-				msg = c.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatalf("pod not marked unschedulable: %v\n%s", err, e.describePod(ctx, "huge-gpu"))
-	}
+	msg := e.waitUnschedulable(ctx, t, "huge-gpu")
 	record(t, t.Name()+": pod create → Unschedulable", time.Since(start))
 	if !strings.Contains(msg, "cannot allocate all claims") {
 		t.Errorf("scheduler's reason %q does not say that the claim cannot be allocated", msg)
@@ -864,4 +849,27 @@ func (e *env) uninstall(ctx context.Context, t *testing.T) {
 	for _, c := range claims.Items {
 		t.Errorf("ResourceClaim %s left", c.Name)
 	}
+}
+
+// waitUnschedulable waits until the scheduler marks pod Unschedulable and
+// returns its reason.
+func (e *env) waitUnschedulable(ctx context.Context, t *testing.T, pod string) string {
+	t.Helper()
+	var msg string
+	if err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		p, err := e.cs.CoreV1().Pods(testNS).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
+				msg = c.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("pod %s not marked unschedulable: %v\n%s", pod, err, e.describePod(ctx, pod))
+	}
+	return msg
 }

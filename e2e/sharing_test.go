@@ -320,22 +320,7 @@ func (e *env) consumableCapacityPacking(ctx context.Context, t *testing.T) {
 	if _, err := e.cs.CoreV1().Pods(testNS).Create(ctx, e.gpuPod("pack-c", claimRef{name: "gpu", template: "share-39gi"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var msg string
-	if err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
-		p, err := e.cs.CoreV1().Pods(testNS).Get(ctx, "pack-c", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
-				msg = c.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatalf("the third share was not marked unschedulable: %v\n%s", err, e.describePod(ctx, "pack-c"))
-	}
+	msg := e.waitUnschedulable(ctx, t, "pack-c")
 	record(t, t.Name()+": third share create → Unschedulable", time.Since(start))
 	t.Logf("scheduler: %s", msg)
 }
