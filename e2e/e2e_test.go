@@ -255,6 +255,7 @@ func normalize(t *testing.T, node string, specs []resourceapi.ResourceSliceSpec)
 		s.NodeName = ptr.To("NODE")
 		s.Pool.Name = "NODE"
 		s.Pool.Generation = 0
+		clearTaintTimes(&s)
 		for i := range s.Devices {
 			for _, k := range []resourceapi.QualifiedName{"uuid", "parentUUID"} {
 				if a, ok := s.Devices[i].Attributes[k]; ok && a.StringValue != nil {
@@ -320,11 +321,23 @@ func (e *env) slicesMatchGolden(ctx context.Context, t *testing.T) {
 	t.Logf("%d slices, equal to the in-process plugin's and to %s", len(got), golden)
 }
 
+// clearTaintTimes drops the time the API server stamps on every device
+// taint when it stores a slice (the monitoring devices' taint, health
+// taints): the plugin in-process and the golden files have none.
+func clearTaintTimes(s *resourceapi.ResourceSliceSpec) {
+	for i := range s.Devices {
+		for j := range s.Devices[i].Taints {
+			s.Devices[i].Taints[j].TimeAdded = nil
+		}
+	}
+}
+
 func normalizeExact(t *testing.T, specs []resourceapi.ResourceSliceSpec) []string {
 	var out []string
 	for _, s := range specs {
 		s := *s.DeepCopy()
 		s.Pool.Generation = 0
+		clearTaintTimes(&s)
 		b, err := yaml.Marshal(s)
 		if err != nil {
 			t.Fatal(err)
