@@ -39,10 +39,17 @@ type DeviceKey struct {
 // DeviceCounts are the devices of one group.
 type DeviceCounts struct {
 	Published int
+	// PublishedBySharing splits Published by SharingExclusive and
+	// SharingShareable.
+	PublishedBySharing map[string]int
 	// Allocated counts devices in an allocation; admin access does not
-	// allocate.
+	// allocate. A shareable device that several claims hold counts once.
 	Allocated int
-	Tainted   int
+	// AllocatedBySharing splits Allocated by the values of
+	// AllocatedSharing: each device under the strongest of the values
+	// its allocations have (see allocationSharing).
+	AllocatedBySharing map[string]int
+	Tainted            int
 }
 
 // GPUKey groups whole GPUs.
@@ -98,6 +105,7 @@ func Account(in Inputs) Snapshot {
 // account is Account over an inventory and allocations already read.
 func account(in Inputs, inv inventory, alloc map[DeviceID]bool) Snapshot {
 	snap := Snapshot{Devices: map[DeviceKey]DeviceCounts{}, GPUs: map[GPUKey]GPUCounts{}}
+	sharing := allocationSharing(in.DriverName, in.Claims, inv)
 	partitioned := map[string]bool{} // parent UUIDs with a partition allocated
 	for _, d := range inv.devices {
 		if d.Type == slicebuilder.TypeMIG && alloc[d.ID] {
@@ -111,8 +119,10 @@ func account(in Inputs, inv inventory, alloc map[DeviceID]bool) Snapshot {
 		k := DeviceKey{Node: d.Node, Model: d.Model, Type: d.Type, Profile: d.Profile}
 		c := snap.Devices[k]
 		c.Published++
+		c.PublishedBySharing = increment(c.PublishedBySharing, publishedSharing(d))
 		if alloc[d.ID] {
 			c.Allocated++
+			c.AllocatedBySharing = increment(c.AllocatedBySharing, cmp.Or(sharing[d.ID], SharingNone))
 		}
 		if len(d.Taints) > 0 {
 			c.Tainted++
@@ -153,6 +163,15 @@ func account(in Inputs, inv inventory, alloc map[DeviceID]bool) Snapshot {
 		return cmp.Or(cmp.Compare(b.Age, a.Age), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return snap
+}
+
+// increment adds one to m[k], making m if it is nil.
+func increment(m map[string]int, k string) map[string]int {
+	if m == nil {
+		m = map[string]int{}
+	}
+	m[k]++
+	return m
 }
 
 // allocatedDevices are the driver's devices in some claim's allocation,

@@ -30,6 +30,12 @@ type Device struct {
 	UUID, ParentUUID string
 	// Tainted lists the effects of the device's taints.
 	Taints []resourceapi.DeviceTaint
+	// Shareable devices take several allocations at once
+	// (allowMultipleAllocations, consumable capacity).
+	Shareable bool
+	// MemoryBytes is the device's memory capacity; 0 when it publishes
+	// none.
+	MemoryBytes int64
 }
 
 // inventory is the driver's published devices, in the order of the
@@ -117,6 +123,7 @@ func readDevices(driver string, s *resourceapi.ResourceSlice) ([]*Device, map[st
 	}
 	productName, typ, profile := qualify(slicebuilder.AttrProductName), qualify(slicebuilder.AttrType), qualify(slicebuilder.AttrProfile)
 	uuid, parentUUID := qualify(slicebuilder.AttrUUID), qualify(slicebuilder.AttrParentUUID)
+	memory := qualify(slicebuilder.CapMemory)
 	str := func(d *resourceapi.Device, n names) string {
 		a, ok := d.Attributes[n.short]
 		if !ok {
@@ -147,6 +154,12 @@ func readDevices(driver string, s *resourceapi.ResourceSlice) ([]*Device, map[st
 			UUID:       str(d, uuid),
 			ParentUUID: str(d, parentUUID),
 			Taints:     d.Taints,
+			Shareable:  d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations,
+		}
+		if c, ok := d.Capacity[memory.short]; ok {
+			dev.MemoryBytes = c.Value.Value()
+		} else if c, ok := d.Capacity[memory.long]; ok {
+			dev.MemoryBytes = c.Value.Value()
 		}
 		byName[d.Name] = dev
 		devices = append(devices, dev)
