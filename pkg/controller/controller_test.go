@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -147,31 +148,42 @@ func newCluster() *fake.Clientset {
 	)
 }
 
-const gpuSeries = `{model="NVIDIA H100 80GB HBM3",node="node-a",profile="",type="gpu"}`
+// gpuSeries is the series of node-a's whole GPUs with the given sharing
+// label.
+func gpuSeries(sharing string) string {
+	return `{model="NVIDIA H100 80GB HBM3",node="node-a",profile="",sharing="` + sharing + `",type="gpu"}`
+}
 
 func TestControllerMetricsFollowTheCluster(t *testing.T) {
 	cs := newCluster()
 	r := startReplica(t, cs, "only", false)
 
 	waitFor(t, "ready", func() bool { code, _, _ := r.get("/readyz"); return code == http.StatusOK })
-	waitFor(t, "published devices", func() bool { return r.scrape(t)[MetricDevicesPublished.Name+gpuSeries] == 2 })
+	waitFor(t, "published devices", func() bool { return r.scrape(t)[MetricDevicesPublished.Name+gpuSeries("exclusive")] == 2 })
 	m := r.scrape(t)
-	if m[MetricDevicesAllocated.Name+gpuSeries] != 0 || m[MetricGPUs.Name+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="free"}`] != 2 || m[MetricLeader.Name] != 1 {
+	if v, ok := m[MetricDevicesAllocated.Name+gpuSeries("none")]; !ok || v != 0 || m[MetricGPUs.Name+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="free"}`] != 2 || m[MetricLeader.Name] != 1 {
 		t.Errorf("before any claim: %v", m)
 	}
 	if m[MetricCertificateExpiry.Name] < float64(time.Now().Unix()) {
 		t.Errorf("certificate expiry %v is not in the future", m[MetricCertificateExpiry.Name])
 	}
 
-	// A claim gets gpu-1: the next recompute shows it.
+	// A claim gets gpu-1 and asks for MPS: the next recompute shows it.
+	mps := resourceapi.DeviceAllocationConfiguration{Source: resourceapi.AllocationConfigSourceClaim,
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: testDriver,
+			Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfig","sharing":{"strategy":"MPS"}}`)}}}}
 	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"},
 		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
-			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: testDriver, Pool: "node-a", Device: "gpu-1"}}}}}}
+			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: testDriver, Pool: "node-a", Device: "gpu-1"}},
+			Config:  []resourceapi.DeviceAllocationConfiguration{mps}}}}}
 	if _, err := cs.ResourceV1().ResourceClaims("ns").Create(context.Background(), claim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "allocated device", func() bool { return r.scrape(t)[MetricDevicesAllocated.Name+gpuSeries] == 1 })
+	waitFor(t, "allocated device", func() bool { return r.scrape(t)[MetricDevicesAllocated.Name+gpuSeries("MPS")] == 1 })
 	m = r.scrape(t)
+	if _, ok := m[MetricDevicesAllocated.Name+gpuSeries("none")]; ok {
+		t.Errorf("a sharing=none series beside the MPS one: %v", m)
+	}
 	if m[MetricClaimsAllocated.Name] != 1 || m[MetricGPUs.Name+`{model="NVIDIA H100 80GB HBM3",node="node-a",state="whole"}`] != 1 {
 		t.Errorf("after the claim: %v", m)
 	}
@@ -222,8 +234,8 @@ func TestLeaderElection(t *testing.T) {
 	}
 	var leader, follower *replica
 	waitFor(t, "one leader", func() bool { leader, follower = leaderOf(); return leader != nil })
-	waitFor(t, "fleet metrics on the leader", func() bool { return leader.scrape(t)[MetricDevicesPublished.Name+gpuSeries] == 2 })
-	if _, ok := follower.scrape(t)[MetricDevicesPublished.Name+gpuSeries]; ok {
+	waitFor(t, "fleet metrics on the leader", func() bool { return leader.scrape(t)[MetricDevicesPublished.Name+gpuSeries("exclusive")] == 2 })
+	if _, ok := follower.scrape(t)[MetricDevicesPublished.Name+gpuSeries("exclusive")]; ok {
 		t.Error("the follower exports fleet metrics too; a sum over replicas would count devices twice")
 	}
 	// Both serve the webhook: both become ready once the leader created
@@ -245,6 +257,6 @@ func TestLeaderElection(t *testing.T) {
 	leader.done <- nil // for the cleanup
 	waitFor(t, "the follower to lead", func() bool {
 		m := follower.scrape(t)
-		return m[MetricLeader.Name] == 1 && m[MetricDevicesPublished.Name+gpuSeries] == 2
+		return m[MetricLeader.Name] == 1 && m[MetricDevicesPublished.Name+gpuSeries("exclusive")] == 2
 	})
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -11,15 +12,18 @@ import (
 	"github.com/gpudra/gpudra/pkg/metricdoc"
 )
 
-var deviceLabels = []string{"node", "model", "type", "profile"}
+var (
+	deviceLabels        = []string{"node", "model", "type", "profile"}
+	deviceSharingLabels = append(slices.Clone(deviceLabels), "sharing")
+)
 
 // The controller's metrics. docs/observability.md lists them, generated
 // from Metrics (go test ./pkg/controller -run TestMetricDocs -update).
 var (
-	MetricDevicesPublished = metricdoc.Metric{Name: "gpudra_devices_published", Type: metricdoc.Gauge, Labels: deviceLabels,
-		Help: "Devices of this driver in the newest ResourceSlices, by node, model (productName), type (gpu, mig) and MIG profile. For MIG these are the placements the scheduler may pick, not instances."}
-	MetricDevicesAllocated = metricdoc.Metric{Name: "gpudra_devices_allocated", Type: metricdoc.Gauge, Labels: deviceLabels,
-		Help: "Published devices that a ResourceClaim's allocation holds (admin access does not count), by node, model, type and MIG profile."}
+	MetricDevicesPublished = metricdoc.Metric{Name: "gpudra_devices_published", Type: metricdoc.Gauge, Labels: deviceSharingLabels,
+		Help: "Devices of this driver in the newest ResourceSlices, by node, model (productName), type (gpu, mig), MIG profile and sharing: exclusive (one claim at a time) or shareable (allowMultipleAllocations: consumable capacity). For MIG these are the placements the scheduler may pick, not instances."}
+	MetricDevicesAllocated = metricdoc.Metric{Name: "gpudra_devices_allocated", Type: metricdoc.Gauge, Labels: deviceSharingLabels,
+		Help: "Published devices that a ResourceClaim's allocation holds (admin access does not count), by node, model, type, MIG profile and sharing: MPS or TimeSlicing (what the claim's and its DeviceClass's configs of this driver ask for, merged as the plugin merges them), share (a share smaller than the GPU whose configs ask for no strategy: the node pool's --consumable-capacity-sharing applies, which the controller does not know), none (no sharing asked for) or invalid (configs the plugin would refuse). A GPU several claims share counts once, under the first of MPS, TimeSlicing, share, none, invalid that one of them has. A group with nothing allocated has one series, sharing=\"none\", at 0."}
 	MetricDevicesTainted = metricdoc.Metric{Name: "gpudra_devices_tainted", Type: metricdoc.Gauge, Labels: deviceLabels,
 		Help: "Published devices with at least one device taint (e.g. gpu.gpudra.io/unhealthy after an XID), by node, model, type and MIG profile."}
 	MetricGPUs = metricdoc.Metric{Name: "gpudra_gpus", Type: metricdoc.Gauge, Labels: []string{"node", "model", "state"},
@@ -147,8 +151,16 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, v := range s.Devices {
 		labels := []string{k.Node, k.Model, k.Type, k.Profile}
-		gauge(descDevicesPublished, float64(v.Published), labels...)
-		gauge(descDevicesAllocated, float64(v.Allocated), labels...)
+		for sharing, n := range v.PublishedBySharing {
+			gauge(descDevicesPublished, float64(n), append(labels, sharing)...)
+		}
+		if v.Allocated == 0 {
+			// A series per group, so that a dashboard sums without gaps.
+			gauge(descDevicesAllocated, 0, append(labels, fleet.SharingNone)...)
+		}
+		for sharing, n := range v.AllocatedBySharing {
+			gauge(descDevicesAllocated, float64(n), append(labels, sharing)...)
+		}
 		gauge(descDevicesTainted, float64(v.Tainted), labels...)
 	}
 	for k, v := range s.GPUs {
