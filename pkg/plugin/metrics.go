@@ -31,6 +31,8 @@ var (
 		Help: "MIG GPU instances the plugin destroyed (a claim released, or half-created work rolled back)."}
 	MetricUnhealthyDevices = metricdoc.Metric{Name: "gpudra_plugin_unhealthy_devices", Type: metricdoc.Gauge,
 		Help: "GPUs this plugin reports unhealthy: tainted in the ResourceSlices with their MIG partitions, and unhealthy in the kubelet's health stream."}
+	MetricMPSDaemons = metricdoc.Metric{Name: "gpudra_plugin_mps_daemons", Type: metricdoc.Gauge, Labels: []string{"state"},
+		Help: "MPS control daemons the plugin runs on this node, one per shared GPU or MIG device, by state: running (answered at the last check) or unhealthy (did not answer at the last check: its device is reported unhealthy while the plugin restarts it)."}
 	MetricReady = metricdoc.Metric{Name: "gpudra_plugin_ready", Type: metricdoc.Gauge,
 		Help: "1 when the kubelet has registered the plugin and the API server holds its ResourceSlices as built (its readiness)."}
 	MetricSampleErrors = metricdoc.Metric{Name: "gpudra_plugin_sample_errors_total", Type: metricdoc.Counter,
@@ -57,7 +59,7 @@ var (
 // show them.
 var Metrics = []metricdoc.Metric{
 	MetricRequests, MetricRequestDuration, MetricPreparedClaims, MetricPreparedDevices,
-	MetricMigCreated, MetricMigDestroyed, MetricUnhealthyDevices, MetricReady,
+	MetricMigCreated, MetricMigDestroyed, MetricUnhealthyDevices, MetricMPSDaemons, MetricReady,
 	MetricDeviceUtilization, MetricDeviceMemUtil, MetricDeviceMemoryUsed, MetricDeviceMemoryTotal,
 	MetricDeviceTemperature, MetricDevicePower, MetricClaimIdleSeconds, MetricClaimsIdle, MetricSampleErrors,
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/pkg/checkpoint"
 )
 
 // Sharing in the plugin: the consumable-capacity fallback and the health
@@ -82,6 +84,29 @@ func (d *Driver) ConsumableCapacityActive() bool {
 
 // MPSDaemons is how many MPS control daemons run on the node.
 func (d *Driver) MPSDaemons() int { return d.state.MPSDaemonCount() }
+
+// mpsDaemonStates counts the MPS daemons recorded as running: those that
+// answered at the last check, and those that did not (watchDaemons
+// restarts them). Daemons being started or stopped are in neither.
+func (d *Driver) mpsDaemonStates() (running, unhealthy int) {
+	daemons := d.state.MPSDaemons()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return countDaemons(daemons, d.daemonTrouble)
+}
+
+func countDaemons(daemons map[string]checkpoint.MPSDaemon, trouble map[string]string) (running, unhealthy int) {
+	for id, rec := range daemons {
+		switch {
+		case rec.State != checkpoint.DaemonRunning:
+		case trouble[id] != "":
+			unhealthy++
+		default:
+			running++
+		}
+	}
+	return running, unhealthy
+}
 
 // watchDaemons checks the MPS daemons every MPSCheckInterval until ctx
 // ends: a daemon that does not answer makes its device unhealthy until the

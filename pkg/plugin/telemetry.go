@@ -219,6 +219,7 @@ var (
 	descPreparedClaims  = MetricPreparedClaims.Desc()
 	descPreparedDevices = MetricPreparedDevices.Desc()
 	descUnhealthy       = MetricUnhealthyDevices.Desc()
+	descMPSDaemons      = MetricMPSDaemons.Desc()
 	descReady           = MetricReady.Desc()
 	descUtilization     = MetricDeviceUtilization.Desc()
 	descMemUtil         = MetricDeviceMemUtil.Desc()
@@ -234,7 +235,7 @@ var (
 type deviceCollector struct{ d *Driver }
 
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, desc := range []*prometheus.Desc{descPreparedClaims, descPreparedDevices, descUnhealthy, descReady,
+	for _, desc := range []*prometheus.Desc{descPreparedClaims, descPreparedDevices, descUnhealthy, descMPSDaemons, descReady,
 		descUtilization, descMemUtil, descMemUsed, descMemTotal, descTemperature, descPower, descClaimIdle, descClaimsIdle} {
 		ch <- desc
 	}
@@ -270,6 +271,9 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPreparedDevices, float64(n), k[0], k[1])
 	}
 	gauge(descUnhealthy, float64(d.unhealthyCount()))
+	running, unhealthy := d.mpsDaemonStates()
+	gauge(descMPSDaemons, float64(running), "running")
+	gauge(descMPSDaemons, float64(unhealthy), "unhealthy")
 	ready := 0.0
 	if d.Ready() == nil {
 		ready = 1

@@ -15,6 +15,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/gpudra/gpudra/pkg/nodestate"
+	"github.com/gpudra/gpudra/pkg/plugin"
 )
 
 // TestTimeSlicingAppliedAndRestored: a claim that asks for the Long
@@ -119,6 +120,7 @@ func TestMPSOneDaemonPerDevice(t *testing.T) {
 	if got := daemons(t, c); !slices.Equal(got, []string{dev}) {
 		t.Fatalf("MPS daemons %v, want one for %s", got, dev)
 	}
+	assertDaemonMetric(t, c, 1, 0)
 	uuid := uuidOf(t, c, dev)
 	if got := policyOf(t, c, uuid).computeMode; got != nvml.COMPUTEMODE_EXCLUSIVE_PROCESS {
 		t.Errorf("compute mode %d with MPS, want EXCLUSIVE_PROCESS", got)
@@ -161,6 +163,7 @@ func TestMPSOneDaemonPerDevice(t *testing.T) {
 	if got := daemons(t, c); !slices.Equal(got, []string{dev}) || daemonPID(c, dev) != pid {
 		t.Errorf("after one of two claims went: daemons %v, pid %d (was %d); want the same daemon", got, daemonPID(c, dev), pid)
 	}
+	assertDaemonMetric(t, c, 1, 0)
 	stopPod(ctx, t, c, b)
 	if got := daemons(t, c); len(got) != 0 {
 		t.Errorf("daemons %v after both claims went", got)
@@ -173,6 +176,18 @@ func TestMPSOneDaemonPerDevice(t *testing.T) {
 	}
 	if n := c.Driver.MPSDaemons(); n != 0 {
 		t.Errorf("the plugin counts %d daemons", n)
+	}
+	assertDaemonMetric(t, c, 0, 0)
+}
+
+// assertDaemonMetric checks gpudra_plugin_mps_daemons as scraped.
+func assertDaemonMetric(t *testing.T, c *Cluster, running, unhealthy float64) {
+	t.Helper()
+	s := samples(t, c.Driver.Registry())
+	for state, want := range map[string]float64{"running": running, "unhealthy": unhealthy} {
+		if got, ok := find(t, s, plugin.MetricMPSDaemons.Name, "state="+state); !ok || got != want {
+			t.Errorf("%s{state=%s} = %v (exported: %v), want %v", plugin.MetricMPSDaemons.Name, state, got, ok, want)
+		}
 	}
 }
 
@@ -275,6 +290,7 @@ func TestMPSDaemonKilledIsRestarted(t *testing.T) {
 	if got := daemons(t, c); !slices.Equal(got, []string{dev}) {
 		t.Errorf("daemons %v after the restart", got)
 	}
+	assertDaemonMetric(t, c, 1, 0)
 }
 
 // TestMPSCrashAtEachStep: the plugin dies after each step of starting and
