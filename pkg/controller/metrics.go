@@ -151,8 +151,11 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, v := range s.Devices {
 		labels := []string{k.Node, k.Model, k.Type, k.Profile}
-		for sharing, n := range v.PublishedBySharing {
-			gauge(descDevicesPublished, float64(n), append(labels, sharing)...)
+		if n := v.Published - v.Shareable; n > 0 {
+			gauge(descDevicesPublished, float64(n), append(labels, fleet.SharingExclusive)...)
+		}
+		if v.Shareable > 0 {
+			gauge(descDevicesPublished, float64(v.Shareable), append(labels, fleet.SharingShareable)...)
 		}
 		if v.Allocated == 0 {
 			// A series per group, so that a dashboard sums without gaps.

@@ -39,9 +39,9 @@ type DeviceKey struct {
 // DeviceCounts are the devices of one group.
 type DeviceCounts struct {
 	Published int
-	// PublishedBySharing splits Published by SharingExclusive and
-	// SharingShareable.
-	PublishedBySharing map[string]int
+	// Shareable counts the published devices that take several
+	// allocations (SharingShareable); the others are SharingExclusive.
+	Shareable int
 	// Allocated counts devices in an allocation; admin access does not
 	// allocate. A shareable device that several claims hold counts once.
 	Allocated int
@@ -119,7 +119,9 @@ func account(in Inputs, inv inventory, alloc map[DeviceID]bool) Snapshot {
 		k := DeviceKey{Node: d.Node, Model: d.Model, Type: d.Type, Profile: d.Profile}
 		c := snap.Devices[k]
 		c.Published++
-		c.PublishedBySharing = increment(c.PublishedBySharing, publishedSharing(d))
+		if d.Shareable {
+			c.Shareable++
+		}
 		if alloc[d.ID] {
 			c.Allocated++
 			c.AllocatedBySharing = increment(c.AllocatedBySharing, cmp.Or(sharing[d.ID], SharingNone))

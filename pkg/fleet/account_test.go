@@ -71,10 +71,10 @@ func TestAccount(t *testing.T) {
 	snap := Account(in)
 
 	wantDevices := map[DeviceKey]DeviceCounts{
-		{"node-a", h100, "gpu", ""}:        {Published: 3, PublishedBySharing: exclusive(3), Allocated: 1, AllocatedBySharing: unshared(1)},
-		{"node-a", h100, "mig", "1g.10gb"}: {Published: 3, PublishedBySharing: exclusive(3), Allocated: 1, AllocatedBySharing: unshared(1)},
-		{"node-a", h100, "mig", "3g.40gb"}: {Published: 1, PublishedBySharing: exclusive(1), Allocated: 1, AllocatedBySharing: unshared(1)},
-		{"node-b", a100, "gpu", ""}:        {Published: 2, PublishedBySharing: exclusive(2), Tainted: 1},
+		{"node-a", h100, "gpu", ""}:        {Published: 3, Allocated: 1, AllocatedBySharing: unshared(1)},
+		{"node-a", h100, "mig", "1g.10gb"}: {Published: 3, Allocated: 1, AllocatedBySharing: unshared(1)},
+		{"node-a", h100, "mig", "3g.40gb"}: {Published: 1, Allocated: 1, AllocatedBySharing: unshared(1)},
+		{"node-b", a100, "gpu", ""}:        {Published: 2, Tainted: 1},
 	}
 	if !reflect.DeepEqual(snap.Devices, wantDevices) {
 		t.Errorf("devices:\n got %v\nwant %v", snap.Devices, wantDevices)
@@ -98,8 +98,7 @@ func TestAccount(t *testing.T) {
 	}
 }
 
-func exclusive(n int) map[string]int { return map[string]int{SharingExclusive: n} }
-func unshared(n int) map[string]int  { return map[string]int{SharingNone: n} }
+func unshared(n int) map[string]int { return map[string]int{SharingNone: n} }
 
 func TestAccountEmpty(t *testing.T) {
 	snap := Account(Inputs{DriverName: driver, Now: now})

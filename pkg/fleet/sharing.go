@@ -47,22 +47,15 @@ const (
 // GPU, so the strongest is the one that governs the device.
 var AllocatedSharing = []string{SharingMPS, SharingTimeSlicing, SharingShare, SharingNone, SharingInvalid}
 
-// publishedSharing says how a published device may be allocated.
-func publishedSharing(d *Device) string {
-	if d.Shareable {
-		return SharingShareable
-	}
-	return SharingExclusive
-}
-
 // stronger reports whether sharing value a takes precedence over b.
 func stronger(a, b string) bool {
 	return slices.Index(AllocatedSharing, a) < slices.Index(AllocatedSharing, b)
 }
 
-// allocationSharing returns, for every device of the inventory in some
+// allocationSharing returns, for the devices of the inventory in some
 // claim's allocation (admin access aside, as in allocatedDevices), the
-// sharing value it is counted under.
+// sharing value each is counted under. Devices held without sharing, most
+// of a fleet, are left out: absent means SharingNone.
 func allocationSharing(driver string, claims []*resourceapi.ResourceClaim, inv inventory) map[DeviceID]string {
 	r := sharingReader{driver: driver, decoded: map[string]string{}}
 	out := map[DeviceID]string{}
@@ -81,7 +74,8 @@ func allocationSharing(driver string, claims []*resourceapi.ResourceClaim, inv i
 				continue
 			}
 			mode := r.mode(a, result, d)
-			if prev, seen := out[id]; !seen || stronger(mode, prev) {
+			prev, seen := out[id]
+			if (seen && stronger(mode, prev)) || (!seen && mode != SharingNone) {
 				out[id] = mode
 			}
 		}
