@@ -7,7 +7,9 @@
 // tested on constructed fleets with known answers:
 //
 //   - devices published, allocated and tainted, per node, model (the
-//     productName attribute), type (gpu or mig) and MIG profile;
+//     productName attribute), type (gpu or mig) and MIG profile; published
+//     ones also exclusive or shareable, allocated ones by the sharing
+//     their configs ask for (sharing.go);
 //   - GPUs per node and model that are free, allocated whole, or
 //     partitioned (at least one MIG partition allocated);
 //   - claims allocated, and claims pending for this driver with the age of
