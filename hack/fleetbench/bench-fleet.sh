@@ -19,8 +19,8 @@
 #
 # Environment:
 #   BENCH_FLEET_MODE=full|quick  full: 100, 500, 1000 nodes, at most 40
-#                                pods and 2 minutes per workload (about an
-#                                hour and a half on 2 cores); quick: 100
+#                                pods and 2 minutes per workload (35-45
+#                                minutes on 2 cores); quick: 100
 #                                nodes, 20 pods (about 15 minutes)
 #   BENCH_FLEET_NODES, BENCH_FLEET_LAYOUTS, BENCH_FLEET_MAX_PODS,
 #   BENCH_FLEET_CELL_TIMEOUT     override the mode's sizes, layouts
