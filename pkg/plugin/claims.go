@@ -43,7 +43,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		d.telemetry.rememberPods(claim)
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: out}
 	}
-	d.republishIfInUseChanged(ctx)
+	d.republishIfInUseChanged()
 	return result, nil
 }
 
@@ -63,7 +63,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			result[claim.UID] = nil
 		}
 	}
-	d.republishIfInUseChanged(ctx)
+	d.republishIfInUseChanged()
 	return result, nil
 }
 

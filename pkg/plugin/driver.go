@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -128,6 +129,12 @@ type Driver struct {
 	inUse map[string]gpu.Use
 	// publishMu serializes publishes.
 	publishMu sync.Mutex
+	// republish wakes republishLoop; republishAsked counts the changes of
+	// the GPUs in use asked to be published, republishDone those covered
+	// by a finished publish.
+	republish      chan struct{}
+	republishAsked atomic.Int64
+	republishDone  atomic.Int64
 	// attributes are the published devices' attributes, by device name:
 	// what the device metadata of a prepared device repeats.
 	attributes map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
@@ -222,6 +229,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		node:          node,
 		health:        map[string]gpu.HealthEvent{},
 		healthChanged: make(chan struct{}),
+		republish:     make(chan struct{}, 1),
 		daemonTrouble: map[string]string{},
 		telemetry: telemetry{
 			tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
@@ -295,10 +303,14 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, err
 	}
 
-	d.wg.Add(3)
+	d.wg.Add(4)
 	go func() {
 		defer d.wg.Done()
 		d.watchHealth(ctx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.republishLoop(ctx)
 	}()
 	go func() {
 		defer d.wg.Done()

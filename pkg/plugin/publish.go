@@ -72,11 +72,14 @@ func warnUnknownProfiles(ctx context.Context, node gpu.Node, choice slicebuilder
 	}
 }
 
-// republishIfInUseChanged publishes again when prepares or unprepares
+// republishIfInUseChanged asks for a publish when prepares or unprepares
 // changed how the claims hold the GPUs: a GPU taken whole hides its MIG
 // placements, one whose partitions are taken hides its whole device (one
 // slice write each), and both come back when the claims are unprepared.
-func (d *Driver) republishIfInUseChanged(ctx context.Context) {
+// The publish runs in republishLoop, not in the kubelet's call: building
+// the node's slices is not what the pod waits for, and changes that come
+// together (eight pods starting) share one publish.
+func (d *Driver) republishIfInUseChanged() {
 	inUse := d.state.GPUsInUse()
 	d.mu.Lock()
 	same := maps.Equal(inUse, d.inUse)
@@ -84,11 +87,39 @@ func (d *Driver) republishIfInUseChanged(ctx context.Context) {
 	if same {
 		return
 	}
-	if err := d.publish(ctx); err != nil {
-		// The claims are prepared either way: the slices only publish
-		// more devices than can be allocated until the next publish.
-		klog.FromContext(ctx).Error(err, "Republishing after a change of the GPUs in use")
+	d.republishAsked.Add(1)
+	select {
+	case d.republish <- struct{}{}:
+	default: // one is queued already; it will see this change too
 	}
+}
+
+// republishLoop publishes after changes of the GPUs in use until ctx ends.
+// Each publish reads the state afresh, so it covers every change asked for
+// before it started.
+func (d *Driver) republishLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.republish:
+		}
+		asked := d.republishAsked.Load()
+		if err := d.publish(ctx); err != nil {
+			// The claims are prepared either way: the slices only publish
+			// more devices than can be allocated until the next publish.
+			klog.FromContext(ctx).Error(err, "Republishing after a change of the GPUs in use")
+		}
+		d.republishDone.Store(asked)
+	}
+}
+
+// PublishPending says whether a change of the GPUs in use has not been
+// handed to the ResourceSlice controller yet. The simulated node waits for
+// it before it lists the slices, as a scheduler some milliseconds later
+// would see them.
+func (d *Driver) PublishPending() bool {
+	return d.republishDone.Load() < d.republishAsked.Load()
 }
 
 // Republish rediscovers nothing; it rebuilds the slices from the current

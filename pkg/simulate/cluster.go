@@ -246,7 +246,8 @@ func (c *Cluster) Restart(ctx context.Context) (*Cluster, error) {
 // Slices waits until the plugin's ResourceSlices in the API server are
 // complete and hold exactly the devices of its last publish (the
 // controller writes them asynchronously; a prepare or unprepare that
-// changes which GPUs are held republishes), and returns them.
+// changes which GPUs are held republishes, in the background too), and
+// returns them.
 func (c *Cluster) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -259,7 +260,7 @@ func (c *Cluster) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, err
 					out = append(out, &list.Items[i])
 				}
 			}
-			if len(out) > 0 && poolComplete(out) && maps.Equal(deviceNames(out), c.Driver.PublishedDevices()) {
+			if len(out) > 0 && poolComplete(out) && !c.Driver.PublishPending() && maps.Equal(deviceNames(out), c.Driver.PublishedDevices()) {
 				return out, nil
 			}
 		}
