@@ -84,10 +84,17 @@ func (a gpuAttributes) into(dst map[resourceapi.QualifiedName]resourceapi.Device
 // fails with a runtime error on those devices, which fails the whole
 // allocation attempt, whereas a comparison with "" is just false.
 func wholeGPUDevice(g gpu.GPU, shared gpuAttributes, health gpu.Health, driverName string) (resourceapi.Device, error) {
+	return gpuDevice(g, shared, g.DeviceName(), TypeGPU, healthTaints(driverName, health))
+}
+
+// gpuDevice is a device with every attribute and capacity of the whole GPU
+// g, under the given name and type: the whole GPU itself, or its
+// monitoring device.
+func gpuDevice(g gpu.GPU, shared gpuAttributes, name, typ string, taints []resourceapi.DeviceTaint) (resourceapi.Device, error) {
 	// Sized for every attribute a whole GPU can have, so that adding the
 	// shared ones does not grow the map: Build runs on every publish.
 	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, wholeGPUAttributes)
-	attrs[AttrType] = stringAttr(TypeGPU)
+	attrs[AttrType] = stringAttr(typ)
 	attrs[AttrUUID] = stringAttr(g.UUID)
 	attrs[AttrIndex] = intAttr(int64(g.Index))
 	attrs[AttrMinor] = intAttr(int64(g.Minor))
@@ -98,10 +105,10 @@ func wholeGPUDevice(g gpu.GPU, shared gpuAttributes, health gpu.Health, driverNa
 		return resourceapi.Device{}, err
 	}
 	return resourceapi.Device{
-		Name:       g.DeviceName(),
+		Name:       name,
 		Attributes: attrs,
 		Capacity:   capacity,
-		Taints:     healthTaints(driverName, health),
+		Taints:     taints,
 	}, nil
 }
 

@@ -39,30 +39,15 @@ const MonitoringTaintValue = "admin-access"
 // "<driver name>/monitoring-only".
 func MonitoringTaintKey(driverName string) string { return driverName + "/monitoring-only" }
 
-// monitorDevice is the GPU's monitoring device.
+// monitorDevice is the GPU's monitoring device. It has every attribute
+// of the whole GPU, so that a selector written for whole GPUs evaluates on
+// it without a run-time error (the allocator evaluates a request's
+// selectors on every device it walks, tainted or not, and one error fails
+// the whole attempt).
 func monitorDevice(g gpu.GPU, shared gpuAttributes, driverName string) (resourceapi.Device, error) {
-	// Every attribute of the whole GPU, so that a selector written for
-	// whole GPUs evaluates on it without a run-time error (the allocator
-	// evaluates a request's selectors on every device it walks, tainted or
-	// not, and one error fails the whole attempt).
-	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, wholeGPUAttributes)
-	attrs[AttrType] = stringAttr(TypeMonitor)
-	attrs[AttrUUID] = stringAttr(g.UUID)
-	attrs[AttrIndex] = intAttr(int64(g.Index))
-	attrs[AttrMinor] = intAttr(int64(g.Minor))
-	shared.into(attrs)
-	capacity, err := gpuCapacity(g)
-	if err != nil {
-		return resourceapi.Device{}, err
-	}
-	return resourceapi.Device{
-		Name:       g.MonitorDeviceName(),
-		Attributes: attrs,
-		Capacity:   capacity,
-		Taints: []resourceapi.DeviceTaint{{
-			Key:    MonitoringTaintKey(driverName),
-			Value:  MonitoringTaintValue,
-			Effect: resourceapi.DeviceTaintEffectNoSchedule,
-		}},
-	}, nil
+	return gpuDevice(g, shared, g.MonitorDeviceName(), TypeMonitor, []resourceapi.DeviceTaint{{
+		Key:    MonitoringTaintKey(driverName),
+		Value:  MonitoringTaintValue,
+		Effect: resourceapi.DeviceTaintEffectNoSchedule,
+	}})
 }
