@@ -44,17 +44,3 @@ func (d *Driver) deviceMetadata(dev nodestate.PreparedDevice) *kubeletplugin.Dev
 	}
 	return md
 }
-
-// PublishedDevices returns the names of the devices of the last publish:
-// what the ResourceSlice controller is writing, or has written, to the API
-// server. The simulated node waits for the slices to hold exactly these,
-// as a scheduler that runs after the controller caught up would see them.
-func (d *Driver) PublishedDevices() map[string]bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make(map[string]bool, len(d.attributes))
-	for name := range d.attributes {
-		out[name] = true
-	}
-	return out
-}

@@ -114,11 +114,9 @@ func (d *Driver) republishLoop(ctx context.Context) {
 	}
 }
 
-// PublishPending says whether a change of the GPUs in use has not been
-// handed to the ResourceSlice controller yet. The simulated node waits for
-// it before it lists the slices, as a scheduler some milliseconds later
-// would see them.
-func (d *Driver) PublishPending() bool {
+// publishPending says whether a change of the GPUs in use has not been
+// handed to the ResourceSlice controller yet.
+func (d *Driver) publishPending() bool {
 	return d.republishDone.Load() < d.republishAsked.Load()
 }
 

@@ -86,6 +86,18 @@ func (d *Driver) Ready() error {
 	return errors.Join(errs...)
 }
 
+// Published says why the API server does not hold the slices the plugin
+// publishes now, or nil: no change of the GPUs in use waits to be
+// published, and the newest complete generation of the node's pool holds
+// exactly the devices last handed to the helper. In-process callers (the
+// simulated node) wait for it before they schedule.
+func (d *Driver) Published() error {
+	if d.publishPending() {
+		return errors.New("a change of the GPUs in use is not published yet")
+	}
+	return d.slicesPublished()
+}
+
 // slicesPublished compares the newest generation of the node's pool in the
 // API server with the devices last handed to the helper.
 func (d *Driver) slicesPublished() error {

@@ -2,9 +2,7 @@ package simulate
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -243,30 +241,31 @@ func (c *Cluster) Restart(ctx context.Context) (*Cluster, error) {
 	return Start(ctx, c.Opts, c.Client)
 }
 
-// Slices waits until the plugin's ResourceSlices in the API server are
-// complete and hold exactly the devices of its last publish (the
-// controller writes them asynchronously; a prepare or unprepare that
-// changes which GPUs are held republishes, in the background too), and
-// returns them.
+// Slices waits until the API server holds the slices the plugin publishes
+// now (Driver.Published: the controller writes them asynchronously, and a
+// prepare or unprepare that changes which GPUs are held republishes in the
+// background), as a scheduler a moment later would see them, and returns
+// them.
 func (c *Cluster) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		list, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		err := c.Driver.Published()
 		if err == nil {
-			var out []*resourceapi.ResourceSlice
-			for i := range list.Items {
-				if list.Items[i].Spec.Driver == c.Opts.DriverName {
-					out = append(out, &list.Items[i])
+			var list *resourceapi.ResourceSliceList
+			if list, err = c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{}); err == nil {
+				var out []*resourceapi.ResourceSlice
+				for i := range list.Items {
+					if list.Items[i].Spec.Driver == c.Opts.DriverName {
+						out = append(out, &list.Items[i])
+					}
 				}
-			}
-			if len(out) > 0 && poolComplete(out) && !c.Driver.PublishPending() && maps.Equal(deviceNames(out), c.Driver.PublishedDevices()) {
 				return out, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil, errors.New("timed out waiting for the plugin to publish its ResourceSlices")
+			return nil, fmt.Errorf("timed out waiting for the plugin to publish its ResourceSlices: %w", err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -277,28 +276,4 @@ func healthcheckAddr(on bool) string {
 		return "127.0.0.1:0"
 	}
 	return ""
-}
-
-// deviceNames is the set of the devices in slices.
-func deviceNames(slices []*resourceapi.ResourceSlice) map[string]bool {
-	out := map[string]bool{}
-	for _, s := range slices {
-		for _, d := range s.Spec.Devices {
-			out[d.Name] = true
-		}
-	}
-	return out
-}
-
-// poolComplete says whether slices are one whole pool generation, as the
-// allocator requires: while the controller replaces a pool (a new
-// generation), it ignores the pool's devices.
-func poolComplete(slices []*resourceapi.ResourceSlice) bool {
-	pool := slices[0].Spec.Pool
-	for _, s := range slices {
-		if s.Spec.Pool.Generation != pool.Generation || s.Spec.Pool.ResourceSliceCount != pool.ResourceSliceCount {
-			return false
-		}
-	}
-	return int64(len(slices)) == pool.ResourceSliceCount
 }
