@@ -8,13 +8,21 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // runCLI runs `gpudra check args...` and returns its exit status and
 // output.
 func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := newCheckCommand()
+	return runCommand(t, newCheckCommand(), stdin, args...)
+}
+
+// runCommand runs a gpudra subcommand with args and stdin, and returns its
+// exit status, standard output and standard error.
+func runCommand(t *testing.T, cmd *cobra.Command, stdin string, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
@@ -29,7 +37,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 	case errors.As(err, &exit):
 		return exit.code, out.String(), errOut.String()
 	}
-	t.Fatalf("gpudra check %v: %v", args, err)
+	t.Fatalf("gpudra %s %v: %v", cmd.Name(), args, err)
 	return -1, "", ""
 }
 

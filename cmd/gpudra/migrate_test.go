@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,23 +11,7 @@ import (
 // standard output and standard error.
 func runMigrateCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := newMigrateCommand()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetIn(strings.NewReader(stdin))
-	cmd.SetArgs(args)
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	err := cmd.Execute()
-	var exit exitError
-	switch {
-	case err == nil:
-		return 0, out.String(), errOut.String()
-	case errors.As(err, &exit):
-		return exit.code, out.String(), errOut.String()
-	}
-	t.Fatalf("gpudra migrate %v: %v", args, err)
-	return -1, "", ""
+	return runCommand(t, newMigrateCommand(), stdin, args...)
 }
 
 const cases = "../../pkg/migrate/testdata/in"
