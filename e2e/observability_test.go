@@ -89,6 +89,16 @@ func (e *env) pluginUtilization(ctx context.Context, t *testing.T) {
 	if got := m["gpudra_plugin_ready"+fmt.Sprintf("{node=%q}", e.node)]; got != 1 {
 		t.Errorf("gpudra_plugin_ready = %v, want 1", got)
 	}
+	// Error counters exist at 0 before the first error (increase() sees it).
+	errKey := fmt.Sprintf("gpudra_plugin_requests_total{node=%q,operation=\"prepare\",result=\"error\"}", e.node)
+	if v, ok := m[errKey]; !ok || v != 0 {
+		t.Errorf("%s = %v (exported %v), want 0", errKey, v, ok)
+	}
+	// The device map: the GPU, its holder, and DCGM exporter's key.
+	info := []string{`UUID="` + dev.uuid + `"`, `claim="` + claim.Name + `"`, `pod="util-gpu"`, `state="allocated"`, `type="gpu"`}
+	if got := sumMetric(m, "gpudra_device_info", info...); got != 1 {
+		t.Errorf("gpudra_device_info%v = %v, want one series", info, got)
+	}
 }
 
 // podDeviceHealth returns the health the pod's status reports for the

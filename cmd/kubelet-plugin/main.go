@@ -165,6 +165,18 @@ func run() error {
 	logger := klog.LoggerWithValues(klog.Background(), "node", f.nodeName)
 	ctx = klog.NewContext(ctx, logger)
 
+	// /metrics answers from here on: not ready until the plugin has
+	// started, so that a start-up that hangs or fails shows in
+	// gpudra_plugin_ready (and one that crash-loops in the scrape's up).
+	instruments := plugin.NewInstruments(f.nodeName)
+	if f.metricsAddr != "" {
+		srv, err := serveMetrics(f.metricsAddr, instruments.Registry())
+		if err != nil {
+			return err
+		}
+		defer func() { _ = srv.Close() }()
+	}
+
 	client, err := kubeClient(f.kubeconfig)
 	if err != nil {
 		return err
@@ -212,6 +224,7 @@ func run() error {
 		HealthRecheck:      f.healthRecheck,
 		IdleThreshold:      f.idleThreshold,
 		IdleAfter:          f.idleAfter,
+		Instruments:        instruments,
 		Fatal: func(err error) {
 			fatal = err
 			cancel()
@@ -222,14 +235,6 @@ func run() error {
 		return err
 	}
 	logger.Info("gpudra kubelet plugin running", "driver", f.driverName, "backend", f.deviceBackend)
-	if f.metricsAddr != "" {
-		srv, err := serveMetrics(f.metricsAddr, driver.Registry())
-		if err != nil {
-			driver.Stop()
-			return err
-		}
-		defer func() { _ = srv.Close() }()
-	}
 	<-ctx.Done()
 	// Stop removes the sockets, so the kubelet stops calling a dead plugin.
 	driver.Stop()

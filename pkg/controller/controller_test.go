@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpudra/gpudra/pkg/admission"
 	"github.com/gpudra/gpudra/pkg/servingcert"
 )
 
@@ -259,4 +261,24 @@ func TestLeaderElection(t *testing.T) {
 		m := follower.scrape(t)
 		return m[MetricLeader.Name] == 1 && m[MetricDevicesPublished.Name+gpuSeries("exclusive")] == 2
 	})
+}
+
+// TestReviewCountersFromStart: every kind and result of the review counter
+// is exported at 0 before the first review, so that increase() sees the
+// first error; a kind the webhook does not validate counts as "other".
+func TestReviewCountersFromStart(t *testing.T) {
+	m := newMetrics()
+	if n, err := testutil.GatherAndCount(m.registry, MetricAdmissionReviews.Name); err != nil || n != 4*3 {
+		t.Fatalf("%s: %d series before any review (%v), want 4 kinds × 3 results", MetricAdmissionReviews.Name, n, err)
+	}
+	if got := testutil.ToFloat64(m.reviews.WithLabelValues("ResourceClaim", "error")); got != 0 {
+		t.Errorf("ResourceClaim errors before any review = %v", got)
+	}
+	m.observeReview("Pod", admission.Errored, time.Millisecond)
+	if got := testutil.ToFloat64(m.reviews.WithLabelValues(kindOther, "error")); got != 1 {
+		t.Errorf("an error review of a Pod counted %v times under kind=other, want 1", got)
+	}
+	if n, _ := testutil.GatherAndCount(m.registry, MetricAdmissionReviews.Name); n != 4*3 {
+		t.Errorf("%d series after a review of an unknown kind, want still 12", n)
+	}
 }

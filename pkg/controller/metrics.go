@@ -49,9 +49,9 @@ var (
 	MetricLastRecompute = metricdoc.Metric{Name: "gpudra_fleet_last_recompute_timestamp_seconds", Type: metricdoc.Gauge,
 		Help: "Unix time the fleet metrics were last recomputed; they describe the cluster as of then."}
 	MetricAdmissionReviews = metricdoc.Metric{Name: "gpudra_admission_reviews_total", Type: metricdoc.Counter, Labels: []string{"kind", "result"},
-		Help: "Admission reviews answered, by kind and result: allowed, denied (an invalid config of this driver) or error (an unusable request)."}
+		Help: "Admission reviews answered, by kind (ResourceClaim, ResourceClaimTemplate, DeviceClass, or other) and result: allowed, denied (an invalid config of this driver) or error (an unusable request). Every kind and result is exported from the start, at 0."}
 	MetricAdmissionDuration = metricdoc.Metric{Name: "gpudra_admission_review_duration_seconds", Type: metricdoc.Histogram, Labels: []string{"kind"},
-		Help: "Time to decide one admission review, by kind."}
+		Help: "Time to decide one admission review, by kind (as for gpudra_admission_reviews_total)."}
 	MetricCertificateExpiry = metricdoc.Metric{Name: "gpudra_webhook_certificate_expiry_timestamp_seconds", Type: metricdoc.Gauge,
 		Help: "Unix time the webhook's serving certificate expires; 0 before one is loaded."}
 	MetricLeader = metricdoc.Metric{Name: "gpudra_controller_leader", Type: metricdoc.Gauge,
@@ -106,9 +106,24 @@ func newMetrics() *metrics {
 		strandErrors:      MetricStrandErrors.Counter(),
 		fleet:             &fleetCollector{},
 	}
+	// Every kind and result from the start, at 0: increase() then sees
+	// the first denied or failed review, not a series that appears at 1.
+	for _, kind := range reviewKinds {
+		for _, result := range []admission.Result{admission.Allowed, admission.Denied, admission.Errored} {
+			m.reviews.WithLabelValues(kind, string(result))
+		}
+		m.reviewDuration.WithLabelValues(kind)
+	}
 	m.registry.MustRegister(m.recomputes, m.recomputeDuration, m.lastRecompute, m.reviews, m.reviewDuration, m.leader, m.strandErrors, m.fleet)
 	return m
 }
+
+// reviewKinds are the kind label's values: the kinds the webhook
+// validates, and "other" for whatever else an API server sends (an
+// unusable request), which keeps the label's values few and known.
+var reviewKinds = []string{admission.KindResourceClaim, admission.KindResourceClaimTemplate, admission.KindDeviceClass, kindOther}
+
+const kindOther = "other"
 
 // watchCertificate exports the expiry of the certificate the source serves.
 func (m *metrics) watchCertificate(src CertificateSource) {
@@ -122,6 +137,9 @@ func (m *metrics) watchCertificate(src CertificateSource) {
 }
 
 func (m *metrics) observeReview(kind string, result admission.Result, took time.Duration) {
+	if !slices.Contains(reviewKinds, kind) {
+		kind = kindOther
+	}
 	m.reviews.WithLabelValues(kind, string(result)).Inc()
 	m.reviewDuration.WithLabelValues(kind).Observe(took.Seconds())
 }

@@ -101,6 +101,10 @@ type Config struct {
 	// 0 means 0.05 and 30 minutes.
 	IdleThreshold float64
 	IdleAfter     time.Duration
+	// Instruments are the metrics /metrics serves; nil makes new ones.
+	// Made before Start (NewInstruments), they answer while the plugin
+	// starts: not ready, counters at 0.
+	Instruments *Instruments
 	// Fatal is called for errors the plugin cannot recover from (the
 	// caller typically cancels its main context and exits).
 	Fatal func(error)
@@ -154,7 +158,7 @@ type Driver struct {
 	// ready follows the published ResourceSlices (readiness).
 	ready readiness
 
-	metrics   *metrics
+	metrics   *Instruments
 	telemetry telemetry
 
 	cancel context.CancelFunc
@@ -237,7 +241,10 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			seen:    map[string]time.Time{},
 		},
 	}
-	d.metrics = newMetrics(cfg.NodeName, d)
+	d.metrics = cfg.Instruments
+	if d.metrics == nil {
+		d.metrics = NewInstruments(cfg.NodeName)
+	}
 	state, err := nodestate.New(nodestate.Options{
 		DriverName:   cfg.DriverName,
 		Node:         node,
@@ -327,6 +334,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			d.sampleLoop(ctx)
 		}()
 	}
+	d.metrics.serve(d)
 	return d, nil
 }
 

@@ -9,7 +9,7 @@ import (
 // destroys, for the metrics.
 type countingHardware struct {
 	nodestate.Hardware
-	m *metrics
+	m *Instruments
 }
 
 func (h countingHardware) CreateGPUInstance(uuid string, profileID uint32, pl gpu.MigPlacement) (int, error) {

@@ -11,6 +11,9 @@ import (
 var (
 	deviceLabels = []string{"device", "uuid", "model", "namespace", "claim", "pod"}
 	claimLabels  = []string{"namespace", "claim", "pod"}
+	// UUID and GPU_I_ID are spelled as DCGM exporter spells them, so that
+	// a join needs no label_replace.
+	deviceInfoLabels = []string{"device", "type", "uuid", "UUID", "GPU_I_ID", "profile", "model", "state", "namespace", "claim", "pod"}
 )
 
 // The kubelet plugin's metrics; every series also carries the label node.
@@ -18,7 +21,7 @@ var (
 // ./pkg/controller -run TestMetricDocs -update).
 var (
 	MetricRequests = metricdoc.Metric{Name: "gpudra_plugin_requests_total", Type: metricdoc.Counter, Labels: []string{"operation", "result"},
-		Help: "Claims prepared or unprepared for the kubelet, by operation (prepare, unprepare) and result (success, error)."}
+		Help: "Claims prepared or unprepared for the kubelet, by operation (prepare, unprepare) and result (success, error); every operation and result is exported from the start, at 0."}
 	MetricRequestDuration = metricdoc.Metric{Name: "gpudra_plugin_request_duration_seconds", Type: metricdoc.Histogram, Labels: []string{"operation"},
 		Help: "Time to prepare or unprepare one claim, by operation; MIG creation and CDI spec writes included."}
 	MetricPreparedClaims = metricdoc.Metric{Name: "gpudra_plugin_prepared_claims", Type: metricdoc.Gauge,
@@ -34,7 +37,7 @@ var (
 	MetricMPSDaemons = metricdoc.Metric{Name: "gpudra_plugin_mps_daemons", Type: metricdoc.Gauge, Labels: []string{"state"},
 		Help: "MPS control daemons the plugin runs on this node, one per shared GPU or MIG device, by state: running (answered at the last check) or unhealthy (did not answer at the last check: its device is reported unhealthy while the plugin restarts it)."}
 	MetricReady = metricdoc.Metric{Name: "gpudra_plugin_ready", Type: metricdoc.Gauge,
-		Help: "1 when the kubelet has registered the plugin and the API server holds its ResourceSlices as built (its readiness)."}
+		Help: "1 when the kubelet has registered the plugin and the API server holds its ResourceSlices as built (its readiness); 0 while it starts (/metrics answers before discovery)."}
 	MetricSampleErrors = metricdoc.Metric{Name: "gpudra_plugin_sample_errors_total", Type: metricdoc.Counter,
 		Help: "Devices NVML could not be asked about their use in a sampling pass."}
 	MetricDeviceUtilization = metricdoc.Metric{Name: "gpudra_device_utilization_ratio", Type: metricdoc.Gauge, Labels: deviceLabels,
@@ -51,6 +54,8 @@ var (
 		Help: "Board power draw, from NVML."}
 	MetricClaimIdleSeconds = metricdoc.Metric{Name: "gpudra_claim_idle_seconds", Type: metricdoc.Gauge, Labels: claimLabels,
 		Help: "How long every device of the claim has stayed below --idle-threshold utilization (0 while busy), counted from when the plugin saw the claim prepared. Absent while a device's utilization is unknown (MIG)."}
+	MetricDeviceInfo = metricdoc.Metric{Name: "gpudra_device_info", Type: metricdoc.Gauge, Labels: deviceInfoLabels,
+		Help: "1 for every GPU of the node and every MIG device prepared on it, with its state (free, allocated, shared: a share of it held, partitioned: MIG devices of it held, unmanaged: MIG instances made outside gpudra, unhealthy), the claim holding it and the claim's pods, and DCGM exporter's keys: UUID (the GPU's; a MIG device's parent's) and GPU_I_ID (a MIG device's GPU instance ID), so that DCGM's metrics join to pods (docs/observability.md#dcgm-exporter). A GPU shared by several claims has one series per claim."}
 	MetricClaimsIdle = metricdoc.Metric{Name: "gpudra_claims_idle", Type: metricdoc.Gauge,
 		Help: "Claims on this node idle for at least --idle-after."}
 )
@@ -61,45 +66,69 @@ var Metrics = []metricdoc.Metric{
 	MetricRequests, MetricRequestDuration, MetricPreparedClaims, MetricPreparedDevices,
 	MetricMigCreated, MetricMigDestroyed, MetricUnhealthyDevices, MetricMPSDaemons, MetricReady,
 	MetricDeviceUtilization, MetricDeviceMemUtil, MetricDeviceMemoryUsed, MetricDeviceMemoryTotal,
-	MetricDeviceTemperature, MetricDevicePower, MetricClaimIdleSeconds, MetricClaimsIdle, MetricSampleErrors,
+	MetricDeviceTemperature, MetricDevicePower, MetricDeviceInfo, MetricClaimIdleSeconds, MetricClaimsIdle, MetricSampleErrors,
 }
 
-// Operations counted by MetricRequests.
+// Operations counted by MetricRequests, and its results.
 const (
 	opPrepare   = "prepare"
 	opUnprepare = "unprepare"
+
+	resultSuccess = "success"
+	resultError   = "error"
 )
 
-// metrics are the plugin's instruments. Per-device and per-claim series
-// come from a collector over the last sampling pass (telemetry.go).
-type metrics struct {
+// Instruments are the plugin's metrics and the registry that serves
+// them. They are made before the plugin starts, so that /metrics answers
+// from the first moment (cmd/kubelet-plugin serves it before discovery):
+// gpudra_plugin_ready 0 until the plugin has started, and every counter
+// and histogram at 0 for each of its label values from the start, so that
+// rate() and increase() see the first error rather than a series that
+// appears at 1.
+type Instruments struct {
 	registry        *prometheus.Registry
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	migCreated      prometheus.Counter
 	migDestroyed    prometheus.Counter
 	sampleErrors    prometheus.Counter
+	devices         *deviceCollector
 }
 
-func newMetrics(nodeName string, d *Driver) *metrics {
-	m := &metrics{
+// NewInstruments makes the plugin's metrics for the node; every series
+// carries the label node.
+func NewInstruments(nodeName string) *Instruments {
+	m := &Instruments{
 		registry:        prometheus.NewRegistry(),
 		requests:        MetricRequests.CounterVec(),
 		requestDuration: MetricRequestDuration.HistogramVec(prometheus.ExponentialBuckets(0.001, 2.5, 12)),
 		migCreated:      MetricMigCreated.Counter(),
 		migDestroyed:    MetricMigDestroyed.Counter(),
 		sampleErrors:    MetricSampleErrors.Counter(),
+		devices:         &deviceCollector{},
+	}
+	for _, op := range []string{opPrepare, opUnprepare} {
+		for _, result := range []string{resultSuccess, resultError} {
+			m.requests.WithLabelValues(op, result)
+		}
+		m.requestDuration.WithLabelValues(op)
 	}
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"node": nodeName}, m.registry)
-	reg.MustRegister(m.requests, m.requestDuration, m.migCreated, m.migDestroyed, m.sampleErrors, &deviceCollector{d: d})
+	reg.MustRegister(m.requests, m.requestDuration, m.migCreated, m.migDestroyed, m.sampleErrors, m.devices)
 	return m
 }
 
+// Registry is what /metrics serves.
+func (m *Instruments) Registry() *prometheus.Registry { return m.registry }
+
+// serve makes the collector export the started driver's state.
+func (m *Instruments) serve(d *Driver) { m.devices.d.Store(d) }
+
 // observe counts one request.
-func (m *metrics) observe(op string, start time.Time, err error) {
-	result := "success"
+func (m *Instruments) observe(op string, start time.Time, err error) {
+	result := resultSuccess
 	if err != nil {
-		result = "error"
+		result = resultError
 	}
 	m.requests.WithLabelValues(op, result).Inc()
 	m.requestDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())

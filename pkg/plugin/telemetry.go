@@ -229,22 +229,32 @@ var (
 	descPower           = MetricDevicePower.Desc()
 	descClaimIdle       = MetricClaimIdleSeconds.Desc()
 	descClaimsIdle      = MetricClaimsIdle.Desc()
+	descDeviceInfo      = MetricDeviceInfo.Desc()
 )
 
-// deviceCollector exports the node state and the last sampling pass.
-type deviceCollector struct{ d *Driver }
+// deviceCollector exports the node state and the last sampling pass of
+// the started driver; until it has started, only that it is not ready.
+type deviceCollector struct{ d atomic.Pointer[Driver] }
 
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{descPreparedClaims, descPreparedDevices, descUnhealthy, descMPSDaemons, descReady,
-		descUtilization, descMemUtil, descMemUsed, descMemTotal, descTemperature, descPower, descClaimIdle, descClaimsIdle} {
+		descUtilization, descMemUtil, descMemUsed, descMemTotal, descTemperature, descPower, descClaimIdle, descClaimsIdle,
+		descDeviceInfo} {
 		ch <- desc
 	}
 }
 
 func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
-	d := c.d
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	d := c.d.Load()
+	if d == nil {
+		gauge(descReady, 0)
+		return
+	}
+	for _, info := range d.deviceInfo() {
+		gauge(descDeviceInfo, 1, info.labels()...)
 	}
 	prepared := 0
 	devices := map[[2]string]int{

@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpudra/gpudra/pkg/checkpoint"
+	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/plugin"
 )
@@ -224,5 +227,160 @@ func TestPluginMetrics(t *testing.T) {
 	}
 	if v, _ := find(t, s, plugin.MetricPreparedClaims.Name); v != 2 {
 		t.Errorf("prepared claims after one release = %v, want 2", v)
+	}
+}
+
+// infoSeries returns the label sets of every gpudra_device_info series.
+func infoSeries(t *testing.T, reg prometheus.Gatherer) []map[string]string {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, f := range families {
+		if f.GetName() != plugin.MetricDeviceInfo.Name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetGauge().GetValue() != 1 {
+				t.Errorf("%s has value %v, want 1", f.GetName(), m.GetGauge().GetValue())
+			}
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			out = append(out, labels)
+		}
+	}
+	return out
+}
+
+// infoOf returns the gpudra_device_info series of the device (and claim,
+// when given); it fails unless there is exactly one.
+func infoOf(t *testing.T, series []map[string]string, device, claim string) map[string]string {
+	t.Helper()
+	var hits []map[string]string
+	for _, s := range series {
+		if s["device"] == device && (claim == "" || s["claim"] == claim) {
+			hits = append(hits, s)
+		}
+	}
+	if len(hits) != 1 {
+		t.Fatalf("%d %s series of device %s (claim %q), want 1: %v", len(hits), plugin.MetricDeviceInfo.Name, device, claim, hits)
+	}
+	return hits[0]
+}
+
+// TestDeviceInfo: gpudra_device_info has one series per GPU and per
+// prepared MIG device, with who holds it and the keys DCGM exporter
+// labels its series with: the GPU's UUID (a MIG device's parent's) and
+// the GPU instance ID the plugin created.
+func TestDeviceInfo(t *testing.T) {
+	ctx, c := startCluster(t, "dgx-h100")
+	applyClasses(ctx, t, c)
+	reg := c.Driver.Registry()
+	whole, err := createAndRun(ctx, t, c, gpuClaim("train", 1, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := runClaim(ctx, t, c, migClaim("small", false, "1g.10gb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := c.Driver.Node()
+	wholeGPU := allocatedDevices(whole)[0]
+	migDevice := allocatedDevices(small)[0]
+	md, _ := node.MigDeviceByName(migDevice)
+	var mig checkpoint.MigDevice
+	for _, cl := range c.Driver.State().Claims() {
+		for _, d := range cl.Devices {
+			if d.Mig != nil {
+				mig = *d.Mig
+			}
+		}
+	}
+	if mig.GPUInstanceID == nil || mig.UUID == "" {
+		t.Fatalf("the MIG claim's checkpoint has no GPU instance: %+v", mig)
+	}
+
+	series := infoSeries(t, reg)
+	// Every GPU once (none is shared), and the one MIG device.
+	if len(series) != len(node.GPUs)+1 {
+		t.Errorf("%d series, want one per GPU (%d) and one for the MIG device: %v", len(series), len(node.GPUs), series)
+	}
+	g, _ := node.GPUByDeviceName(wholeGPU)
+	for _, tc := range []struct {
+		device string
+		want   map[string]string
+	}{
+		{wholeGPU, map[string]string{"type": "gpu", "uuid": g.UUID, "UUID": g.UUID, "GPU_I_ID": "", "model": g.ProductName,
+			"state": "allocated", "namespace": "default", "claim": "train", "pod": "pod-train", "node": "node-1"}},
+		{md.Parent.DeviceName(), map[string]string{"type": "gpu", "uuid": md.Parent.UUID, "UUID": md.Parent.UUID, "GPU_I_ID": "",
+			"state": "partitioned", "claim": ""}},
+		{migDevice, map[string]string{"type": "mig", "uuid": mig.UUID, "UUID": md.Parent.UUID, "GPU_I_ID": strconv.Itoa(*mig.GPUInstanceID),
+			"profile": "1g.10gb", "model": md.Parent.ProductName, "state": "allocated", "namespace": "default", "claim": "small", "pod": "pod-small"}},
+	} {
+		got := infoOf(t, series, tc.device, "")
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("%s: %s=%q, want %q (all: %v)", tc.device, k, got[k], v, got)
+			}
+		}
+	}
+	var free gpu.GPU
+	for _, g := range node.GPUs {
+		if s := infoOf(t, series, g.DeviceName(), ""); s["state"] == "free" {
+			free = g
+			if s["claim"] != "" || s["pod"] != "" {
+				t.Errorf("free %s is labelled with a holder: %v", g.DeviceName(), s)
+			}
+		}
+	}
+	if free.UUID == "" {
+		t.Fatal("no GPU is free")
+	}
+
+	// An XID makes the GPU unhealthy in the map.
+	if err := nvmlfake.InjectXID(c.Opts.FakeStateDir(), free.UUID, 79); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sick GPU's state", func() bool {
+		return infoOf(t, infoSeries(t, reg), free.DeviceName(), "")["state"] == "unhealthy"
+	})
+
+	// Released, the MIG device's series goes and its GPU is free again.
+	if err := c.StopPod(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	series = infoSeries(t, reg)
+	for _, s := range series {
+		if s["device"] == migDevice {
+			t.Errorf("the released MIG device still has a series: %v", s)
+		}
+	}
+	if s := infoOf(t, series, md.Parent.DeviceName(), ""); s["state"] != "free" {
+		t.Errorf("after the MIG claim went, %s is %q, want free", md.Parent.DeviceName(), s["state"])
+	}
+}
+
+// TestDeviceInfoShared: a GPU that two claims share has one series per
+// claim, so a join attributes its use to both claims' pods.
+func TestDeviceInfoShared(t *testing.T) {
+	ctx, c := startSharedCluster(t, "dgx-h100", "TimeSlicing")
+	onGPU0 := "device.attributes['gpu.gpudra.io'].minor == 0"
+	for _, name := range []string{"half-a", "half-b"} {
+		claim := shareClaim(name, "20Gi", "", "")
+		claim.Spec.Devices.Requests[0].Exactly.Selectors = selectors(onGPU0)
+		if _, err := createAndRun(ctx, t, c, claim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	series := infoSeries(t, c.Driver.Registry())
+	for _, name := range []string{"half-a", "half-b"} {
+		s := infoOf(t, series, "gpu-0", name)
+		if s["state"] != "shared" || s["pod"] != "pod-"+name {
+			t.Errorf("gpu-0 for claim %s: %v, want state shared, pod pod-%s", name, s, name)
+		}
 	}
 }

@@ -1,0 +1,47 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestInstrumentsBeforeStart: before the plugin has started, /metrics
+// says it is not ready, and every counter already has its series at 0,
+// so that increase() sees the first error.
+func TestInstrumentsBeforeStart(t *testing.T) {
+	m := NewInstruments("gpu-node")
+	want := `
+# HELP gpudra_plugin_ready ` + MetricReady.Help + `
+# TYPE gpudra_plugin_ready gauge
+gpudra_plugin_ready{node="gpu-node"} 0
+# HELP gpudra_plugin_requests_total ` + MetricRequests.Help + `
+# TYPE gpudra_plugin_requests_total counter
+gpudra_plugin_requests_total{node="gpu-node",operation="prepare",result="error"} 0
+gpudra_plugin_requests_total{node="gpu-node",operation="prepare",result="success"} 0
+gpudra_plugin_requests_total{node="gpu-node",operation="unprepare",result="error"} 0
+gpudra_plugin_requests_total{node="gpu-node",operation="unprepare",result="success"} 0
+# HELP gpudra_plugin_mig_instances_created_total ` + MetricMigCreated.Help + `
+# TYPE gpudra_plugin_mig_instances_created_total counter
+gpudra_plugin_mig_instances_created_total{node="gpu-node"} 0
+# HELP gpudra_plugin_mig_instances_destroyed_total ` + MetricMigDestroyed.Help + `
+# TYPE gpudra_plugin_mig_instances_destroyed_total counter
+gpudra_plugin_mig_instances_destroyed_total{node="gpu-node"} 0
+# HELP gpudra_plugin_sample_errors_total ` + MetricSampleErrors.Help + `
+# TYPE gpudra_plugin_sample_errors_total counter
+gpudra_plugin_sample_errors_total{node="gpu-node"} 0
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
+		MetricReady.Name, MetricRequests.Name, MetricMigCreated.Name, MetricMigDestroyed.Name, MetricSampleErrors.Name); err != nil {
+		t.Error(err)
+	}
+	// Both operations' latency histograms exist, empty.
+	if n, err := testutil.GatherAndCount(m.Registry(), MetricRequestDuration.Name); err != nil || n != 2 {
+		t.Errorf("%s: %d series (%v), want one per operation", MetricRequestDuration.Name, n, err)
+	}
+	// Nothing about devices is exported before the plugin knows them.
+	if n, _ := testutil.GatherAndCount(m.Registry(), MetricDeviceInfo.Name, MetricPreparedClaims.Name); n != 0 {
+		t.Errorf("%d device or claim series before start-up, want none", n)
+	}
+}
