@@ -1,23 +1,38 @@
-{{/* Chart name and release-scoped names. */}}
+{{/* The chart's name (nameOverride) and the release-scoped prefix of every object's name (fullnameOverride). */}}
+{{- define "gpudra.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "gpudra.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
+{{/* The standard labels, on every object of the chart. */}}
 {{- define "gpudra.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "gpudra.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gpudra
 {{- end -}}
 
-{{- define "gpudra.pluginSelectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+{{- define "gpudra.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpudra.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Every plugin pod of the release, whatever its node pool: the metrics Service selects these. */}}
+{{- define "gpudra.pluginSelectorLabels" -}}
+{{ include "gpudra.selectorLabels" . }}
 app.kubernetes.io/component: kubelet-plugin
 {{- end -}}
 
@@ -31,50 +46,6 @@ app.kubernetes.io/component: kubelet-plugin
 
 {{- define "gpudra.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
-{{- end -}}
-
-{{/* --feature-gates value: A=true,B=false, sorted. */}}
-{{- define "gpudra.featureGates" -}}
-{{- $gates := list -}}
-{{- range $k, $v := .Values.featureGates -}}
-{{- $gates = append $gates (printf "%s=%t" $k $v) -}}
-{{- end -}}
-{{- join "," $gates -}}
-{{- end -}}
-
-{{/*
-The plugin's node affinity: the user's affinity if set; otherwise GPU nodes
-(any of gpuNodeLabels = "true"), and not control-plane nodes unless
-runOnControlPlane. Each nodeSelectorTerm is ORed, so every term carries the
-control-plane exclusion.
-*/}}
-{{- define "gpudra.pluginAffinity" -}}
-{{- if .Values.kubeletPlugin.affinity -}}
-{{- toYaml .Values.kubeletPlugin.affinity -}}
-{{- else -}}
-{{- $notControlPlane := list -}}
-{{- if not .Values.kubeletPlugin.runOnControlPlane -}}
-{{- $notControlPlane = list (dict "key" "node-role.kubernetes.io/control-plane" "operator" "DoesNotExist") (dict "key" "node-role.kubernetes.io/master" "operator" "DoesNotExist") -}}
-{{- end -}}
-{{- $terms := list -}}
-{{- range .Values.kubeletPlugin.gpuNodeLabels -}}
-{{- $terms = append $terms (dict "matchExpressions" (prepend $notControlPlane (dict "key" . "operator" "In" "values" (list "true")))) -}}
-{{- end -}}
-{{- if and (not $terms) $notControlPlane -}}
-{{- $terms = list (dict "matchExpressions" $notControlPlane) -}}
-{{- end -}}
-{{- if $terms -}}
-nodeAffinity:
-  requiredDuringSchedulingIgnoredDuringExecution:
-    nodeSelectorTerms:
-    {{- toYaml $terms | nindent 4 }}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-
-{{/* Whether the plugin container runs privileged: only the nvml backend may. */}}
-{{- define "gpudra.pluginPrivileged" -}}
-{{- and (eq .Values.deviceBackend "nvml") .Values.kubeletPlugin.privileged -}}
 {{- end -}}
 
 {{/*
@@ -102,8 +73,7 @@ capabilities:
 {{- end -}}
 
 {{- define "gpudra.controllerSelectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "gpudra.selectorLabels" . }}
 app.kubernetes.io/component: controller
 {{- end -}}
 
