@@ -50,9 +50,9 @@ generate:
 verify-generate:
 	hack/verify-generate.sh
 
-## chart-check: helm lint and helm template of deployments/helm/gpudra (helm is built into $(GPUDRA_CACHE) on first use, ~5-10 min)
+## chart-check: helm lint and helm template of deployments/helm/gpudra, its Go tests over the rendered chart, and its alert rules under promtool (helm is built into $(GPUDRA_CACHE) on first use, ~5-10 min; promtool comes from Debian's prometheus package, unpacked there, ~15 s)
 chart-check: $(HELM)
-	HELM=$(HELM) hack/chart-check.sh
+	HELM=$(HELM) GOTESTFLAGS="$(GOTESTFLAGS)" hack/chart-check.sh
 
 $(HELM):
 	hack/localcluster/build.sh helm
@@ -100,6 +100,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags chart ./deployments/helm/gpudra/
 	$(GO) vet -tags e2e ./e2e/
 	$(GO) vet -tags 'e2e chaos' ./e2e/
 

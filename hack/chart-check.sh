@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # helm lint and helm template of deployments/helm/gpudra, offline: both
-# backends, non-default values, and values the schema must reject.
-# Part of make test. The API server's own checks (CEL, field shapes) run in
+# backends, non-default values, and values the schema must reject; then
+# the chart's Go tests over helm template and promtool (hack/promtool.sh
+# gets promtool). Part of make test. The API server's own checks (CEL, field shapes) run in
 # the e2e suite (kubectl apply --dry-run=server).
 set -euo pipefail
 HELM=${HELM:?HELM must name the helm binary}
@@ -151,4 +152,10 @@ for bad in migProfiles=1g10gb deviceBackend=cuda fakeProfile=dgx-x100 driverName
   if render --set "$bad" >/dev/null 2>&1; then echo "chart-check: the schema accepts $bad"; fail=1; fi
 done
 [ $fail -eq 0 ] && echo "chart-check: helm lint and template ok ($(grep -c '^kind:' "$out/nvml.yaml") objects)"
+
+# Go tests over the rendered manifests (node pools, labels, requests,
+# NetworkPolicies) and the alert rules, run by promtool as the chart
+# renders them (deployments/helm/gpudra/*_test.go, build tag chart).
+PROMTOOL=${PROMTOOL:-$(hack/promtool.sh)}
+(cd "$chart" && HELM=$HELM PROMTOOL=$PROMTOOL KUBE_VERSION=$kv go test ${GOTESTFLAGS:--count=1} -tags chart .) || fail=1
 exit $fail

@@ -1,0 +1,187 @@
+//go:build chart
+
+package chart
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// ruleGroups is a Prometheus rules file: what a PrometheusRule's spec
+// holds.
+type ruleGroups struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Alert string `json:"alert"`
+			Expr  string `json:"expr"`
+			For   string `json:"for"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+// text is every rule's alert, expression and for, one per line, to look
+// for strings in (the marshalled YAML wraps long lines).
+func (g ruleGroups) text() string {
+	var b strings.Builder
+	for _, grp := range g.Groups {
+		for _, r := range grp.Rules {
+			b.WriteString(r.Alert + "\n" + r.Expr + "\nfor: " + r.For + "\n")
+		}
+	}
+	return b.String()
+}
+
+func (g ruleGroups) alerts() []string {
+	var out []string
+	for _, grp := range g.Groups {
+		for _, r := range grp.Rules {
+			out = append(out, r.Alert)
+		}
+	}
+	return out
+}
+
+// renderedRules renders the chart's PrometheusRule with the values and
+// returns its spec: the rules file Prometheus gets from the operator.
+func renderedRules(t *testing.T, args ...string) ([]byte, ruleGroups) {
+	t.Helper()
+	args = append([]string{"--set", "metrics.prometheusRule.enabled=true", "--show-only", "templates/prometheusrule.yaml"}, args...)
+	rules := ofKind(objects(t, render(t, args...)), "PrometheusRule")
+	if len(rules) != 1 {
+		t.Fatalf("%d PrometheusRules rendered, want 1", len(rules))
+	}
+	var spec any
+	for _, r := range rules {
+		spec = r["spec"]
+	}
+	raw, err := yaml.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups ruleGroups
+	if err := yaml.Unmarshal(raw, &groups); err != nil {
+		t.Fatal(err)
+	}
+	return raw, groups
+}
+
+// TestAlertRules runs promtool's rule checker and unit tests
+// (testdata/promtool/*_test.yaml) over the rules exactly as the chart
+// renders them by default, and requires of the tests one case where each
+// alert fires and one where it stays quiet.
+func TestAlertRules(t *testing.T) {
+	raw, groups := renderedRules(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "rules.yaml"), raw)
+	tests := copyTestdata(t, dir)
+	promtool(t, dir, "check", "rules", "rules.yaml")
+	promtool(t, dir, append([]string{"test", "rules"}, tests...)...)
+
+	// Each alert: a case that fires and one that does not.
+	type cases struct{ firing, quiet int }
+	seen := map[string]*cases{}
+	for _, a := range groups.alerts() {
+		seen[a] = &cases{}
+	}
+	for _, f := range tests {
+		raw, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file struct {
+			Tests []struct {
+				AlertRuleTest []struct {
+					Alertname string `json:"alertname"`
+					ExpAlerts []any  `json:"exp_alerts"`
+				} `json:"alert_rule_test"`
+			} `json:"tests"`
+		}
+		if err := yaml.Unmarshal(raw, &file); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, tc := range file.Tests {
+			for _, a := range tc.AlertRuleTest {
+				c, ok := seen[a.Alertname]
+				if !ok {
+					t.Errorf("%s tests alert %s, which the chart does not render", f, a.Alertname)
+					continue
+				}
+				if len(a.ExpAlerts) > 0 {
+					c.firing++
+				} else {
+					c.quiet++
+				}
+			}
+		}
+	}
+	for a, c := range seen {
+		if c.firing == 0 || c.quiet == 0 {
+			t.Errorf("alert %s has %d firing and %d quiet cases in testdata/promtool; want at least one of each", a, c.firing, c.quiet)
+		}
+	}
+}
+
+// TestAlertRuleValues: the values that shape the rules do, and every
+// combination promtool accepts.
+func TestAlertRuleValues(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		has, lacks []string
+	}{
+		{name: "defaults", has: []string{
+			`up{job="gpudra-kubelet-plugin-metrics", namespace="gpudra"}`,
+			`kube_daemonset_status_number_unavailable{namespace="gpudra", daemonset=~"gpudra-kubelet-plugin"}`,
+			"GPUDRAControllerNoLeader", "GPUDRAWebhookCertificateExpiring"}},
+		{name: "own scrape config, no kube-state-metrics", args: []string{"--set-string", `metrics.prometheusRule.pluginTargets=job="gpu-plugins"`,
+			"--set", "metrics.prometheusRule.kubeStateMetrics=false"},
+			has: []string{`up{job="gpu-plugins"}`}, lacks: []string{"GPUDRAPluginUnavailable", "kube_daemonset"}},
+		{name: "node pools", args: []string{"--set", "nodePools[0].name=a100", "--set-string", "nodePools[0].kubeletPlugin.nodeSelector.pool=a100",
+			"--set", "nodePools[1].name=h100", "--set-string", "nodePools[1].kubeletPlugin.nodeSelector.pool=h100"},
+			has: []string{`daemonset=~"gpudra-kubelet-plugin-a100|gpudra-kubelet-plugin-h100"`}},
+		{name: "durations Prometheus reads", args: []string{"--set", "metrics.idleAfter=1h30m", "--set", "metrics.prometheusRule.strandedFor=2d"},
+			has: []string{"for: 1h30m", "for: 2d"}},
+		{name: "no controller", args: []string{"--set", "controller.enabled=false"},
+			lacks: []string{"GPUDRAControllerNoLeader", "GPUDRAWebhookCertificateExpiring", "GPUDRAAdmissionErrors"}},
+		{name: "no webhook", args: []string{"--set", "admissionWebhook.enabled=false"},
+			has: []string{"GPUDRAControllerNoLeader"}, lacks: []string{"GPUDRAWebhookCertificateExpiring", "GPUDRAAdmissionErrors"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, groups := renderedRules(t, tc.args...)
+			text := groups.text()
+			for _, s := range tc.has {
+				if !strings.Contains(text, s) {
+					t.Errorf("rules lack %s:\n%s", s, text)
+				}
+			}
+			for _, s := range tc.lacks {
+				if strings.Contains(text, s) {
+					t.Errorf("rules have %s", s)
+				}
+			}
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "rules.yaml"), raw)
+			promtool(t, dir, "check", "rules", "rules.yaml")
+		})
+	}
+}
+
+// TestSchemaRefusesWhatPrometheusRefuses: a duration Prometheus would
+// reject in an alert rule or a ServiceMonitor never gets that far.
+func TestSchemaRefusesWhatPrometheusRefuses(t *testing.T) {
+	for _, bad := range []string{"metrics.idleAfter=1.5h", "metrics.idleAfter=1d", "metrics.idleAfter=0", "metrics.idleAfter=30m1h",
+		"metrics.prometheusRule.strandedFor=1.5h", "metrics.prometheusRule.strandedFor=30", "metrics.serviceMonitor.interval=0.5m",
+		`metrics.prometheusRule.pluginTargets=job=plugins`} {
+		_, err := renderErr(t, "--set-string", bad, "--set", "metrics.prometheusRule.enabled=true")
+		if err == nil {
+			t.Errorf("the schema accepts %s", bad)
+		} else if !strings.Contains(err.Error(), "schema") {
+			t.Errorf("%s is refused, but not by the schema: %v", bad, err)
+		}
+	}
+}
