@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -43,5 +45,30 @@ gpudra_plugin_sample_errors_total{node="gpu-node"} 0
 	// Nothing about devices is exported before the plugin knows them.
 	if n, _ := testutil.GatherAndCount(m.Registry(), MetricDeviceInfo.Name, MetricPreparedClaims.Name); n != 0 {
 		t.Errorf("%d device or claim series before start-up, want none", n)
+	}
+}
+
+// TestDeviceInfoFixture: the gpudra_device_info series the DCGM join tests
+// evaluate (deployments/helm/gpudra/testdata/dcgm) carry only labels the
+// plugin exports (and the scrape's job and instance).
+func TestDeviceInfoFixture(t *testing.T) {
+	raw, err := os.ReadFile("../../deployments/helm/gpudra/testdata/dcgm/dcgm_test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"node": true, "job": true, "instance": true}
+	for _, l := range MetricDeviceInfo.Labels {
+		allowed[l] = true
+	}
+	series := regexp.MustCompile(MetricDeviceInfo.Name+`\{([^}]*)\}`).FindAllStringSubmatch(string(raw), -1)
+	if len(series) == 0 {
+		t.Fatal("the DCGM join tests use no gpudra_device_info series")
+	}
+	for _, s := range series {
+		for _, l := range regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)="`).FindAllStringSubmatch(s[1], -1) {
+			if !allowed[l[1]] {
+				t.Errorf("a tested %s series has the label %s, which the plugin does not export: %s", MetricDeviceInfo.Name, l[1], s[0])
+			}
+		}
 	}
 }

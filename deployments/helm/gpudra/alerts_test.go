@@ -185,3 +185,41 @@ func TestSchemaRefusesWhatPrometheusRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestDCGMJoins evaluates the DCGM exporter joins of the docs
+// (testdata/dcgm/dcgm_test.yaml) with promtool over real dcgm-exporter
+// series (testdata/dcgm/dcgm-exporter-a800.prom), each added to every test
+// as a constant series.
+func TestDCGMJoins(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := os.ReadFile("testdata/dcgm/dcgm_test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := yaml.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	var dcgm []any
+	for _, s := range fixtureSeries(t) {
+		dcgm = append(dcgm, map[string]any{"series": s.labels, "values": s.value + "x90"})
+	}
+	tests, _ := file["tests"].([]any)
+	for _, tc := range tests {
+		m := tc.(map[string]any)
+		in, _ := m["input_series"].([]any)
+		m["input_series"] = append(in, dcgm...)
+	}
+	out, err := yaml.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "dcgm_test.yaml"), out)
+	rules, err := os.ReadFile("testdata/dcgm/idle-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "idle-rules.yaml"), rules)
+	promtool(t, dir, "check", "rules", "idle-rules.yaml")
+	promtool(t, dir, "test", "rules", "dcgm_test.yaml")
+}
