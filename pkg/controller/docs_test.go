@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -89,6 +90,47 @@ func TestChartQueriesUseExportedMetrics(t *testing.T) {
 		}
 		if used == 0 {
 			t.Errorf("%s queries no gpudra metric", f)
+		}
+	}
+}
+
+// TestDashboardVariablesWithoutController: the dashboard's variables ask
+// the plugins' metrics, so that they list nodes and models where no
+// controller runs (controller.enabled=false) or before its leader exports.
+func TestDashboardVariablesWithoutController(t *testing.T) {
+	raw, err := os.ReadFile(filepath.FromSlash("../../deployments/helm/gpudra/files/dashboards/gpudra.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Type       string `json:"type"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	plugins := map[string]bool{}
+	for _, m := range plugin.Metrics {
+		plugins[m.Name] = true
+	}
+	name := regexp.MustCompile(`gpudra_[a-z_]+`)
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		used := name.FindAllString(v.Definition, -1)
+		if len(used) == 0 {
+			t.Errorf("variable %s asks no gpudra metric: %q", v.Name, v.Definition)
+		}
+		for _, n := range used {
+			if !plugins[n] {
+				t.Errorf("variable %s asks %s, which the plugins do not export (it would be empty without the controller)", v.Name, n)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@
 package chart
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,4 +223,64 @@ func TestDCGMJoins(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "idle-rules.yaml"), rules)
 	promtool(t, dir, "check", "rules", "idle-rules.yaml")
 	promtool(t, dir, "test", "rules", "dcgm_test.yaml")
+}
+
+// TestDashboardQueries: every query of the dashboard is PromQL that
+// promtool accepts, and the GPU map, evaluated over the gpudra_device_info
+// of the DCGM tests' node, shows each GPU's state and holder.
+func TestDashboardQueries(t *testing.T) {
+	d := loadDashboard(t)
+	dir := t.TempDir()
+	// Grafana's variables as a query would see them: every node, every
+	// model, a minute's rate interval.
+	forPrometheus := strings.NewReplacer(`"$node"`, `".+"`, `"$model"`, `".+"`, "$__rate_interval", "1m")
+	var rules []map[string]any
+	var mapQuery string
+	for _, p := range d.panels() {
+		for _, q := range p.Targets {
+			expr := forPrometheus.Replace(q.Expr)
+			if strings.Contains(expr, "$") {
+				t.Errorf("panel %q, query %s: a variable the test does not know: %s", p.Title, q.RefID, expr)
+			}
+			rules = append(rules, map[string]any{"record": fmt.Sprintf("dashboard:panel_%d:%s", p.ID, strings.ToLower(q.RefID)), "expr": expr})
+			if strings.Contains(p.Title, "GPU map") {
+				mapQuery = expr
+			}
+		}
+	}
+	raw, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "dashboard.yaml"), raw)
+	promtool(t, dir, "check", "rules", "dashboard.yaml")
+
+	// The node of testdata/dcgm: GPU 0 partitioned, GPU 1 held whole, GPU 2 free.
+	rawTests, err := os.ReadFile("testdata/dcgm/dcgm_test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dcgm struct {
+		Tests []struct {
+			InputSeries []map[string]any `json:"input_series"`
+		} `json:"tests"`
+	}
+	if err := yaml.Unmarshal(rawTests, &dcgm); err != nil {
+		t.Fatal(err)
+	}
+	cell := func(device, cell string) map[string]any {
+		return map[string]any{"labels": fmt.Sprintf(`{node="a800-1", device=%q, cell=%q}`, device, cell), "value": 1}
+	}
+	test := map[string]any{"evaluation_interval": "1m", "tests": []any{map[string]any{
+		"interval":     "1m",
+		"input_series": dcgm.Tests[0].InputSeries,
+		"promql_expr_test": []any{map[string]any{"expr": mapQuery, "eval_time": "5m", "exp_samples": []any{
+			cell("gpu-0", "partitioned"), cell("gpu-1", "allocated train/llm llm-trainer-0"), cell("gpu-2", "free")}}},
+	}}}
+	raw, err = yaml.Marshal(test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "map_test.yaml"), raw)
+	promtool(t, dir, "test", "rules", "map_test.yaml")
 }
