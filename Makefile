@@ -40,7 +40,8 @@ golden:
 	$(GO) test -count=1 ./pkg/nvmlfake -run '^TestProfileDocs$$' -update
 	$(GO) test -count=1 ./pkg/check -run '^(TestGoldenShipped|TestCorpus)$$' -update
 	$(GO) test -count=1 ./pkg/controller -run '^TestMetricDocs$$' -update
-	@git status --short -- '*testdata*' docs README.md
+	$(GO) test -count=1 ./deployments/helm/gpudra -run '^TestReadmeValues$$' -update
+	@git status --short -- '*testdata*' docs README.md deployments/helm/gpudra/README.md
 
 ## generate: the generated code (deep-copy functions of the config API)
 generate:
