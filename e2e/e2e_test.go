@@ -90,6 +90,7 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("MPSTwoPodsSurvivePluginRestart", func(t *testing.T) { e.mpsTwoPods(ctx, t) })
 	t.Run("ConsumableCapacityPacking", func(t *testing.T) { e.consumableCapacityPacking(ctx, t) })
 	t.Run("TimeSlicingShare", func(t *testing.T) { e.timeSlicingShare(ctx, t) })
+	t.Run("NodePools", func(t *testing.T) { e.nodePools(ctx, t) })
 	t.Run("ControllerLeaderElection", func(t *testing.T) { e.controllerLeaderElection(ctx, t) })
 	t.Run("Uninstall", func(t *testing.T) {
 		e.uninstall(ctx, t)
