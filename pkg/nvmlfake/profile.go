@@ -18,6 +18,7 @@ const maxGPUs = 16
 
 // ProfileFile is the format of a --fake-profile file (YAML or JSON):
 //
+//	profile: dgx-h100                # a built-in profile, instead of the rest
 //	driverVersion: "550.54.15"      # optional
 //	cudaDriverVersion: "12.4"       # optional
 //	gpus:
@@ -28,6 +29,12 @@ const maxGPUs = 16
 //	- model: l4                      # no nvlinkIsland: no NVLink peers
 //	  migEnabled: false              # MIG mode of a GPU the state does not know yet
 type ProfileFile struct {
+	// Profile names a built-in profile: the file then says which machine
+	// the node is, as a file on a real node's disk would not need to. It
+	// lets one DaemonSet run different fake machines on different nodes,
+	// each reading the file in its node's fake state directory. It
+	// excludes every other field.
+	Profile           string    `json:"profile,omitempty"`
 	DriverVersion     string    `json:"driverVersion,omitempty"`
 	CUDADriverVersion string    `json:"cudaDriverVersion,omitempty"`
 	GPUs              []GPUSpec `json:"gpus"`
@@ -167,6 +174,16 @@ func loadProfile(nameOrPath string) (*profile, error) {
 	var pf ProfileFile
 	if err := yaml.UnmarshalStrict(data, &pf); err != nil {
 		return nil, fmt.Errorf("profile file %s: %w", nameOrPath, err)
+	}
+	if pf.Profile != "" {
+		builtin, ok := builtinProfiles[pf.Profile]
+		if !ok {
+			return nil, fmt.Errorf("profile file %s: profile %q is not a built-in profile (%s)", nameOrPath, pf.Profile, strings.Join(Profiles(), ", "))
+		}
+		if pf.DriverVersion != "" || pf.CUDADriverVersion != "" || len(pf.GPUs) > 0 {
+			return nil, fmt.Errorf("profile file %s: profile %q names a built-in profile; drop driverVersion, cudaDriverVersion and gpus, or drop profile", nameOrPath, pf.Profile)
+		}
+		pf = builtin
 	}
 	p, err := resolveProfile(pf)
 	if err != nil {

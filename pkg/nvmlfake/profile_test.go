@@ -100,6 +100,20 @@ gpus:
 				}
 			},
 		},
+		{
+			name:    "a built-in profile by name",
+			content: "profile: mixed\n",
+			check: func(t *testing.T, s *Server) {
+				if n, _ := s.DeviceGetCount(); n != 9 {
+					t.Errorf("%d GPUs, want the 9 of the mixed profile", n)
+				}
+				if name, _ := device(t, s, 8).GetName(); name != "NVIDIA L4" {
+					t.Errorf("GPU 8 is %q, want the mixed profile's L4", name)
+				}
+			},
+		},
+		{name: "unknown built-in profile", content: "profile: dgx-z900\n", wantErr: `profile "dgx-z900" is not a built-in profile (dgx-a100,`},
+		{name: "built-in profile and GPUs", content: "profile: dgx-h100\ngpus:\n- model: l4\n", wantErr: "drop driverVersion, cudaDriverVersion and gpus, or drop profile"},
 		{name: "unknown model", content: "gpus:\n- model: v100\n", wantErr: `unknown GPU model "v100" (valid: a100-sxm4-40gb`},
 		{name: "NVLink on a PCIe card", content: "gpus:\n- model: l4\n  nvlinkIsland: 0\n", wantErr: "has no NVLink"},
 		{name: "MIG on a non-MIG GPU", content: "gpus:\n- model: l4\n  migEnabled: true\n", wantErr: "does not support MIG"},
