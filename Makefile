@@ -16,7 +16,7 @@ IMAGE        ?= ghcr.io/gpudra/gpudra:dev
 # deepcopy-gen, run from the module proxy at a pinned version (make generate).
 DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-kind chaos-local generate verify-generate
+.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate
 
 all: build
 
@@ -66,6 +66,10 @@ image:
 e2e-local:
 	hack/localcluster/e2e-local.sh
 
+## e2e-multinode: the multi-node scenarios (gang scheduling, PodGroup claims on one NVLink island, Kueue quotas, preemption, rolling upgrade across nodes) on a 3-node cluster built from source (two dgx-h100, one mixed), with Kueue (root; see docs/training.md)
+e2e-multinode:
+	GPUDRA_LC_NODES=$${GPUDRA_LC_NODES:-3} hack/localcluster/e2e-local.sh
+
 ## chaos-local: the chaos run on the local cluster (root): CHAOS_ITERATIONS (200) iterations of random pods and faults, invariants checked after each (see README)
 chaos-local:
 	hack/localcluster/chaos.sh
@@ -104,6 +108,7 @@ vet:
 	$(GO) vet -tags chart ./deployments/helm/gpudra/
 	$(GO) vet -tags e2e ./e2e/
 	$(GO) vet -tags 'e2e chaos' ./e2e/
+	$(GO) vet -tags 'e2e multinode' ./e2e/
 
 ## lint: gofmt and go vet (golangci-lint takes over 10 minutes to build and run on 2 cores; see README)
 lint: fmt-check vet

@@ -5,7 +5,9 @@ package deviceclasses
 
 import "embed"
 
-// FS holds *.yaml (DeviceClasses) and examples/*.yaml.
+// FS holds *.yaml (DeviceClasses), examples/*.yaml and the multi-node
+// training examples, examples/training/*.yaml (which gpudra simulate, on
+// one node, does not run).
 //
-//go:embed *.yaml examples/*.yaml
+//go:embed *.yaml examples/*.yaml examples/training/*.yaml
 var FS embed.FS

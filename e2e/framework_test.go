@@ -357,6 +357,11 @@ func (e *env) whatPodSees(ctx context.Context, t *testing.T, name string) seen {
 	if err != nil {
 		t.Fatalf("logs of pod %s: %v (got %q)", name, err, logs)
 	}
+	return parseSeen(logs)
+}
+
+// parseSeen reads what script printed.
+func parseSeen(logs string) seen {
 	s := seen{env: map[string]string{}}
 	for _, line := range strings.Split(logs, "\n") {
 		if d, ok := strings.CutPrefix(line, "DEVICES:"); ok {

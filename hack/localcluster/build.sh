@@ -6,11 +6,13 @@
 #   etcd-v3.7.3/      etcd
 #   containerd-v2.4.2/ containerd containerd-shim-runc-v2 ctr
 #   helm-v3.22.0/     helm
+#   kueue-v0.19.1/    kueue, and config/ (its CRDs and webhook configurations,
+#                     from the same module) for the multi-node cluster
 # Versions come from the scratch modules under modules/ (and HELM_VERSION), so
 # bumping one there rebuilds only that one. A directory is complete when its
 # .done file exists; a failed build leaves nothing behind.
 #
-#   build.sh [k8s|etcd|containerd|helm]...   (default: all)
+#   build.sh [k8s|etcd|containerd|helm|kueue]...   (default: all but kueue)
 #
 # Keep the build flags as they are: Go's build cache then turns a rebuild into
 # a relink (under a minute instead of ~16 CPU-minutes for Kubernetes).
@@ -26,6 +28,7 @@ modver() { awk -v m="$2" '$1==m || ($1=="require" && $2==m) {print ($1=="require
 K8S_VERSION=$(modver k8s k8s.io/kubernetes)
 ETCD_VERSION=$(modver etcd go.etcd.io/etcd/server/v3)
 CONTAINERD_VERSION=$(modver containerd github.com/containerd/containerd/v2)
+KUEUE_VERSION=$(modver kueue sigs.k8s.io/kueue)
 
 log() { echo "[build $(date +%T)] $*"; }
 
@@ -68,6 +71,18 @@ build_containerd() {
     github.com/containerd/containerd/v2/cmd/ctr)
 }
 
+# build_kueue: with the flags of build_k8s, over the same Kubernetes modules,
+# so that most of what it compiles is in the build cache already.
+build_kueue() {
+  (cd "$here/modules/kueue" && go build -trimpath -ldflags "-s -w" -o "$tmp/kueue" sigs.k8s.io/kueue/cmd/kueue) || return 1
+  local src
+  src=$(cd "$here/modules/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue) || return 1
+  mkdir -p "$tmp/config/crd"
+  cp "$src"/config/components/crd/bases/*.yaml "$tmp/config/crd/"
+  cp "$src/config/components/webhook/manifests.yaml" "$tmp/config/webhook.yaml"
+  chmod -R u+w "$tmp/config"
+}
+
 build_helm() {
   GOFLAGS= GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
@@ -79,7 +94,8 @@ for w in "${what[@]}"; do
     etcd) done_or_build etcd "$ETCD_VERSION" build_etcd ;;
     containerd) done_or_build containerd "$CONTAINERD_VERSION" build_containerd ;;
     helm) done_or_build helm "$HELM_VERSION" build_helm ;;
-    paths) echo "K8S_BIN=$CACHE/k8s-$K8S_VERSION ETCD_BIN=$CACHE/etcd-$ETCD_VERSION CONTAINERD_BIN=$CACHE/containerd-$CONTAINERD_VERSION HELM=$CACHE/helm-$HELM_VERSION/helm" ;;
+    kueue) done_or_build kueue "$KUEUE_VERSION" build_kueue ;;
+    paths) echo "K8S_BIN=$CACHE/k8s-$K8S_VERSION ETCD_BIN=$CACHE/etcd-$ETCD_VERSION CONTAINERD_BIN=$CACHE/containerd-$CONTAINERD_VERSION HELM=$CACHE/helm-$HELM_VERSION/helm KUEUE_BIN=$CACHE/kueue-$KUEUE_VERSION" ;;
     *) echo "build.sh: unknown component $w" >&2; exit 2 ;;
   esac
 done

@@ -69,7 +69,8 @@ start_apiserver() {
 
 wait_apiserver() { lc_wait_for "kube-apiserver ready" 120 kubectl --kubeconfig "$KUBECONFIG_ADMIN" get --raw /readyz; }
 
-# start_controller_manager: kube-controller-manager, every default controller.
+# start_controller_manager [ARGS...]: kube-controller-manager, every default
+# controller; extra arguments are appended.
 start_controller_manager() {
   local P=$STATE/pki
   lc_start kube-controller-manager kube-controller-manager --kubeconfig "$P/admin.kubeconfig" \
@@ -77,7 +78,7 @@ start_controller_manager() {
     --leader-elect=false --use-service-account-credentials \
     --service-account-private-key-file "$P/sa.key" --root-ca-file "$P/ca.crt" \
     --cluster-signing-cert-file "$P/ca.crt" --cluster-signing-key-file "$P/ca.key" \
-    --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --profiling=false
+    --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --profiling=false "$@"
 }
 
 # start_scheduler [ARGS...]: kube-scheduler, serving on 127.0.0.1:$SCHED_PORT

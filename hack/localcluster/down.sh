@@ -17,6 +17,51 @@ source "$here/controlplane.sh"
 
 ctrk() { ctr -a "$CONTAINERD_SOCK" -n k8s.io "$@"; }
 
+# The multi-node cluster (up-nodes.sh): the pods first, through their
+# kubelets, then Kueue, each node (node.sh down ends all of a node's
+# processes), the control plane and the host's network state.
+if [ -e "$STATE/nodes/count" ]; then
+  nodes=$(cat "$STATE/nodes/count")
+  if running kube-apiserver; then
+    log "down: deleting workloads and pods"
+    $K delete daemonsets,deployments,replicasets,jobs --all -A --wait=false >/dev/null 2>&1
+    $K delete pods --all -A --grace-period=1 --wait=false >/dev/null 2>&1
+    for _ in $(seq 60); do
+      left=0
+      for i in $(seq 1 "$nodes"); do
+        sock=$(mn_node_dir "$i")/run/containerd/containerd.sock
+        [ -S "$sock" ] && [ -n "$(ctr -a "$sock" -n k8s.io tasks ls -q 2>/dev/null)" ] && left=1
+      done
+      [ $left = 0 ] && break
+      sleep 0.5
+    done
+  fi
+  lc_stop kueue
+  for i in $(seq 1 "$nodes"); do "$here/node.sh" down "$i"; done
+  lc_stop kube-scheduler
+  lc_stop kube-controller-manager
+  lc_stop kube-apiserver
+  lc_stop etcd
+  ip link del "$MN_BRIDGE" 2>/dev/null
+  ip route del unreachable "$SERVICE_CIDR" 2>/dev/null
+  ip route del unreachable "$MN_POD_RANGE" 2>/dev/null
+  [ -e "$STATE/ip_forward.before" ] && cat "$STATE/ip_forward.before" >/proc/sys/net/ipv4/ip_forward
+  [ -e "$STATE/made-kubelet-dir" ] && rmdir "$MN_KUBELET_DIR" 2>/dev/null
+  rm -rf "$LOGS_OUT"; mkdir -p "$LOGS_OUT"
+  cp -r "$STATE/logs/." "$LOGS_OUT/" 2>/dev/null
+  for i in $(seq 1 "$nodes"); do
+    d=$(mn_node_dir "$i")
+    mkdir -p "$LOGS_OUT/$(mn_node_name "$i")"
+    cp -r "$d/logs/." "$LOGS_OUT/$(mn_node_name "$i")/" 2>/dev/null
+    [ -d "$d/pod-logs" ] && cp -r "$d/pod-logs" "$LOGS_OUT/$(mn_node_name "$i")/pods" 2>/dev/null
+  done
+  findmnt -rn -o TARGET | grep -F "$STATE" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+  rm -rf "$STATE"
+  [ -d "$STATE" ] && log "down: WARNING: could not remove $STATE"
+  log "down: $nodes-node cluster stopped, host cleaned; logs in $LOGS_OUT"
+  exit 0
+fi
+
 # 1. Let the kubelet stop the pods while everything still runs.
 if running kube-apiserver && running kubelet; then
   log "down: deleting workloads and pods"

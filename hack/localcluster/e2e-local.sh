@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # make e2e-local: the e2e suite on a single-node cluster built from source and
 # run as host processes on this machine (no Docker, no registry, no systemd).
+# make e2e-multinode (GPUDRA_LC_NODES=3): the multi-node scenarios
+# (e2e/multinode_*_test.go) on a cluster of that many nodes (node.sh), with
+# Kueue.
 #
 #  1. Debian packages (deps.sh), then the cluster's binaries, built once and
 #     cached by version in $GPUDRA_CACHE (build.sh);
@@ -20,9 +23,12 @@ stamp() { echo "[e2e-local $(date +%T)] +$((SECONDS - t0))s $*"; }
 
 "$here/deps.sh"
 stamp "packages ready"
-"$here/build.sh" helm k8s etcd containerd
-stamp "binaries ready"
 source "$here/env.sh"
+# The multi-node cluster runs Kueue too.
+components=(helm k8s etcd containerd)
+[ "$NODES" -gt 1 ] && components+=(kueue)
+"$here/build.sh" "${components[@]}"
+stamp "binaries ready"
 
 if [ -e "$STATE/pids" ]; then
   stamp "a previous cluster's state is in $STATE: stopping it"
@@ -38,14 +44,23 @@ stamp "cluster ready"
 write_chart_values "$STATE/values.yaml"
 
 set +e
-(cd "$root" && env "${suite_env[@]}" \
-  go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "$E2E_RUN"} ./e2e/)
+if [ "$NODES" -gt 1 ]; then
+  # The multi-node scenarios (build tag multinode), on every node.
+  (cd "$root" && env "${suite_env[@]}" GPUDRA_E2E_NODES="$NODES" \
+    go test -tags 'e2e multinode' -count=1 -v -timeout 30m -run "${E2E_RUN:-^TestMultiNode$}" ./e2e/)
+else
+  (cd "$root" && env "${suite_env[@]}" \
+    go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "$E2E_RUN"} ./e2e/)
+fi
 rc=$?
 set -e
 stamp "suite done (exit $rc)"
 if [ $rc -ne 0 ]; then
   echo "--- plugin logs (last 60 lines each) ---"
-  find "$STATE/pod-logs" -path "*gpudra-e2e-system*" -name '*.log' 2>/dev/null | while read -r f; do echo "== $f"; tail -n 60 "$f"; done
-  echo "== kubelet (DRA lines)"; grep -iE "dra|resourceclaim" "$STATE/logs/kubelet.log" | tail -n 40
+  find "$STATE/pod-logs" "$STATE"/nodes/*/pod-logs -path "*gpudra-e2e-system*" -name '*.log' 2>/dev/null | while read -r f; do echo "== $f"; tail -n 60 "$f"; done
+  for k in "$STATE/logs/kubelet.log" "$STATE"/nodes/*/logs/kubelet.log; do
+    [ -e "$k" ] || continue
+    echo "== $k (DRA lines)"; grep -iE "dra|resourceclaim" "$k" | tail -n 40
+  done
 fi
 exit $rc

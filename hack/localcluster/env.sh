@@ -36,6 +36,41 @@ BUSYBOX_IMAGE=localhost/busybox:e2e
 PLUGIN_IMAGE_REPO=localhost/gpudra
 PLUGIN_IMAGE_TAG=e2e
 
+# Several nodes (GPUDRA_LC_NODES > 1, node.sh): each node is a network
+# namespace with its own containerd, kubelet and kube-proxy, its own /run
+# and /var/lib/kubelet, and its own fake machine (GPUDRA_LC_PROFILES, one
+# profile per node). The API server then listens on a bridge the nodes hang
+# off, and the control plane serves the Workload API (gang scheduling,
+# PodGroup claims), which Kueue (started beside it) and the training
+# scenarios use.
+NODES=${GPUDRA_LC_NODES:-1}
+NODE_PROFILES=(${GPUDRA_LC_PROFILES:-dgx-h100 dgx-h100 mixed})
+MN_BRIDGE=gpudrae2emn0
+MN_PREFIX=10.250.0
+MN_POD_RANGE=10.247.0.0/16
+if [ "$NODES" -gt 1 ]; then
+  NODE_IP=${GPUDRA_LC_NODE_IP:-$MN_PREFIX.1}
+fi
+# Beta in 1.37 and off by default: the Workload API (scheduling.k8s.io/v1beta1
+# Workload and PodGroup, with the GangScheduling plugin) and ResourceClaims
+# for PodGroups. Every component that reads them gets the gates.
+MN_FEATURE_GATES=GenericWorkload=true,DRAWorkloadResourceClaims=true
+MN_RUNTIME_CONFIG=scheduling.k8s.io/v1beta1=true
+mn_node_name() { echo "e2e-node-$1"; }
+mn_node_ip() { echo "$MN_PREFIX.$(($1 + 1))"; }
+mn_node_dir() { echo "$STATE/nodes/$1"; }
+mn_netns() { echo "gpudra-e2e-n$1"; }
+# Inside a node, the plugin's host paths are the chart's defaults (they are
+# the node's own), but for the fake state, which must live under the node's
+# /run rather than on the shared disk.
+MN_KUBELET_DIR=/var/lib/kubelet
+MN_CDI_DIR=/var/run/cdi
+MN_FAKE_STATE_DIR=/run/gpudra/fake
+MN_FAKE_PROFILE=$MN_FAKE_STATE_DIR/profile.yaml
+KUEUE_WEBHOOK_PORT=$((29443 + PORT_OFFSET))
+KUEUE_METRICS_PORT=$((28443 + PORT_OFFSET))
+KUEUE_HEALTH_PORT=$((28081 + PORT_OFFSET))
+
 eval "$("$(dirname "${BASH_SOURCE[0]}")/build.sh" paths)"
 export PATH="$CONTAINERD_BIN:$K8S_BIN:$ETCD_BIN:$PATH"
 
@@ -45,6 +80,21 @@ log() { echo "[e2e-local $(date +%T.%3N | cut -c1-12)] $*"; }
 # where this cluster has them and use the images images.sh imported
 # (e2e-local.sh, chaos.sh).
 write_chart_values() {
+  if [ "$NODES" -gt 1 ]; then
+    cat >"$1" <<VALUES
+# Chart values for the $NODES-node local cluster (written by $(basename "$0")):
+# each node's paths are its own; each node's profile file names its machine.
+image:
+  repository: $PLUGIN_IMAGE_REPO
+  tag: $PLUGIN_IMAGE_TAG
+  pullPolicy: Never
+kubeletDir: $MN_KUBELET_DIR
+cdiDir: $MN_CDI_DIR
+fakeStateDir: $MN_FAKE_STATE_DIR
+fakeProfile: $MN_FAKE_PROFILE
+VALUES
+    return
+  fi
   cat >"$1" <<VALUES
 # Chart values for the local cluster (written by $(basename "$0")).
 image:

@@ -3,6 +3,8 @@
 # containerd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubelet, kube-proxy, with the binaries build.sh made and the state in
 # $STATE. Prints the admin kubeconfig's path. down.sh stops it.
+# With GPUDRA_LC_NODES > 1 it starts the multi-node cluster instead
+# (up-nodes.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
@@ -11,6 +13,9 @@ if [ -e "$STATE/pids" ] && ls "$STATE"/pids/*.pid >/dev/null 2>&1; then
   echo "up.sh: $STATE holds a running cluster; run down.sh first" >&2; exit 1
 fi
 source "$here/controlplane.sh"
+if [ "$NODES" -gt 1 ]; then
+  exec "$here/up-nodes.sh"
+fi
 mkdir -p "$STATE"/{pki,logs,pids,etcd,containerd,run/containerd,run/cdi,run/runc,cni/net.d,cni/ipam,kubelet,images,pod-logs}
 mkdir -p "$FAKE_STATE_DIR"
 
