@@ -585,4 +585,3 @@ func (m *menv) cdiSpecsOn(ctx context.Context, t *testing.T, node, uid string) [
 	}
 	return specs
 }
-
