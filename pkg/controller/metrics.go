@@ -35,11 +35,15 @@ var (
 	MetricClaimsPendingOldest = metricdoc.Metric{Name: "gpudra_claims_pending_oldest_age_seconds", Type: metricdoc.Gauge,
 		Help: "Age of the oldest pending claim (see gpudra_claims_pending), 0 when none waits."}
 	MetricGPUsStranded = metricdoc.Metric{Name: "gpudra_gpus_stranded", Type: metricdoc.Gauge, Labels: []string{"node", "model"},
-		Help: "Free whole GPUs that no pending pod can use: those left free however many of the waiting pods the real allocator places (e.g. free GPUs scattered over NVLink islands while an eight-GPU same-island claim waits). 0 while nothing waits."}
+		Help: "Free whole GPUs that no pending pod can use: those left free however many of the waiting pods the real allocator places (e.g. free GPUs scattered over NVLink islands while an eight-GPU same-island claim waits), on the nodes their node selectors, affinity and tolerations allow, a gang placed whole or not at all. 0 while nothing waits."}
 	MetricPodsPending = metricdoc.Metric{Name: "gpudra_pods_pending", Type: metricdoc.Gauge,
 		Help: "Pods not bound to a node yet that wait for this driver's devices (claims or mapped extended resources)."}
 	MetricPodsUnsatisfiable = metricdoc.Metric{Name: "gpudra_pods_unsatisfiable", Type: metricdoc.Gauge,
-		Help: "Pending pods whose claims fit together on no node with the devices free now."}
+		Help: "Pending pods whose claims fit together on no node with the devices free now (among the nodes the pod's node selector, affinity and tolerations allow); every pending pod of a gang that cannot be placed whole."}
+	MetricWorkloadsPending = metricdoc.Metric{Name: "gpudra_workloads_pending", Type: metricdoc.Gauge,
+		Help: "What waits for this driver's devices, a gang (the pending pods of a PodGroup with a gang policy) counting once and every other pending pod once."}
+	MetricWorkloadsUnsatisfiable = metricdoc.Metric{Name: "gpudra_workloads_unsatisfiable", Type: metricdoc.Gauge,
+		Help: "Pending workloads that cannot be placed now: a pod whose claims fit together on no node its node selector, affinity and tolerations allow, or a gang that cannot be placed whole."}
 	MetricStrandErrors = metricdoc.Metric{Name: "gpudra_fleet_stranded_errors_total", Type: metricdoc.Counter,
 		Help: "Recomputes whose stranded-GPU accounting failed (the allocator returned an error); the other fleet metrics are still current."}
 	MetricRecomputes = metricdoc.Metric{Name: "gpudra_fleet_recomputes_total", Type: metricdoc.Counter,
@@ -63,22 +67,24 @@ var (
 var Metrics = []metricdoc.Metric{
 	MetricDevicesPublished, MetricDevicesAllocated, MetricDevicesTainted, MetricGPUs,
 	MetricClaimsAllocated, MetricClaimsPending, MetricClaimsPendingOldest,
-	MetricGPUsStranded, MetricPodsPending, MetricPodsUnsatisfiable,
+	MetricGPUsStranded, MetricPodsPending, MetricPodsUnsatisfiable, MetricWorkloadsPending, MetricWorkloadsUnsatisfiable,
 	MetricAdmissionReviews, MetricAdmissionDuration, MetricCertificateExpiry,
 	MetricLeader, MetricRecomputes, MetricRecomputeDuration, MetricLastRecompute, MetricStrandErrors,
 }
 
 var (
-	descDevicesPublished    = MetricDevicesPublished.Desc()
-	descDevicesAllocated    = MetricDevicesAllocated.Desc()
-	descDevicesTainted      = MetricDevicesTainted.Desc()
-	descGPUs                = MetricGPUs.Desc()
-	descClaimsAllocated     = MetricClaimsAllocated.Desc()
-	descClaimsPending       = MetricClaimsPending.Desc()
-	descClaimsPendingOldest = MetricClaimsPendingOldest.Desc()
-	descGPUsStranded        = MetricGPUsStranded.Desc()
-	descPodsPending         = MetricPodsPending.Desc()
-	descPodsUnsatisfiable   = MetricPodsUnsatisfiable.Desc()
+	descDevicesPublished       = MetricDevicesPublished.Desc()
+	descDevicesAllocated       = MetricDevicesAllocated.Desc()
+	descDevicesTainted         = MetricDevicesTainted.Desc()
+	descGPUs                   = MetricGPUs.Desc()
+	descClaimsAllocated        = MetricClaimsAllocated.Desc()
+	descClaimsPending          = MetricClaimsPending.Desc()
+	descClaimsPendingOldest    = MetricClaimsPendingOldest.Desc()
+	descGPUsStranded           = MetricGPUsStranded.Desc()
+	descPodsPending            = MetricPodsPending.Desc()
+	descPodsUnsatisfiable      = MetricPodsUnsatisfiable.Desc()
+	descWorkloadsPending       = MetricWorkloadsPending.Desc()
+	descWorkloadsUnsatisfiable = MetricWorkloadsUnsatisfiable.Desc()
 )
 
 // metrics are the controller's own instruments.
@@ -154,7 +160,7 @@ func (c *fleetCollector) set(s *fleet.Snapshot) { c.snap.Store(s) }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDevicesPublished, descDevicesAllocated, descDevicesTainted, descGPUs,
-		descClaimsAllocated, descClaimsPending, descClaimsPendingOldest, descGPUsStranded, descPodsPending, descPodsUnsatisfiable} {
+		descClaimsAllocated, descClaimsPending, descClaimsPendingOldest, descGPUsStranded, descPodsPending, descPodsUnsatisfiable, descWorkloadsPending, descWorkloadsUnsatisfiable} {
 		ch <- d
 	}
 }
@@ -194,6 +200,8 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descPodsPending, float64(s.Stranding.PendingPods))
 	gauge(descPodsUnsatisfiable, float64(s.Stranding.Unsatisfiable))
+	gauge(descWorkloadsPending, float64(s.Stranding.Workloads))
+	gauge(descWorkloadsUnsatisfiable, float64(s.Stranding.UnsatisfiableWorkloads))
 	gauge(descClaimsAllocated, float64(s.AllocatedClaims))
 	gauge(descClaimsPending, float64(len(s.Pending)))
 	gauge(descClaimsPendingOldest, s.OldestPendingAge().Seconds())

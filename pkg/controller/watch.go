@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -29,6 +30,16 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 	pods, nodes := factory.Core().V1().Pods(), factory.Core().V1().Nodes()
 
 	features := clusterFeatures(ctx, cfg)
+	// DeviceTaintRules taint devices for the scheduler, and PodGroups make
+	// pods gangs; each is watched where the cluster serves it.
+	var taintRules cache.SharedIndexInformer
+	if served(ctx, cfg, "resource.k8s.io/v1", "devicetaintrules") {
+		taintRules = resource.DeviceTaintRules().Informer()
+	}
+	var podGroups cache.SharedIndexInformer
+	if served(ctx, cfg, "scheduling.k8s.io/v1beta1", "podgroups") {
+		podGroups = factory.Scheduling().V1beta1().PodGroups().Informer()
+	}
 	strander := &fleet.Strander{}
 	trigger := fleet.NewTrigger(cfg.RecomputeInterval)
 	notify := cache.ResourceEventHandlerFuncs{
@@ -36,7 +47,10 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 		UpdateFunc: func(any, any) { trigger.Notify() },
 		DeleteFunc: func(any) { trigger.Notify() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{slices.Informer(), claims.Informer(), classes.Informer(), pods.Informer(), nodes.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{slices.Informer(), claims.Informer(), classes.Informer(), pods.Informer(), nodes.Informer(), taintRules, podGroups} {
+		if inf == nil {
+			continue
+		}
 		if _, err := inf.AddEventHandler(notify); err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
@@ -69,6 +83,12 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 		if err != nil {
 			logger.Error(err, "Listing from the informers' caches")
 			return
+		}
+		if taintRules != nil {
+			in.TaintRules = listAll[*resourceapi.DeviceTaintRule](taintRules)
+		}
+		if podGroups != nil {
+			in.PodGroups = listAll[*schedulingv1beta1.PodGroup](podGroups)
 		}
 		snap, err := strander.Recompute(ctx, in)
 		if err != nil {
@@ -106,6 +126,35 @@ func clusterFeatures(ctx context.Context, cfg Config) scheduler.Features {
 	return f
 }
 
+// served says whether the cluster serves a resource of an API group
+// version; a cluster that does not (an older version, a beta API not
+// enabled) is accounted for without it.
+func served(ctx context.Context, cfg Config, groupVersion, resource string) bool {
+	list, err := cfg.Client.Discovery().ServerResourcesForGroupVersion(groupVersion)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("API not served; the fleet accounting goes without it", "groupVersion", groupVersion, "resource", resource, "err", err)
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == resource {
+			return true
+		}
+	}
+	return false
+}
+
+// listAll lists an informer's cache.
+func listAll[T any](inf cache.SharedIndexInformer) []T {
+	items := inf.GetStore().List()
+	out := make([]T, 0, len(items))
+	for _, o := range items {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // trim keeps of each Pod and Node only what the accounting reads, so that
 // the controller's memory grows with the cluster by little; other objects
 // lose only their managed fields.
@@ -125,6 +174,14 @@ func trim(obj any) (any, error) {
 		o.ManagedFields = nil
 	case *resourceapi.DeviceClass:
 		o.ManagedFields = nil
+	case *resourceapi.DeviceTaintRule:
+		o.ManagedFields = nil
+	case *schedulingv1beta1.PodGroup:
+		return &schedulingv1beta1.PodGroup{
+			ObjectMeta: trimMeta(o.ObjectMeta, false),
+			Spec:       schedulingv1beta1.PodGroupSpec{SchedulingPolicy: o.Spec.SchedulingPolicy},
+			Status:     schedulingv1beta1.PodGroupStatus{ResourceClaimStatuses: o.Status.ResourceClaimStatuses},
+		}, nil
 	}
 	return obj, nil
 }
@@ -135,13 +192,20 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			NodeName:       p.Spec.NodeName,
 			ResourceClaims: p.Spec.ResourceClaims,
-			NodeSelector:   p.Spec.NodeSelector,
+			// Where the pod may go (scheduler.PodFitsNode), and its gang.
+			NodeSelector:    p.Spec.NodeSelector,
+			Tolerations:     p.Spec.Tolerations,
+			SchedulingGroup: p.Spec.SchedulingGroup,
 		},
 		Status: corev1.PodStatus{
 			Phase:                       p.Status.Phase,
 			ResourceClaimStatuses:       p.Status.ResourceClaimStatuses,
 			ExtendedResourceClaimStatus: p.Status.ExtendedResourceClaimStatus,
 		},
+	}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		out.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
 	}
 	// Extended resources (nvidia.com/gpu: 1 mapped to a DeviceClass) are
 	// requested in the containers' resources.

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 
 	"github.com/gpudra/gpudra/pkg/scheduler"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
@@ -25,6 +26,9 @@ type Inputs struct {
 	// TaintRules (DRADeviceTaintRules) taint devices in the scheduler's
 	// view, when Features enables them.
 	TaintRules []*resourceapi.DeviceTaintRule
+	// PodGroups (the Workload API, GenericWorkload) say which pods are a
+	// gang: placed all or nothing, at least minCount of them.
+	PodGroups []*schedulingv1beta1.PodGroup
 	// Features is the cluster's DRA feature set (scheduler.FeaturesFor
 	// its version); empty means scheduler.DefaultFeatures.
 	Features scheduler.Features

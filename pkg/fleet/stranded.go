@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -45,6 +46,17 @@ import (
 //     shape that fits on no node counts its pods as unsatisfiable.
 //  3. Every other free, untainted GPU of a schedulable node is stranded.
 //
+// A node counts for a pod only where the scheduler's other filters admit
+// the pod (scheduler.PodFitsNode: its node selector, required node
+// affinity, the node's taints and its tolerations, cordons): a free GPU on
+// a node no waiting pod may go to is stranded. A gang (the pods of a
+// PodGroup with a gang policy) is one workload: its waiting pods are
+// placed together, one after the other, each seeing what the earlier ones
+// took (and their shared PodGroup claim allocated once); the GPUs they
+// would take are usable if all of them fit, and none are if one does not.
+// A gang that cannot be placed whole is one unsatisfiable workload, and
+// the free GPUs its pods could each have used alone are stranded.
+//
 // Nodes without free GPUs are skipped, and so are nodes whose free GPUs
 // are all usable already once the shape is known to fit somewhere. Nodes
 // alike (nodeclass.go) are asked about once.
@@ -54,8 +66,12 @@ type Stranding struct {
 	// Stranded counts stranded GPUs by node and model.
 	Stranded map[GPUKey]int
 	// PendingPods are the pods waiting for this driver's devices;
-	// Unsatisfiable those whose claims fit on no node now.
+	// Unsatisfiable those whose claims fit on no node now (every waiting
+	// pod of a gang that cannot be placed whole).
 	PendingPods, Unsatisfiable int
+	// Workloads are what waits, a lone pod or a gang counting once;
+	// UnsatisfiableWorkloads those that cannot be placed now.
+	Workloads, UnsatisfiableWorkloads int
 	// Shapes are the distinct pending pods checked; Filters the allocator
 	// calls it took.
 	Shapes, Filters int
@@ -66,21 +82,27 @@ type Stranding struct {
 // its shape.
 type pendingPod struct {
 	pod    string
+	obj    *corev1.Pod
 	claims []*resourceapi.ResourceClaim
 	shape  string
+	// gang is the pod's PodGroup ("namespace/name") when the group is a
+	// gang; "" for a pod scheduled on its own.
+	gang string
 	// nodes restricts the pod to the nodes its allocated claims are
 	// available on.
 	nodes []*nodeaffinity.NodeSelector
 }
 
-// fitsNode reports whether the pod's allocated claims allow the node.
+// fitsNode reports whether the pod's allocated claims and the
+// scheduler's node filters allow the node.
 func (p pendingPod) fitsNode(node *corev1.Node) bool {
 	for _, s := range p.nodes {
 		if !s.Match(node) {
 			return false
 		}
 	}
-	return true
+	ok, _ := scheduler.PodFitsNode(p.obj, node)
+	return ok
 }
 
 // Strander computes stranded GPUs, keeping what it can reuse between
@@ -121,12 +143,15 @@ func (st *Strander) strand(ctx context.Context, in Inputs, inv inventory, alloc 
 	}
 	classes := scheduler.NewClasses(in.Classes)
 	sched := scheduler.New(features, classes, in.Slices, in.TaintRules)
+	sched.UseNodes(in.Nodes)
 
 	pods := pendingPods(in, sched)
 	out := Stranding{Stranded: map[GPUKey]int{}, PendingPods: len(pods)}
 	if len(pods) == 0 {
 		return out, nil
 	}
+	lone, gangs, gangOrder := splitGangs(pods)
+	out.Workloads = len(lone) + len(gangOrder)
 
 	// The free GPUs, per node: whole GPUs nothing is allocated from (no
 	// partition either) and that carry no taint.
@@ -165,7 +190,7 @@ func (st *Strander) strand(ctx context.Context, in Inputs, inv inventory, alloc 
 	usable := map[*Device]bool{}
 	shapes := map[string][]pendingPod{}
 	var order []string
-	for _, p := range pods {
+	for _, p := range lone {
 		if _, seen := shapes[p.shape]; !seen {
 			order = append(order, p.shape)
 		}
@@ -226,6 +251,27 @@ func (st *Strander) strand(ctx context.Context, in Inputs, inv inventory, alloc 
 		}
 		if !fits {
 			out.Unsatisfiable += len(shapes[key])
+			out.UnsatisfiableWorkloads += len(shapes[key])
+		}
+	}
+	for _, g := range gangOrder {
+		used, ok, err := placeGang(ctx, sched, state, gangs[g], free, &out)
+		if err != nil {
+			return out, err
+		}
+		if !ok {
+			out.Unsatisfiable += len(gangs[g])
+			out.UnsatisfiableWorkloads++
+			continue
+		}
+		for _, id := range used {
+			d, ok := inv.lookup(id)
+			if ok && d.Type == slicebuilder.TypeMIG {
+				d, ok = byUUID[d.ParentUUID]
+			}
+			if ok {
+				usable[d] = true
+			}
 		}
 	}
 	for _, devs := range free {
@@ -372,6 +418,7 @@ func pendingPods(in Inputs, sched *scheduler.Scheduler) []pendingPod {
 	for _, c := range in.Claims {
 		claims[c.Namespace+"/"+c.Name] = c
 	}
+	gangs, groupClaims := podGroups(in.PodGroups)
 	var out []pendingPod
 	for _, pod := range in.Pods {
 		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
@@ -389,6 +436,9 @@ func pendingPods(in Inputs, sched *scheduler.Scheduler) []pendingPod {
 			name := generated[rc.Name]
 			if rc.ResourceClaimName != nil {
 				name = *rc.ResourceClaimName
+			}
+			if n := groupClaims[scheduler.GangOf(pod)+"/"+rc.Name]; n != "" && rc.ResourceClaimName == nil {
+				name = n // the claim made for the pod's PodGroup
 			}
 			c, ok := claims[pod.Namespace+"/"+name]
 			if name == "" || !ok {
@@ -411,7 +461,11 @@ func pendingPods(in Inputs, sched *scheduler.Scheduler) []pendingPod {
 		if !waits || !complete {
 			continue
 		}
-		p := pendingPod{pod: pod.Namespace + "/" + pod.Name, claims: podClaims, shape: shapeOf(podClaims)}
+		p := pendingPod{pod: pod.Namespace + "/" + pod.Name, obj: pod, claims: podClaims,
+			shape: shapeOf(podClaims) + scheduler.NodeConstraintsKey(pod)}
+		if g := scheduler.GangOf(pod); gangs[g] > 0 {
+			p.gang = g
+		}
 		for _, c := range podClaims {
 			if c.Status.Allocation != nil && c.Status.Allocation.NodeSelector != nil {
 				if sel, err := nodeaffinity.NewNodeSelector(c.Status.Allocation.NodeSelector); err == nil {
@@ -445,4 +499,86 @@ func shapeOf(claims []*resourceapi.ResourceClaim) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// podGroups reads the PodGroups: the minCount of each gang
+// ("namespace/name"), and the claims made for PodGroups, by
+// "namespace/group/claim" (the name pods and the group use for it).
+func podGroups(groups []*schedulingv1beta1.PodGroup) (map[string]int, map[string]string) {
+	gangs, claims := map[string]int{}, map[string]string{}
+	for _, g := range groups {
+		key := g.Namespace + "/" + g.Name
+		if gang := g.Spec.SchedulingPolicy.Gang; gang != nil {
+			gangs[key] = max(int(gang.MinCount), 1)
+		}
+		for _, st := range g.Status.ResourceClaimStatuses {
+			if st.ResourceClaimName != nil {
+				claims[key+"/"+st.Name] = *st.ResourceClaimName
+			}
+		}
+	}
+	return gangs, claims
+}
+
+// splitGangs separates the pods that wait on their own from the gangs'
+// waiting pods (by gang, in the order first seen).
+func splitGangs(pods []pendingPod) (lone []pendingPod, gangs map[string][]pendingPod, order []string) {
+	gangs = map[string][]pendingPod{}
+	for _, p := range pods {
+		if p.gang == "" {
+			lone = append(lone, p)
+			continue
+		}
+		if _, seen := gangs[p.gang]; !seen {
+			order = append(order, p.gang)
+		}
+		gangs[p.gang] = append(gangs[p.gang], p)
+	}
+	return lone, gangs, order
+}
+
+// placeGang places a gang's waiting pods together, as the scheduler's
+// pod-group cycle does: each on the first node where it fits, seeing what
+// the gang's earlier pods took, a claim they share (the PodGroup's)
+// allocated once. It returns the devices the gang would take, or false
+// when one of its pods fits nowhere.
+func placeGang(ctx context.Context, sched *scheduler.Scheduler, base *scheduler.State, members []pendingPod, free map[string][]*Device, out *Stranding) ([]DeviceID, bool, error) {
+	state := base.Clone()
+	placed := map[*resourceapi.ResourceClaim]*resourceapi.ResourceClaim{} // claims the gang allocated so far, by the pods' claim
+	var used []DeviceID
+	for _, p := range members {
+		claims := make([]*resourceapi.ResourceClaim, len(p.claims))
+		for i, c := range p.claims {
+			if a, ok := placed[c]; ok {
+				c = a
+			}
+			claims[i] = c
+		}
+		place, err := sched.Schedule(ctx, state, claims, func(n *corev1.Node) bool { return p.fitsNode(n) && len(free[n.Name]) > 0 })
+		if place != nil {
+			out.Filters += place.Tried
+		}
+		var ferr *scheduler.FilterError
+		switch {
+		case errors.Is(err, scheduler.ErrUnschedulable), errors.As(err, &ferr):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, err
+		}
+		for i, res := range place.Results {
+			if res == nil {
+				continue
+			}
+			c := claims[i].DeepCopy()
+			c.Status.Allocation = res
+			placed[p.claims[i]] = c
+			state.Add(c.Namespace+"/"+c.Name, res)
+			for _, d := range res.Devices.Results {
+				if d.AdminAccess == nil || !*d.AdminAccess {
+					used = append(used, DeviceID{Pool: d.Pool, Device: d.Device})
+				}
+			}
+		}
+	}
+	return used, true, nil
 }

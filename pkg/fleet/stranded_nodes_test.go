@@ -1,0 +1,202 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// labelled is a Ready, schedulable node with labels and taints.
+func labelled(name string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+	n := node(name, true, true)
+	n.Labels = map[string]string{"kubernetes.io/hostname": name}
+	for k, v := range labels {
+		n.Labels[k] = v
+	}
+	n.Spec.Taints = taints
+	return n
+}
+
+// member is a waiting pod of the PodGroup group.
+func member(name, group string, claims ...string) *corev1.Pod {
+	p := unscheduled(name, claims...)
+	p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+	return p
+}
+
+func gang(name string, minCount int32) *schedulingv1beta1.PodGroup {
+	return &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec:       schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}}},
+	}
+}
+
+// TestStrandedNodeConstraints: a free GPU on a node no waiting pod may go
+// to (node selector, required affinity, taints) is stranded; a gang that
+// cannot be placed whole is one unsatisfiable workload.
+func TestStrandedNodeConstraints(t *testing.T) {
+	gpuTaint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	base := func() Inputs {
+		return Inputs{
+			DriverName: driver, Now: now,
+			Slices: []*resourceapi.ResourceSlice{islandNode("node-a"), islandNode("node-b")},
+			Nodes: []*corev1.Node{
+				labelled("node-a", map[string]string{"pool": "training"}),
+				labelled("node-b", map[string]string{"pool": "inference"}, gpuTaint),
+			},
+			Classes: []*resourceapi.DeviceClass{gpuClass()},
+			// node-a: 4 free (island 4); node-b: 8 free.
+			Claims: []*resourceapi.ResourceClaim{holding("run-a", "node-a", 0, 1, 2, 3)},
+		}
+	}
+	ones := func(n int) []*resourceapi.ResourceClaim {
+		var out []*resourceapi.ResourceClaim
+		for i := range n {
+			out = append(out, want(fmt.Sprintf("one-%d", i), 1, false))
+		}
+		return out
+	}
+	withPods := func(in Inputs, claims []*resourceapi.ResourceClaim, pods ...*corev1.Pod) Inputs {
+		in.Claims = append(in.Claims, claims...)
+		in.Pods = append(in.Pods, pods...)
+		return in
+	}
+	tolerant := func(p *corev1.Pod) *corev1.Pod {
+		p.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}
+		return p
+	}
+	selecting := func(p *corev1.Pod, pool string) *corev1.Pod {
+		p.Spec.NodeSelector = map[string]string{"pool": pool}
+		return p
+	}
+	for _, tc := range []struct {
+		name                         string
+		in                           Inputs
+		stranded                     map[GPUKey]int
+		pending, unsatisfiable       int
+		workloads, unsatisfiableLoad int
+	}{
+		{
+			name:     "the taint keeps an intolerant pod off node-b: its 8 GPUs are stranded",
+			in:       withPods(base(), ones(1), unscheduled("p", "one-0")),
+			stranded: map[GPUKey]int{{"node-b", h100}: 8},
+			pending:  1, workloads: 1,
+		},
+		{
+			name:     "a tolerating pod may use both nodes",
+			in:       withPods(base(), ones(1), tolerant(unscheduled("p", "one-0"))),
+			stranded: map[GPUKey]int{},
+			pending:  1, workloads: 1,
+		},
+		{
+			name:     "a node selector for the inference pool strands node-a's free GPUs",
+			in:       withPods(base(), ones(1), tolerant(selecting(unscheduled("p", "one-0"), "inference"))),
+			stranded: map[GPUKey]int{{"node-a", h100}: 4},
+			pending:  1, workloads: 1,
+		},
+		{
+			name: "required node affinity that no node meets: unsatisfiable, everything stranded",
+			in: withPods(base(), ones(1), func() *corev1.Pod {
+				p := tolerant(unscheduled("p", "one-0"))
+				p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"batch"}}}}}}}}
+				return p
+			}()),
+			stranded: map[GPUKey]int{{"node-a", h100}: 4, {"node-b", h100}: 8},
+			pending:  1, unsatisfiable: 1, workloads: 1, unsatisfiableLoad: 1,
+		},
+		{
+			// Each of the eight fits node-a alone (4 free), but not all
+			// eight: the gang is one workload that cannot be placed, and
+			// nothing waiting can use node-a's free GPUs.
+			name: "a gang of 8 with room for 4 is one unsatisfiable workload",
+			in: func() Inputs {
+				in := base()
+				in.PodGroups = []*schedulingv1beta1.PodGroup{gang("trainer", 8)}
+				var pods []*corev1.Pod
+				for i := range 8 {
+					pods = append(pods, member(fmt.Sprintf("w%d", i), "trainer", fmt.Sprintf("one-%d", i)))
+				}
+				return withPods(in, ones(8), pods...)
+			}(),
+			stranded: map[GPUKey]int{{"node-a", h100}: 4, {"node-b", h100}: 8},
+			pending:  8, unsatisfiable: 8, workloads: 1, unsatisfiableLoad: 1,
+		},
+		{
+			name: "a tolerating gang of 8 fits across both nodes",
+			in: func() Inputs {
+				in := base()
+				in.PodGroups = []*schedulingv1beta1.PodGroup{gang("trainer", 8)}
+				var pods []*corev1.Pod
+				for i := range 8 {
+					pods = append(pods, tolerant(member(fmt.Sprintf("w%d", i), "trainer", fmt.Sprintf("one-%d", i))))
+				}
+				return withPods(in, ones(8), pods...)
+			}(),
+			// First fit: node-a's 4, then 4 of node-b; node-b's other 4
+			// are stranded (nothing else waits).
+			stranded: map[GPUKey]int{{"node-b", h100}: 4},
+			pending:  8, workloads: 1,
+		},
+		{
+			// One claim for the PodGroup, eight GPUs on one island: only
+			// node-b has an island of eight free... islands are of four
+			// here, so it fits nowhere.
+			name: "a PodGroup claim for 8 on one island, islands of 4",
+			in: func() Inputs {
+				in := base()
+				pg := gang("island", 2)
+				pg.Status.ResourceClaimStatuses = []schedulingv1beta1.PodGroupResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To("island-gpus")}}
+				in.PodGroups = []*schedulingv1beta1.PodGroup{pg}
+				shared := want("island-gpus", 8, true)
+				a, b := tolerant(member("r0", "island")), tolerant(member("r1", "island"))
+				for _, p := range []*corev1.Pod{a, b} {
+					p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("island-8gpu")}}
+				}
+				return withPods(in, []*resourceapi.ResourceClaim{shared}, a, b)
+			}(),
+			stranded: map[GPUKey]int{{"node-a", h100}: 4, {"node-b", h100}: 8},
+			pending:  2, unsatisfiable: 2, workloads: 1, unsatisfiableLoad: 1,
+		},
+		{
+			name: "a PodGroup claim for 4 on one island: both workers share it",
+			in: func() Inputs {
+				in := base()
+				pg := gang("island", 2)
+				pg.Status.ResourceClaimStatuses = []schedulingv1beta1.PodGroupResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To("island-gpus")}}
+				in.PodGroups = []*schedulingv1beta1.PodGroup{pg}
+				shared := want("island-gpus", 4, true)
+				a, b := member("r0", "island"), member("r1", "island")
+				for _, p := range []*corev1.Pod{a, b} {
+					p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("island-4gpu")}}
+				}
+				return withPods(in, []*resourceapi.ResourceClaim{shared}, a, b)
+			}(),
+			// node-a's free island 4 takes the claim; node-b is tainted.
+			stranded: map[GPUKey]int{{"node-b", h100}: 8},
+			pending:  2, workloads: 1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Strand(context.Background(), tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got.Stranded) != fmt.Sprint(tc.stranded) {
+				t.Errorf("stranded = %v, want %v", got.Stranded, tc.stranded)
+			}
+			if got.PendingPods != tc.pending || got.Unsatisfiable != tc.unsatisfiable {
+				t.Errorf("pending %d, unsatisfiable %d pods; want %d, %d", got.PendingPods, got.Unsatisfiable, tc.pending, tc.unsatisfiable)
+			}
+			if got.Workloads != tc.workloads || got.UnsatisfiableWorkloads != tc.unsatisfiableLoad {
+				t.Errorf("workloads %d, unsatisfiable %d; want %d, %d", got.Workloads, got.UnsatisfiableWorkloads, tc.workloads, tc.unsatisfiableLoad)
+			}
+		})
+	}
+}
