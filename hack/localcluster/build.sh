@@ -71,8 +71,8 @@ build_containerd() {
     github.com/containerd/containerd/v2/cmd/ctr)
 }
 
-# build_kueue: with the flags of build_k8s, over the same Kubernetes modules,
-# so that most of what it compiles is in the build cache already.
+# build_kueue: Kueue's manager, and the CRDs and webhook configurations of
+# the same release (kueue.sh applies them).
 build_kueue() {
   (cd "$here/modules/kueue" && go build -trimpath -ldflags "-s -w" -o "$tmp/kueue" sigs.k8s.io/kueue/cmd/kueue) || return 1
   local src

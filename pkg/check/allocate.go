@@ -37,6 +37,16 @@ func (r *runner) allocate(u *unit) {
 		}
 		return
 	}
+	var pod *v1.Pod
+	if u.pod != "" {
+		pod = u.podObj.Obj.(*v1.Pod)
+		if ok, why := r.fitsNodes(pod); !ok {
+			for _, ce := range todo {
+				r.unsatisfiable(ce, why)
+			}
+			return
+		}
+	}
 	if !r.opts.Sequential {
 		r.state = scheduler.NewState()
 	}
@@ -67,7 +77,14 @@ func (r *runner) allocate(u *unit) {
 			claims = append(claims, ce.claim)
 		}
 	}
-	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool { return r.mayFit(todo, node.Name) })
+	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool {
+		if pod != nil {
+			if ok, _ := scheduler.PodFitsNode(pod, node); !ok {
+				return false
+			}
+		}
+		return r.mayFit(todo, node.Name)
+	})
 	if place != nil {
 		r.report.Stats.AllocateRuns += place.Tried
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/gpu"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpudra/gpudra/deviceclasses"
@@ -81,6 +82,10 @@ type runner struct {
 	byNode      map[string][]int // device indexes per node ("" = not node-local)
 	// state is what allocated claims hold (sequential mode keeps it).
 	state *scheduler.State
+	// gangs are the inputs' PodGroups by "namespace/name"; nodeObjs the
+	// inputs' Node objects (gangs.go).
+	gangs    map[string]*gangInfo
+	nodeObjs []*v1.Node
 }
 
 type evalResult struct {
@@ -146,11 +151,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := r.loadClasses(in); err != nil {
 		return nil, err
 	}
+	r.loadPodGroups(in)
 	r.loadInventory(in)
 	units := r.buildUnits(in)
-	for _, u := range units {
-		r.allocate(u)
-	}
+	r.allocateAll(units)
 	for _, u := range units {
 		if u.pod != "" {
 			r.report.Pods = append(r.report.Pods, r.podInfo(u))
@@ -278,6 +282,10 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 	}
 	r.sched = scheduler.New(r.feats, r.classesForScheduler, all, rules)
 	r.sched.FilterTimeout = r.opts.AllocateTimeout
+	for _, o := range in.Nodes {
+		r.nodeObjs = append(r.nodeObjs, o.Obj.(*v1.Node))
+	}
+	r.sched.UseNodes(r.nodeObjs)
 	r.inv = newInventory(r.sched.Slices(), r.sched.Nodes())
 	r.byNode = map[string][]int{}
 	for i, d := range r.inv.devices {

@@ -27,6 +27,8 @@ type unit struct {
 	// blocked says why the pod cannot be scheduled whatever its claims
 	// get (an extended resource nothing offers).
 	blocked []string
+	// gang is the pod's PodGroup among the inputs (gangs.go), or nil.
+	gang *gangInfo
 }
 
 type claimEval struct {
@@ -89,7 +91,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 	for _, o := range r.pods(in) {
 		pod := o.Obj.(*v1.Pod)
 		object := "Pod " + o.Name
-		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}}
+		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}, gang: r.gangOf(pod)}
 		missing := func(kind, name, field string) {
 			r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field,
 				Message: fmt.Sprintf("%s %s is not among the inputs; the pod would stay Pending until it exists", kind, name),
@@ -97,6 +99,17 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 		}
 		for i, pc := range pod.Spec.ResourceClaims {
 			field := fmt.Sprintf("spec.resourceClaims[%d]", i)
+			if ce, ok := r.groupClaim(o, pod, pc, field, templates, claimsByName); ok {
+				if ce != nil {
+					usedClaims[ce] = true
+					if pc.ResourceClaimTemplateName != nil {
+						usedTemplates[pod.Namespace+"/"+*pc.ResourceClaimTemplateName] = true
+					}
+					u.claims = append(u.claims, ce)
+					u.byName[pc.Name] = ce
+				}
+				continue
+			}
 			switch {
 			case pc.ResourceClaimName != nil:
 				name := pod.Namespace + "/" + *pc.ResourceClaimName
@@ -175,6 +188,8 @@ func (r *runner) pods(in *scheduler.Manifests) []scheduler.Object {
 				r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityNote, Source: o.Source, Object: o.Owner,
 					Message: fmt.Sprintf("%d replicas: the first %d are placed, the rest are alike", o.Replicas, maxReplicas)})
 			}
+		} else if k, gang := r.gangReplicas(o); gang {
+			n = k
 		}
 		for i := range n {
 			pod := o.Obj.(*v1.Pod).DeepCopy()

@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -59,6 +60,12 @@ type Manifests struct {
 	Pods       []Object // *v1.Pod, plain or from a workload's pod template
 	Slices     []Object // *resourceapi.ResourceSlice
 	TaintRules []Object // *resourceapi.DeviceTaintRule
+	// Nodes are Node objects: the labels, taints and cordons the
+	// scheduler's node filters read (PodFitsNode).
+	Nodes []Object // *v1.Node
+	// PodGroups (scheduling.k8s.io/v1beta1) make their pods gangs and
+	// may hold claims for the whole group.
+	PodGroups []Object // *schedulingv1beta1.PodGroup
 	// Ignored lists the objects with nothing to check (Namespaces,
 	// ConfigMaps, custom resources, ...).
 	Ignored []Ignored
@@ -80,6 +87,8 @@ func (m *Manifests) Merge(other *Manifests) {
 	m.Pods = append(m.Pods, other.Pods...)
 	m.Slices = append(m.Slices, other.Slices...)
 	m.TaintRules = append(m.TaintRules, other.TaintRules...)
+	m.Nodes = append(m.Nodes, other.Nodes...)
+	m.PodGroups = append(m.PodGroups, other.PodGroups...)
 	m.Ignored = append(m.Ignored, other.Ignored...)
 	m.Problems = append(m.Problems, other.Problems...)
 }
@@ -380,7 +389,7 @@ func (m *Manifests) add(src Source, kind string, obj runtime.Object, object stri
 	}); ok {
 		o.Name = acc.GetName()
 		switch obj.(type) {
-		case *resourceapi.ResourceClaimTemplate, *resourceapi.ResourceClaim, *v1.Pod:
+		case *resourceapi.ResourceClaimTemplate, *resourceapi.ResourceClaim, *v1.Pod, *schedulingv1beta1.PodGroup:
 			acc.SetNamespace(namespaceOr(acc.GetNamespace(), ""))
 			o.Name = acc.GetNamespace() + "/" + o.Name
 		}
@@ -398,6 +407,10 @@ func (m *Manifests) add(src Source, kind string, obj runtime.Object, object stri
 		m.Slices = append(m.Slices, o)
 	case *resourceapi.DeviceTaintRule:
 		m.TaintRules = append(m.TaintRules, o)
+	case *v1.Node:
+		m.Nodes = append(m.Nodes, o)
+	case *schedulingv1beta1.PodGroup:
+		m.PodGroups = append(m.PodGroups, o)
 	default:
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		m.Ignored = append(m.Ignored, Ignored{Source: src, Kind: fmt.Sprintf("%s (%s)", kind, gvk.GroupVersion()), Name: o.Name,
