@@ -26,7 +26,7 @@ stamp "packages ready"
 source "$here/env.sh"
 # The multi-node cluster runs Kueue too.
 components=(helm k8s etcd containerd)
-[ "$NODES" -gt 1 ] && components+=(kueue)
+[ "$NODES" -gt 1 ] && [ "${GPUDRA_LC_KUEUE:-1}" != 0 ] && components+=(kueue)
 "$here/build.sh" "${components[@]}"
 stamp "binaries ready"
 

@@ -49,7 +49,7 @@ start() {
     END { flush() }' "$KUEUE_BIN/config/webhook.yaml" |
     sed -e '/^    service:$/d' -e '/^      name: webhook-service$/d' -e '/^      namespace: system$/d' \
       -e "s|^      path: \(.*\)$|    url: https://$NODE_IP:$KUEUE_WEBHOOK_PORT\1\n    caBundle: $ca|" \
-      -e 's|^  name: \(mutating\|validating\)-webhook-configuration$|  name: kueue-\1-webhook-configuration|' \
+      -e 's/^  name: \(mutating\|validating\)-webhook-configuration$/  name: kueue-\1-webhook-configuration/' \
       >"$W/webhooks.yaml"
 
   cat >"$W/config.yaml" <<CONFIG
