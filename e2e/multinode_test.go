@@ -534,7 +534,7 @@ func withNodeSelector(sel map[string]string) func(map[string]any) {
 // deleteExample deletes what applyExample applied (and waits for pods).
 func (m *menv) deleteExample(ctx context.Context, t *testing.T, kinds string, selector string) {
 	t.Helper()
-	args := []string{"-n", testNS, "delete", kinds, "--wait=true", "--timeout=2m"}
+	args := []string{"-n", testNS, "delete", kinds, "--cascade=foreground", "--wait=true", "--timeout=2m"}
 	if selector != "" {
 		args = append(args, "-l", selector)
 	} else {

@@ -246,6 +246,7 @@ func (m *menv) gangAllOrNothing(ctx context.Context, t *testing.T) {
 			}
 		}
 	}
+	m.fleetSeesWaitingGang(ctx, t, mixed)
 	incomplete, unplaced, _ := usage.read()
 	t.Logf("gang trainer-b waited whole for %.0f s; GPU-seconds held by incomplete gangs so far: %.2f (by PodGroup condition: %.2f)", time.Since(waitStart).Seconds(), incomplete, unplaced)
 
@@ -266,6 +267,24 @@ func (m *menv) gangAllOrNothing(ctx context.Context, t *testing.T) {
 	m.deleteExample(ctx, t, "jobs", "")
 	m.deleteExample(ctx, t, "podgroups", "")
 	m.deletePods(ctx, t, "gang-block-dgx", "gang-block-mixed")
+}
+
+// fleetSeesWaitingGang: while trainer-b waits, the controller counts it as
+// one workload that cannot be placed (its eight pods unsatisfiable), and
+// the mixed node's five free GPUs, A100s and an L4 that no waiting pod may
+// use (the gang asks for H100s), as stranded.
+func (m *menv) fleetSeesWaitingGang(ctx context.Context, t *testing.T, mixed string) {
+	t.Helper()
+	var got map[string]float64
+	node := fmt.Sprintf("node=%q", mixed)
+	if err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		_, got = m.leader(ctx, t)
+		return got["gpudra_workloads_pending"] == 1 && got["gpudra_workloads_unsatisfiable"] == 1 &&
+			got["gpudra_pods_unsatisfiable"] == 8 && sumMetric(got, "gpudra_gpus_stranded", node) == 5, nil
+	}); err != nil {
+		t.Errorf("fleet metrics while a gang of 8 waits: workloads pending %v, unsatisfiable %v, pods unsatisfiable %v, stranded on %s %v; want 1, 1, 8, 5: %v",
+			got["gpudra_workloads_pending"], got["gpudra_workloads_unsatisfiable"], got["gpudra_pods_unsatisfiable"], mixed, sumMetric(got, "gpudra_gpus_stranded", node), err)
+	}
 }
 
 // recordValue records a figure that is not a duration.

@@ -46,7 +46,8 @@ write_chart_values "$STATE/values.yaml"
 set +e
 if [ "$NODES" -gt 1 ]; then
   # The multi-node scenarios (build tag multinode), on every node.
-  (cd "$root" && env "${suite_env[@]}" GPUDRA_E2E_NODES="$NODES" \
+  # Each node's fake machine is named by the profile file on it.
+  (cd "$root" && env "${suite_env[@]}" GPUDRA_E2E_NODES="$NODES" GPUDRA_E2E_PROFILE="$MN_FAKE_PROFILE" \
     go test -tags 'e2e multinode' -count=1 -v -timeout 30m -run "${E2E_RUN:-^TestMultiNode$}" ./e2e/)
 else
   (cd "$root" && env "${suite_env[@]}" \

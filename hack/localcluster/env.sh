@@ -65,7 +65,7 @@ mn_netns() { echo "gpudra-e2e-n$1"; }
 # /run rather than on the shared disk.
 MN_KUBELET_DIR=/var/lib/kubelet
 MN_CDI_DIR=/var/run/cdi
-MN_FAKE_STATE_DIR=/run/gpudra/fake
+MN_FAKE_STATE_DIR=/run/gpudra/fake # under /run: node.sh writes it at $D/run/...
 MN_FAKE_PROFILE=$MN_FAKE_STATE_DIR/profile.yaml
 KUEUE_WEBHOOK_PORT=$((29443 + PORT_OFFSET))
 KUEUE_METRICS_PORT=$((28443 + PORT_OFFSET))

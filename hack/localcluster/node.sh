@@ -32,10 +32,11 @@ K="kubectl --kubeconfig $KUBECONFIG_ADMIN"
 node_up() {
   local profile=$1
   mkdir -p "$D"/{pki,logs,containerd,run/containerd,run/cdi,run/runc,cni/net.d,cni/ipam,kubelet,pod-logs}
-  mkdir -p "$D/run$MN_FAKE_STATE_DIR"
+  # $D/run is the node's /run: the fake state directory lives under it.
+  mkdir -p "$D$MN_FAKE_STATE_DIR"
   rm -f "$D/images.done" "$SOCK"
   # The node's machine, read by the plugin's fake backend on this node.
-  printf 'profile: %s\n' "$profile" >"$D/run$MN_FAKE_PROFILE"
+  printf 'profile: %s\n' "$profile" >"$D$MN_FAKE_PROFILE"
 
   # The kubelet's client certificate, signed by the cluster's CA.
   local P=$STATE/pki
@@ -127,7 +128,7 @@ INNER
   lc_wait_for "$NAME: containerd ready" 60 ctr -a "$SOCK" version
   for img in "$STATE"/images/*.tar; do
     [ -e "$img" ] || continue
-    ctr -a "$SOCK" -n k8s.io images import --all-platforms "$img" >/dev/null
+    ctr -a "$SOCK" -n k8s.io images import --all-platforms "$img" >/dev/null 2>&1
   done
   touch "$D/images.done"
   log "[$(lc_since)s] $NAME: images imported"
