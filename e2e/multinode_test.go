@@ -224,6 +224,24 @@ func (m *menv) pod(name string, nodeSelector map[string]string, claims ...claimR
 
 func onNode(node string) map[string]string { return map[string]string{"kubernetes.io/hostname": node} }
 
+// cleanup deletes the pods when the scenario ends, however it ends: a
+// scenario that fails half-way must not leave GPUs taken for the next.
+func (m *menv) cleanup(t *testing.T, pods ...string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for _, p := range pods {
+			_ = m.cs.CoreV1().Pods(testNS).Delete(ctx, p, metav1.DeleteOptions{})
+		}
+		for _, p := range pods {
+			_ = poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
+				_, err := m.cs.CoreV1().Pods(testNS).Get(ctx, p, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
+		}
+	})
+}
+
 // whereIs returns the node a pod runs on and the devices its claim got,
 // checking that the pod, the claim's allocation and the devices' pools
 // agree on the node.
@@ -272,27 +290,26 @@ func strAttr(d device, name resourceapi.QualifiedName) string {
 }
 
 // placementByDevices: the scheduler puts each claim on the node that has
-// its devices: a MIG partition only an A100 40GB has on the mixed node, an
-// eight-GPU NVLink island on a DGX (the mixed node's islands have four
-// GPUs), an L4 on the mixed node.
+// its devices: an eight-GPU NVLink island on a DGX (the mixed node's
+// islands have four GPUs), the L4 on the mixed node, and a pod with the L4
+// and a MIG partition on the mixed node too, the partition created there
+// (a pod's claims are allocated together on one node).
 func (m *menv) placementByDevices(ctx context.Context, t *testing.T) {
 	mig := resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-		Name: "mig", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig-1g.5gb.gpudra.io"},
+		Name: "mig", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig-1g.10gb.gpudra.io"},
 	}}}}
 	island := m.gpuRequest(8)
 	island.Devices.Constraints = []resourceapi.DeviceConstraint{{Requests: []string{"gpu"}, MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(m.driver + "/nvlinkGroup"))}}
+	m.cleanup(t, "place-island", "place-l4", "place-mig")
 	m.createTemplate(ctx, t, "place-mig", mig)
 	m.createTemplate(ctx, t, "place-island", island)
 	m.createTemplate(ctx, t, "place-l4", m.gpuRequest(1, "device.attributes['"+m.driver+"'].productName == 'NVIDIA L4'"))
-	m.startPod(ctx, t, m.pod("place-mig", nil, claimRef{name: "gpu", template: "place-mig"}))
 	m.startPod(ctx, t, m.pod("place-island", nil, claimRef{name: "gpu", template: "place-island"}))
 	m.startPod(ctx, t, m.pod("place-l4", nil, claimRef{name: "gpu", template: "place-l4"}))
+	m.deletePods(ctx, t, "place-l4")
+	m.startPod(ctx, t, m.pod("place-mig", nil, claimRef{name: "gpu", template: "place-l4"}, claimRef{name: "mig", template: "place-mig"}))
 
-	node, devs := m.whereIs(ctx, t, "place-mig", "gpu")
-	if m.profileOf(node) != "mixed" || len(devs) != 1 || strAttr(devs[0], "profile") != "1g.5gb" {
-		t.Errorf("1g.5gb partition: node %s (%s), devices %v; want one 1g.5gb partition of the mixed node's A100", node, m.profileOf(node), devs)
-	}
-	node, devs = m.whereIs(ctx, t, "place-island", "gpu")
+	node, devs := m.whereIs(ctx, t, "place-island", "gpu")
 	groups := map[int64]bool{}
 	for _, d := range devs {
 		groups[intAttr(d, "nvlinkGroup")] = true
@@ -301,11 +318,15 @@ func (m *menv) placementByDevices(ctx context.Context, t *testing.T) {
 		t.Errorf("8-GPU island: node %s (%s), %d devices on NVLink groups %v; want 8 GPUs of one island of a DGX", node, m.profileOf(node), len(devs), groups)
 	}
 	assertSees(t, "place-island", m.whatPodSees(ctx, t, "place-island"), devs)
-	node, devs = m.whereIs(ctx, t, "place-l4", "gpu")
+	node, devs = m.whereIs(ctx, t, "place-mig", "gpu")
 	if m.profileOf(node) != "mixed" || len(devs) != 1 || strAttr(devs[0], "productName") != "NVIDIA L4" {
 		t.Errorf("L4: node %s (%s), devices %v; want the mixed node's L4", node, m.profileOf(node), devs)
 	}
-	m.deletePods(ctx, t, "place-mig", "place-island", "place-l4")
+	migNode, part := m.whereIs(ctx, t, "place-mig", "mig")
+	if migNode != node || len(part) != 1 || strAttr(part[0], "profile") != "1g.10gb" {
+		t.Errorf("MIG partition of the pod with the L4: node %s, devices %v; want a 1g.10gb partition on %s", migNode, part, node)
+	}
+	m.deletePods(ctx, t, "place-mig", "place-island")
 }
 
 // setNodeHasGPUs adds or removes the label the chart's node affinity asks
@@ -332,6 +353,7 @@ func (m *menv) nodeLosesPlugin(ctx context.Context, t *testing.T) {
 	lost, busy := dgx[0].name, dgx[1].name
 	island := m.gpuRequest(8)
 	island.Devices.Constraints = []resourceapi.DeviceConstraint{{Requests: []string{"gpu"}, MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(m.driver + "/nvlinkGroup"))}}
+	m.cleanup(t, "lost-busy", "lost-waits")
 	m.createTemplate(ctx, t, "lost-island", island)
 	m.startPod(ctx, t, m.pod("lost-busy", onNode(busy), claimRef{name: "gpu", template: "lost-island"}))
 
@@ -385,6 +407,9 @@ func (m *menv) rollingUpgradeAcrossNodes(ctx context.Context, t *testing.T) {
 		claim  *resourceapi.ResourceClaim
 	}
 	var pods []held
+	for _, n := range m.nodes {
+		m.cleanup(t, "roll-"+n.name, "roll-after-"+n.name)
+	}
 	for _, n := range m.nodes {
 		name := "roll-" + n.name
 		m.startPod(ctx, t, m.pod(name, onNode(n.name), claimRef{name: "gpu", template: "roll"}))
