@@ -82,10 +82,23 @@ resources:
     deviceClassNames:
     - gpu.gpudra.io
 CONFIG
-  # The visibility API server is not registered here (it would need an
-  # APIService and a port of its own).
-  lc_start kueue env KUBECONFIG="$KUBECONFIG_ADMIN" "$KUEUE_BIN/kueue" --config "$W/config.yaml" \
-    --feature-gates VisibilityOnDemand=false --zap-log-level 2
+  # Without its internal certificate management, Kueue reads its metrics
+  # server's certificate from /etc/kueue/metrics/certs, a fixed path: it
+  # runs in a mount namespace of its own whose /etc is an overlay of the
+  # host's, so that the host's /etc stays as it is. The visibility API
+  # server is not registered here (it would need an APIService).
+  mkdir -p "$W/etc-upper" "$W/etc-work"
+  cat >"$W/run.sh" <<RUN
+#!/usr/bin/env bash
+set -e
+mount -t overlay overlay -o lowerdir=/etc,upperdir=$W/etc-upper,workdir=$W/etc-work /etc
+mkdir -p /etc/kueue/metrics/certs
+cp $W/certs/tls.crt $W/certs/tls.key /etc/kueue/metrics/certs/
+export KUBECONFIG=$KUBECONFIG_ADMIN
+exec $KUEUE_BIN/kueue --config $W/config.yaml --feature-gates VisibilityOnDemand=false --zap-log-level 2
+RUN
+  chmod +x "$W/run.sh"
+  lc_start kueue unshare --mount --propagation private "$W/run.sh"
   lc_wait_for "kueue ready" 120 curl -sf "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz"
   # Webhooks last: from now on Jobs and Kueue's objects go through Kueue.
   $K apply -f "$W/webhooks.yaml" >/dev/null
