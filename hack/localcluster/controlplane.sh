@@ -89,3 +89,19 @@ start_scheduler() {
     --authentication-kubeconfig "$P/admin.kubeconfig" --authorization-kubeconfig "$P/admin.kubeconfig" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --profiling=false "$@"
 }
+
+# lc_cgroup_root ROOT: the cgroup a kubelet puts its pods under (its
+# cgroupRoot), in every v1 hierarchy (with cpuset seeded from the parent, or
+# no task could join it) and in the unified one.
+lc_cgroup_root() {
+  local root=${1#/} h
+  for h in /sys/fs/cgroup/*/; do
+    case $h in */unified/) continue ;; esac
+    mkdir -p "$h$root"
+    if [ -e "$h/cpuset.cpus" ]; then
+      cat "$h/cpuset.cpus" >"$h$root/cpuset.cpus"
+      cat "$h/cpuset.mems" >"$h$root/cpuset.mems"
+    fi
+  done
+  mkdir -p "/sys/fs/cgroup/unified/$root" 2>/dev/null || true
+}

@@ -73,15 +73,7 @@ node_up() {
     "$here/config/kubelet.yaml" >"$D/kubelet.yaml"
   printf 'featureGates:\n' >>"$D/kubelet.yaml"
   tr ',' '\n' <<<"$MN_FEATURE_GATES" | sed 's/^\(.*\)=\(.*\)$/  \1: \2/' >>"$D/kubelet.yaml"
-  for h in /sys/fs/cgroup/*/; do
-    case $h in */unified/) continue ;; esac
-    mkdir -p "$h${CG#/}"
-    if [ -e "$h/cpuset.cpus" ]; then
-      cat "$h/cpuset.cpus" >"$h${CG#/}/cpuset.cpus"
-      cat "$h/cpuset.mems" >"$h${CG#/}/cpuset.mems"
-    fi
-  done
-  mkdir -p "/sys/fs/cgroup/unified$CG" 2>/dev/null || true
+  lc_cgroup_root "$CG"
 
   # The node's first process: remounts /sys for the node's network
   # namespace (and the cgroup hierarchies that hides), puts the node's own

@@ -49,16 +49,8 @@ wait_apiserver
 start_controller_manager
 start_scheduler
 
-# The kubelet puts pods under its own cgroup root in every v1 hierarchy.
-for h in /sys/fs/cgroup/*/; do
-  case $h in */unified/) continue ;; esac
-  mkdir -p "$h${CGROUP_ROOT#/}"
-  if [ -e "$h/cpuset.cpus" ]; then
-    cat "$h/cpuset.cpus" >"$h${CGROUP_ROOT#/}/cpuset.cpus"
-    cat "$h/cpuset.mems" >"$h${CGROUP_ROOT#/}/cpuset.mems"
-  fi
-done
-mkdir -p "/sys/fs/cgroup/unified${CGROUP_ROOT}" 2>/dev/null || true
+# The kubelet puts pods under its own cgroup root in every hierarchy.
+lc_cgroup_root "$CGROUP_ROOT"
 sed -e "s|@STATE@|$STATE|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" \
   -e "s|@KUBELET_PORT@|$KUBELET_PORT|g" -e "s|@KUBELET_HEALTHZ_PORT@|$KUBELET_HEALTHZ_PORT|g" \
   -e "s|@CONTAINERD_SOCK@|$CONTAINERD_SOCK|g" \
