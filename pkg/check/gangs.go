@@ -45,6 +45,8 @@ func (r *runner) loadPodGroups(in *scheduler.Manifests) {
 			g.minCount = max(int(gang.MinCount), 1)
 		}
 		r.gangs[o.Name] = g
+		// Versions are "1.34" … "1.37" (scheduler.KubernetesVersions):
+		// they compare as strings.
 		if r.feats.Version < "1.37" {
 			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "PodGroup " + o.Name, Field: "apiVersion",
 				Message: fmt.Sprintf("Kubernetes %s does not serve scheduling.k8s.io/v1beta1 (the Workload API is beta from 1.37); the API server rejects the PodGroup, and its pods are scheduled one by one", r.feats.Version)})
