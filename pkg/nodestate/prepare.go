@@ -13,6 +13,7 @@ import (
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/cdispec"
 	"github.com/gpudra/gpudra/pkg/checkpoint"
+	"github.com/gpudra/gpudra/pkg/claimplan"
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
@@ -43,14 +44,14 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	// A record in a state this gpudra does not know came from a newer one:
 	// redoing the prepare would first roll back whatever that one did.
 	if known && !existing.State.Known() {
-		return nil, fmt.Errorf("%s is recorded in state %q, which this gpudra does not know (was it written by a newer gpudra before a downgrade?); it is kept as it is: upgrade gpudra again, or unprepare the claim (delete the pods that use it)", ref, existing.State)
+		return nil, claimplan.Wrap(claimplan.UnknownRecord, fmt.Errorf("%s is recorded in state %q, which this gpudra does not know (was it written by a newer gpudra before a downgrade?); it is kept as it is: upgrade gpudra again, or unprepare the claim (delete the pods that use it)", ref, existing.State))
 	}
 	// A record that is not complete (a prepare or unprepare that failed
 	// half-way without a restart) is rolled back first, so that what it
 	// created is destroyed rather than left in the way of this prepare.
 	if known {
 		if err := s.rollback(ctx, ref); err != nil {
-			return nil, fmt.Errorf("%s: roll back the unfinished earlier attempt: %w", ref, err)
+			return nil, claimplan.Wrap(claimplan.RollbackFailed, fmt.Errorf("%s: roll back the unfinished earlier attempt: %w", ref, err))
 		}
 	}
 
@@ -82,7 +83,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	gen := s.putClaimLocked(ref.UID, &record)
 	s.mu.Unlock()
 	if err := s.commit(gen); err != nil {
-		return nil, fmt.Errorf("%s: record PrepareStarted: %w", ref, err)
+		return nil, claimplan.Wrap(claimplan.CheckpointWrite, fmt.Errorf("%s: record PrepareStarted: %w", ref, err))
 	}
 
 	if h := s.opts.Hooks.AfterPrepareStarted; h != nil {
@@ -95,25 +96,25 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	// GPUs of MIG-capable models need MIG mode off.
 	for i, p := range planned {
 		var err error
-		if p.mig != nil {
-			err = s.prepareMig(ctx, &record, i)
-		} else if !isAdmin(p.result) {
-			err = s.prepareWhole(ctx, p.gpu)
+		if p.Mig != nil {
+			err = claimplan.Wrap(claimplan.MIGSetup, s.prepareMig(ctx, &record, i))
+		} else if !p.Admin() {
+			err = claimplan.Wrap(claimplan.WholeGPUSetup, s.prepareWhole(ctx, p.GPU))
 		}
 		if err == nil {
-			err = s.prepareSharing(ctx, &record, i)
+			err = claimplan.Wrap(claimplan.SharingSetup, s.prepareSharing(ctx, &record, i))
 		}
 		if isCrash(err) {
 			return nil, err
 		}
 		if err != nil {
-			return nil, s.failPrepare(ctx, ref, fmt.Errorf("device %s: %w", p.result.Device, err))
+			return nil, s.failPrepare(ctx, ref, fmt.Errorf("device %s: %w", p.Result.Device, err))
 		}
 	}
 
 	// The CDI spec is written outside s.mu: claims prepare concurrently.
 	if err := s.writeSpec(record); err != nil {
-		return nil, s.failPrepare(ctx, ref, err)
+		return nil, s.failPrepare(ctx, ref, claimplan.Wrap(claimplan.CDISpec, err))
 	}
 	if h := s.opts.Hooks.BeforePrepareCompleted; h != nil {
 		if err := h(ref.UID); err != nil {
@@ -130,7 +131,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		// would roll the claim back under whatever container the kubelet
 		// started with it: undo now, report failure, and let the kubelet
 		// retry.
-		return nil, s.failPrepare(ctx, ref, fmt.Errorf("record PrepareCompleted: %w", err))
+		return nil, s.failPrepare(ctx, ref, claimplan.Wrap(claimplan.CheckpointWrite, fmt.Errorf("record PrepareCompleted: %w", err)))
 	}
 	logger.V(2).Info("Prepared claim", "devices", len(record.Devices))
 	return toPrepared(record.Devices), nil
@@ -146,40 +147,22 @@ func (s *State) failPrepare(ctx context.Context, ref ClaimRef, err error) error 
 }
 
 // checkNotInUseLocked is the last line of defence against handing one GPU
-// to two unrelated claims: the scheduler should never allocate it twice, but
-// a stale allocation or a bug must not leak one tenant's GPU to another.
-// Devices allocated with admin access may overlap (monitoring).
+// to two unrelated claims (claimplan.HeldConflict): the scheduler should
+// never allocate it twice, but a stale allocation or a bug must not leak
+// one tenant's GPU to another.
 //
 // A device that memory or the file says is taken is taken: a claim
 // forgotten in memory frees its devices once that is on disk.
-//
-// Two devices conflict when they are the same device, or share a GPU and
-// either is the whole GPU or their MIG placements overlap.
 func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error {
 	for _, p := range planned {
-		if isAdmin(p.result) {
-			continue
-		}
 		var err error
 		s.heldLocked(ref.UID, func(uid string, other checkpoint.Claim) bool {
 			for _, d := range other.Devices {
-				if d.AdminAccess || !conflicts(p, d) {
-					continue
+				holder := ClaimRef{UID: uid, Namespace: other.Namespace, Name: other.Name}
+				if r := claimplan.HeldConflict(p, d, holder.String()); r != nil {
+					err = fmt.Errorf("%s: %w", ref, r)
+					return true
 				}
-				if sharedDevice(p, d) {
-					// Two shares of one device (consumable capacity):
-					// the scheduler accounted for them; they must
-					// also agree on how the device is shared.
-					if why := sharingConflict(p, d); why != "" {
-						err = fmt.Errorf("%s: request %q: device %s is shared with ResourceClaim %s/%s (UID %s), and %s",
-							ref, p.result.Request, p.result.Device, other.Namespace, other.Name, uid, why)
-						return true
-					}
-					continue
-				}
-				err = fmt.Errorf("%s: request %q: device %s is already prepared for ResourceClaim %s/%s (UID %s); refusing to give one GPU to two claims",
-					ref, p.result.Request, p.result.Device, other.Namespace, other.Name, uid)
-				return true
 			}
 			return false
 		})
@@ -190,62 +173,21 @@ func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error
 	return nil
 }
 
-// sharedDevice reports whether both are shares of one device that allows
-// multiple allocations: the scheduler gives each share an ID.
-func sharedDevice(p plannedDevice, d checkpoint.Device) bool {
-	return p.result.ShareID != nil && d.ShareID != "" && d.Device == p.result.Device
-}
-
-func conflicts(p plannedDevice, d checkpoint.Device) bool {
-	if d.Device == p.result.Device {
-		return true
-	}
-	if d.GPUUUID != p.gpu.UUID {
-		return false
-	}
-	if p.mig == nil || d.Mig == nil {
-		return true
-	}
-	return p.mig.Placement.Overlaps(placementOf(d.Mig))
-}
-
-func isAdmin(r resourceapi.DeviceRequestAllocationResult) bool {
-	return r.AdminAccess != nil && *r.AdminAccess
-}
-
 // record turns the plan into the checkpoint entry, including the CDI device
 // IDs, which are a pure function of the claim UID and device name.
 func (s *State) record(ref ClaimRef, planned []plannedDevice) (checkpoint.Claim, error) {
 	c := checkpoint.Claim{UID: ref.UID, Namespace: ref.Namespace, Name: ref.Name}
 	for _, p := range planned {
-		raw, err := json.Marshal(p.config)
+		raw, err := json.Marshal(p.Config)
 		if err != nil {
-			return c, fmt.Errorf("%s: encode config for %s: %w", ref, p.result.Device, err)
+			return c, fmt.Errorf("%s: encode config for %s: %w", ref, p.Result.Device, err)
 		}
-		d := checkpoint.Device{
-			Requests:     []string{p.result.Request},
-			Pool:         p.result.Pool,
-			Device:       p.result.Device,
-			GPUUUID:      p.gpu.UUID,
-			AdminAccess:  isAdmin(p.result),
-			Env:          configEnv(p.config),
-			Config:       raw,
-			CDIDeviceIDs: []string{s.opts.CDI.DeviceID(ref.UID, p.result.Device)},
-			Sharing:      p.sharing,
-		}
-		if p.result.ShareID != nil {
-			d.ShareID = string(*p.result.ShareID)
-		}
-		if p.sharing != nil && p.sharing.Strategy == checkpoint.SharingMPS {
-			d.Env = append(d.Env, mpsEnv(p.sharing)...)
-		}
-		if m := p.mig; m != nil {
-			d.Mig = &checkpoint.MigDevice{
-				Profile:        m.Profile.Name,
-				ProfileID:      m.Profile.ID,
-				PlacementStart: m.Placement.Start,
-				PlacementSize:  m.Placement.Size,
-			}
+		d := p.Held()
+		d.Env = configEnv(p.Config)
+		d.Config = raw
+		d.CDIDeviceIDs = []string{s.opts.CDI.DeviceID(ref.UID, p.Result.Device)}
+		if p.Sharing != nil && p.Sharing.Strategy == checkpoint.SharingMPS {
+			d.Env = append(d.Env, mpsEnv(p.Sharing)...)
 		}
 		c.Devices = append(c.Devices, d)
 	}
@@ -330,18 +272,19 @@ func (s *State) ensurePrepared(ctx context.Context, c *checkpoint.Claim) (bool, 
 	rec := c.Clone()
 	recreated, err := s.ensureMig(ctx, &rec)
 	if err != nil {
-		return false, err
+		return false, claimplan.Wrap(claimplan.MIGSetup, err)
 	}
 	*c = rec
 	for i := range rec.Devices {
 		if err := s.prepareSharing(ctx, &rec, i); err != nil {
-			return false, fmt.Errorf("device %s: %w", rec.Devices[i].Device, err)
+			return false, claimplan.Wrap(claimplan.SharingSetup, fmt.Errorf("device %s: %w", rec.Devices[i].Device, err))
 		}
 	}
 	if recreated {
-		return true, s.writeSpec(rec)
+		return true, claimplan.Wrap(claimplan.CDISpec, s.writeSpec(rec))
 	}
-	return s.ensureSpec(ctx, rec)
+	rewritten, err := s.ensureSpec(ctx, rec)
+	return rewritten, claimplan.Wrap(claimplan.CDISpec, err)
 }
 
 // ensureSpec rewrites a prepared claim's CDI spec if it is missing, and

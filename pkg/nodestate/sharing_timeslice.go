@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/checkpoint"
+	"github.com/gpudra/gpudra/pkg/claimplan"
 )
 
 // Time-slicing: the interval is one setting of the whole GPU. gpudra
@@ -14,7 +15,7 @@ import (
 // puts the GPU back to the driver's default once no claim that asked for a
 // level other than the default holds the GPU. Claims that share a GPU must
 // ask for the same interval; the prepare of one that asks for another
-// fails (see sharingConflict). NVML cannot read the setting back, so
+// fails (see claimplan.HeldConflict). NVML cannot read the setting back, so
 // gpudra assumes a GPU it never set runs at the default.
 
 // applyTimeSliceLocked sets the GPU's level. force sets it even when the
@@ -39,7 +40,7 @@ func (s *State) applyTimeSliceLocked(ctx context.Context, claimUID, uuid string,
 	if err := s.opts.Hardware.SetTimeSlice(uuid, level); err != nil {
 		return err
 	}
-	klog.FromContext(ctx).V(2).Info("Set the GPU's time slice", "gpu", uuid, "interval", intervalName(level))
+	klog.FromContext(ctx).V(2).Info("Set the GPU's time slice", "gpu", uuid, "interval", claimplan.IntervalName(level))
 	return s.step(claimUID, StepTimeSliceSet)
 }
 
