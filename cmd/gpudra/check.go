@@ -28,6 +28,7 @@ func newCheckCommand() *cobra.Command {
 	var inv inventoryFlags
 	var output string
 	var verbose, builtinExamples bool
+	mps := true
 	cmd := &cobra.Command{
 		Use:   "check [FILE|DIR|-]...",
 		Short: "Compile, evaluate and allocate DRA selectors offline: DeviceClasses, claims, templates, pods",
@@ -46,11 +47,16 @@ given inventory:
     request matches, and which devices make an expression fail at run time
     (the scheduler stops on those);
   - opaque configs for gpudra's driver (in claims, templates and classes) are
-    decoded and validated with the kubelet plugin's own decoder, and the
-    config each allocated device gets must be of its kind (GpuConfig for
-    whole GPUs, MigConfig for MIG partitions): what fails the plugin's
-    prepare fails here; another vendor's config gets a note naming gpudra's
-    equivalent;
+    decoded and validated with the kubelet plugin's own decoder; another
+    vendor's config gets a note naming gpudra's equivalent;
+  - each allocated claim goes through the kubelet plugin's own prepare-time
+    decision (pkg/claimplan): the config each device gets must be of its
+    kind, MPS on one device per claim, per-device limits keyed by a device
+    of the claim, claims that share a GPU sharing it alike (--sequential
+    feeds it what earlier claims hold), monitoring devices for admin access
+    only: what the plugin would refuse (the pod stays in ContainerCreating)
+    is an error here; --mps and --consumable-capacity-sharing are the node
+    pool's chart settings it depends on;
   - every pod is checked or explained: plain Pods and the pod templates of
     Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and CronJobs;
     extended resources (resources.limits: nvidia.com/mig-1g.10gb: 1) become
@@ -62,19 +68,31 @@ given inventory:
     claim can never be satisfied (no device matches, not enough on one node,
     matchAttribute cannot be met, counters exhausted, held by earlier claims).
 
-Objects of kinds check does not read (custom resources, ConfigMaps) are
-skipped with a note; resource.k8s.io v1beta1 and v1beta2 objects are read as
-the v1 objects the API server stores, with a note.
+Objects of kinds check does not read (ConfigMaps, Namespaces) are listed as
+ignored; custom resources get a warning (check cannot say what they do),
+NVIDIA's (ComputeDomain, GpuClaimParameters) an error, since a gpudra
+cluster has no CRD for them. resource.k8s.io v1beta1, v1beta2 and v1alpha3
+objects are errors (no default API server of a supported release serves
+them) and are read on as the v1 objects the API server would store.
 
-The inventory is the ResourceSlices in the inputs, or (by default, or with
---profile) what gpudra's own slice builder publishes on --nodes fake nodes of
-a profile: ` + strings.Join(nvmlfake.Profiles(), ", ") + `, or a profile file.
+The inventory is the ResourceSlices in the inputs (gpudra inventory writes
+them for a node), or (by default, or with --profile) what gpudra's own slice
+builder publishes on --nodes fake nodes of a profile: ` + strings.Join(nvmlfake.Profiles(), ", ") + `, or a profile file,
+as the plugin publishes them on --kubernetes-version: whole GPUs only where
+the cluster does not serve partitionable devices (1.34, 1.35), exclusive
+GPUs where it does not serve consumable capacity, no device taints where it
+drops them; the report says so.
 gpudra's DeviceClasses are built in, as the Helm chart installs them; a class
 in the inputs with the name of a built-in one replaces it (a finding when it
 differs).
 
-Exit status: 0 no findings (notes do not count), 1 findings, 2 unusable
-input (an unreadable file, malformed YAML, a file without objects, bad
+Findings are errors (the API server or gpudra's plugin refuses it, or a pod
+stays Pending or never starts), warnings (it works, but probably not as
+meant, or check could not check all of it) or notes (-v shows them).
+
+Exit status: 0 no errors (warnings and notes do not count, unless
+--strict), 1 errors (or warnings with --strict), 2 unusable input (an
+unreadable file, malformed YAML, a file without Kubernetes objects, bad
 flags).`,
 		Example: `  # the shipped DeviceClasses and examples on a fake DGX H100
   gpudra check --examples
@@ -106,6 +124,7 @@ flags).`,
                 expression: device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('40Gi')) >= 0
   YAML`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.MPSDisabled = !mps
 			code := runCheck(cmd, args, opts, inv, output, verbose, builtinExamples)
 			if code != 0 {
 				return exitError{code}
@@ -120,6 +139,9 @@ flags).`,
 	f.StringVar(&inv.migProfiles, "mig-profiles", "all", "MIG profiles the fake nodes publish, as the plugin's --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
+	f.BoolVar(&opts.Strict, "strict", false, "exit with status 1 on warnings too (things that work but are probably not what you meant, or that check could not check)")
+	f.BoolVar(&mps, "mps", true, "the node pool runs MPS control daemons, as the chart's mps.enabled; with false, claims that ask for MPS fail to prepare")
+	f.StringVar(&opts.ShareSharing, "consumable-capacity-sharing", "MPS", "how a claim holding a share of a GPU shares it when its config does not say, as the chart's consumableCapacity.sharing: MPS, TimeSlicing or None")
 	f.BoolVar(&opts.Sequential, "sequential", false, "allocate claims one after the other in input order, each keeping its devices, to see what fits together")
 	f.BoolVar(&opts.BuiltinClasses, "builtin-classes", true, "add gpudra's shipped DeviceClasses that the inputs do not define")
 	f.IntVar(&opts.ListLimit, "list-limit", 64, "list matching devices by name up to this many; count them beyond")
@@ -185,11 +207,19 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 			return fail(fmt.Errorf("--mig-profiles: %w", err))
 		}
 		inv.pool.MigProfiles = mig
-		opts.Slices, err = fakenodes.SlicesOf(cmd.Context(), inv.profile, inv.nodes, driver, inv.pool)
+		// What the plugin publishes on a cluster of that version, once it
+		// fell back to what the API server serves.
+		feats, err := scheduler.FeaturesFor(opts.KubernetesVersion)
+		if err != nil {
+			return fail(fmt.Errorf("--kubernetes-version: %w", err))
+		}
+		pool, notes := inv.pool.On(feats)
+		opts.Slices, err = fakenodes.SlicesOf(cmd.Context(), inv.profile, inv.nodes, driver, pool)
 		if err != nil {
 			return fail(fmt.Errorf("--profile %s: %w", inv.profile, err))
 		}
 		opts.SlicesSource = fmt.Sprintf("profile %s × %d node(s) through gpudra's slice builder, driver %s", inv.profile, inv.nodes, driver)
+		opts.SlicesNotes = notes
 	}
 	rep, err := check.Run(cmd.Context(), opts)
 	if err != nil {

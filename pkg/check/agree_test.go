@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -25,11 +26,12 @@ import (
 // TestCheckAgreesWithSimulate is the differential test between gpudra
 // check and gpudra simulate, which runs the real kubelet plugin: for every
 // shipped example on every fake profile, and for every runnable corpus
-// file, check (with --sequential) and simulate give each claim the same
-// devices, leave the same pods unschedulable, and fail the same pods'
-// prepare on an opaque config. Both go through the offline scheduler
-// core, so a difference means one of them stopped doing what the
-// scheduler or the plugin does.
+// file (on its node pool and Kubernetes version), check (with
+// --sequential) and simulate give each claim the same devices, leave the
+// same pods unschedulable, and fail the same pods' prepare, for the same
+// kind of refusal (pkg/claimplan). Both go through the offline scheduler
+// core and the plugin's prepare-time decision, so a difference means one
+// of them stopped doing what the scheduler or the plugin does.
 func TestCheckAgreesWithSimulate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the kubelet plugin once per profile and corpus file")
@@ -40,7 +42,8 @@ func TestCheckAgreesWithSimulate(t *testing.T) {
 	}
 	for _, profile := range nvmlfake.Profiles() {
 		t.Run("examples/"+profile, func(t *testing.T) {
-			ctx, c := startSimulate(t, profile)
+			cc := corpusCase{profile: profile, shareSharing: "None"}
+			ctx, c := startSimulate(t, cc)
 			for _, f := range examples {
 				data, err := fs.ReadFile(deviceclasses.FS, f)
 				if err != nil {
@@ -50,7 +53,7 @@ func TestCheckAgreesWithSimulate(t *testing.T) {
 				if err := in.Add(f, data); err != nil {
 					t.Fatal(err)
 				}
-				agree(ctx, t, c, profile, "", in)
+				agree(ctx, t, c, cc, in)
 			}
 		})
 	}
@@ -63,8 +66,8 @@ func TestCheckAgreesWithSimulate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, c := startSimulate(t, cc.profile)
-			got := agree(ctx, t, c, cc.profile, cc.kubernetes, in)
+			ctx, c := startSimulate(t, cc)
+			got := agree(ctx, t, c, cc, in)
 			if got != cc.simulate {
 				t.Errorf("simulate: %s, the header says %s", got, cc.simulate)
 			}
@@ -72,11 +75,14 @@ func TestCheckAgreesWithSimulate(t *testing.T) {
 	}
 }
 
-func startSimulate(t *testing.T, profile string) (context.Context, *simulate.Cluster) {
+// startSimulate starts the plugin on the case's node pool and Kubernetes
+// version.
+func startSimulate(t *testing.T, cc corpusCase) (context.Context, *simulate.Cluster) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx = klogQuiet(ctx)
-	c, err := simulate.Start(ctx, simulate.Options{Dir: shortDir(t), Profile: profile}, nil)
+	c, err := simulate.Start(ctx, simulate.Options{Dir: shortDir(t), Profile: cc.profile, KubernetesVersion: cc.kubernetes,
+		ConsumableCapacity: cc.pool.ConsumableCapacity, ShareSharing: cc.shareSharing, MPSDisabled: cc.noMPS}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,13 +96,24 @@ func startSimulate(t *testing.T, profile string) (context.Context, *simulate.Clu
 			t.Fatal(err)
 		}
 	}
-	// The inventory check runs against is what the plugin publishes.
-	published, err := c.Slices(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// The inventory check runs against is what the plugin publishes, on
+	// that version once it fell back to what the cluster serves.
+	pool, _ := cc.poolFor(t)
+	want := specsOf(t, fakePoolInventory(t, cc.profile, 1, pool))
+	var got []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		published, err := c.Slices(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got = specsOf(t, published); slices.Equal(got, want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if got, want := specsOf(t, published), specsOf(t, fakeInventory(t, profile, 1)); !slices.Equal(got, want) {
-		t.Fatalf("pkg/fakenodes builds other slices for %s than the plugin publishes", profile)
+	if !slices.Equal(got, want) {
+		t.Fatalf("pkg/fakenodes builds other slices for %s (%+v) than the plugin publishes", cc.profile, pool)
 	}
 	return ctx, c
 }
@@ -104,9 +121,10 @@ func startSimulate(t *testing.T, profile string) (context.Context, *simulate.Clu
 // agree runs the manifests through check (sequential) and through the
 // simulated node in the same order, compares, and returns what simulate
 // did: agree, prepare-fails or unschedulable.
-func agree(ctx context.Context, t *testing.T, c *simulate.Cluster, profile, version string, in *scheduler.Manifests) string {
+func agree(ctx context.Context, t *testing.T, c *simulate.Cluster, cc corpusCase, in *scheduler.Manifests) string {
 	t.Helper()
-	rep, err := Run(ctx, onProfile(t, profile, 1, Options{Inputs: in, KubernetesVersion: version, Sequential: true, BuiltinClasses: true}))
+	cc.sequential = true
+	rep, err := Run(ctx, cc.options(t, Options{Inputs: in}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,20 +169,21 @@ func agree(ctx context.Context, t *testing.T, c *simulate.Cluster, profile, vers
 			outcome = "unschedulable"
 		}
 	}
-	// A config the plugin refuses is a finding on the object it is in.
-	configBad := map[string]bool{}
-	for _, f := range rep.Findings {
-		if f.Kind == FindingInvalidConfig {
-			configBad[f.Object] = true
-		}
+	// What the plugin refuses, check predicts, for the same reason.
+	predicted := map[string]string{}
+	for _, p := range rep.Pods {
+		predicted[p.Name] = strings.Join(p.PrepareFails, "; ")
 	}
 	for pod, err := range sim.pods {
 		failed := err != nil && strings.Contains(err.Error(), "prepare failed")
 		if failed && outcome == "agree" {
 			outcome = "prepare-fails"
 		}
-		if flagged := slices.ContainsFunc(sim.sources[pod], func(o string) bool { return configBad[o] }); failed != flagged {
-			t.Errorf("pod %s: simulate's prepare error %v; check flags a config of %v: %v", pod, err, sim.sources[pod], flagged)
+		switch {
+		case failed != (predicted[pod] != ""):
+			t.Errorf("pod %s: simulate's prepare error %v; check predicts %q", pod, err, predicted[pod])
+		case failed && refusalKind(err.Error()) != refusalKind(predicted[pod]):
+			t.Errorf("pod %s: simulate's prepare fails with %v, check predicts %s", pod, err, predicted[pod])
 		}
 	}
 	return outcome
@@ -348,4 +367,24 @@ func specsOf(t *testing.T, slices []*resourceapi.ResourceSlice) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// refusalKind guesses the kind of refusal a message of Plan or
+// HeldConflict is, from the words each kind's message has: for comparing
+// what simulate's prepare said (through gRPC, as text) with check's
+// prediction.
+func refusalKind(msg string) string {
+	for _, k := range []struct{ kind, words string }{
+		{"mps-multiple-devices", "a claim may use MPS on one device only"},
+		{"mps-limit-key", "perDevicePinnedMemoryLimits"},
+		{"mps-unavailable", "MPS is not available"},
+		{"sharing-conflict", "is shared with ResourceClaim"},
+		{"monitor-without-admin", "is for monitoring only"},
+		{"config-kind", "(config: "},
+	} {
+		if strings.Contains(msg, k.words) {
+			return k.kind
+		}
+	}
+	return "other"
 }

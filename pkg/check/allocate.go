@@ -48,7 +48,7 @@ func (r *runner) allocate(u *unit) {
 		}
 	}
 	if !r.opts.Sequential {
-		r.state = scheduler.NewState()
+		r.resetState()
 	}
 	for _, ce := range todo {
 		if ce.invalid {
@@ -138,7 +138,14 @@ func (r *runner) record(ce *claimEval, node string, res *resourceapi.AllocationR
 	ce.claim.Status.Allocation = res
 	ce.done, ce.node = true, node
 	r.report.Claims[ce.idx].Allocation = a
-	r.checkAllocatedConfigs(ce, res)
+	r.prepare(ce, res)
+}
+
+// resetState forgets every allocation: the next claims see an empty
+// cluster.
+func (r *runner) resetState() {
+	r.state = scheduler.NewState()
+	r.held = nil
 }
 
 func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {

@@ -15,6 +15,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpudra/gpudra/deviceclasses"
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
@@ -27,6 +28,9 @@ type Options struct {
 	// SlicesSource says where they come from, for the report.
 	Slices       []*resourceapi.ResourceSlice
 	SlicesSource string
+	// SlicesNotes say how the caller's slices differ from what the
+	// newest Kubernetes would hold (fakenodes.Pool.On), for the report.
+	SlicesNotes []string
 	// DriverName is the driver gpudra runs as (default gpu.gpudra.io):
 	// the built-in DeviceClasses are rendered for it, and opaque configs
 	// for it are validated as the plugin validates them.
@@ -47,6 +51,16 @@ type Options struct {
 	// AllocateTimeout bounds one allocator call on one node, as the
 	// scheduler's DRASchedulerFilterTimeout does (default 10s).
 	AllocateTimeout time.Duration
+	// Strict makes warnings count for the exit status, as errors do.
+	Strict bool
+	// MPSDisabled: the plugin runs no MPS daemons (the chart's
+	// mps.enabled: false), so a claim that asks for MPS fails to prepare.
+	MPSDisabled bool
+	// ShareSharing is how a claim holding a share of a GPU (consumable
+	// capacity) shares it when its config does not say, the chart's
+	// consumableCapacity.sharing: "MPS" (the default, as the plugin's),
+	// "TimeSlicing" or "None".
+	ShareSharing string
 }
 
 // Exit statuses.
@@ -80,8 +94,14 @@ type runner struct {
 	// the inputs have claims (a check of classes alone checks them all).
 	unusedClass bool
 	byNode      map[string][]int // device indexes per node ("" = not node-local)
-	// state is what allocated claims hold (sequential mode keeps it).
+	// state is what allocated claims hold (sequential mode keeps it), as
+	// the scheduler sees it; held is what the nodes' plugins prepared.
 	state *scheduler.State
+	held  []heldDevice
+	// nodes are gpudra's pools read back into the device model, for the
+	// prepare-time checks; shareSharing is Options.ShareSharing.
+	nodes        map[string]gpu.Node
+	shareSharing *configapi.Sharing
 	// gangs are the inputs' PodGroups by "namespace/name"; nodeObjs the
 	// inputs' Node objects (gangs.go).
 	gangs    map[string]*gangInfo
@@ -121,6 +141,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, &scheduler.InputError{Msg: "--kubernetes-version: " + err.Error()}
 	}
+	shareSharing, err := shareSharingOf(opts.ShareSharing)
+	if err != nil {
+		return nil, &scheduler.InputError{Msg: "--consumable-capacity-sharing: " + err.Error()}
+	}
 	in := opts.Inputs
 	if in == nil {
 		in = &scheduler.Manifests{}
@@ -133,6 +157,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		report: &Report{
 			KubernetesVersion: feats.Version,
 			Sequential:        opts.Sequential,
+			Strict:            opts.Strict,
 		},
 		compiler: newCompiler(feats.CEL),
 		evals:    map[string]*evalResult{},
@@ -141,6 +166,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		classes:  map[string]*classEval{},
 		seen:     map[string]bool{},
 		state:    scheduler.NewState(),
+		nodes:    map[string]gpu.Node{},
+
+		shareSharing: shareSharing,
 	}
 	for _, i := range in.Ignored {
 		r.report.Ignored = append(r.report.Ignored, i.String())
@@ -269,6 +297,21 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 	for _, o := range in.Slices {
 		all = append(all, o.Obj.(*resourceapi.ResourceSlice))
 	}
+	// The API server of the chosen version stores slices without the
+	// fields of the features it does not enable.
+	dropped := 0
+	if !r.feats.Allocator.PartitionableDevices || !r.feats.Allocator.ConsumableCapacity || !r.feats.Allocator.DeviceTaints || !r.feats.Allocator.DeviceBindingAndStatus {
+		for i, s := range all {
+			if c := s.DeepCopy(); scheduler.DropDisabledFields(c, r.feats) {
+				all[i] = c
+				dropped++
+			}
+		}
+	}
+	notes := r.opts.SlicesNotes
+	if dropped > 0 && len(notes) == 0 {
+		notes = append(notes, fmt.Sprintf("%d ResourceSlice(s) read as the API server of Kubernetes %s stores them: without the fields of the DRA features it does not enable (counters, device taints, consumable capacity)", dropped, r.feats.Version))
+	}
 	if len(in.Slices) > 0 {
 		sources = append(sources, fmt.Sprintf("%d ResourceSlice(s) from the input files", len(in.Slices)))
 	}
@@ -293,6 +336,7 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 	}
 	r.report.Inventory = InventoryInfo{
 		Source:  strings.Join(sources, "; "),
+		Notes:   notes,
 		Drivers: sortedKeys(r.inv.drivers),
 		Nodes:   len(r.inv.nodes),
 		Slices:  len(all),

@@ -214,10 +214,14 @@ func (r *runner) podInfo(u *unit) PodInfo {
 		claims = append(claims[:len(claims):len(claims)], u.extended)
 	}
 	for _, ce := range claims {
-		if a := r.report.Claims[ce.idx].Allocation; a != nil {
-			pi.Node = a.Node
+		ci := &r.report.Claims[ce.idx]
+		if ci.Allocation != nil {
+			pi.Node = ci.Allocation.Node
 		} else {
 			pi.Pending = true
+		}
+		if ci.PrepareFails != "" {
+			pi.PrepareFails = append(pi.PrepareFails, "claim "+ci.Name+": "+ci.PrepareFails)
 		}
 	}
 	if len(u.claims) < len(pod.Spec.ResourceClaims) || len(u.blocked) > 0 {

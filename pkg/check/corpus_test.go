@@ -21,33 +21,52 @@ import (
 // users bring from other projects, and what check must say about them,
 // from the file's header comments:
 //
+//	# class: false-pass          the defect class the case guards against
+//	                             (false-pass, false-fail, silent-drop,
+//	                             message) or "works": what runs as is
 //	# profile: mixed             the fake node (default dgx-h100)
 //	# kubernetes: 1.35           the feature set (default the newest)
 //	# sequential: true           claims hold their devices in file order
+//	# consumable-capacity: true  the node pool shares GPUs (--consumable-capacity)
+//	# share-sharing: TimeSlicing the pool's default sharing of a share
+//	                             (--consumable-capacity-sharing, default MPS)
+//	# mps: false                 the pool runs no MPS daemons (--mps=false)
 //	# exit: 1                    the exit status
 //	# finding: KIND at LINE: TEXT   a finding of that kind (prefix "note "
-//	                             for a note), at that line, whose message
-//	                             or hint contains TEXT; every finding that
-//	                             counts must be listed by kind
+//	                             or "warning " for those severities), at
+//	                             that line, whose message or hint contains
+//	                             TEXT; every error and warning must be
+//	                             listed by kind
+//	# refusal: KIND              a refusal of the plugin's prepare
+//	                             (pkg/claimplan) that a finding predicts
 //	# simulate: agree | prepare-fails | unschedulable | skip: why
 //	                             what gpudra simulate does with the pods
 //	                             (TestCheckAgreesWithSimulate)
 type corpusCase struct {
 	file       string
+	class      string
 	profile    string
 	kubernetes string
 	sequential bool
-	exit       int
-	findings   []corpusFinding
-	simulate   string
+	pool       fakenodes.Pool
+	// shareSharing and noMPS are the plugin's settings on the pool.
+	shareSharing string
+	noMPS        bool
+	exit         int
+	findings     []corpusFinding
+	refusals     []string
+	simulate     string
 }
 
 type corpusFinding struct {
-	kind FindingKind
-	note bool
-	line int
-	text string
+	kind     FindingKind
+	severity string
+	line     int
+	text     string
 }
+
+// defectClasses are the classes a corpus case may guard against.
+var defectClasses = []string{"false-pass", "false-fail", "silent-drop", "message", "works"}
 
 func loadCorpus(t *testing.T) []corpusCase {
 	t.Helper()
@@ -61,7 +80,7 @@ func loadCorpus(t *testing.T) []corpusCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := corpusCase{file: f, profile: fakenodes.DefaultProfile, exit: -1}
+		c := corpusCase{file: f, profile: fakenodes.DefaultProfile, exit: -1, shareSharing: "MPS"}
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		for sc.Scan() {
 			line := sc.Text()
@@ -73,6 +92,16 @@ func loadCorpus(t *testing.T) []corpusCase {
 				continue
 			}
 			switch key {
+			case "class":
+				c.class = value
+			case "consumable-capacity":
+				c.pool.ConsumableCapacity = value == "true"
+			case "share-sharing":
+				c.shareSharing = value
+			case "mps":
+				c.noMPS = value == "false"
+			case "refusal":
+				c.refusals = append(c.refusals, value)
 			case "profile":
 				c.profile = value
 			case "kubernetes":
@@ -87,19 +116,21 @@ func loadCorpus(t *testing.T) []corpusCase {
 				c.findings = append(c.findings, parseCorpusFinding(t, f, value))
 			}
 		}
-		if c.exit < 0 || c.simulate == "" {
-			t.Fatalf("%s: the header needs exit: and simulate:", f)
+		if c.exit < 0 || c.simulate == "" || !slices.Contains(defectClasses, c.class) {
+			t.Fatalf("%s: the header needs exit:, simulate: and class: (one of %v)", f, defectClasses)
 		}
 		out = append(out, c)
 	}
 	return out
 }
 
-// parseCorpusFinding reads "[note ]KIND[ at LINE][: TEXT]".
+// parseCorpusFinding reads "[note |warning ]KIND[ at LINE][: TEXT]".
 func parseCorpusFinding(t *testing.T, file, s string) corpusFinding {
-	var f corpusFinding
-	if rest, ok := strings.CutPrefix(s, "note "); ok {
-		f.note, s = true, rest
+	f := corpusFinding{severity: SeverityError}
+	for _, sev := range []string{SeverityNote, SeverityWarning} {
+		if rest, ok := strings.CutPrefix(s, sev+" "); ok {
+			f.severity, s = sev, rest
+		}
 	}
 	head, text, _ := strings.Cut(s, ": ")
 	f.text = text
@@ -122,7 +153,7 @@ func checkCorpus(t *testing.T, c corpusCase) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), onProfile(t, c.profile, 1, Options{Inputs: in, KubernetesVersion: c.kubernetes, Sequential: c.sequential, BuiltinClasses: true, ListLimit: 8}))
+	rep, err := Run(context.Background(), c.options(t, Options{Inputs: in, ListLimit: 8}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +181,17 @@ func TestCorpus(t *testing.T) {
 			}
 			for _, f := range rep.Findings {
 				if f.Severity != SeverityNote && !listed[f.Kind] {
-					t.Errorf("unexpected finding: line %d %s: %s", f.Source.Line, f.Kind, f.Message)
+					t.Errorf("unexpected finding: line %d %s %s: %s", f.Source.Line, f.Severity, f.Kind, f.Message)
+				}
+			}
+			for _, want := range c.refusals {
+				if !slices.ContainsFunc(rep.Findings, func(f Finding) bool { return f.Refusal == want }) {
+					t.Errorf("no finding predicts the refusal %s among:\n%s", want, describeFindings(rep))
+				}
+			}
+			for _, f := range rep.Findings {
+				if f.Refusal != "" && !slices.Contains(c.refusals, f.Refusal) {
+					t.Errorf("the header lists no refusal %s (line %d %s: %s)", f.Refusal, f.Source.Line, f.Kind, f.Message)
 				}
 			}
 			got, err := json.MarshalIndent(summarize(c.profile, rep), "", "  ")
@@ -163,7 +204,7 @@ func TestCorpus(t *testing.T) {
 }
 
 func (want corpusFinding) matches(f Finding) bool {
-	return f.Kind == want.kind && (f.Severity == SeverityNote) == want.note &&
+	return f.Kind == want.kind && f.Severity == want.severity &&
 		(want.line == 0 || f.Source.Line == want.line) &&
 		strings.Contains(f.Message+"\n"+f.Hint, want.text)
 }
@@ -171,7 +212,34 @@ func (want corpusFinding) matches(f Finding) bool {
 func describeFindings(rep *Report) string {
 	var b strings.Builder
 	for _, f := range rep.Findings {
-		fmt.Fprintf(&b, "  line %d %s %s: %s\n    hint: %s\n", f.Source.Line, f.Severity, f.Kind, f.Message, f.Hint)
+		fmt.Fprintf(&b, "  line %d %s %s %s: %s\n    hint: %s\n", f.Source.Line, f.Severity, f.Kind, f.Refusal, f.Message, f.Hint)
 	}
 	return b.String()
+}
+
+// options are the check options of the case's node pool and version.
+func (c corpusCase) options(t testing.TB, o Options) Options {
+	t.Helper()
+	o.KubernetesVersion, o.Sequential, o.BuiltinClasses = c.kubernetes, c.sequential, true
+	o.ShareSharing, o.MPSDisabled = c.shareSharing, c.noMPS
+	pool, notes := c.poolFor(t)
+	o.Slices = fakePoolInventory(t, c.profile, 1, pool)
+	o.SlicesSource = fmt.Sprintf("profile %s × 1 node(s)", c.profile)
+	o.SlicesNotes = notes
+	return o
+}
+
+// poolFor is the case's pool as the plugin publishes it on the case's
+// Kubernetes version, as gpudra check builds it.
+func (c corpusCase) poolFor(t testing.TB) (fakenodes.Pool, []string) {
+	t.Helper()
+	version := c.kubernetes
+	if version == "" {
+		version = scheduler.DefaultKubernetesVersion
+	}
+	f, err := scheduler.FeaturesFor(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.pool.On(f)
 }

@@ -138,18 +138,6 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 				need, bestFree, freeNode, strings.Join(sortedKeys(holders), ", "))}
 		}
 	}
-	// Partitionable devices on a version that does not allocate them.
-	if !r.feats.Allocator.PartitionableDevices {
-		consumers := 0
-		for i, m := range re.match {
-			if m && len(r.inv.devices[i].dev.ConsumesCounters) > 0 {
-				consumers++
-			}
-		}
-		if consumers > 0 {
-			return []string{prefix + fmt.Sprintf("%d matching device(s) consume shared counters (partitionable devices), which the scheduler of Kubernetes %s does not allocate (DRAPartitionableDevices is on by default from 1.36)", consumers, r.report.KubernetesVersion)}
-		}
-	}
 	// Shared counters (partitionable devices).
 	if msg := r.explainCounters(re, nodes, need); msg != "" {
 		return []string{prefix + msg}

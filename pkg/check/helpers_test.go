@@ -35,7 +35,11 @@ func fakeInventory(t testing.TB, profile string, nodes int) []*resourceapi.Resou
 // fakePoolInventory is fakeInventory on a node pool with these settings.
 func fakePoolInventory(t testing.TB, profile string, nodes int, pool fakenodes.Pool) []*resourceapi.ResourceSlice {
 	t.Helper()
-	v, _ := inventories.LoadOrStore(fmt.Sprintf("%s/%d/%+v", profile, nodes, pool), &inventoryOnce{})
+	key := fmt.Sprintf("%s/%d/%v/%v/%v", profile, nodes, pool.ConsumableCapacity, pool.MigProfiles, pool.WholeGPUsOnly)
+	if pool.Features != nil {
+		key += "/" + pool.Features.Version
+	}
+	v, _ := inventories.LoadOrStore(key, &inventoryOnce{})
 	inv := v.(*inventoryOnce)
 	inv.once.Do(func() {
 		inv.slices, inv.err = fakenodes.SlicesOf(context.Background(), profile, nodes, gpu.DefaultDriverName, pool)

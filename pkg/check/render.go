@@ -21,6 +21,9 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 	inv := rep.Inventory
 	p("inventory: %s\n", inv.Source)
 	p("  %d node(s), %d ResourceSlice(s), %d device(s); drivers: %s\n", inv.Nodes, inv.Slices, inv.Devices, strings.Join(inv.Drivers, ", "))
+	for _, n := range inv.Notes {
+		p("  %s\n", n)
+	}
 	p("kubernetes %s feature set", rep.KubernetesVersion)
 	if rep.Sequential {
 		p(", claims allocated in sequence")
@@ -62,6 +65,9 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 						break
 					}
 				}
+				if c.PrepareFails != "" {
+					p("    PREPARE FAILS: %s\n", c.PrepareFails)
+				}
 			case len(c.Unsatisfiable) > 0:
 				p("    UNSATISFIABLE:\n")
 				for _, why := range c.Unsatisfiable {
@@ -87,6 +93,12 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 			case pod.NoDRA:
 				p("  %s: needs no DRA device (no resource claims, no extended resource a DeviceClass maps)\n", name)
 				continue
+			case len(pod.PrepareFails) > 0:
+				p("  %s on %s: CONTAINERCREATING (gpudra's kubelet plugin refuses to prepare it; see the findings)\n", name, pod.Node)
+				for _, why := range pod.PrepareFails {
+					p("    - %s\n", why)
+				}
+				continue
 			}
 			p("  %s on %s\n", name, pod.Node)
 			for _, c := range pod.Containers {
@@ -104,24 +116,7 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 			p("  %s\n", s)
 		}
 	}
-	errs := rep.Errors()
-	notes := len(rep.Findings) - errs
-	switch {
-	case errs == 0 && notes == 0:
-		p("\nno findings\n")
-		return nil
-	case errs == 0 && !verbose:
-		p("\nno findings (%d note(s); -v lists them)\n", notes)
-		return nil
-	case errs == 0:
-		p("\nno findings, %d note(s):\n", notes)
-	case notes == 0:
-		p("\n%d finding(s):\n", errs)
-	case !verbose:
-		p("\n%d finding(s) (and %d note(s); -v lists them):\n", errs, notes)
-	default:
-		p("\n%d finding(s), %d note(s):\n", errs, notes)
-	}
+	p("\n%s\n", rep.summary(verbose))
 	for _, f := range rep.Findings {
 		if f.Severity == SeverityNote && !verbose {
 			continue
@@ -130,9 +125,9 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 		if f.Source.File == "" {
 			loc = "inventory"
 		}
-		kind := string(f.Kind)
-		if f.Severity == SeverityNote {
-			kind = "note: " + kind
+		kind := f.Severity + ": " + string(f.Kind)
+		if f.Refusal != "" {
+			kind += " " + f.Refusal
 		}
 		p("\n%s: %s [%s]\n", loc, f.Object, kind)
 		if f.Field != "" {
@@ -186,3 +181,42 @@ func matchText(m Matches) string {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func indent(s, pad string) string { return strings.ReplaceAll(s, "\n", "\n"+pad) }
+
+// summary says how many findings of each severity there are, and what
+// they mean for the exit status.
+func (rep *Report) summary(verbose bool) string {
+	errs, warns, notes := rep.Errors(), rep.Warnings(), rep.Notes()
+	if errs == 0 && warns == 0 {
+		switch {
+		case notes == 0:
+			return "no findings"
+		case verbose:
+			return fmt.Sprintf("no findings, %d note(s):", notes)
+		}
+		return fmt.Sprintf("no findings (%d note(s); -v lists them)", notes)
+	}
+	var parts []string
+	if errs > 0 {
+		parts = append(parts, fmt.Sprintf("%d error(s)", errs))
+	}
+	if warns > 0 {
+		parts = append(parts, fmt.Sprintf("%d warning(s)", warns))
+	}
+	if notes > 0 {
+		n := fmt.Sprintf("%d note(s)", notes)
+		if !verbose {
+			n += "; -v lists them"
+		}
+		parts = append(parts, n)
+	}
+	var verdict string
+	switch {
+	case errs > 0:
+		verdict = "exit status 1: the cluster or gpudra's plugin would refuse something, or a pod would not run"
+	case warns > 0 && rep.Strict:
+		verdict = "exit status 1 (--strict): warnings count"
+	case warns > 0:
+		verdict = "exit status 0: nothing is refused; the warnings say what may not be what you meant (--strict fails on them)"
+	}
+	return strings.Join(parts, ", ") + " — " + verdict + ":"
+}

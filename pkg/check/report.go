@@ -30,6 +30,10 @@ const (
 	// FindingInvalidConfig: an opaque config for gpudra's driver that the
 	// kubelet plugin rejects at prepare.
 	FindingInvalidConfig FindingKind = "invalid-config"
+	// FindingPrepareRefused: an allocation the kubelet plugin refuses to
+	// prepare (Finding.Refusal says why, a pkg/claimplan kind): MPS on
+	// two devices, claims sharing a GPU alike, a limit keyed by no device.
+	FindingPrepareRefused FindingKind = "prepare-refused"
 	// FindingForeignConfig (a note): another vendor's opaque config.
 	FindingForeignConfig FindingKind = "foreign-config"
 	// FindingExtendedResource: a pod's extended resource that nothing
@@ -54,8 +58,11 @@ const (
 // Finding is one problem, located as precisely as the input allows.
 type Finding struct {
 	Kind FindingKind `json:"kind"`
-	// Severity is "error" (counts for the exit status) or "note" (worth
-	// knowing, e.g. a class no claim uses matches nothing here).
+	// Severity is "error" (the cluster or the plugin refuses it, or a pod
+	// stays Pending or never starts: exit status 1), "warning" (works, but
+	// probably not what was meant, or not all of it was checked: exit
+	// status 1 with --strict) or "note" (worth knowing, e.g. a class no
+	// claim uses matches nothing here).
 	Severity   string           `json:"severity"`
 	Source     scheduler.Source `json:"source"`
 	Object     string           `json:"object,omitempty"`     // "DeviceClass gpu.gpudra.io"
@@ -65,6 +72,9 @@ type Finding struct {
 	Message    string           `json:"message"`
 	Hint       string           `json:"hint,omitempty"`
 	Devices    []string         `json:"devices,omitempty"` // devices that raised it (node/device), a few
+	// Refusal is the kind of refusal (pkg/claimplan) of the plugin's
+	// prepare that the finding predicts, when it predicts one.
+	Refusal string `json:"refusal,omitempty"`
 }
 
 // Report is what gpudra check found.
@@ -78,13 +88,18 @@ type Report struct {
 	Pods              []PodInfo      `json:"pods,omitempty"`
 	Findings          []Finding      `json:"findings"`
 	Ignored           []string       `json:"ignored,omitempty"`
-	Stats             Stats          `json:"stats"`
-	ExitCode          int            `json:"exitCode"`
+	// Strict: warnings count for the exit status (--strict).
+	Strict   bool  `json:"strict,omitempty"`
+	Stats    Stats `json:"stats"`
+	ExitCode int   `json:"exitCode"`
 }
 
 // InventoryInfo describes the devices the selectors ran against.
 type InventoryInfo struct {
-	Source  string   `json:"source"` // "profile dgx-h100 (gpudra's slice builder)" or "ResourceSlices from files"
+	Source string `json:"source"` // "profile dgx-h100 (gpudra's slice builder)" or "ResourceSlices from files"
+	// Notes say how the inventory follows the Kubernetes version: what
+	// the plugin publishes on it and what its API server drops.
+	Notes   []string `json:"notes,omitempty"`
 	Drivers []string `json:"drivers"`
 	Nodes   int      `json:"nodes"`
 	Slices  int      `json:"slices"`
@@ -144,6 +159,9 @@ type ClaimInfo struct {
 	Allocation *Allocation `json:"allocation,omitempty"`
 	// Unsatisfiable says why not, one line per reason.
 	Unsatisfiable []string `json:"unsatisfiable,omitempty"`
+	// PrepareFails says why gpudra's kubelet plugin would refuse to
+	// prepare the allocation (the pod stays in ContainerCreating).
+	PrepareFails string `json:"prepareFails,omitempty"`
 }
 
 // PodInfo is a pod: where its claims were allocated and the devices each
@@ -157,10 +175,13 @@ type PodInfo struct {
 	// resource a DeviceClass maps).
 	NoDRA bool `json:"noDRA,omitempty"`
 	// Blocked says why the pod stays Pending whatever its claims get.
-	Blocked    []string        `json:"blocked,omitempty"`
-	Node       string          `json:"node,omitempty"`
-	Pending    bool            `json:"pending,omitempty"` // a claim is not allocatable: the pod stays Pending
-	Containers []ContainerInfo `json:"containers"`
+	Blocked []string `json:"blocked,omitempty"`
+	Node    string   `json:"node,omitempty"`
+	Pending bool     `json:"pending,omitempty"` // a claim is not allocatable: the pod stays Pending
+	// PrepareFails says, for each claim gpudra's kubelet plugin would not
+	// prepare, why: the pod is scheduled but stays in ContainerCreating.
+	PrepareFails []string        `json:"prepareFails,omitempty"`
+	Containers   []ContainerInfo `json:"containers"`
 }
 
 // ContainerInfo lists the devices one container would receive.
@@ -193,12 +214,13 @@ type Stats struct {
 }
 
 // ExitCode is gpudra check's exit status for what Run returned: 2 for an
-// error (unusable input), 1 for a report with findings, 0 otherwise.
+// error (unusable input), 1 for a report with errors (or, when the report
+// is strict, warnings), 0 otherwise.
 func ExitCode(rep *Report, err error) int {
 	switch {
 	case err != nil || rep == nil:
 		return 2
-	case rep.Errors() > 0:
+	case rep.Errors() > 0, rep.Strict && rep.Warnings() > 0:
 		return 1
 	}
 	return 0
@@ -206,15 +228,24 @@ func ExitCode(rep *Report, err error) int {
 
 // Severities of findings.
 const (
-	SeverityError = "error"
-	SeverityNote  = "note"
+	SeverityError   = "error"
+	SeverityWarning = "warning"
+	SeverityNote    = "note"
 )
 
 // Errors counts the findings of severity error.
-func (rep *Report) Errors() int {
+func (rep *Report) Errors() int { return rep.count(SeverityError) }
+
+// Warnings counts the findings of severity warning.
+func (rep *Report) Warnings() int { return rep.count(SeverityWarning) }
+
+// Notes counts the findings of severity note.
+func (rep *Report) Notes() int { return rep.count(SeverityNote) }
+
+func (rep *Report) count(severity string) int {
 	n := 0
 	for _, f := range rep.Findings {
-		if f.Severity != SeverityNote {
+		if f.Severity == severity {
 			n++
 		}
 	}

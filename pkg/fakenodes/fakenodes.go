@@ -24,6 +24,7 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/backend"
 	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
@@ -44,6 +45,36 @@ type Pool struct {
 	// MigProfiles are the MIG profiles published, as the plugin's
 	// --mig-profiles (the zero value: all).
 	MigProfiles slicebuilder.MigProfiles
+	// WholeGPUsOnly publishes whole GPUs without MIG placements, as the
+	// plugin does once the API server dropped its counters (a cluster
+	// without DRAPartitionableDevices).
+	WholeGPUsOnly bool
+	// Features, when set, is the cluster's feature set: the slices are
+	// stored as its API server stores them (scheduler.DropDisabledFields).
+	Features *scheduler.Features
+}
+
+// On is the pool as the plugin publishes it on a cluster with the feature
+// set: it falls back to whole GPUs where the API server drops partitionable
+// devices, and to exclusive GPUs where it drops consumable capacity
+// (pkg/plugin, HandleError), and the API server drops the device taints
+// where DRADeviceTaints is off. The notes say what differs from the
+// newest Kubernetes, for the report.
+func (p Pool) On(f scheduler.Features) (Pool, []string) {
+	var notes []string
+	p.Features = &f
+	if !f.Allocator.PartitionableDevices {
+		p.WholeGPUsOnly = true
+		notes = append(notes, fmt.Sprintf("Kubernetes %s does not serve partitionable devices (DRAPartitionableDevices is off by default before 1.36): the plugin publishes whole GPUs only, without MIG partitions", f.Version))
+	}
+	if !f.Allocator.ConsumableCapacity && p.ConsumableCapacity {
+		p.ConsumableCapacity = false
+		notes = append(notes, fmt.Sprintf("Kubernetes %s does not serve consumable capacity (DRAConsumableCapacity is off by default before 1.36): the plugin publishes exclusive GPUs, one claim each", f.Version))
+	}
+	if !f.Allocator.DeviceTaints {
+		notes = append(notes, fmt.Sprintf("Kubernetes %s drops device taints (DRADeviceTaints is off by default before 1.36): no GPU is tainted unhealthy, and the monitoring devices carry no monitoring-only taint", f.Version))
+	}
+	return p, notes
 }
 
 // Slices returns the ResourceSlices of nodes fake nodes of a profile (a
@@ -97,11 +128,18 @@ func SlicesOf(ctx context.Context, profile string, nodes int, driverName string,
 func Node(ctx context.Context, profile, nodeName, driverName, dir string, pool Pool) ([]*resourceapi.ResourceSlice, error) {
 	var out []*resourceapi.ResourceSlice
 	err := WithNode(ctx, profile, nodeName, dir, func(node gpu.Node, sysfsRoot string) error {
-		res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot, ConsumableCapacity: pool.ConsumableCapacity, MigProfiles: pool.MigProfiles})
-		if err == nil {
-			out = PoolSlices(driverName, nodeName, res)
+		res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot, ConsumableCapacity: pool.ConsumableCapacity,
+			MigProfiles: pool.MigProfiles, WholeGPUsOnly: pool.WholeGPUsOnly})
+		if err != nil {
+			return err
 		}
-		return err
+		out = PoolSlices(driverName, nodeName, res)
+		if pool.Features != nil {
+			for _, s := range out {
+				scheduler.DropDisabledFields(s, *pool.Features)
+			}
+		}
+		return nil
 	})
 	return out, err
 }

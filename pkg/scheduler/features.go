@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	resourceapi "k8s.io/api/resource/v1"
+
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
@@ -80,4 +82,51 @@ func DefaultFeatures() Features {
 		panic(err) // the default is one of the versions above
 	}
 	return f
+}
+
+// DropDisabledFields removes from a ResourceSlice what the API server of
+// the feature set drops on create and update, as its registry strategy
+// does for features that are off (k8s.io/kubernetes
+// pkg/registry/resource/resourceslice/strategy.go, dropDisabledFields):
+// device taints without DRADeviceTaints; shared counters, counter
+// consumption and per-device node selection without
+// DRAPartitionableDevices; allowMultipleAllocations and capacity request
+// policies without DRAConsumableCapacity; binding conditions without
+// DRADeviceBindingConditions. It reports whether it dropped anything.
+func DropDisabledFields(slice *resourceapi.ResourceSlice, f Features) bool {
+	dropped := false
+	spec := &slice.Spec
+	if !f.Allocator.PartitionableDevices {
+		if len(spec.SharedCounters) > 0 || spec.PerDeviceNodeSelection != nil {
+			dropped = true
+		}
+		spec.SharedCounters, spec.PerDeviceNodeSelection = nil, nil
+	}
+	for i := range spec.Devices {
+		d := &spec.Devices[i]
+		if !f.Allocator.DeviceTaints && len(d.Taints) > 0 {
+			d.Taints, dropped = nil, true
+		}
+		if !f.Allocator.PartitionableDevices {
+			if len(d.ConsumesCounters) > 0 || d.NodeName != nil || d.NodeSelector != nil || d.AllNodes != nil {
+				dropped = true
+			}
+			d.ConsumesCounters, d.NodeName, d.NodeSelector, d.AllNodes = nil, nil, nil, nil
+		}
+		if !f.Allocator.ConsumableCapacity {
+			if d.AllowMultipleAllocations != nil {
+				d.AllowMultipleAllocations, dropped = nil, true
+			}
+			for name, c := range d.Capacity {
+				if c.RequestPolicy != nil {
+					c.RequestPolicy, dropped = nil, true
+					d.Capacity[name] = c
+				}
+			}
+		}
+		if !f.Allocator.DeviceBindingAndStatus && (len(d.BindingConditions) > 0 || len(d.BindingFailureConditions) > 0 || d.BindsToNode != nil) {
+			d.BindingConditions, d.BindingFailureConditions, d.BindsToNode, dropped = nil, nil, nil, true
+		}
+	}
+	return dropped
 }

@@ -11,10 +11,6 @@ import (
 	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
-// Features is the feature set the simulated control plane has: that of the
-// newest Kubernetes version, as gpudra check's default.
-var Features = scheduler.DefaultFeatures()
-
 // ErrUnschedulable means the allocator found no devices for the claims: a
 // pod using them would stay Pending.
 var ErrUnschedulable = scheduler.ErrUnschedulable
@@ -61,7 +57,7 @@ func (c *Cluster) Scheduler(ctx context.Context) (*scheduler.Scheduler, *schedul
 	for i := range claimList.Items {
 		claims = append(claims, &claimList.Items[i])
 	}
-	return scheduler.New(Features, scheduler.NewClasses(classes), slices, nil), scheduler.StateOf(claims), nil
+	return scheduler.New(c.features, scheduler.NewClasses(classes), slices, nil), scheduler.StateOf(claims), nil
 }
 
 // Allocate allocates one claim as the scheduler would for a pod with only

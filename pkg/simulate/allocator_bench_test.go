@@ -18,6 +18,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/discovery"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
@@ -148,7 +149,7 @@ func newAllocClusterFrom(tb testing.TB, pool []resourceslice.Slice, n, busy int)
 
 // allocatorFeatures is what each allocator is picked with.
 var allocatorFeatures = map[string]structured.Features{
-	"incubating": Features.Allocator,
+	"incubating": scheduler.DefaultFeatures().Allocator,
 	"stable":     {AdminAccess: true, PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true},
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/mps"
 	"github.com/gpudra/gpudra/pkg/nodestate"
 	"github.com/gpudra/gpudra/pkg/plugin"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
@@ -73,6 +74,15 @@ type Options struct {
 	// MPSCheckInterval is how often the plugin checks its MPS daemons;
 	// zero means the plugin's default.
 	MPSCheckInterval time.Duration
+	// KubernetesVersion is the simulated control plane's (default the
+	// newest, as gpudra check's): its scheduler's feature set, and its
+	// API server drops the ResourceSlice fields of the features it does
+	// not enable, as a real one does, so that the plugin falls back as on
+	// such a cluster.
+	KubernetesVersion string
+	// MPSDisabled runs the plugin without an MPS launcher, as the chart's
+	// mps.enabled: false: claims that ask for MPS fail to prepare.
+	MPSDisabled bool
 }
 
 // Cluster is one simulated node with the plugin running on it.
@@ -82,7 +92,8 @@ type Cluster struct {
 	Driver *plugin.Driver
 	Node   *v1.Node
 
-	kubelet *kubelet
+	kubelet  *kubelet
+	features scheduler.Features
 }
 
 // Paths of the node's directories.
@@ -157,8 +168,17 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 	if err := os.WriteFile(opts.BootIDPath(), []byte(opts.BootID+"\n"), 0o644); err != nil {
 		return nil, err
 	}
+	if opts.KubernetesVersion == "" {
+		opts.KubernetesVersion = scheduler.DefaultKubernetesVersion
+	}
+	features, err := scheduler.FeaturesFor(opts.KubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
 	if client == nil {
 		client = NewClientset()
+		client.PrependReactor("create", "resourceslices", dropDisabledFields(features))
+		client.PrependReactor("update", "resourceslices", dropDisabledFields(features))
 	}
 	node, err := client.CoreV1().Nodes().Get(ctx, opts.NodeName, metav1.GetOptions{})
 	if err != nil {
@@ -185,6 +205,12 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 	if err != nil {
 		return nil, err
 	}
+	// MPS daemons are processes of this machine here: the fake backend's
+	// stand-in, a subcommand of this very binary.
+	var launcher mps.Launcher = &mps.ProcessLauncher{Root: opts.MPSDir()}
+	if opts.MPSDisabled {
+		launcher = nil
+	}
 	driver, err := plugin.Start(ctx, plugin.Config{
 		DriverName:     opts.DriverName,
 		NodeName:       opts.NodeName,
@@ -199,16 +225,14 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		MigProfiles:    opts.MigProfiles,
 		DeviceMetadata: opts.DeviceMetadata,
 
-		HealthcheckAddr:   healthcheckAddr(opts.Healthcheck),
-		FileWatchInterval: opts.FileWatchInterval,
-		HealthRecheck:     opts.HealthRecheck,
-		TelemetryInterval: opts.TelemetryInterval,
-		IdleThreshold:     opts.IdleThreshold,
-		IdleAfter:         opts.IdleAfter,
-		Fatal:             opts.Fatal,
-		// MPS daemons are processes of this machine here: the fake
-		// backend's stand-in, a subcommand of this very binary.
-		MPS:                &mps.ProcessLauncher{Root: opts.MPSDir()},
+		HealthcheckAddr:    healthcheckAddr(opts.Healthcheck),
+		FileWatchInterval:  opts.FileWatchInterval,
+		HealthRecheck:      opts.HealthRecheck,
+		TelemetryInterval:  opts.TelemetryInterval,
+		IdleThreshold:      opts.IdleThreshold,
+		IdleAfter:          opts.IdleAfter,
+		Fatal:              opts.Fatal,
+		MPS:                launcher,
 		MPSDir:             opts.MPSDir(),
 		MPSCheckInterval:   opts.MPSCheckInterval,
 		ConsumableCapacity: opts.ConsumableCapacity,
@@ -223,7 +247,20 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		driver.Stop()
 		return nil, err
 	}
-	return &Cluster{Opts: opts, Client: client, Driver: driver, Node: node, kubelet: k}, nil
+	return &Cluster{Opts: opts, Client: client, Driver: driver, Node: node, kubelet: k, features: features}, nil
+}
+
+// dropDisabledFields makes the fake API server store ResourceSlices as
+// one with the feature set does.
+func dropDisabledFields(f scheduler.Features) k8stesting.ReactionFunc {
+	return func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if withObj, ok := action.(interface{ GetObject() runtime.Object }); ok {
+			if slice, ok := withObj.GetObject().(*resourceapi.ResourceSlice); ok {
+				scheduler.DropDisabledFields(slice, f)
+			}
+		}
+		return false, nil, nil // let the stamping reactor and the tracker go on
+	}
 }
 
 // Stop stops the plugin, as a plugin pod being deleted would.
