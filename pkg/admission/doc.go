@@ -4,10 +4,13 @@
 // field and the fix, instead of leaving a pod in ContainerCreating when the
 // kubelet plugin meets the config at prepare time.
 //
-// It decodes with the config API's own entry point (v1alpha1.Decode), the
-// one the plugin's prepare uses, so every field the API gains is validated
-// here without a change to this package, and the webhook can never accept
-// what the plugin would reject, nor reject what it would accept.
+// It decodes with claimplan.DecodeConfig, the part of the plugin's
+// prepare-time decision that needs no allocation (the config API's own
+// Decode, and the per-device MPS limits no allocation could satisfy), the
+// one the plugin's prepare and gpudra check use, so every field the API
+// gains is validated here without a change to this package, and the
+// webhook can never accept a config the plugin would reject whatever the
+// scheduler allocates, nor reject one it would accept.
 //
 // Only configs whose opaque.driver is gpudra's driver name are read:
 // other drivers' configs pass untouched. The object's JSON is read through
@@ -21,7 +24,8 @@
 // installed (or under an older gpudra) could never lose its finalizer, and
 // could not be deleted.
 //
-// What the config's kind fits (GpuConfig for whole GPUs, MigConfig for MIG
-// partitions) depends on the device the scheduler picks, so it is checked
-// by the plugin at prepare, not here.
+// What depends on the devices the scheduler picks (the config's kind
+// fitting the device, MPS on one device per claim, what other claims on
+// the GPU hold) is decided by the plugin at prepare (pkg/claimplan), and
+// offline by gpudra check, not here.
 package admission

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+	"github.com/gpudra/gpudra/pkg/claimplan"
 	"github.com/gpudra/gpudra/pkg/errorlist"
 )
 
@@ -66,7 +67,7 @@ func (v Validator) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admis
 
 	var causes []metav1.StatusCause
 	for _, c := range configs {
-		if _, err := configapi.Decode(c.parameters); err != nil {
+		if _, err := claimplan.DecodeConfig(c.parameters); err != nil {
 			shown, total, atLeast := errorlist.Split(err)
 			for _, e := range shown {
 				// The config API's errors start at "parameters"; put

@@ -106,6 +106,8 @@ type runner struct {
 	// inputs' Node objects (gangs.go).
 	gangs    map[string]*gangInfo
 	nodeObjs []*v1.Node
+	// namespaces are the inputs' Namespaces, by name.
+	namespaces map[string]*v1.Namespace
 }
 
 type evalResult struct {
@@ -176,6 +178,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	for _, p := range in.Problems {
 		r.addProblem(p)
 	}
+	r.namespaces = namespacesOf(in)
 	if err := r.loadClasses(in); err != nil {
 		return nil, err
 	}

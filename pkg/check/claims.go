@@ -32,6 +32,9 @@ type unit struct {
 }
 
 type claimEval struct {
+	// info is the claim's entry of report.Claims while the claims are
+	// made; once allocation starts, write report.Claims[idx] instead
+	// (appends move the entries).
 	info   *ClaimInfo
 	idx    int // in report.Claims
 	claim  *resourceapi.ResourceClaim
@@ -76,11 +79,15 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 	for _, o := range in.Claims {
 		c := o.Obj.(*resourceapi.ResourceClaim)
 		ce := r.newClaim(c.DeepCopy(), "ResourceClaim", o.Source, "ResourceClaim "+o.Name, "spec")
+		ce.invalid = ce.invalid || o.Rejected || r.checkAdminAccess(o, c.Namespace, &c.Spec, "spec")
 		claimsByName[o.Name] = ce
 		claimOrder = append(claimOrder, ce)
 	}
+	rejectedTemplates := map[string]bool{}
 	for _, o := range in.Templates {
 		templates[o.Name] = o
+		t := o.Obj.(*resourceapi.ResourceClaimTemplate)
+		rejectedTemplates[o.Name] = o.Rejected || r.checkAdminAccess(o, t.Namespace, &t.Spec.Spec, "spec.spec")
 	}
 	type ordered struct {
 		src scheduler.Source
@@ -131,6 +138,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 				usedTemplates[name] = true
 				claim := scheduler.ClaimFromTemplate(pod, pc.Name, t.Obj.(*resourceapi.ResourceClaimTemplate))
 				ce := r.newClaim(claim, "ResourceClaimTemplate "+name+" for "+object, t.Source, "ResourceClaimTemplate "+name, "spec.spec")
+				ce.invalid = ce.invalid || rejectedTemplates[name]
 				ce.info.Pod = o.Name
 				u.claims = append(u.claims, ce)
 				u.byName[pc.Name] = ce
@@ -141,6 +149,9 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 		}
 		r.checkContainerClaims(o, pod)
 		r.extendedResources(u)
+		if o.Rejected {
+			u.blocked = append(u.blocked, "the API server rejects the "+strings.Fields(o.Owner + " Pod")[0]+" (see the findings): the pod is never created")
+		}
 		units = append(units, ordered{o.Source, u})
 	}
 	for _, ce := range claimOrder {
@@ -158,6 +169,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 			Spec:       *tmpl.Spec.Spec.DeepCopy(),
 		}
 		ce := r.newClaim(claim, "ResourceClaimTemplate "+o.Name, o.Source, "ResourceClaimTemplate "+o.Name, "spec.spec")
+		ce.invalid = ce.invalid || rejectedTemplates[o.Name]
 		units = append(units, ordered{o.Source, &unit{claims: []*claimEval{ce}}})
 	}
 	sort.SliceStable(units, func(i, j int) bool {
@@ -316,8 +328,7 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src sch
 		var re *reqEval
 		switch {
 		case req.Exactly != nil && len(req.FirstAvailable) > 0:
-			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: "a request sets both exactly and firstAvailable; the API server rejects the claim"})
-			ce.invalid = true
+			ce.invalid = true // the scheduler package reports what the API server rejects
 			continue
 		case req.Exactly != nil:
 			e := req.Exactly
@@ -332,13 +343,11 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src sch
 				re.sub = append(re.sub, r.newRequest(req.Name+"/"+sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Selectors, sub.Capacity, src, object, fmt.Sprintf("%s.firstAvailable[%d]", f, j)))
 			}
 		default:
-			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: fmt.Sprintf("request %q sets neither exactly nor firstAvailable; the API server rejects the claim", req.Name)})
 			ce.invalid = true
 			continue
 		}
 		ce.reqs = append(ce.reqs, re)
 	}
-	ce.invalid = ce.invalid || r.validateRequests(ce, src, object, field)
 	ce.info = &r.report.Claims[ce.idx]
 	r.checkClaimConfigs(ce)
 	r.checkConstraints(ce)
@@ -346,71 +355,6 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src sch
 		r.report.Claims[ce.idx].Requests = append(r.report.Claims[ce.idx].Requests, r.requestInfo(re))
 	}
 	return ce
-}
-
-// validateRequests checks what the API server checks on a claim and the
-// allocator relies on: names, classes, modes and counts. It reports each
-// problem and says whether there was one.
-func (r *runner) validateRequests(ce *claimEval, src scheduler.Source, object, field string) bool {
-	bad := false
-	report := func(f, msg string) {
-		r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f, Message: msg + "; the API server rejects the claim"})
-		bad = true
-	}
-	check := func(f, name, class string, mode resourceapi.DeviceAllocationMode, count int64) {
-		if name == "" {
-			report(f+".name", "a request needs a name")
-		}
-		if class == "" {
-			report(f+".deviceClassName", "deviceClassName is required")
-		}
-		switch mode {
-		case resourceapi.DeviceAllocationModeExactCount:
-			if count < 1 {
-				report(f+".count", fmt.Sprintf("count must be at least 1, got %d", count))
-			}
-		case resourceapi.DeviceAllocationModeAll:
-		default:
-			report(f+".allocationMode", fmt.Sprintf("unknown allocationMode %q (ExactCount or All)", mode))
-		}
-	}
-	names := map[string]bool{}
-	reqs := ce.claim.Spec.Devices.Requests
-	if len(reqs) == 0 {
-		report(field+".devices.requests", "a claim needs at least one request")
-	}
-	for i, req := range reqs {
-		f := fmt.Sprintf("%s.devices.requests[%d]", field, i)
-		if names[req.Name] {
-			report(f+".name", fmt.Sprintf("duplicate request name %q", req.Name))
-		}
-		names[req.Name] = true
-		if req.Exactly != nil {
-			e := req.Exactly
-			check(f+".exactly", req.Name, e.DeviceClassName, e.AllocationMode, e.Count)
-		}
-		subs := map[string]bool{}
-		for j, sub := range req.FirstAvailable {
-			sf := fmt.Sprintf("%s.firstAvailable[%d]", f, j)
-			if subs[sub.Name] {
-				report(sf+".name", fmt.Sprintf("duplicate subrequest name %q", sub.Name))
-			}
-			subs[sub.Name] = true
-			check(sf, sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count)
-		}
-	}
-	for i, c := range ce.claim.Spec.Devices.Constraints {
-		for _, n := range c.Requests {
-			base, _, _ := strings.Cut(n, "/")
-			if !names[base] {
-				report(fmt.Sprintf("%s.devices.constraints[%d].requests", field, i), fmt.Sprintf("constraint names request %q, which the claim does not have", n))
-			}
-		}
-		if (c.MatchAttribute == nil) == (c.DistinctAttribute == nil) {
-			report(fmt.Sprintf("%s.devices.constraints[%d]", field, i), "a constraint needs exactly one of matchAttribute and distinctAttribute")
-		}
-	}
-	return bad
 }
 
 func (r *runner) requestInfo(re *reqEval) RequestInfo {

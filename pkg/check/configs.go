@@ -25,27 +25,12 @@ import (
 // driver's business; a note says what gpudra's equivalent is when the
 // config is another vendor's.
 
-// checkClaimConfigs checks the configs of a claim's spec.
+// checkClaimConfigs checks the configs of a claim's spec (their requests
+// are the API server's, reported by pkg/scheduler).
 func (r *runner) checkClaimConfigs(ce *claimEval) {
-	requests := map[string]bool{}
-	for _, req := range ce.claim.Spec.Devices.Requests {
-		requests[req.Name] = true
-		for _, sub := range req.FirstAvailable {
-			requests[req.Name+"/"+sub.Name] = true
-		}
-	}
 	for i, c := range ce.claim.Spec.Devices.Config {
-		field := fmt.Sprintf("%s.devices.config[%d]", ce.field, i)
-		for j, name := range c.Requests {
-			if !requests[name] {
-				r.addFinding(Finding{Kind: FindingInvalid, Source: ce.source, Object: ce.object, Field: fmt.Sprintf("%s.requests[%d]", field, j),
-					Message: fmt.Sprintf("config names request %q, which the claim does not have; the API server rejects the claim", name),
-					Hint:    didYouMean(name, sortedKeys(requests)) + "requests: " + strings.Join(sortedKeys(requests), ", ")})
-				ce.invalid = true
-			}
-		}
 		if c.Opaque != nil {
-			r.checkOpaque(ce.source, ce.object, field+".opaque", c.Opaque, "every pod using "+ce.info.Name)
+			r.checkOpaque(ce.source, ce.object, fmt.Sprintf("%s.devices.config[%d].opaque", ce.field, i), c.Opaque, "every pod using "+ce.info.Name)
 		}
 	}
 }
@@ -82,9 +67,15 @@ func (r *runner) checkOpaque(src scheduler.Source, object, field string, o *reso
 		if foreign {
 			hint = fmt.Sprintf("this is a config of %s; %s", vendor.who, vendor.equivalent(meta.Kind, r.opts.DriverName))
 		}
+		refusal := claimplan.InvalidConfig
+		var r2 *claimplan.Refusal
+		if errors.As(err, &r2) {
+			refusal = r2.Kind
+			hint = refusalHint(r2, r.opts.DriverName)
+		}
 		for _, e := range configErrors(err) {
-			r.addFinding(Finding{Kind: FindingInvalidConfig, Source: src, Object: object, Field: joinField(field, e.path),
-				Message: fmt.Sprintf("gpudra's kubelet plugin fails the prepare of %s: %s: %s", who, field, e.msg),
+			r.addFinding(Finding{Kind: FindingInvalidConfig, Refusal: string(refusal), Source: src, Object: object, Field: joinField(field, e.path),
+				Message: fmt.Sprintf("gpudra's admission webhook denies this config, and without the webhook gpudra's kubelet plugin fails the prepare of %s: %s: %s", who, field, e.msg),
 				Hint:    hint})
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpudra/gpudra/pkg/claimplan"
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/scheduler"
 )
@@ -242,4 +243,33 @@ func (c corpusCase) poolFor(t testing.TB) (fakenodes.Pool, []string) {
 		t.Fatal(err)
 	}
 	return c.pool.On(f)
+}
+
+// TestEveryRefusalCovered: every refusal the plugin's prepare can make
+// (claimplan.Kinds) is either checkable, and then a corpus case shows
+// check predicting it (TestCorpus holds the case to its header), or says
+// why check cannot know it: a stale allocation, the node's hardware or
+// files.
+func TestEveryRefusalCovered(t *testing.T) {
+	shown := map[string][]string{}
+	for _, c := range loadCorpus(t) {
+		for _, k := range c.refusals {
+			shown[k] = append(shown[k], filepath.Base(c.file))
+		}
+	}
+	known := map[string]bool{}
+	for _, k := range claimplan.Kinds {
+		known[string(k.Kind)] = true
+		switch {
+		case k.Checkable && len(shown[string(k.Kind)]) == 0:
+			t.Errorf("refusal %s: gpudra check can predict it, but no corpus case shows it", k.Kind)
+		case !k.Checkable && len(shown[string(k.Kind)]) > 0:
+			t.Errorf("refusal %s: listed as needing %q, yet corpus cases %v show check predicting it", k.Kind, k.Why, shown[string(k.Kind)])
+		}
+	}
+	for k, files := range shown {
+		if !known[k] {
+			t.Errorf("corpus cases %v name refusal %q, which claimplan does not know", files, k)
+		}
+	}
 }

@@ -74,6 +74,10 @@ func summarize(profile string, rep *Report) golden {
 			g.Pods[p.Name] = []string{"PENDING"}
 			continue
 		}
+		if len(p.PrepareFails) > 0 {
+			g.Pods[p.Name] = []string{"CONTAINERCREATING on " + p.Node}
+			continue
+		}
 		for _, c := range p.Containers {
 			g.Pods[p.Name] = append(g.Pods[p.Name], p.Node+" "+c.Name+": "+strings.Join(c.Devices, ", "))
 		}

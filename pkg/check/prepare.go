@@ -74,7 +74,7 @@ func (r *runner) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
 			r.refused(ce, refusal)
 		}
 		// A config that does not decode is reported where it is written.
-		ce.info.PrepareFails = err.Error()
+		r.report.Claims[ce.idx].PrepareFails = err.Error()
 		return
 	}
 	for _, p := range planned {
@@ -84,7 +84,7 @@ func (r *runner) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
 			}
 			if refusal := claimplan.HeldConflict(p, h.dev, "ResourceClaim "+h.claim); refusal != nil {
 				r.refused(ce, refusal)
-				ce.info.PrepareFails = refusal.Error()
+				r.report.Claims[ce.idx].PrepareFails = refusal.Error()
 				return
 			}
 		}

@@ -79,7 +79,7 @@ func HeldConflict(p Device, held checkpoint.Device, other string) *Refusal {
 	if p.Admin() || held.AdminAccess || !overlaps(p, held) {
 		return nil
 	}
-	r := &Refusal{Request: p.Result.Request, Device: p.Result.Device, Other: other}
+	r := &Refusal{Request: p.Result.Request, Device: p.Result.Device, Config: p.ConfigAt, Other: other}
 	if sharedDevice(p, held) {
 		why := sharingConflict(p, held)
 		if why == "" {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
 	sigsyaml "sigs.k8s.io/yaml"
 )
@@ -34,6 +35,10 @@ type Object struct {
 	// workload asks for (1 for a plain Pod).
 	Owner    string
 	Replicas int
+	// Rejected: the API server rejects the object (a Problem says why);
+	// it is read on, so that the rest of it is checked too, but never
+	// allocated.
+	Rejected bool
 }
 
 // Ignored is an object that has nothing for the scheduler's DRA plugin.
@@ -66,6 +71,8 @@ type Manifests struct {
 	// PodGroups (scheduling.k8s.io/v1beta1) make their pods gangs and
 	// may hold claims for the whole group.
 	PodGroups []Object // *schedulingv1beta1.PodGroup
+	// Namespaces are read for their labels (admin access).
+	Namespaces []Object // *v1.Namespace
 	// Ignored lists the objects with nothing to check (Namespaces,
 	// ConfigMaps, custom resources, ...).
 	Ignored []Ignored
@@ -89,6 +96,7 @@ func (m *Manifests) Merge(other *Manifests) {
 	m.TaintRules = append(m.TaintRules, other.TaintRules...)
 	m.Nodes = append(m.Nodes, other.Nodes...)
 	m.PodGroups = append(m.PodGroups, other.PodGroups...)
+	m.Namespaces = append(m.Namespaces, other.Namespaces...)
 	m.Ignored = append(m.Ignored, other.Ignored...)
 	m.Problems = append(m.Problems, other.Problems...)
 }
@@ -331,12 +339,31 @@ func (m *Manifests) addObject(src Source, js []byte) error {
 			name = meta.Metadata.Name
 		}
 		pod.Namespace = namespaceOr(pod.Namespace, meta.Metadata.Namespace)
+		rejected := m.validate(src, object, meta.Kind, validateObject(obj), "")
+		rejected = m.validate(src, object, meta.Kind, validatePodTemplate(pod), path+".") || rejected
 		m.Pods = append(m.Pods, Object{Source: src.within(path), Kind: "Pod", Name: pod.Namespace + "/" + pod.Name, Obj: pod,
-			Owner: meta.Kind + " " + pod.Namespace + "/" + meta.Metadata.Name + owner, Replicas: replicas})
+			Owner: meta.Kind + " " + pod.Namespace + "/" + meta.Metadata.Name + owner, Replicas: replicas, Rejected: rejected})
 		return nil
 	}
 	m.add(src, meta.Kind, obj, object)
 	return nil
+}
+
+// validate reports what the API server's validation rejects, each error
+// at its field (prefix is where the fields are below the document), and
+// says whether there was any.
+func (m *Manifests) validate(src Source, object, kind string, errs field.ErrorList, prefix string) bool {
+	for _, e := range errs {
+		f := prefix + e.Field
+		hint := ""
+		if e.Type == field.ErrorTypeInvalid && (strings.HasSuffix(e.Field, "name") || strings.HasSuffix(e.Field, "Name")) {
+			if v, ok := e.BadValue.(string); ok {
+				hint = nameHint(v)
+			}
+		}
+		m.problem(ProblemInvalid, src, object, f, fmt.Sprintf("%s; the API server rejects the %s", e.ErrorBody(), kind), hint)
+	}
+	return len(errs) > 0
 }
 
 func (m *Manifests) problem(kind ProblemKind, src Source, object, field, msg, hint string) {
@@ -382,6 +409,7 @@ func (m *Manifests) strictProblems(src Source, object string, err error, why str
 // add files a decoded object by type.
 func (m *Manifests) add(src Source, kind string, obj runtime.Object, object string) {
 	o := Object{Source: src, Kind: kind, Obj: obj, Replicas: 1}
+	o.Rejected = m.validate(src, object, kind, validateObject(obj), "")
 	if acc, ok := obj.(interface {
 		GetName() string
 		GetNamespace() string
@@ -411,6 +439,8 @@ func (m *Manifests) add(src Source, kind string, obj runtime.Object, object stri
 		m.Nodes = append(m.Nodes, o)
 	case *schedulingv1beta1.PodGroup:
 		m.PodGroups = append(m.PodGroups, o)
+	case *v1.Namespace:
+		m.Namespaces = append(m.Namespaces, o)
 	default:
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		m.Ignored = append(m.Ignored, Ignored{Source: src, Kind: fmt.Sprintf("%s (%s)", kind, gvk.GroupVersion()), Name: o.Name,
