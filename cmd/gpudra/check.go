@@ -132,6 +132,7 @@ flags).`,
 			return nil
 		},
 	}
+	cmd.SetFlagErrorFunc(usageError)
 	f := cmd.Flags()
 	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file); default "+fakenodes.DefaultProfile+" when the inputs hold no ResourceSlices")
 	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
@@ -149,6 +150,13 @@ flags).`,
 	f.BoolVarP(&verbose, "verbose", "v", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
 	f.BoolVar(&builtinExamples, "examples", false, "also check the DeviceClasses and examples built into this binary (deviceclasses/)")
 	return cmd
+}
+
+// usageError reports a bad flag with the exit status the help promises
+// for unusable input, 2, and the usage line.
+func usageError(cmd *cobra.Command, err error) error {
+	fmt.Fprintf(cmd.ErrOrStderr(), "gpudra %s: %v\nUsage: %s (see gpudra %s --help)\n", cmd.Name(), err, cmd.UseLine(), cmd.Name())
+	return exitError{check.ExitInput}
 }
 
 // inventoryFlags choose the fake nodes the inventory is built from.

@@ -86,6 +86,10 @@ spec:
 		{"bad output", []string{"-o", "xml", good}, "", 2, "want text or json"},
 		{"bad profile", []string{"--profile", "dgx-z9", good}, "", 2, `--profile dgx-z9: fake backend: nvmlfake: unknown profile "dgx-z9"`},
 		{"bad nodes", []string{"--nodes", "0", good}, "", 2, "--nodes must be at least 1"},
+		{"bad flag", []string{"--profil", "dgx-a100", good}, "", 2, "unknown flag: --profil"},
+		{"bad flag value", []string{"--nodes", "two", good}, "", 2, `invalid argument "two" for "--nodes"`},
+		{"strict: a warning fails", []string{"--strict", "--profile", "dgx-a100", write("cr2.yaml", "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\n"), good}, "", 1, "exit status 1 (--strict): warnings count"},
+		{"bad consumable-capacity sharing", []string{"--consumable-capacity-sharing", "Both", good}, "", 2, "unknown sharing"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, tt.stdin, tt.args...)

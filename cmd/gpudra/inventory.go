@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
@@ -38,7 +39,8 @@ func newInventoryCommand() *cobra.Command {
 GPUs through the NVIDIA driver's NVML library, read-only (it creates and
 changes nothing, and needs no cluster), and prints the ResourceSlices the
 kubelet plugin would publish for them, with the plugin's own discovery and
-slice builder.
+slice builder: whole objects (a List with --output json), which gpudra check
+reads as the node's inventory (gpudra check node.yaml manifests/).
 
 With --compare it also lists how they differ from the fake profile that
 gpudra check, gpudra simulate and the e2e suite stand the node in for:
@@ -83,9 +85,15 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	if err != nil {
 		return err
 	}
+	// Whole objects, as kubectl get prints them: gpudra check reads them
+	// as the node's inventory.
+	for _, s := range slices {
+		s.TypeMeta = metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"}
+	}
 	out := cmd.OutOrStdout()
 	switch o.output {
 	case "yaml":
+		fmt.Fprintf(out, "# The ResourceSlices gpudra's kubelet plugin publishes for node %s: check manifests against them with gpudra check <this file> <manifests>\n", o.nodeName)
 		for _, s := range slices {
 			b, err := yaml.Marshal(s)
 			if err != nil {
@@ -94,7 +102,11 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 			fmt.Fprintf(out, "---\n%s", b)
 		}
 	case "json":
-		b, err := json.MarshalIndent(slices, "", "  ")
+		list := struct {
+			metav1.TypeMeta `json:",inline"`
+			Items           []*resourceapi.ResourceSlice `json:"items"`
+		}{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: slices}
+		b, err := json.MarshalIndent(list, "", "  ")
 		if err != nil {
 			return err
 		}

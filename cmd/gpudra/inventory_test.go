@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,4 +60,54 @@ func TestInventory(t *testing.T) {
 	if !strings.Contains(stdout, `attribute productName is "NVIDIA H200" here, "NVIDIA H100 80GB HBM3" in the comparison`) {
 		t.Errorf("comparison output:\n%s", stdout)
 	}
+}
+
+// TestInventoryRoundTrip: what gpudra inventory prints, gpudra check reads
+// as the node: the same devices match each class and request, and every
+// claim gets the same devices, as on the fake profile it was taken from;
+// in YAML and in JSON.
+func TestInventoryRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	manifests := filepath.Join("..", "..", "pkg", "check", "testdata", "corpus", "nvlink-mixed-node.yaml")
+	examples := filepath.Join("..", "..", "deviceclasses", "examples")
+	_, want, _ := runCommand(t, newCheckCommand(), "", "-o", "json", "--sequential", "--profile", "mixed", examples, manifests)
+	for _, format := range []string{"yaml", "json"} {
+		out, _, err := runGpudra(t, "--device-backend", "fake", "--fake-profile", "mixed", "--node-name", "node-1", "--output", format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv := filepath.Join(dir, "node-1."+format)
+		if err := os.WriteFile(inv, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, got, errOut := runCommand(t, newCheckCommand(), "", "-o", "json", "--sequential", inv, examples, manifests)
+		if g, w := selected(t, got), selected(t, want); g == "" || g != w {
+			t.Errorf("%s: check on the inventory selects\n%s\nwant (on profile mixed)\n%s\nstderr: %s", format, g, w, errOut)
+		}
+	}
+}
+
+// selected is what a check report selects and allocates, without where
+// the inventory came from.
+func selected(t *testing.T, report string) string {
+	t.Helper()
+	var rep struct {
+		Classes []struct {
+			Name    string          `json:"name"`
+			Matches json.RawMessage `json:"matches"`
+		} `json:"classes"`
+		Claims []struct {
+			Name       string          `json:"name"`
+			Requests   json.RawMessage `json:"requests"`
+			Allocation json.RawMessage `json:"allocation"`
+		} `json:"claims"`
+	}
+	if err := json.Unmarshal([]byte(report), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, report)
+	}
+	b, err := json.MarshalIndent(struct{ Classes, Claims any }{rep.Classes, rep.Claims}, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

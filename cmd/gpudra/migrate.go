@@ -60,6 +60,7 @@ report), 2 the input could not be read.`,
 			return nil
 		},
 	}
+	cmd.SetFlagErrorFunc(usageError)
 	f := cmd.Flags()
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "the DRA driver name gpudra runs as (the chart's driverName): the driver, attribute domain and class names to write")
 	f.StringVar(&outDir, "output-dir", "", "write each input file here, under its name (relative to the directory given), instead of to standard output")

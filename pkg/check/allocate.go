@@ -47,8 +47,9 @@ func (r *runner) allocate(u *unit) {
 			return
 		}
 	}
-	if !r.opts.Sequential {
+	if !r.opts.Sequential && (u.group == "" || u.group != r.group) {
 		r.resetState()
+		r.group = u.group
 	}
 	for _, ce := range todo {
 		if ce.invalid {

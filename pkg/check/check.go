@@ -98,6 +98,12 @@ type runner struct {
 	// the scheduler sees it; held is what the nodes' plugins prepared.
 	state *scheduler.State
 	held  []heldDevice
+	// group is the unit group the state is of, without --sequential.
+	group string
+	// pending are the workloads' Pending replicas, by owner and claim
+	// source, in the order found.
+	pending      map[string]*pendingReplicas
+	pendingOrder []string
 	// nodes are gpudra's pools read back into the device model, for the
 	// prepare-time checks; shareSharing is Options.ShareSharing.
 	nodes        map[string]gpu.Node
@@ -108,6 +114,8 @@ type runner struct {
 	nodeObjs []*v1.Node
 	// namespaces are the inputs' Namespaces, by name.
 	namespaces map[string]*v1.Namespace
+	// notServedAt are the objects reported as not served, by source.
+	notServedAt map[string]bool
 }
 
 type evalResult struct {
@@ -169,6 +177,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		seen:     map[string]bool{},
 		state:    scheduler.NewState(),
 		nodes:    map[string]gpu.Node{},
+
+		notServedAt: map[string]bool{},
+		pending:     map[string]*pendingReplicas{},
 
 		shareSharing: shareSharing,
 	}
@@ -320,10 +331,12 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 	}
 	var rules []*resourceapi.DeviceTaintRule
 	for _, o := range in.TaintRules {
-		rules = append(rules, o.Obj.(*resourceapi.DeviceTaintRule))
-		if !r.feats.DeviceTaintRules {
-			r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: o.Source, Object: "DeviceTaintRule " + o.Name,
-				Message: fmt.Sprintf("not applied: Kubernetes %s does not enable DRADeviceTaintRules by default (on from 1.37)", r.feats.Version)})
+		switch {
+		case r.feats.DeviceTaintRules:
+			rules = append(rules, o.Obj.(*resourceapi.DeviceTaintRule))
+		case !r.notServedAt[o.Source.String()]:
+			r.notServed(scheduler.Problem{GVK: resourceapi.SchemeGroupVersion.WithKind("DeviceTaintRule")},
+				Finding{Source: o.Source.At("apiVersion"), Object: "DeviceTaintRule " + o.Name, Field: "apiVersion"})
 		}
 	}
 	r.sched = scheduler.New(r.feats, r.classesForScheduler, all, rules)
@@ -394,13 +407,68 @@ func (r *runner) addProblem(p scheduler.Problem) {
 		if h, ok := vendorKinds[p.GVK.Kind]; ok && f.Hint == "" {
 			f.Hint = h
 		}
+		if p.GVK.Kind != "" {
+			r.customResource(p, f)
+			return
+		}
 	case scheduler.ProblemConverted:
 		f.Kind = FindingConverted
+		if !r.feats.Serves(p.GVK.Version, p.GVK.Kind) {
+			r.notServed(p, f)
+			return
+		}
 	default:
 		f.Kind = FindingInvalid
 	}
 	if p.Note {
 		f.Severity = SeverityNote
 	}
+	r.addFinding(f)
+}
+
+// notServed reports an object of a resource.k8s.io version the API
+// server of the chosen release does not serve: kubectl apply fails with
+// "no matches for kind". It is still read as v1, so that the rest of it
+// is checked.
+func (r *runner) notServed(p scheduler.Problem, f Finding) {
+	f.Kind, f.Severity = FindingNotServed, SeverityError
+	r.notServedAt[p.Source.String()] = true
+	gv := p.GVK.GroupVersion().String()
+	switch {
+	case p.GVK.Version == "v1" && p.GVK.Kind == "DeviceTaintRule":
+		f.Message = fmt.Sprintf("Kubernetes %s does not serve DeviceTaintRules (DRADeviceTaintRules is off by default before 1.37, and its scheduler ignores them): kubectl apply fails with \"no matches for kind\"", r.feats.Version)
+		f.Hint = "on an older cluster, taint the device in its ResourceSlice instead, or drain the node"
+	case p.GVK.Version == "v1alpha3":
+		f.Message = fmt.Sprintf("%s %s is the API of Kubernetes 1.31; Kubernetes %s does not serve it (alpha APIs are off by default): kubectl apply fails with \"no matches for kind\" (read on as resource.k8s.io/v1)", gv, p.GVK.Kind, r.feats.Version)
+		f.Hint = "write apiVersion: resource.k8s.io/v1 (requests keep their fields under exactly:, devices have no basic:); gpudra migrate rewrites it"
+	default:
+		f.Message = fmt.Sprintf("Kubernetes %s does not serve %s unless an admin enables it (--runtime-config=%s=true; beta APIs are off by default): kubectl apply fails with \"no matches for kind\" (read on as resource.k8s.io/v1)", r.feats.Version, gv, gv)
+		f.Hint = "write apiVersion: resource.k8s.io/v1 (requests keep their fields under exactly:, devices have no basic:); gpudra migrate rewrites it"
+	}
+	r.addFinding(f)
+}
+
+// nvidiaGroups are the API groups of NVIDIA's DRA driver's custom
+// resources (ComputeDomain, ComputeDomainClique) and of its classic-DRA
+// claim parameters (GpuClaimParameters, MigDeviceClaimParameters): no
+// CRD for them exists on a gpudra cluster.
+var nvidiaGroups = map[string]bool{"resource.nvidia.com": true, "gpu.resource.nvidia.com": true, "nas.gpu.resource.nvidia.com": true}
+
+// customResource reports a custom resource: one of NVIDIA's is an error
+// (a gpudra cluster has no CRD for it, so applying it fails, and whatever
+// waits for it, an IMEX channel's claim template, never comes); any other
+// is a warning: check cannot say what it does.
+func (r *runner) customResource(p scheduler.Problem, f Finding) {
+	if nvidiaGroups[p.GVK.Group] {
+		f.Kind, f.Severity = FindingNoCRD, SeverityError
+		f.Message = fmt.Sprintf("%s (%s) is a custom resource of NVIDIA's DRA driver: a gpudra cluster has no CRD for it, so kubectl apply fails with \"no matches for kind\", and what its controller would make (ComputeDomain: the IMEX channel's ResourceClaimTemplate) never exists", p.GVK.Kind, p.GVK.GroupVersion())
+		if f.Hint == "" {
+			f.Hint = "gpudra has no equivalent: drop it, and rewrite the claims that used it for gpudra's classes (gpudra migrate reports each)"
+		}
+		r.addFinding(f)
+		return
+	}
+	f.Severity = SeverityWarning
+	f.Message = fmt.Sprintf("%s (%s) is a custom resource: not checked; if its controller makes pods or claims that use DRA devices, check their specs too", p.GVK.Kind, p.GVK.GroupVersion())
 	r.addFinding(f)
 }

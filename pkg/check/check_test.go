@@ -288,13 +288,15 @@ func TestInputProblems(t *testing.T) {
 	}{
 		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "kind is required"},
 		{"no apiVersion", "kind: Pod\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "apiVersion is required"},
-		{"not an object", "replicas: 3\nimage: x\n", FindingSkipped, SeverityNote, 8, "not a Kubernetes object"},
+		{"not an object", "replicas: 3\nimage: x\n", FindingInvalid, SeverityError, 8, "not a Kubernetes object"},
 		{"misspelt kind", "apiVersion: resource.k8s.io/v1\nkind: DeviceKlass\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 9, "did you mean DeviceClass?"},
 		{"misspelt core kind", "apiVersion: v1\nkind: Podd\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 9, "did you mean Pod?"},
 		{"removed version", "apiVersion: apps/v1beta1\nkind: Deployment\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "use apiVersion apps/v1"},
-		{"custom resource", "apiVersion: resource.nvidia.com/v1beta1\nkind: ComputeDomain\nmetadata: {name: x}\n", FindingSkipped, SeverityNote, 8, "nvlinkGroup"},
+		{"NVIDIA's custom resource", "apiVersion: resource.nvidia.com/v1beta1\nkind: ComputeDomain\nmetadata: {name: x}\n", FindingNoCRD, SeverityError, 8, "nvlinkGroup"},
+		{"custom resource", "apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: x}\n", FindingSkipped, SeverityWarning, 8, "not checked"},
 		{"classic DRA", "apiVersion: resource.k8s.io/v1alpha2\nkind: ResourceClaimTemplate\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "classic DRA API"},
-		{"v1beta1", "apiVersion: resource.k8s.io/v1beta1\nkind: DeviceClass\nmetadata: {name: x}\n", FindingConverted, SeverityNote, 8, "converted from resource.k8s.io/v1beta1"},
+		{"v1beta1", "apiVersion: resource.k8s.io/v1beta1\nkind: DeviceClass\nmetadata: {name: x}\n", FindingNotServed, SeverityError, 8, "does not serve resource.k8s.io/v1beta1 unless an admin enables it"},
+		{"v1alpha3", "apiVersion: resource.k8s.io/v1alpha3\nkind: DeviceClass\nmetadata: {name: x}\n", FindingNotServed, SeverityError, 8, "the API of Kubernetes 1.31"},
 		{"wrong type", "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: x}\nspec: {selectors: 3}\n", FindingInvalid, SeverityError, 8, "cannot be decoded"},
 		{"unknown field", "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: x}\nspec:\n  selector: []\n", FindingUnknownField, SeverityError, 12, `unknown field "spec.selector"`},
 	} {

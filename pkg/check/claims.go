@@ -29,6 +29,9 @@ type unit struct {
 	blocked []string
 	// gang is the pod's PodGroup among the inputs (gangs.go), or nil.
 	gang *gangInfo
+	// group is what the unit is allocated with, without --sequential:
+	// the replicas of one workload, which run together.
+	group string
 }
 
 type claimEval struct {
@@ -68,7 +71,7 @@ type reqEval struct {
 	sub       []*reqEval
 }
 
-// maxReplicas caps the pods of one workload that --sequential places.
+// maxReplicas caps the pods of one workload that check places.
 const maxReplicas = 64
 
 func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
@@ -98,7 +101,10 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 	for _, o := range r.pods(in) {
 		pod := o.Obj.(*v1.Pod)
 		object := "Pod " + o.Name
-		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}, gang: r.gangOf(pod)}
+		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}, gang: r.gangOf(pod), group: o.Owner}
+		if u.group == "" {
+			u.group = "Pod " + o.Name
+		}
 		missing := func(kind, name, field string) {
 			r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field,
 				Message: fmt.Sprintf("%s %s is not among the inputs; the pod would stay Pending until it exists", kind, name),
@@ -186,19 +192,21 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 	return out
 }
 
-// pods are the input pods, defaulted as the API server does. In sequential
-// mode a workload stands for all the pods it asks for (up to maxReplicas),
-// named <workload>-0, -1, …; otherwise its pods are alike and one is
-// checked.
+// pods are the input pods, defaulted as the API server does. A workload
+// stands for all the pods it asks for (up to maxReplicas, and a warning
+// beyond), named <workload>-0, -1, …: its replicas run at the same time,
+// so they are placed together, each seeing what the others hold, even
+// without --sequential.
 func (r *runner) pods(in *scheduler.Manifests) []scheduler.Object {
 	var out []scheduler.Object
 	for _, o := range in.Pods {
 		n := 1
-		if r.opts.Sequential && o.Owner != "" {
+		if o.Owner != "" {
 			n = min(o.Replicas, maxReplicas)
 			if o.Replicas > maxReplicas {
-				r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityNote, Source: o.Source, Object: o.Owner,
-					Message: fmt.Sprintf("%d replicas: the first %d are placed, the rest are alike", o.Replicas, maxReplicas)})
+				r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityWarning, Source: o.Source, Object: o.Owner,
+					Message: fmt.Sprintf("%d replicas: check places the first %d, and not the other %d", o.Replicas, maxReplicas, o.Replicas-maxReplicas),
+					Hint:    "the replicas are alike: if the first ones fit, more of them fit only where there are more devices; check a copy with fewer replicas on a larger inventory (--nodes) to see how many fit"})
 			}
 		} else if k, gang := r.gangReplicas(o); gang {
 			n = k

@@ -32,7 +32,8 @@ import (
 //	# share-sharing: TimeSlicing the pool's default sharing of a share
 //	                             (--consumable-capacity-sharing, default MPS)
 //	# mps: false                 the pool runs no MPS daemons (--mps=false)
-//	# exit: 1                    the exit status
+//	# exit: 1                    the exit status (2: the input is unusable)
+//	# error: TEXT                with exit 2, what the error says
 //	# finding: KIND at LINE: TEXT   a finding of that kind (prefix "note "
 //	                             or "warning " for those severities), at
 //	                             that line, whose message or hint contains
@@ -54,6 +55,7 @@ type corpusCase struct {
 	shareSharing string
 	noMPS        bool
 	exit         int
+	inputError   string
 	findings     []corpusFinding
 	refusals     []string
 	simulate     string
@@ -103,6 +105,8 @@ func loadCorpus(t *testing.T) []corpusCase {
 				c.noMPS = value == "false"
 			case "refusal":
 				c.refusals = append(c.refusals, value)
+			case "error":
+				c.inputError = value
 			case "profile":
 				c.profile = value
 			case "kubernetes":
@@ -147,18 +151,19 @@ func parseCorpusFinding(t *testing.T, file, s string) corpusFinding {
 	return f
 }
 
-// checkCorpus runs check on one corpus file as its header says.
-func checkCorpus(t *testing.T, c corpusCase) *Report {
+// checkCorpus runs check on one corpus file as its header says; an
+// unusable input (exit status 2) returns the error instead.
+func checkCorpus(t *testing.T, c corpusCase) (*Report, error) {
 	t.Helper()
 	in, err := scheduler.LoadPaths([]string{c.file}, nil)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	rep, err := Run(context.Background(), c.options(t, Options{Inputs: in, ListLimit: 8}))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return rep
+	return rep, nil
 }
 
 // TestCorpus: for each corpus file, the exit status and the findings its
@@ -169,7 +174,13 @@ func TestCorpus(t *testing.T) {
 	for _, c := range loadCorpus(t) {
 		name := strings.TrimSuffix(filepath.Base(c.file), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			rep := checkCorpus(t, c)
+			rep, err := checkCorpus(t, c)
+			if c.exit == ExitInput || err != nil {
+				if code := ExitCode(rep, err); code != c.exit || err == nil || !strings.Contains(err.Error(), c.inputError) {
+					t.Errorf("exit %d (%v), want %d saying %q", code, err, c.exit, c.inputError)
+				}
+				return
+			}
 			if rep.ExitCode != c.exit {
 				t.Errorf("exit %d, want %d", rep.ExitCode, c.exit)
 			}

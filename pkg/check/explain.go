@@ -38,10 +38,59 @@ func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
 		if u.pod != "" {
 			f.Message = fmt.Sprintf("pod %s: %s", u.pod, f.Message)
 		}
-		if r.opts.Sequential {
+		switch {
+		case r.opts.Sequential:
 			f.Hint = "with --sequential, claims earlier in the input hold their devices"
+		case u.podObj.Owner != "":
+			f.Hint = "the replicas of " + u.podObj.Owner + " run at the same time: each holds its devices"
+		}
+		if owner := u.podObj.Owner; owner != "" {
+			r.pendingReplica(owner+"\x00"+ce.source.String(), u.pod, f)
+			continue
 		}
 		r.addFinding(f)
+	}
+}
+
+// pendingReplicas are the replicas of one workload that stay Pending on
+// one claim source: one finding says it for all of them.
+type pendingReplicas struct {
+	finding int // in report.Findings
+	owner   string
+	pods    []string
+}
+
+// pendingReplica reports a workload's replica that stays Pending: the
+// first one as f, the others added to its finding (finishReplicas).
+func (r *runner) pendingReplica(key, pod string, f Finding) {
+	if p, ok := r.pending[key]; ok {
+		p.pods = append(p.pods, pod)
+		return
+	}
+	before := len(r.report.Findings)
+	r.addFinding(f)
+	if len(r.report.Findings) == before {
+		return
+	}
+	owner, _, _ := strings.Cut(key, "\x00")
+	r.pending[key] = &pendingReplicas{finding: before, owner: owner, pods: []string{pod}}
+	r.pendingOrder = append(r.pendingOrder, key)
+}
+
+// finishReplicas says in each workload's finding how many replicas stay
+// Pending.
+func (r *runner) finishReplicas() {
+	for _, key := range r.pendingOrder {
+		p := r.pending[key]
+		if len(p.pods) < 2 {
+			continue
+		}
+		names := p.pods
+		if len(names) > 4 {
+			names = append(append([]string(nil), names[:3]...), "…", names[len(names)-1])
+		}
+		f := &r.report.Findings[p.finding]
+		f.Message = fmt.Sprintf("%d replicas of %s stay Pending (%s); the first: %s", len(p.pods), p.owner, strings.Join(names, ", "), f.Message)
 	}
 }
 
@@ -117,8 +166,8 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 			return []string{prefix + fmt.Sprintf("matching devices carry taints the request does not tolerate (%s); at most %d untainted on one node, %d needed", strings.Join(ts, ", "), bestUntainted, need)}
 		}
 	}
-	// Held by earlier claims.
-	if !re.admin && r.opts.Sequential {
+	// Held by earlier claims (--sequential, or replicas of one workload).
+	if !re.admin {
 		bestFree, freeNode := -1, ""
 		for _, n := range nodes {
 			if c := r.countOn(re.match, n, true); c > bestFree {
@@ -134,8 +183,13 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 					}
 				}
 			}
+			held := sortedKeys(holders)
+			sort.SliceStable(held, func(i, j int) bool { return scheduler.NaturalLess(held[i], held[j]) })
+			if len(held) > 4 {
+				held = append(held[:3:3], fmt.Sprintf("… (%d claims)", len(holders)))
+			}
 			return []string{prefix + fmt.Sprintf("needs %d free device(s) on one node; at most %d of the matching ones are free (%s); earlier claims hold the rest: %s",
-				need, bestFree, freeNode, strings.Join(sortedKeys(holders), ", "))}
+				need, bestFree, freeNode, strings.Join(held, ", "))}
 		}
 	}
 	// Shared counters (partitionable devices).
@@ -323,6 +377,7 @@ func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string
 
 // finish orders the findings and sets the exit code.
 func (r *runner) finish() {
+	r.finishReplicas()
 	if r.report.Findings == nil {
 		r.report.Findings = []Finding{}
 	}

@@ -45,14 +45,20 @@ const (
 	// FindingMissingDomain: device.attributes['name'] or
 	// device.capacity['name'] without the domain.
 	FindingMissingDomain FindingKind = "missing-domain"
-	// FindingSkipped (a note): an object of a kind check does not read.
+	// FindingSkipped (a warning): a custom resource check does not read.
 	FindingSkipped FindingKind = "skipped"
 	// FindingConverted (a note): a resource.k8s.io v1beta1/v1beta2 object
-	// read as v1.
+	// read as v1 on a cluster that serves it (see FindingNotServed).
 	FindingConverted FindingKind = "converted"
-	// FindingNotApplied (a note): an object the scheduler of the chosen
-	// Kubernetes version ignores (a DeviceTaintRule before 1.37).
+	// FindingNotApplied (a note): an object the cluster of the chosen
+	// Kubernetes version takes only with features off by default.
 	FindingNotApplied FindingKind = "not-applied"
+	// FindingNotServed: an object of an API version (or kind) the API
+	// server of the chosen Kubernetes version does not serve by default.
+	FindingNotServed FindingKind = "not-served"
+	// FindingNoCRD: a custom resource of NVIDIA's driver, for which a
+	// gpudra cluster has no CRD.
+	FindingNoCRD FindingKind = "no-crd"
 )
 
 // Finding is one problem, located as precisely as the input allows.

@@ -66,7 +66,7 @@ func (m *Manifests) convert(src Source, gvk schema.GroupVersionKind, name string
 	if from != gvk.Version {
 		note = fmt.Sprintf("read as resource.k8s.io/v1 (%s of Kubernetes 1.31 has the shape of v1beta1, converted from that)", gvk.GroupVersion())
 	}
-	m.Problems = append(m.Problems, Problem{Kind: ProblemConverted, Note: true, Source: src.At("apiVersion"), Object: object, Field: "apiVersion",
+	m.Problems = append(m.Problems, Problem{Kind: ProblemConverted, Note: true, Source: src.At("apiVersion"), Object: object, Field: "apiVersion", GVK: gvk,
 		Message: note + "; clusters serve resource.k8s.io/v1 from Kubernetes 1.34 on, and recent ones serve no beta version unless an admin enables it",
 		Hint:    "write apiVersion: resource.k8s.io/v1 (requests keep their fields under exactly:, devices have no basic:)"})
 	return obj, true

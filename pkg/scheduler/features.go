@@ -130,3 +130,18 @@ func DropDisabledFields(slice *resourceapi.ResourceSlice, f Features) bool {
 	}
 	return dropped
 }
+
+// Serves says whether the API server of the feature set serves a
+// resource.k8s.io kind in a version with its default configuration:
+// resource.k8s.io/v1 (DeviceTaintRule only with DRADeviceTaintRules);
+// the beta versions v1beta1 and v1beta2 and the alpha v1alpha3 are off by
+// default in every release from 1.34 on (k8s.io/kubernetes
+// pkg/controlplane/instance.go, betaAPIGroupVersionsDisabledByDefault,
+// alphaAPIGroupVersionsDisabledByDefault) and need the admin's
+// --runtime-config.
+func (f Features) Serves(version, kind string) bool {
+	if version != "v1" {
+		return false
+	}
+	return kind != "DeviceTaintRule" || f.DeviceTaintRules
+}

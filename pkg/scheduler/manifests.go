@@ -241,7 +241,7 @@ func (m *Manifests) Add(file string, data []byte) error {
 	if bytes.IndexByte(data, 0) >= 0 {
 		return inputErrorf("%s: not a text file (it contains NUL bytes)", file)
 	}
-	objects := 0
+	objects, notObjects := 0, 0
 	for i, doc := range splitDocuments(data) {
 		if onlyComments(doc.text) {
 			continue
@@ -251,12 +251,19 @@ func (m *Manifests) Add(file string, data []byte) error {
 		if err != nil {
 			return inputErrorf("%s: malformed YAML: %s", src, yamlError(err, doc.line))
 		}
+		if isObject(js) {
+			objects++
+		} else {
+			notObjects++
+		}
 		if err := m.addObject(src, js); err != nil {
 			return err
 		}
-		objects++
 	}
-	if objects == 0 {
+	switch {
+	case objects == 0 && notObjects > 0:
+		return inputErrorf("%s: the file holds no Kubernetes objects (no document has apiVersion and kind): a kustomization or a Helm values file? Check what it renders to: kubectl kustomize, helm template", file)
+	case objects == 0:
 		return inputErrorf("%s: the file holds no objects (only comments or empty documents)", file)
 	}
 	return nil
@@ -289,9 +296,9 @@ func (m *Manifests) addObject(src Source, js []byte) error {
 	object := strings.TrimSpace(meta.Kind + " " + meta.name())
 	switch {
 	case meta.Kind == "" && meta.APIVersion == "":
-		m.Ignored = append(m.Ignored, Ignored{Source: src, Kind: "(no kind)", Reason: "not a Kubernetes object: it has neither apiVersion nor kind"})
-		m.Problems = append(m.Problems, Problem{Kind: ProblemSkipped, Note: true, Source: src,
-			Message: "not a Kubernetes object (no apiVersion, no kind): skipped"})
+		m.Problems = append(m.Problems, Problem{Kind: ProblemInvalid, Source: src,
+			Message: "not a Kubernetes object (no apiVersion, no kind): kubectl apply rejects the file",
+			Hint:    "if it is a kustomization or a Helm values file, keep it out of what you apply and check what it renders to (kubectl kustomize, helm template)"})
 		return nil
 	case meta.Kind == "":
 		m.problem(ProblemInvalid, src, object, "kind", "kind is required; the API server rejects the object", "")
@@ -468,4 +475,11 @@ func yamlError(err error, docLine int) string {
 		n, _ := strconv.Atoi(strings.TrimPrefix(m, "line "))
 		return "line " + strconv.Itoa(n+docLine-1)
 	})
+}
+
+// isObject says whether a document (as JSON) is a Kubernetes object or a
+// list of them: a mapping with an apiVersion or a kind.
+func isObject(js []byte) bool {
+	var meta typeMeta
+	return json.Unmarshal(js, &meta) == nil && (meta.Kind != "" || meta.APIVersion != "")
 }
