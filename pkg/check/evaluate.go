@@ -71,6 +71,8 @@ func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *
 
 func compileHint(detail string) string {
 	switch {
+	case strings.Contains(detail, "undeclared reference to 'version'"):
+		return "DRA's CEL has no version(): parse a version with semver('8.0.0') (semver('8.0', true) normalizes a short one) and compare with isGreaterThan, isLessThan or compareTo"
 	case strings.Contains(detail, "undeclared reference"):
 		return "a selector sees only `device` (device.driver, device.attributes[domain].name, device.capacity[domain].name); strings are quoted"
 	case strings.Contains(detail, "found no matching overload"):
@@ -115,6 +117,11 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 				f.Kind = FindingUnknownDriver
 				f.Message = fmt.Sprintf("device.attributes['%s']: no device in the inventory has attributes in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.attrs), ", "))
 				f.Hint = didYouMean(ref.domain, sortedKeys(inv.attrs)) + "unqualified attributes live in the driver's domain, the driver name"
+				for _, v := range vendorAPIs {
+					if v.driver == ref.domain {
+						f.Hint = fmt.Sprintf("%s is the domain of %s; gpudra publishes its attributes in %s (gpudra migrate rewrites the selectors)", ref.domain, v.who, r.opts.DriverName)
+					}
+				}
 				r.addFinding(f)
 				continue
 			}
@@ -132,6 +139,9 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			f.Kind = FindingUnknownAttribute
 			f.Message = fmt.Sprintf("no device in the inventory publishes attribute %s/%s", ref.domain, ref.name)
 			f.Hint = didYouMean(ref.name, sortedKeys(names)) + "published in " + ref.domain + ": " + strings.Join(sortedKeys(names), ", ")
+			if to, ok := renamedAttributes[ref.name]; ok {
+				f.Hint = to + "; " + f.Hint
+			}
 			if !ref.testOnly {
 				f.Hint += "; on devices without it the selector fails with \"no such key\""
 			}

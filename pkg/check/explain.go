@@ -141,8 +141,8 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 	if msg := r.explainConstraints(ce, re, nodes, need); msg != "" {
 		return []string{prefix + msg}
 	}
-	// Taints.
-	if r.feats.Allocator.DeviceTaints && !re.admin {
+	// Taints (admin access does not get past them either).
+	if r.feats.Allocator.DeviceTaints {
 		bestUntainted, taints := 0, map[string]int{}
 		for _, n := range nodes {
 			c := 0
@@ -163,7 +163,10 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 			for _, t := range sortedKeys(taints) {
 				ts = append(ts, fmt.Sprintf("%s on %d", t, taints[t]))
 			}
-			return []string{prefix + fmt.Sprintf("matching devices carry taints the request does not tolerate (%s); at most %d untainted on one node, %d needed", strings.Join(ts, ", "), bestUntainted, need)}
+			key, rest, _ := strings.Cut(sortedKeys(taints)[0], "=")
+			effect := rest[strings.LastIndex(rest, ":")+1:]
+			return []string{prefix + fmt.Sprintf("matching devices carry taints the request does not tolerate (%s); at most %d untainted on one node, %d needed: if the request is meant for them, tolerate the taint (tolerations: [{key: %s, operator: Exists, effect: %s}])",
+				strings.Join(ts, ", "), bestUntainted, need, key, effect)}
 		}
 	}
 	// Held by earlier claims (--sequential, or replicas of one workload).
@@ -369,10 +372,53 @@ func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string
 			return "" // some node has room: not the counters
 		}
 		if n == nodes[len(nodes)-1] {
+			if held := r.countersHeld(n, re); held != "" {
+				return held + " (" + exhausted + ")"
+			}
 			return exhausted
 		}
 	}
 	return ""
+}
+
+// countersHeld says, when every free device the request matches on the
+// node draws from counter sets that earlier claims' devices use up, which
+// claims hold them: a 9th claim of a class that matches whole GPUs and
+// MIG partitions of eight GPUs finds the GPUs held whole, and every
+// partition drawing from a held GPU's counters. "" when some set is free.
+func (r *runner) countersHeld(node string, re *reqEval) string {
+	holders := map[string][]string{} // counter set → "claim (device)"
+	sets := map[string]bool{}        // the sets the free matching devices draw from
+	for _, i := range r.onNode(node) {
+		d := r.inv.devices[i]
+		for _, cc := range d.dev.ConsumesCounters {
+			key := d.driver + "/" + d.pool + "/" + cc.CounterSet
+			switch {
+			case !r.free(i):
+				for _, h := range r.state.Holders(d.id) {
+					holders[key] = append(holders[key], fmt.Sprintf("%s (%s)", h, d.name))
+				}
+			case re.match[i]:
+				sets[key] = true
+			}
+		}
+	}
+	var parts []string
+	for _, key := range sortedKeys(sets) {
+		if len(holders[key]) == 0 {
+			return ""
+		}
+		parts = append(parts, strings.Join(holders[key], ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	sort.SliceStable(parts, func(i, j int) bool { return scheduler.NaturalLess(parts[i], parts[j]) })
+	if len(parts) > 4 {
+		parts = append(parts[:3:3], fmt.Sprintf("… (%d in all)", len(parts)))
+	}
+	return fmt.Sprintf("all %d GPUs (counter sets) the matching free devices draw from are held by earlier claims: %s; a GPU held whole uses all of its counters, so none of its free partitions fits",
+		len(sets), strings.Join(parts, "; "))
 }
 
 // finish orders the findings and sets the exit code.

@@ -19,6 +19,9 @@ import (
 func (r *runner) classHintFor(class string) string {
 	names := sortedKeys(r.known)
 	h := didYouMean(class, names)
+	if why, ok := vendorClassesWithoutEquivalent[class]; ok {
+		return why
+	}
 	if ours, ok := vendorClasses[class]; ok {
 		ours = builtinClassName(strings.ReplaceAll(ours, gpu.DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
 		if _, known := r.known[ours]; known {
@@ -164,7 +167,15 @@ func (r *runner) valuesOf(refs []celRef, scope []bool) string {
 			}
 			missing++
 		}
-		if len(counts) == 0 && missing == 0 {
+		switch {
+		case len(counts) == 0 && missing == 0:
+			continue
+		case len(counts) == 0:
+			what := "attribute"
+			if ref.what == "capacity" {
+				what = "capacity"
+			}
+			parts = append(parts, fmt.Sprintf("no %s %s/%s (none of the %d has it)", what, ref.domain, ref.name, missing))
 			continue
 		}
 		values := sortedKeys(counts)
@@ -182,7 +193,7 @@ func (r *runner) valuesOf(refs []celRef, scope []bool) string {
 			vs = append(vs, fmt.Sprintf("… (%d values in all)", len(values)))
 		}
 		if missing > 0 {
-			vs = append(vs, fmt.Sprintf("none on %d", missing))
+			vs = append(vs, fmt.Sprintf("and %d have no %s", missing, ref.name))
 		}
 		parts = append(parts, ref.name+" "+strings.Join(vs, ", "))
 	}
@@ -245,8 +256,8 @@ func (r *runner) checkConstraints(ce *claimEval) {
 		if attr == nil {
 			field, attr = fmt.Sprintf("%s.devices.constraints[%d].distinctAttribute", ce.field, i), c.DistinctAttribute
 		}
-		if attr == nil {
-			continue // invalid, reported by validateRequests
+		if attr == nil || !strings.Contains(string(*attr), "/") || strings.HasPrefix(string(*attr), "/") || strings.HasSuffix(string(*attr), "/") {
+			continue // the API server rejects it, as pkg/scheduler reports
 		}
 		domain, name := splitQualified(resourceapi.QualifiedName(*attr), "")
 		names, known := r.inv.attrs[domain]

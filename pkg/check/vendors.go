@@ -74,3 +74,22 @@ var vendorClasses = map[string]string{
 	"mig.nvidia.com":  "mig.gpudra.io",
 	"gpu.example.com": "gpu.gpudra.io",
 }
+
+// renamedAttributes are attribute names of other drivers (or of their
+// older releases) that gpudra publishes under another name: what to write
+// instead. NVIDIA's driver called the PCI address pcieBusID until it
+// adopted the standard attribute.
+var renamedAttributes = map[string]string{
+	"pcieBusID": "the PCI address is the standard attribute device.attributes['resource.kubernetes.io'].pciBusID (NVIDIA's driver once called it pcieBusID)",
+	"busID":     "the PCI address is the standard attribute device.attributes['resource.kubernetes.io'].pciBusID",
+	"memory":    "memory is a capacity: device.capacity['<driver>'].memory.compareTo(quantity('40Gi')) >= 0",
+}
+
+// vendorClassesWithoutEquivalent are NVIDIA's DeviceClasses that gpudra
+// has nothing like (deployments/helm/dra-driver-nvidia-gpu/templates of
+// NVIDIA's driver), and why.
+var vendorClassesWithoutEquivalent = map[string]string{
+	"vfio.gpu.nvidia.com":                       "NVIDIA's class for GPUs bound to vfio-pci for virtual machines (KubeVirt): gpudra has no equivalent; it gives containers GPUs through the NVIDIA driver, and a GPU bound to vfio-pci is not visible to it",
+	"compute-domain-daemon.nvidia.com":          "NVIDIA's class for the IMEX daemon of a ComputeDomain (multi-node NVLink): gpudra has no equivalent",
+	"compute-domain-default-channel.nvidia.com": "NVIDIA's class for the IMEX channels of a ComputeDomain (multi-node NVLink): gpudra has no equivalent; within a node, GPUs on one NVLink island share the attribute nvlinkGroup: keep them together with matchAttribute",
+}

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -249,6 +250,9 @@ func (m *Manifests) Add(file string, data []byte) error {
 		src := Source{File: file, Document: i, Line: doc.line + leadingComments(doc.text), doc: doc}
 		js, err := sigsyaml.YAMLToJSON(doc.text)
 		if err != nil {
+			if IsTemplate(doc.text) {
+				return inputErrorf("%s: a Go template (a Helm chart's?), not a manifest: render it first (helm template RELEASE CHART | gpudra check -) and check what it renders to", src)
+			}
 			return inputErrorf("%s: malformed YAML: %s", src, yamlError(err, doc.line))
 		}
 		if isObject(js) {
@@ -281,10 +285,20 @@ type typeMeta struct {
 }
 
 func (t typeMeta) name() string {
-	if t.Metadata.Namespace != "" {
+	switch {
+	case t.Metadata.Namespace != "":
 		return t.Metadata.Namespace + "/" + t.Metadata.Name
+	case namespacedKinds[t.Kind] && t.Metadata.Name != "":
+		return metav1.NamespaceDefault + "/" + t.Metadata.Name
 	}
 	return t.Metadata.Name
+}
+
+// namespacedKinds are the namespaced kinds this package reads: without a
+// namespace, kubectl puts them in "default".
+var namespacedKinds = map[string]bool{
+	"ResourceClaim": true, "ResourceClaimTemplate": true, "Pod": true, "Deployment": true, "ReplicaSet": true,
+	"StatefulSet": true, "DaemonSet": true, "ReplicationController": true, "Job": true, "CronJob": true,
 }
 
 // addObject decodes one object (or the items of a List).
@@ -391,6 +405,9 @@ func (m *Manifests) decode(src Source, object string, js []byte) (runtime.Object
 
 var quotedField = regexp.MustCompile(`field "([^"]+)"`)
 
+// claimSource is the pre-1.31 form of a pod's claim reference.
+var claimSource = regexp.MustCompile(`(^|\.)resourceClaims\[\d+\]\.source$`)
+
 // strictProblems reports the unknown and duplicated fields of a strict
 // decoding error, each at its line.
 func (m *Manifests) strictProblems(src Source, object string, err error, why string) {
@@ -408,8 +425,13 @@ func (m *Manifests) strictProblems(src Source, object string, err error, why str
 			msg = why + ": " + e.Error()
 		}
 		kind := strings.ToLower(strings.Fields(object + " x")[0])
+		hint := "check the spelling against `kubectl explain " + kind + "`"
+		if claimSource.MatchString(field) {
+			msg = "resourceClaims[].source is the pod's claim reference of Kubernetes 1.26–1.30; from 1.31 on the pod names the claim or template directly, and the API server rejects source"
+			hint = "move what source held beside name: resourceClaimTemplateName: <template> (was source.resourceClaimTemplateName) or resourceClaimName: <claim> (was source.resourceClaimName); gpudra migrate rewrites it"
+		}
 		m.Problems = append(m.Problems, Problem{Kind: ProblemUnknownField, Source: src.At(field), Object: object, Field: field,
-			Message: msg, Hint: "check the spelling against `kubectl explain " + kind + "`"})
+			Message: msg, Hint: hint})
 	}
 }
 
@@ -482,4 +504,11 @@ func yamlError(err error, docLine int) string {
 func isObject(js []byte) bool {
 	var meta typeMeta
 	return json.Unmarshal(js, &meta) == nil && (meta.Kind != "" || meta.APIVersion != "")
+}
+
+// IsTemplate says whether a document holds Go template actions ({{ … }}):
+// a Helm chart's template, which only its rendering turns into manifests.
+func IsTemplate(doc []byte) bool {
+	i := bytes.Index(doc, []byte("{{"))
+	return i >= 0 && bytes.Contains(doc[i:], []byte("}}"))
 }
