@@ -35,12 +35,25 @@ and writes gpudra's equivalents:
     sharing.mpsConfig                          → sharing.mps
     mpsConfig.defaultPerDevicePinnedMemoryLimit → mps.perDevicePinnedMemoryLimits
 
-NVIDIA's own DeviceClasses (as helm template renders them) and ResourceSlices
-are dropped: gpudra's chart installs its classes and its plugin publishes its
-own slices. What has no equivalent is left as it is and reported: ComputeDomains
-and IMEX channels (multi-node NVLink), VFIO passthrough, attributes gpudra does
-not publish (addressingMode, memorySlice capacities), classic DRA
-(resource.k8s.io/v1alpha2).
+  resource.k8s.io v1beta1, v1beta2, v1alpha3    → resource.k8s.io/v1 (request
+                                                 fields under exactly)
+  pod resourceClaims[].source.resourceClaim…     → resourceClaims[].resourceClaim…
+                                                 (the form of Kubernetes 1.31+)
+
+NVIDIA's own DeviceClasses gpu.nvidia.com and mig.nvidia.com (as helm template
+renders them) and its ResourceSlices are dropped: gpudra's chart installs its
+classes and its plugin publishes its own slices. What has no equivalent is left
+as it is, reported, and marked in the output with a "# gpudra migrate: no
+equivalent" comment: ComputeDomains, IMEX channels and their classes
+(multi-node NVLink), VFIO passthrough and its class, attributes gpudra does
+not publish (addressingMode, memorySlice capacities), a MIG device's uuid or
+index (gpudra's are created on demand), NVIDIA's integer shares, per-device MPS
+limits keyed by another GPU than the claim's one MPS device, classic DRA
+(resource.k8s.io/v1alpha2, GpuClaimParameters), nvidia-mig-parted configs.
+
+Files are migrated one by one: a file that is not YAML, or a Go template (a
+Helm chart's: render it first), is reported and skipped, and the others are
+written.
 
 Only the documents that change are rewritten, and only the names in them:
 comments, layout and everything else stay as written. It reads what gpudra
@@ -48,8 +61,8 @@ check reads (files, directories, - for standard input) and writes to standard
 output, or with --output-dir one file per input; the report goes to standard
 error. Check the result with gpudra check.
 
-Exit status: 0 everything migrated, 1 something has no equivalent (see the
-report), 2 the input could not be read.`,
+Exit status: 0 everything migrated, 1 something has no equivalent or a file
+was skipped (see the report), 2 no input could be read.`,
 		Example: `  gpudra migrate demo/specs/quickstart/ > migrated.yaml && gpudra check migrated.yaml
   gpudra migrate --output-dir migrated/ manifests/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -90,6 +103,10 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir 
 			if i > 0 {
 				fmt.Fprintln(out, "---")
 			}
+			if f.Skipped != "" {
+				fmt.Fprintf(out, "# gpudra migrate: skipped %s: %s\n", f.Name, f.Skipped)
+				continue
+			}
 			if len(res.Files) > 1 {
 				fmt.Fprintf(out, "# gpudra migrate: from %s\n", f.Name)
 			}
@@ -104,6 +121,9 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir 
 	} else {
 		names := outputNames(args, res.Files)
 		for i, f := range res.Files {
+			if f.Skipped != "" {
+				continue
+			}
 			dst := filepath.Join(outDir, names[i])
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				return fail(err)
@@ -122,8 +142,13 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir 
 	for _, n := range res.Notes {
 		fmt.Fprintln(stderr, n)
 	}
-	fmt.Fprintf(stderr, "gpudra migrate: %d of %d file(s) changed, %d thing(s) without an equivalent in gpudra\n", changed, len(res.Files), res.Unmigrated())
-	if res.Unmigrated() > 0 {
+	skipped := res.Skipped()
+	fmt.Fprintf(stderr, "gpudra migrate: %d of %d file(s) changed, %d skipped, %d thing(s) without an equivalent in gpudra (each marked with a \"# gpudra migrate: no equivalent\" comment in the output)\n",
+		changed, len(res.Files), skipped, res.Unmigrated()-skipped)
+	switch {
+	case skipped == len(res.Files):
+		return 2 // nothing could be read
+	case res.Unmigrated() > 0:
 		return 1
 	}
 	return 0

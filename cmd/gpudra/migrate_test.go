@@ -26,7 +26,7 @@ func TestMigrateCommand(t *testing.T) {
 	if strings.Contains(out, "nvidia.com/v1beta1") || !strings.Contains(out, "# gpudra migrate: from ") {
 		t.Errorf("output:\n%s", out)
 	}
-	if !strings.Contains(report, "2 of 2 file(s) changed, 0 thing(s) without an equivalent") {
+	if !strings.Contains(report, "2 of 2 file(s) changed, 0 skipped, 0 thing(s) without an equivalent") {
 		t.Errorf("report:\n%s", report)
 	}
 	if code, text, _ := runCLI(t, out, "-"); code != 0 {
@@ -65,6 +65,40 @@ func TestMigrateCommandOutputDir(t *testing.T) {
 		}
 		if strings.Contains(string(data), "deviceClassName: gpu.nvidia.com") {
 			t.Errorf("%s: not migrated", e.Name())
+		}
+	}
+}
+
+// TestMigrateCommandSkipsUnreadableFiles: a directory with a Helm
+// template and a broken file beside manifests: those two are reported and
+// skipped, the others written, exit status 1.
+func TestMigrateCommandSkipsUnreadableFiles(t *testing.T) {
+	in, out := t.TempDir(), t.TempDir()
+	files := map[string]string{
+		"a-template.yaml": "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata:\n  name: {{ .Values.name }}\n",
+		"b-broken.yaml":   "kind: [\n",
+		"c-claim.yaml":    mustRead(t, filepath.Join(cases, "time-slicing.yaml")),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(in, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, report := runMigrateCLI(t, "", "--output-dir", out, in)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; report:\n%s", code, report)
+	}
+	for _, want := range []string{"a-template.yaml:1: unreadable: a Go template", "render it first", "b-broken.yaml:1: unreadable: malformed YAML", "1 of 3 file(s) changed, 2 skipped"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks %q:\n%s", want, report)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "c-claim.yaml")); err != nil {
+		t.Errorf("the readable file was not written: %v", err)
+	}
+	for _, skipped := range []string{"a-template.yaml", "b-broken.yaml"} {
+		if _, err := os.Stat(filepath.Join(out, skipped)); err == nil {
+			t.Errorf("%s was written", skipped)
 		}
 	}
 }

@@ -23,7 +23,9 @@ package migrate
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -50,8 +52,12 @@ const (
 	// NVIDIA's driver (its ResourceSlices).
 	Dropped NoteKind = "dropped"
 	// NoEquivalent: left as it is, because gpudra has nothing like it;
-	// the message says why and what to do.
+	// the message says why and what to do. The output carries it as a
+	// comment where it is.
 	NoEquivalent NoteKind = "no-equivalent"
+	// Unreadable: a file that is not YAML (a Go template, a broken file):
+	// skipped, nothing written for it.
+	Unreadable NoteKind = "unreadable"
 )
 
 // Note is one thing migrate changed or could not change.
@@ -80,6 +86,9 @@ type Output struct {
 	Name    string // the input's name
 	Data    []byte // the migrated text
 	Changed bool   // whether any document changed
+	// Skipped says why the file was not migrated (it is not YAML); Data
+	// is then empty.
+	Skipped string
 }
 
 // Result is what Files did.
@@ -88,27 +97,45 @@ type Result struct {
 	Notes []Note
 }
 
-// Unmigrated counts the notes of things left without an equivalent.
+// Unmigrated counts the notes of things left without an equivalent, and
+// the files skipped.
 func (r *Result) Unmigrated() int {
 	n := 0
 	for _, note := range r.Notes {
-		if note.Kind == NoEquivalent {
+		if note.Kind == NoEquivalent || note.Kind == Unreadable {
 			n++
 		}
 	}
 	return n
 }
 
-// Files migrates each input file. An error means a file is not YAML.
+// Skipped counts the files that were not migrated.
+func (r *Result) Skipped() int {
+	n := 0
+	for _, f := range r.Files {
+		if f.Skipped != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// Files migrates each input file, one after the other: a file that is not
+// YAML (a Helm template, a broken file) is reported and skipped, and the
+// others are migrated.
 func Files(in []scheduler.File, opts Options) (*Result, error) {
 	if opts.DriverName == "" {
 		opts.DriverName = gpu.DefaultDriverName
 	}
 	res := &Result{}
 	for _, f := range in {
+		notes := len(res.Notes)
 		out, err := migrateFile(f, opts, res)
 		if err != nil {
-			return nil, err
+			n := Note{File: f.Name, Kind: Unreadable, Message: err.Error()}
+			_ = errors.As(err, &n)
+			res.Notes = append(res.Notes[:notes], n)
+			out = Output{Name: f.Name, Skipped: n.Message}
 		}
 		res.Files = append(res.Files, out)
 	}
@@ -123,6 +150,10 @@ func migrateFile(f scheduler.File, opts Options, res *Result) (Output, error) {
 		if i > 0 {
 			buf.WriteString("---\n")
 		}
+		if !scheduler.OnlyComments(d.Text) && scheduler.IsTemplate(d.Text) {
+			return Output{}, Note{File: f.Name, Line: d.Line, Kind: Unreadable,
+				Message: "a Go template (a Helm chart's?), not a manifest: skipped; render it first and migrate what it renders to (helm template RELEASE CHART | gpudra migrate -)"}
+		}
 		text, docChanged, err := migrateDocument(f.Name, d, opts, res)
 		if err != nil {
 			return Output{}, err
@@ -136,6 +167,9 @@ func migrateFile(f scheduler.File, opts Options, res *Result) (Output, error) {
 	return Output{Name: f.Name, Data: buf.Bytes(), Changed: true}, nil
 }
 
+// Error makes a Note an error: what stops a file's migration.
+func (n Note) Error() string { return n.String() }
+
 // migrateDocument returns the document's new text, or its old one when
 // nothing in it changes.
 func migrateDocument(file string, d scheduler.Document, opts Options, res *Result) ([]byte, bool, error) {
@@ -144,7 +178,7 @@ func migrateDocument(file string, d scheduler.Document, opts Options, res *Resul
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(d.Text, &root); err != nil {
-		return nil, false, fmt.Errorf("%s:%d: malformed YAML: %v", file, d.Line, err)
+		return nil, false, Note{File: file, Line: d.Line, Kind: Unreadable, Message: fmt.Sprintf("malformed YAML, skipped: %v", err)}
 	}
 	if len(root.Content) == 0 {
 		return d.Text, false, nil
@@ -152,18 +186,22 @@ func migrateDocument(file string, d scheduler.Document, opts Options, res *Resul
 	m := &migrator{opts: opts, file: file, lineOffset: d.Line - 1, lines: strings.Split(string(d.Text), "\n")}
 	obj := root.Content[0]
 	drop := m.object(obj, "")
+	sort.SliceStable(m.notes, func(i, j int) bool { return m.notes[i].Line < m.notes[j].Line })
 	res.Notes = append(res.Notes, m.notes...)
 	if drop != "" {
 		return []byte(commentOut(drop, d.Text)), true, nil
 	}
-	if !m.changed {
-		return d.Text, false, nil
+	out := d.Text
+	if m.changed {
+		var err error
+		if out, err = m.write(d.Text, &root); err != nil {
+			return nil, false, Note{File: file, Line: d.Line, Kind: Unreadable, Message: fmt.Sprintf("cannot write the migrated document, skipped: %v", err)}
+		}
 	}
-	out, err := m.write(d.Text, &root)
-	if err != nil {
-		return nil, false, fmt.Errorf("%s:%d: %v", file, d.Line, err)
-	}
-	return out, true, nil
+	// What has no equivalent is said in the output too, where it is (or
+	// above a document written anew).
+	annotated := m.annotate(out, m.encoded)
+	return annotated, m.changed || !bytes.Equal(annotated, d.Text), nil
 }
 
 // commentOut replaces a dropped document by a comment that says why and

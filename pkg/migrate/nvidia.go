@@ -75,6 +75,7 @@ var builtinExtendedResources = sync.OnceValue(func() map[string]string {
 
 // nvidiaClassesWithoutEquivalent are NVIDIA's other DeviceClasses.
 var nvidiaClassesWithoutEquivalent = map[string]string{
+	"imex.nvidia.com":                           "IMEX channels (multi-node NVLink) of NVIDIA's driver before ComputeDomains; gpudra has no equivalent. Within a node, GPUs on one NVLink island share the attribute nvlinkGroup: keep such GPUs together with matchAttribute",
 	"vfio.gpu.nvidia.com":                       "GPUs bound to vfio-pci for passthrough to virtual machines (KubeVirt); gpudra has no equivalent: it gives containers GPUs through the NVIDIA driver, and a GPU bound to vfio-pci is not visible to it",
 	"compute-domain-daemon.nvidia.com":          "the IMEX daemon of a ComputeDomain (multi-node NVLink); gpudra has no equivalent",
 	"compute-domain-default-channel.nvidia.com": "IMEX channels of a ComputeDomain (multi-node NVLink); gpudra has no equivalent. Within a node, GPUs on one NVLink island share the attribute nvlinkGroup: keep such GPUs together with matchAttribute",
@@ -118,7 +119,35 @@ var (
 	nvidiaRef = regexp.MustCompile(`device\.(attributes|capacity)\[\s*['"]gpu\.nvidia\.com['"]\s*\](?:\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*['"]([A-Za-z0-9_.-]+)['"]\s*\])`)
 	// vfioType compares a type with 'vfio'.
 	vfioType = regexp.MustCompile(`['"]vfio['"]`)
+	// migType compares a type with 'mig': a selector of MIG devices.
+	migType = regexp.MustCompile(`\.type\s*==\s*['"]mig['"]`)
+	// migIdentityRef reads a MIG device's uuid or index in NVIDIA's (or,
+	// migrated, gpudra's) domain.
+	migIdentityRef = regexp.MustCompile(`device\.attributes\[\s*['"][^'"]+['"]\s*\](?:\.(uuid|index)\b|\[\s*['"](uuid|index)['"]\s*\])`)
 )
+
+// migIdentity reports what a MIG device's selector reads that gpudra's MIG
+// devices do not have: NVIDIA publishes existing MIG devices with their own
+// uuid and index; gpudra publishes placements, created on demand, with a
+// new UUID each time, so a selector on them would match nothing (and fail
+// on every device).
+func migIdentity(expr string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, sm := range migIdentityRef.FindAllStringSubmatch(expr, -1) {
+		id := sm[1] + sm[2]
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		fix := "parentUUID (the GPU's UUID)"
+		if id == "index" {
+			fix = "parentIndex (the GPU's index) and placementStart"
+		}
+		out = append(out, fmt.Sprintf("attribute %s of a MIG device: gpudra's MIG devices are placements created on demand, with a new UUID each time and no index of their own; select by %s and profile instead", id, fix))
+	}
+	return out
+}
 
 // rewriteCEL renames NVIDIA's driver and attribute names in an expression.
 // It returns the new expression, what it changed, and what has no
@@ -188,7 +217,20 @@ func (m *migrator) parameters(p *yaml.Node, field string) bool {
 	sharing := get(p, "sharing")
 	m.renameKey(sharing, "timeSlicingConfig", "timeSlicing", field+".sharing")
 	m.renameKey(sharing, "mpsConfig", "mps", field+".sharing")
-	m.renameKey(get(sharing, "mps"), "defaultPerDevicePinnedMemoryLimit", "perDevicePinnedMemoryLimits", field+".sharing.mps")
+	// NVIDIA keys per-device limits by the GPU's index or UUID; gpudra
+	// runs MPS on one device per claim and keys its limit "0", the CUDA
+	// ordinal its containers see. A map keyed "0" alone means that device
+	// in both; any other key has no equivalent.
+	if mps := get(sharing, "mps"); mps != nil {
+		if kn := key(mps, "defaultPerDevicePinnedMemoryLimit"); kn != nil {
+			limits := get(mps, "defaultPerDevicePinnedMemoryLimit")
+			if onlyKey(limits, "0") {
+				m.renameKey(mps, "defaultPerDevicePinnedMemoryLimit", "perDevicePinnedMemoryLimits", field+".sharing.mps")
+			} else {
+				m.note(NoEquivalent, kn, field+".sharing.mps.defaultPerDevicePinnedMemoryLimit", "NVIDIA keys these limits by the GPU's index or UUID; gpudra runs MPS on one device per claim, which its containers see as CUDA ordinal \"0\": write perDevicePinnedMemoryLimits: {\"0\": <limit>} (or defaultPinnedDeviceMemoryLimit: <limit>) for the claim's one MPS device, and one claim per shared GPU; left as it is, which gpudra's config API rejects")
+			}
+		}
+	}
 	return true
 }
 
@@ -205,4 +247,9 @@ func (m *migrator) renameKey(n *yaml.Node, from, to, field string) {
 // nvidiaDriver says whether a driver name is one of NVIDIA's DRA drivers.
 func nvidiaDriver(d string) bool {
 	return d == nvidiaDriverName || d == computeDomainDriverName
+}
+
+// onlyKey says whether a mapping has exactly one key, k.
+func onlyKey(n *yaml.Node, k string) bool {
+	return n != nil && n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[0].Value == k
 }

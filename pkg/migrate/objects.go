@@ -22,7 +22,9 @@ type migrator struct {
 	// (an item dropped from a List), which only re-encoding can write.
 	edits        []edit
 	restructured bool
-	notes        []Note
+	// encoded: the document was written anew (its lines moved).
+	encoded bool
+	notes   []Note
 }
 
 // edit is one scalar renamed: a key or value set to a new value, or a CEL
@@ -52,6 +54,10 @@ func (m *migrator) object(obj *yaml.Node, path string) string {
 	if !strings.Contains(apiVersion, "/") {
 		group, version = "", apiVersion
 	}
+	if kind == "" && get(obj, "mig-configs") != nil {
+		m.note(NoEquivalent, obj, "", "a config of nvidia-mig-parted (MIG layouts applied to GPUs ahead of time), not a Kubernetes object: gpudra creates MIG partitions on demand, as claims ask for them, and leaves alone instances it did not make; drop it, and do not pre-partition the GPUs gpudra manages")
+		return ""
+	}
 	if items := get(obj, "items"); items != nil && strings.HasSuffix(kind, "List") && items.Kind == yaml.SequenceNode {
 		kept := items.Content[:0]
 		for i, it := range items.Content {
@@ -70,11 +76,13 @@ func (m *migrator) object(obj *yaml.Node, path string) string {
 		name = ns + "/" + name
 	}
 	m.current = strings.TrimSpace(kind + " " + name)
+	m.podClaims(obj, path)
 
 	switch {
 	case group == "resource.k8s.io" && version == "v1alpha2":
 		m.note(NoEquivalent, obj, "apiVersion", "classic DRA (resource.k8s.io/v1alpha2, with resource classes and claim parameters) was removed in Kubernetes 1.32 and no release gpudra supports serves it; rewrite the claim with structured parameters (resource.k8s.io/v1): a request for DeviceClass "+m.gpuClass()+" or "+m.migClass()+" and, for sharing, an opaque GpuConfig or MigConfig")
 	case group == "resource.k8s.io":
+		m.toV1(obj, kind, version, path)
 		switch kind {
 		case "ResourceClaim":
 			m.devices(get(get(obj, "spec"), "devices"), joinField(path, "spec.devices"))
@@ -95,9 +103,139 @@ func (m *migrator) object(obj *yaml.Node, path string) string {
 			m.note(NoEquivalent, obj, "", why)
 		}
 	case group == "gpu.resource.nvidia.com":
-		m.note(NoEquivalent, obj, "", "claim parameters of NVIDIA's classic DRA driver, which no Kubernetes release gpudra supports can use; put the sharing settings in an opaque GpuConfig or MigConfig of "+configAPIVersion+" in the claim instead")
+		m.note(NoEquivalent, obj, "", m.classicParameters(obj, kind))
 	}
 	return ""
+}
+
+// classicParameters says what to do with claim parameters of NVIDIA's
+// classic DRA driver (GpuClaimParameters, MigDeviceClaimParameters), from
+// what they hold: a count, a selector, sharing.
+func (m *migrator) classicParameters(obj *yaml.Node, kind string) string {
+	spec := get(obj, "spec")
+	var parts []string
+	if get(spec, "count") != nil {
+		parts = append(parts, "its count becomes the request's count")
+	}
+	if get(spec, "selector") != nil {
+		parts = append(parts, fmt.Sprintf("its selector becomes a CEL selector of the request on gpudra's attributes and capacities (e.g. device.capacity['%s'].memory.compareTo(quantity('16Gi')) <= 0, device.attributes['%s'].cudaComputeCapability.compareTo(semver('7.5.0')) >= 0)", m.opts.DriverName, m.opts.DriverName))
+	}
+	if get(spec, "sharing") != nil {
+		parts = append(parts, "its sharing becomes the sharing of an opaque GpuConfig or MigConfig ("+configAPIVersion+") in the claim's config")
+	}
+	if get(spec, "profile") != nil {
+		parts = append(parts, "its profile becomes a request for DeviceClass mig-<profile>."+strings.TrimPrefix(m.opts.DriverName, "gpu."))
+	}
+	msg := kind + " is the claim parameters of NVIDIA's classic DRA driver (resource.k8s.io/v1alpha2), which no Kubernetes release gpudra supports serves; rewrite the claim that used it as a ResourceClaim(Template) of resource.k8s.io/v1 with a request for DeviceClass " + m.gpuClass()
+	if len(parts) > 0 {
+		msg += ": " + strings.Join(parts, "; ")
+	}
+	return msg
+}
+
+// podClaims rewrites a pod spec's claim references of Kubernetes 1.26–1.30
+// (resourceClaims[].source.resourceClaimName / resourceClaimTemplateName)
+// as 1.31 and later take them, beside the name, wherever a pod spec is in
+// the document (a Pod, a workload's template, a custom resource's).
+func (m *migrator) podClaims(n *yaml.Node, path string) {
+	if n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := joinField(path, k.Value)
+			if k.Value == "resourceClaims" && v.Kind == yaml.SequenceNode {
+				for j, c := range v.Content {
+					m.hoistSource(c, fmt.Sprintf("%s[%d]", p, j))
+				}
+				continue
+			}
+			m.podClaims(v, p)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			m.podClaims(c, fmt.Sprintf("%s[%d]", path, i))
+		}
+	}
+}
+
+// hoistSource moves a claim reference's source fields beside its name.
+func (m *migrator) hoistSource(c *yaml.Node, field string) {
+	src := get(c, "source")
+	if c.Kind != yaml.MappingNode || src == nil || src.Kind != yaml.MappingNode {
+		return
+	}
+	var out []*yaml.Node
+	for i := 0; i+1 < len(c.Content); i += 2 {
+		if c.Content[i].Value == "source" {
+			out = append(out, src.Content...)
+			continue
+		}
+		out = append(out, c.Content[i], c.Content[i+1])
+	}
+	var moved []string
+	for i := 0; i+1 < len(src.Content); i += 2 {
+		moved = append(moved, src.Content[i].Value)
+	}
+	m.note(Rewritten, src, field+".source", fmt.Sprintf("source.%s → %s (Kubernetes 1.31 removed source)", strings.Join(moved, ", source."), strings.Join(moved, ", ")))
+	c.Content = out
+	m.changed, m.restructured = true, true
+}
+
+// toV1 rewrites a DeviceClass, ResourceClaim or ResourceClaimTemplate of
+// a resource.k8s.io version no supported cluster serves by default
+// (v1beta1, v1beta2, Kubernetes 1.31's v1alpha3) as resource.k8s.io/v1,
+// as the API server converts it: v1beta2 has v1's shape; in v1beta1 and
+// v1alpha3 a request's fields sit beside its name, and move under
+// exactly.
+func (m *migrator) toV1(obj *yaml.Node, kind, version, path string) {
+	switch {
+	case version != "v1beta1" && version != "v1beta2" && version != "v1alpha3":
+		return
+	case kind != "DeviceClass" && kind != "ResourceClaim" && kind != "ResourceClaimTemplate":
+		return
+	}
+	if version != "v1beta2" {
+		devices := get(get(obj, "spec"), "devices")
+		field := "spec.devices"
+		if kind == "ResourceClaimTemplate" {
+			devices, field = get(get(get(obj, "spec"), "spec"), "devices"), "spec.spec.devices"
+		}
+		if reqs := get(devices, "requests"); reqs != nil && reqs.Kind == yaml.SequenceNode {
+			for i, r := range reqs.Content {
+				if m.requestToV1(r) {
+					m.note(Rewritten, r, joinField(path, fmt.Sprintf("%s.requests[%d]", field, i)), "the request's fields moved under exactly, as in resource.k8s.io/v1")
+				}
+			}
+		}
+	}
+	m.rename(get(obj, "apiVersion"), joinField(path, "apiVersion"), "resource.k8s.io/v1")
+}
+
+// requestToV1 moves every field of a v1beta1 request but its name and
+// firstAvailable under exactly, and says whether it moved any.
+func (m *migrator) requestToV1(r *yaml.Node) bool {
+	if r == nil || r.Kind != yaml.MappingNode || get(r, "exactly") != nil {
+		return false
+	}
+	exactly := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	var kept []*yaml.Node
+	for i := 0; i+1 < len(r.Content); i += 2 {
+		k, v := r.Content[i], r.Content[i+1]
+		if k.Value == "name" || k.Value == "firstAvailable" {
+			kept = append(kept, k, v)
+			continue
+		}
+		exactly.Content = append(exactly.Content, k, v)
+	}
+	if len(exactly.Content) == 0 {
+		return false
+	}
+	r.Content = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "exactly"}, exactly)
+	m.changed, m.restructured = true, true
+	return true
 }
 
 // deviceClass migrates a DeviceClass: NVIDIA's own classes are dropped
@@ -110,9 +248,8 @@ func (m *migrator) deviceClass(obj *yaml.Node, name, path string) string {
 		return "dropped " + msg
 	}
 	if why, ok := nvidiaClassesWithoutEquivalent[name]; ok {
-		msg := fmt.Sprintf("NVIDIA's DeviceClass %s: %s", name, why)
-		m.note(Dropped, obj, "", msg)
-		return "dropped " + msg
+		m.note(NoEquivalent, obj, "", fmt.Sprintf("NVIDIA's DeviceClass %s: %s; left as it is (it selects no device on a gpudra cluster)", name, why))
+		return ""
 	}
 	spec := get(obj, "spec")
 	if ext := str(get(spec, "extendedResourceName")); ext != "" && m.opts.DriverName == gpu.DefaultDriverName && strings.HasSuffix(name, "."+nvidiaDriverName) {
@@ -170,24 +307,35 @@ func (m *migrator) exactRequest(r *yaml.Node, path string) {
 	if r == nil || r.Kind != yaml.MappingNode {
 		return
 	}
+	mig := false
 	if c := get(r, "deviceClassName"); c != nil {
 		field := path + ".deviceClassName"
 		name := str(c)
+		mig = name == "mig.nvidia.com"
 		if ours, ok := m.classFor(name); ok {
 			m.rename(c, field, ours)
 		} else if why, ok := nvidiaClassesWithoutEquivalent[name]; ok {
 			m.note(NoEquivalent, c, field, fmt.Sprintf("DeviceClass %s: %s", name, why))
 		}
 	}
-	m.selectors(get(r, "selectors"), path+".selectors")
+	m.selectorsOf(get(r, "selectors"), path+".selectors", mig)
 	if caps := get(get(r, "capacity"), "requests"); caps != nil && caps.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(caps.Content); i += 2 {
-			m.qualifiedName(caps.Content[i], fmt.Sprintf("%s.capacity.requests[%s]", path, caps.Content[i].Value))
+			k := caps.Content[i]
+			field := fmt.Sprintf("%s.capacity.requests[%s]", path, k.Value)
+			if k.Value == "shares" || k.Value == nvidiaDriverName+"/shares" {
+				m.note(NoEquivalent, k, field, fmt.Sprintf("NVIDIA's integer shares of a GPU (--consumable-shares=<n>): gpudra shares a GPU by its capacities instead: request capacity memory (e.g. memory: 10Gi) and, optionally, multiprocessors, on a node pool with consumableCapacity.enabled"))
+				continue
+			}
+			m.qualifiedName(k, field)
 		}
 	}
 }
 
-func (m *migrator) selectors(sels *yaml.Node, path string) {
+func (m *migrator) selectors(sels *yaml.Node, path string) { m.selectorsOf(sels, path, false) }
+
+// selectorsOf migrates selectors; mig says they are a MIG request's.
+func (m *migrator) selectorsOf(sels *yaml.Node, path string, mig bool) {
 	if sels == nil || sels.Kind != yaml.SequenceNode {
 		return
 	}
@@ -198,6 +346,9 @@ func (m *migrator) selectors(sels *yaml.Node, path string) {
 		}
 		field := fmt.Sprintf("%s[%d].cel.expression", path, i)
 		out, changes, missing := rewriteCEL(e.Value, m.opts.DriverName)
+		if mig || migType.MatchString(e.Value) {
+			missing = append(missing, migIdentity(e.Value)...)
+		}
 		for _, msg := range missing {
 			m.note(NoEquivalent, e, field, msg)
 		}

@@ -23,7 +23,63 @@ func (m *migrator) write(text []byte, root *yaml.Node) ([]byte, error) {
 			return out, nil
 		}
 	}
+	m.encoded = true
 	return m.encode(text, root)
+}
+
+// annotatePrefix starts the comment migrate writes above what has no
+// equivalent.
+const annotatePrefix = "# gpudra migrate: no equivalent: "
+
+// annotate writes a comment for each thing without an equivalent: above
+// its line when the text kept its lines, or at the top of a document
+// written anew. A comment already there (a second migration) is not
+// written again.
+func (m *migrator) annotate(text []byte, encoded bool) []byte {
+	lines := strings.SplitAfter(string(text), "\n")
+	byLine := map[int][]string{}
+	var top []string
+	for _, n := range m.notes {
+		if n.Kind != NoEquivalent {
+			continue
+		}
+		c := annotatePrefix + n.Message
+		if n.Field != "" {
+			c = annotatePrefix + n.Field + ": " + n.Message
+		}
+		if l := n.Line - m.lineOffset - 1; !encoded && l >= 0 && l < len(lines) {
+			byLine[l] = append(byLine[l], c)
+		} else {
+			top = append(top, c)
+		}
+	}
+	has := func(at int, c string) bool {
+		for i := at - 1; i >= 0 && strings.HasPrefix(strings.TrimSpace(lines[i]), annotatePrefix); i-- {
+			if strings.TrimSpace(lines[i]) == c {
+				return true
+			}
+		}
+		return false
+	}
+	var b strings.Builder
+	for _, c := range top {
+		if !strings.Contains(string(text), c+"\n") {
+			b.WriteString(c + "\n")
+		}
+	}
+	for i, l := range lines {
+		indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
+		if strings.HasPrefix(strings.TrimLeft(l, " "), "- ") {
+			indent += "  "
+		}
+		for _, c := range byLine[i] {
+			if !has(i, c) {
+				b.WriteString(indent + c + "\n")
+			}
+		}
+		b.WriteString(l)
+	}
+	return []byte(b.String())
 }
 
 // editText applies m.edits to the text at the scalars' positions.
