@@ -62,6 +62,7 @@ func TestGPUDRA(t *testing.T) {
 
 	t.Run("ResourceSlicesMatchGolden", func(t *testing.T) { e.slicesMatchGolden(ctx, t) })
 	t.Run("AdmissionRejectsBadConfig", func(t *testing.T) { e.admissionRejectsBadConfig(ctx, t) })
+	t.Run("CheckAgreesWithAPIServer", func(t *testing.T) { e.checkAgreesWithAPIServer(ctx, t) })
 	t.Run("ConfigPolicy", func(t *testing.T) { e.configPolicy(ctx, t) })
 	t.Run("ControllerMetrics", func(t *testing.T) { e.controllerMetrics(ctx, t) })
 	t.Run("StrandedGPUs", func(t *testing.T) { e.strandedGPUs(ctx, t) })

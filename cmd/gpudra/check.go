@@ -9,9 +9,12 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpudra/gpudra/deviceclasses"
 	"github.com/gpudra/gpudra/pkg/check"
+	"github.com/gpudra/gpudra/pkg/dryrun"
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/scheduler"
@@ -26,6 +29,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 func newCheckCommand() *cobra.Command {
 	opts := check.Options{}
 	var inv inventoryFlags
+	var srv serverFlags
 	var output string
 	var verbose, builtinExamples bool
 	mps := true
@@ -90,6 +94,11 @@ Findings are errors (the API server or gpudra's plugin refuses it, or a pod
 stays Pending or never starts), warnings (it works, but probably not as
 meant, or check could not check all of it) or notes (-v shows them).
 
+With --server-dry-run (or --server), every input object is also applied to a
+real cluster with a server-side dry run, which stores nothing: what its API
+server (validation, admission webhooks, gpudra's included) rejects is an
+error of kind server-rejects.
+
 Exit status: 0 no errors (warnings and notes do not count, unless
 --strict), 1 errors (or warnings with --strict), 2 unusable input (an
 unreadable file, malformed YAML, a file without Kubernetes objects, bad
@@ -125,7 +134,8 @@ flags).`,
   YAML`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.MPSDisabled = !mps
-			code := runCheck(cmd, args, opts, inv, output, verbose, builtinExamples)
+			srv.dryRun = srv.dryRun || srv.server != ""
+			code := runCheck(cmd, args, opts, inv, srv, output, verbose, builtinExamples)
 			if code != 0 {
 				return exitError{code}
 			}
@@ -140,6 +150,9 @@ flags).`,
 	f.StringVar(&inv.migProfiles, "mig-profiles", "all", "MIG profiles the fake nodes publish, as the plugin's --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
+	f.BoolVar(&srv.dryRun, "server-dry-run", false, "also apply every input object to a real cluster's API server with a server-side dry run (kubectl apply --server-side --dry-run=server), which stores nothing: its validation and admission (gpudra's webhook too) judge them; the cluster of the kubeconfig's current context")
+	f.StringVar(&srv.kubeconfig, "kubeconfig", "", "the kubeconfig of --server-dry-run (default $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&srv.server, "server", "", "the API server of the dry run, over the kubeconfig's (implies --server-dry-run)")
 	f.BoolVar(&opts.Strict, "strict", false, "exit with status 1 on warnings too (things that work but are probably not what you meant, or that check could not check)")
 	f.BoolVar(&mps, "mps", true, "the node pool runs MPS control daemons, as the chart's mps.enabled; with false, claims that ask for MPS fail to prepare")
 	f.StringVar(&opts.ShareSharing, "consumable-capacity-sharing", "MPS", "how a claim holding a share of a GPU shares it when its config does not say, as the chart's consumableCapacity.sharing: MPS, TimeSlicing or None")
@@ -167,7 +180,25 @@ type inventoryFlags struct {
 	migProfiles string
 }
 
-func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, output string, verbose, examples bool) int {
+// serverFlags choose the API server of the dry run.
+type serverFlags struct {
+	dryRun     bool
+	kubeconfig string
+	server     string
+}
+
+// config is the client configuration kubectl would use: the kubeconfig
+// ($KUBECONFIG, ~/.kube/config), its current context, --server over its
+// server.
+func (s serverFlags) config() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = s.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{}
+	overrides.ClusterInfo.Server = s.server
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+}
+
+func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, srv serverFlags, output string, verbose, examples bool) int {
 	stderr := cmd.ErrOrStderr()
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "gpudra check:", err)
@@ -232,6 +263,17 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 	rep, err := check.Run(cmd.Context(), opts)
 	if err != nil {
 		return fail(err)
+	}
+	if srv.dryRun {
+		cfg, err := srv.config()
+		if err != nil {
+			return fail(fmt.Errorf("--server-dry-run: %w", err))
+		}
+		found, err := dryrun.Apply(cmd.Context(), cfg, in)
+		if err != nil {
+			return fail(fmt.Errorf("--server-dry-run: %w", err))
+		}
+		rep.AddFindings(found...)
 	}
 	out := cmd.OutOrStdout()
 	if output == "json" {

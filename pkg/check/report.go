@@ -232,6 +232,13 @@ func ExitCode(rep *Report, err error) int {
 	return 0
 }
 
+// AddFindings adds findings made outside Run (a dry run on a real API
+// server) and sets the exit code anew.
+func (rep *Report) AddFindings(fs ...Finding) {
+	rep.Findings = append(rep.Findings, fs...)
+	rep.ExitCode = ExitCode(rep, nil)
+}
+
 // Severities of findings.
 const (
 	SeverityError   = "error"

@@ -80,6 +80,15 @@ type Manifests struct {
 	// Problems lists what the API server would reject or drop, and notes
 	// about objects that were converted or skipped.
 	Problems []Problem
+	// Written are every object read, as written (the items of a List one
+	// by one), for tools that hand them to an API server.
+	Written []Written
+}
+
+// Written is one object as written: its JSON and where it is.
+type Written struct {
+	Source Source
+	JSON   []byte
 }
 
 // Empty says whether nothing was read that the scheduler could use.
@@ -100,6 +109,7 @@ func (m *Manifests) Merge(other *Manifests) {
 	m.Namespaces = append(m.Namespaces, other.Namespaces...)
 	m.Ignored = append(m.Ignored, other.Ignored...)
 	m.Problems = append(m.Problems, other.Problems...)
+	m.Written = append(m.Written, other.Written...)
 }
 
 // strictCodecs decode like the API server with field validation Strict.
@@ -329,6 +339,7 @@ func (m *Manifests) addObject(src Source, js []byte) error {
 		}
 		return nil
 	}
+	m.Written = append(m.Written, Written{Source: src, JSON: js})
 	gv, err := schema.ParseGroupVersion(meta.APIVersion)
 	if err != nil {
 		m.problem(ProblemInvalid, src, object, "apiVersion", fmt.Sprintf("apiVersion %q: %v", meta.APIVersion, err), "")

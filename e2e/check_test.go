@@ -1,0 +1,90 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/gpudra/gpudra/pkg/check"
+	"github.com/gpudra/gpudra/pkg/claimplan"
+	"github.com/gpudra/gpudra/pkg/dryrun"
+	"github.com/gpudra/gpudra/pkg/scheduler"
+)
+
+// checkAgreesWithAPIServer: what gpudra check says the API server (with
+// gpudra's webhook) rejects, this cluster's API server rejects, and what
+// it says it accepts, it accepts. The corpus cases of API validation go
+// through a server-side dry run (pkg/dryrun, gpudra check
+// --server-dry-run), object by object; nothing is stored.
+func (e *env) checkAgreesWithAPIServer(ctx context.Context, t *testing.T) {
+	corpus := filepath.Join("..", "pkg", "check", "testdata", "corpus")
+	files := []string{"invalid-names.yaml", "allocation-mode-all-count.yaml", "msg-match-attribute-empty.yaml",
+		"v1beta1-demo.yaml", "v1alpha3-objects.yaml", "mps-limit-key.yaml", "misspelt-config.yaml", "msg-claim-source.yaml"}
+	start := time.Now()
+	for _, name := range files {
+		in, err := scheduler.LoadPaths([]string{filepath.Join(corpus, name)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := check.Run(ctx, check.Options{Inputs: in, BuiltinClasses: true, DriverName: e.driver})
+		if err != nil {
+			t.Fatal(err)
+		}
+		offline := map[string]bool{}
+		for _, f := range rep.Findings {
+			if f.Severity == check.SeverityError && apiLevel(f) {
+				offline[f.Object] = true
+			}
+		}
+		// The webhook may still be starting: a dry run it cannot answer
+		// is retried.
+		var server map[string]bool
+		if err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+			found, err := dryrun.Apply(ctx, e.cfg, in)
+			if err != nil {
+				return false, err
+			}
+			server = map[string]bool{}
+			for _, f := range found {
+				if f.Severity == check.SeverityError {
+					server[f.Object] = true
+				}
+			}
+			return true, nil
+		}); err != nil {
+			t.Fatalf("%s: dry run: %v", name, err)
+		}
+		if got, want := keys(offline), keys(server); !slices.Equal(got, want) {
+			t.Errorf("%s: gpudra check says the API server rejects %v; its dry run rejects %v", name, got, want)
+		}
+		t.Logf("%s: both reject %v", name, keys(server))
+	}
+	record(t, t.Name()+": check and the API server's dry run over the validation corpus", time.Since(start))
+}
+
+// apiLevel says whether a finding is about what the API server (and
+// gpudra's webhook, which decodes configs as the plugin does) rejects, as
+// opposed to what the scheduler or the plugin does later.
+func apiLevel(f check.Finding) bool {
+	switch f.Kind {
+	case check.FindingInvalid, check.FindingUnknownField, check.FindingNotServed:
+		return true
+	case check.FindingInvalidConfig:
+		return f.Refusal != string(claimplan.ConfigKind)
+	}
+	return false
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
