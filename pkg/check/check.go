@@ -238,7 +238,7 @@ func (r *runner) loadClasses(in *scheduler.Manifests) error {
 				continue
 			}
 			if mine := o.Obj.(*resourceapi.DeviceClass); !reflect.DeepEqual(mine.Spec, dc.Spec) {
-				r.addFinding(Finding{Kind: FindingShadowsBuiltin, Source: o.Source, Object: "DeviceClass " + dc.Name,
+				r.addFinding(Finding{Kind: FindingShadowsBuiltin, Severity: SeverityWarning, Source: o.Source, Object: "DeviceClass " + dc.Name,
 					Message: fmt.Sprintf("DeviceClass %s is also one of gpudra's own, which the Helm chart installs; yours differs from it and would replace it (or be replaced by the next helm upgrade)", dc.Name),
 					Hint:    "give your class a name of its own, or drop it and use gpudra's (gpudra check --examples shows it)"})
 			}
@@ -382,9 +382,15 @@ func (r *runner) addFinding(f Finding) {
 	}
 	if f.Severity == "" {
 		f.Severity = SeverityError
-		if r.unusedClass && inventoryDependent[f.Kind] {
+		switch {
+		case r.unusedClass && inventoryDependent[f.Kind]:
 			f.Severity = SeverityNote
 			f.Message += " (no claim in the inputs uses this class)"
+		case inventoryDependent[f.Kind] && r.builtin[strings.TrimPrefix(f.Object, "DeviceClass ")] && strings.HasPrefix(f.Object, "DeviceClass "):
+			// gpudra's own class does not fit this inventory: the claims
+			// that use it say so, as errors; the class is nobody's to fix.
+			f.Severity = SeverityNote
+			f.Message += " (one of gpudra's own classes: the claims that use it are the findings)"
 		}
 	}
 	// A template used by several pods is checked once per pod; say it once.

@@ -117,7 +117,11 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 	classCount := countTrue(re.classHits)
 	total := countTrue(re.match)
 	if classCount == 0 {
-		return []string{prefix + fmt.Sprintf("no device matches DeviceClass %s", re.class)}
+		msg := prefix + fmt.Sprintf("no device matches DeviceClass %s", re.class)
+		if !r.feats.Allocator.PartitionableDevices && r.classSelects(re.class, "'mig'") {
+			msg += fmt.Sprintf(": on Kubernetes %s, which does not serve partitionable devices, gpudra publishes whole GPUs only, no MIG partitions (DRAPartitionableDevices is on by default from 1.36)", r.report.KubernetesVersion)
+		}
+		return []string{msg}
 	}
 	if total == 0 {
 		return []string{prefix + r.explainSelectors(re, classCount)}
@@ -439,3 +443,18 @@ func (r *runner) finish() {
 }
 
 func qty(v int64) string { return resource.NewQuantity(v, resource.BinarySI).String() }
+
+// classSelects says whether a class's selectors mention text (a value
+// they compare with).
+func (r *runner) classSelects(class, text string) bool {
+	ce := r.classes[class]
+	if ce == nil {
+		return false
+	}
+	for _, s := range ce.obj.Spec.Selectors {
+		if s.CEL != nil && strings.Contains(s.CEL.Expression, text) {
+			return true
+		}
+	}
+	return false
+}

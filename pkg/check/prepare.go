@@ -138,7 +138,8 @@ func refusalHint(refusal *claimplan.Refusal, driver string) string {
 	case claimplan.SharingConflict:
 		return "claims that share one GPU must share it alike: all through MPS, or all time-sliced with the same interval (a share without a config gets the node pool's consumableCapacity.sharing)"
 	case claimplan.MonitorWithoutAdmin:
-		return fmt.Sprintf("monitoring devices (DeviceClass %s) are for adminAccess: true requests only; drop the toleration of %s to get a GPU of your own", builtinClassName("gpu-monitoring.gpudra.io", driver), slicebuilder.MonitoringTaintKey(driver))
+		return fmt.Sprintf("monitoring devices (DeviceClass %s) are for adminAccess: true requests only: a workload's class selects whole GPUs (type == 'gpu', as DeviceClass %s does) and does not tolerate %s (on clusters that drop device taints, before 1.36, nothing else keeps it off them)",
+			builtinClassName("gpu-monitoring.gpudra.io", driver), driver, slicebuilder.MonitoringTaintKey(driver))
 	}
 	return ""
 }
