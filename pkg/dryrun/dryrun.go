@@ -71,7 +71,7 @@ func Apply(ctx context.Context, cfg *rest.Config, in *scheduler.Manifests) ([]ch
 		if gvk.Kind == "" || gvk.Kind == "ResourceSlice" {
 			continue
 		}
-		object := u.GetKind() + " " + u.GetName()
+		object := u.GetKind() + " " + scheduler.ObjectName(u.GetKind(), u.GetNamespace(), u.GetName())
 		f := check.Finding{Kind: FindingServerRejects, Severity: check.SeverityError, Source: w.Source, Object: object}
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {

@@ -108,6 +108,11 @@ apiVersion: example.com/v1
 kind: Gadget
 metadata: {name: g}
 ---
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaimTemplate
+metadata: {name: old}
+spec: {spec: {devices: {requests: [{name: gpu, deviceClassName: gpu.gpudra.io}]}}}
+---
 apiVersion: resource.k8s.io/v1
 kind: ResourceSlice
 metadata: {name: s}
@@ -132,8 +137,12 @@ spec: {driver: gpu.gpudra.io, nodeName: n, pool: {name: n, generation: 1, resour
 	if f, ok := byObject["Gadget g"]; !ok || f.Severity != check.SeverityError || !strings.Contains(f.Message, "serves no Gadget in example.com/v1") {
 		t.Errorf("a kind the server does not serve: %+v", f)
 	}
-	if len(found) != 3 {
-		t.Errorf("want 3 findings, got %d: %+v", len(found), found)
+	// Named as gpudra check names it, in the default namespace.
+	if f, ok := byObject["ResourceClaimTemplate default/old"]; !ok || f.Field != "apiVersion" || !strings.Contains(f.Message, "serves no ResourceClaimTemplate in resource.k8s.io/v1beta1") {
+		t.Errorf("a version the server does not serve: %+v", f)
+	}
+	if len(found) != 4 {
+		t.Errorf("want 4 findings, got %d: %+v", len(found), found)
 	}
 	// Every write is a dry run by server-side apply, and the inventory is
 	// not sent.

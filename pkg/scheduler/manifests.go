@@ -294,14 +294,19 @@ type typeMeta struct {
 	} `json:"metadata"`
 }
 
-func (t typeMeta) name() string {
+func (t typeMeta) name() string { return ObjectName(t.Kind, t.Metadata.Namespace, t.Metadata.Name) }
+
+// ObjectName names an object as findings name it: namespace/name, with
+// the namespace kubectl gives a namespaced kind this package reads when
+// the object has none ("default"), or the name alone.
+func ObjectName(kind, namespace, name string) string {
 	switch {
-	case t.Metadata.Namespace != "":
-		return t.Metadata.Namespace + "/" + t.Metadata.Name
-	case namespacedKinds[t.Kind] && t.Metadata.Name != "":
-		return metav1.NamespaceDefault + "/" + t.Metadata.Name
+	case namespace != "":
+		return namespace + "/" + name
+	case namespacedKinds[kind] && name != "":
+		return metav1.NamespaceDefault + "/" + name
 	}
-	return t.Metadata.Name
+	return name
 }
 
 // namespacedKinds are the namespaced kinds this package reads: without a
