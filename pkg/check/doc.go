@@ -8,9 +8,14 @@
 // own decoder (as the kubelet plugin's prepare does), and schedules each
 // pod's claims (with the claim for its extended resources) through the
 // core, with the real allocator and the feature set of one Kubernetes
-// version. What it finds comes back as a Report: located findings with
-// hints, the devices each class and request matches, and each claim's
-// allocation or why it can never be satisfied.
+// version. The API server's validation is applied as the core reads the
+// objects; each allocated claim then goes through the kubelet plugin's
+// own prepare-time decision (pkg/claimplan), against the node read back
+// from the slices and what earlier claims hold (prepare.go). What it
+// finds comes back as a Report: located findings of a severity (error,
+// warning, note) with hints, the devices each class and request matches,
+// and each claim's allocation or why it can never be satisfied (or
+// prepared).
 //
 // The inventory is ResourceSlices: those among the inputs, and those the
 // caller passes in Options.Slices (gpudra check builds them for fake nodes

@@ -25,6 +25,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -201,6 +202,11 @@ func migrateDocument(file string, d scheduler.Document, opts Options, res *Resul
 	// What has no equivalent is said in the output too, where it is (or
 	// above a document written anew).
 	annotated := m.annotate(out, m.encoded)
+	if !sameYAML(annotated, out) {
+		// A comment landed inside a multi-line scalar: say it all above
+		// the document instead.
+		annotated = m.annotate(out, true)
+	}
 	return annotated, m.changed || !bytes.Equal(annotated, d.Text), nil
 }
 
@@ -248,4 +254,13 @@ func styleOf(text []byte) (indent int, compact bool) {
 		indent = smallest
 	}
 	return indent, compact
+}
+
+// sameYAML says whether two documents hold the same data (comments aside).
+func sameYAML(a, b []byte) bool {
+	var x, y any
+	if yaml.Unmarshal(a, &x) != nil || yaml.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
