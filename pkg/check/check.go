@@ -474,7 +474,20 @@ func (r *runner) customResource(p scheduler.Problem, f Finding) {
 		r.addFinding(f)
 		return
 	}
+	if what, ok := queueingGroups[p.GVK.Group]; ok {
+		f.Severity = SeverityNote
+		f.Message = fmt.Sprintf("%s (%s) is %s: check does not model its quotas or admission, and places the pods that name a queue as if it admitted them", p.GVK.Kind, p.GVK.GroupVersion(), what)
+		r.addFinding(f)
+		return
+	}
 	f.Severity = SeverityWarning
 	f.Message = fmt.Sprintf("%s (%s) is a custom resource: not checked; if its controller makes pods or claims that use DRA devices, check their specs too", p.GVK.Kind, p.GVK.GroupVersion())
 	r.addFinding(f)
+}
+
+// queueingGroups are the API groups of job queueing systems, whose
+// objects hold quotas and queues, not pods or claims: a note says what
+// check leaves to them.
+var queueingGroups = map[string]string{
+	"kueue.x-k8s.io": "Kueue's queueing configuration",
 }

@@ -173,18 +173,27 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 				strings.Join(ts, ", "), bestUntainted, need, key, effect)}
 		}
 	}
-	// Held by earlier claims (--sequential, or replicas of one workload).
+	// Held by earlier claims (--sequential, or replicas of one workload):
+	// whole, or, for a device that allows multiple allocations, so much of
+	// its capacity that this request's share (its capacity requests, or
+	// the device's defaults) no longer fits.
 	if !re.admin {
 		bestFree, freeNode := -1, ""
 		for _, n := range nodes {
-			if c := r.countOn(re.match, n, true); c > bestFree {
+			c := 0
+			for _, i := range r.onNode(n) {
+				if re.match[i] && r.freeFor(i, re) {
+					c++
+				}
+			}
+			if c > bestFree {
 				bestFree, freeNode = c, n
 			}
 		}
 		if int64(bestFree) < need {
 			holders := map[string]bool{}
 			for _, i := range r.onNode(freeNode) {
-				if re.match[i] && !r.free(i) {
+				if re.match[i] && !r.freeFor(i, re) {
 					for _, h := range r.state.Holders(r.inv.devices[i].id) {
 						holders[h] = true
 					}
@@ -457,4 +466,35 @@ func (r *runner) classSelects(class, text string) bool {
 		}
 	}
 	return false
+}
+
+// freeFor says whether device i has room for one allocation of the
+// request: it is not held, or it allows multiple allocations and what
+// earlier claims consume leaves the request's share of every capacity
+// with a request policy (what it asks for, or the policy's default).
+func (r *runner) freeFor(i int, re *reqEval) bool {
+	d := r.inv.devices[i]
+	if m := d.dev.AllowMultipleAllocations; m == nil || !*m {
+		return r.free(i)
+	}
+	consumed := r.state.Consumed(d.id)
+	for name, c := range d.dev.Capacity {
+		if c.RequestPolicy == nil || c.RequestPolicy.Default == nil {
+			continue
+		}
+		want := *c.RequestPolicy.Default
+		for q, v := range re.capacity {
+			if _, id := splitQualified(q, r.opts.DriverName); id == string(name) {
+				want = v
+			}
+		}
+		left := c.Value.DeepCopy()
+		if used, ok := consumed[name]; ok {
+			left.Sub(used)
+		}
+		if want.Cmp(left) > 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -158,15 +159,18 @@ func (r *runner) allocateAll(units []*unit) {
 // takes every allocation back when one pod does not fit, or when fewer
 // pods than minCount are there to place.
 func (r *runner) allocateGang(g *gangInfo, members []*unit) {
-	saved, sequential := r.state.Clone(), r.opts.Sequential
+	// What the nodes' plugins hold is taken back with the scheduler's
+	// state when the gang does not fit.
+	saved, savedHeld, sequential := r.state.Clone(), slices.Clone(r.held), r.opts.Sequential
 	if !sequential {
-		r.state = scheduler.NewState()
+		r.resetState()
 	}
 	r.opts.Sequential = true
 	for _, u := range members {
 		r.allocate(u)
 	}
 	r.opts.Sequential = sequential
+	r.group = "" // the next unit starts afresh (without --sequential)
 	placed := 0
 	for _, u := range members {
 		if r.unitAllocated(u) {
@@ -180,7 +184,7 @@ func (r *runner) allocateGang(g *gangInfo, members []*unit) {
 	if len(members) < g.minCount {
 		msg = fmt.Sprintf("PodGroup %s is a gang of at least %d pods and the inputs have %d: none is placed until the rest exist", g.obj.Name, g.minCount, len(members))
 	}
-	r.state = saved
+	r.state, r.held = saved, savedHeld
 	for _, u := range members {
 		for _, ce := range r.unitClaims(u) {
 			ci := &r.report.Claims[ce.idx]
@@ -188,6 +192,7 @@ func (r *runner) allocateGang(g *gangInfo, members []*unit) {
 				ci.Allocation = nil
 				ce.claim.Status.Allocation = nil
 			}
+			ci.PrepareFails = "" // never allocated, never prepared
 			ci.Unsatisfiable = append(ci.Unsatisfiable, msg)
 			ce.done = true
 		}
