@@ -12,19 +12,26 @@ GPUDRA_CACHE ?= $(HOME)/.cache/gpudra
 HELM_VERSION ?= v3.22.0
 HELM         ?= $(GPUDRA_CACHE)/helm-$(HELM_VERSION)/helm
 export GPUDRA_CACHE HELM_VERSION
-IMAGE        ?= ghcr.io/gpudra/gpudra:dev
+# The release (the chart's appVersion) and git revision every binary and the
+# image are stamped with (hack/version.sh); the image's tag is the one the
+# chart pulls by default.
+VERSION      ?= $(shell hack/version.sh version)
+REVISION     ?= $(shell hack/version.sh revision)
+LDFLAGS      := -X github.com/gpudra/gpudra/pkg/version.version=$(VERSION) -X github.com/gpudra/gpudra/pkg/version.revision=$(REVISION)
+IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 # deepcopy-gen, run from the module proxy at a pinned version (make generate).
 DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate
+.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name
 
 all: build
 
-## build: the binaries into ./bin
+## build: the binaries into ./bin, stamped with VERSION and REVISION (and bin/kubectl-gpudra, the kubectl plugin: put it on PATH for `kubectl gpudra`)
 build:
-	$(GO) build -o $(BIN)/gpudra-kubelet-plugin ./cmd/kubelet-plugin
-	$(GO) build -o $(BIN)/gpudra-controller ./cmd/controller
-	$(GO) build -o $(BIN)/gpudra ./cmd/gpudra
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gpudra-kubelet-plugin ./cmd/kubelet-plugin
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gpudra-controller ./cmd/controller
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gpudra ./cmd/gpudra
+	ln -sf gpudra $(BIN)/kubectl-gpudra
 
 ## test: unit, golden and in-process integration tests, helm lint/template, the kind config (no cluster, no GPU)
 test: test-unit chart-check
@@ -58,9 +65,13 @@ chart-check: $(HELM)
 $(HELM):
 	hack/localcluster/build.sh helm
 
-## image: the image (kubelet plugin and controller) as a docker-archive tarball, without Docker (bin/gpudra-image.tar)
+## image: the image (kubelet plugin, controller, gpudra CLI) as a docker-archive tarball, without Docker: bin/gpudra-image.tar, tagged $(IMAGE), the chart's default
 image:
-	hack/image.sh $(BIN)/gpudra-image.tar $(IMAGE)
+	VERSION=$(VERSION) REVISION=$(REVISION) hack/image.sh $(BIN)/gpudra-image.tar $(IMAGE)
+
+# image-name prints the image make image tags (tests compare it with the chart's).
+image-name:
+	@echo $(IMAGE)
 
 ## e2e-local: the e2e suite on a single-node cluster built from source on this machine (root; see README)
 e2e-local:

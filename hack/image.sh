@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Builds the kubelet plugin and the controller and writes their image (one
-# image, two binaries) as a docker-archive tarball,
-# with no Docker daemon and no registry (hack/mkimage):
+# Builds the kubelet plugin, the controller and the gpudra CLI and writes
+# their image (one image, every binary) as a docker-archive tarball, with no
+# Docker daemon and no registry (hack/mkimage):
 #
-#   hack/image.sh OUT.tar [REPO:TAG]     (default ghcr.io/gpudra/gpudra:dev)
+#   hack/image.sh OUT.tar [REPO:TAG]     (default ghcr.io/gpudra/gpudra:<hack/version.sh version>, the chart's default)
+#
+# The binaries are stamped with hack/version.sh's version and revision
+# (VERSION and REVISION override), and so are the image's OCI labels
+# (org.opencontainers.image.version, .revision). GPUDRA_IMAGE_BIN_DIR, when
+# set, keeps a copy of the binaries there (the e2e suite runs the gpudra CLI
+# it put in the image).
 #
 # The plugin links go-nvml through cgo, so the image carries the glibc it was
 # linked against (from this host, found with ldd). Load the result with
@@ -12,14 +18,17 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: hack/image.sh OUT.tar [REPO:TAG]}
-tag=${2:-ghcr.io/gpudra/gpudra:dev}
+version=$("$root/hack/version.sh" version)
+revision=$("$root/hack/version.sh" revision)
+ldflags=$("$root/hack/version.sh" ldflags)
+tag=${2:-ghcr.io/gpudra/gpudra:$version}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 (cd "$root/hack/mkimage" && GOWORK=off CGO_ENABLED=0 go build -o "$work/mkimage" .)
-# One build with one set of flags, so both binaries share the build cache
+# One build with one set of flags, so the binaries share the build cache
 # (the controller needs no cgo, but building it without would recompile
 # every dependency).
 (cd "$root" && CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
-  go build -ldflags "-s -w" -o "$work/" ./cmd/kubelet-plugin ./cmd/controller)
+  go build -ldflags "-s -w $ldflags" -o "$work/" ./cmd/kubelet-plugin ./cmd/controller ./cmd/gpudra)
 mv "$work/kubelet-plugin" "$work/gpudra-kubelet-plugin"
 mv "$work/controller" "$work/gpudra-controller"
 # NVIDIA's CDI hook (the toolkit version go.mod pins) runs on the host, whose
@@ -31,8 +40,22 @@ if ! hookout=$(cd "$root" && CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declaratio
   github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook 2>&1); then
   echo "$hookout" >&2; exit 1
 fi
+if [ -n "${GPUDRA_IMAGE_BIN_DIR:-}" ]; then
+  mkdir -p "$GPUDRA_IMAGE_BIN_DIR"
+  cp "$work/gpudra-kubelet-plugin" "$work/gpudra-controller" "$work/gpudra" "$GPUDRA_IMAGE_BIN_DIR/"
+  ln -sf gpudra "$GPUDRA_IMAGE_BIN_DIR/kubectl-gpudra"
+fi
+# The gpudra CLI is there for `kubectl debug node/<node> --image <this image>
+# -- gpudra inventory` (README), kubectl-gpudra for `kubectl gpudra`.
 "$work/mkimage" -o "$out" -t "$tag" -ldd \
   -file "$work/gpudra-kubelet-plugin:/usr/bin/gpudra-kubelet-plugin" \
   -file "$work/nvidia-cdi-hook:/usr/bin/nvidia-cdi-hook" \
   -file "$work/gpudra-controller:/usr/bin/gpudra-controller" \
+  -file "$work/gpudra:/usr/bin/gpudra" \
+  -symlink /usr/bin/kubectl-gpudra:gpudra \
+  -label "org.opencontainers.image.title=gpudra" \
+  -label "org.opencontainers.image.description=gpudra, a Kubernetes DRA driver for NVIDIA GPUs: kubelet plugin, controller and CLI" \
+  -label "org.opencontainers.image.source=https://github.com/gpudra/gpudra" \
+  -label "org.opencontainers.image.version=$version" \
+  -label "org.opencontainers.image.revision=$revision" \
   -entrypoint /usr/bin/gpudra-kubelet-plugin

@@ -32,6 +32,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/controller"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/servingcert"
+	gpudraversion "github.com/gpudra/gpudra/pkg/version"
 )
 
 type flags struct {
@@ -59,7 +60,7 @@ type flags struct {
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "gpudra-controller:", err)
-		os.Exit(1)
+		os.Exit(gpudraversion.ExitCode(err)) // 2: a bad command line
 	}
 }
 
@@ -94,11 +95,8 @@ func newFlags() (*flags, *pflag.FlagSet) {
 
 func run() error {
 	f, fs := newFlags()
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+	if done, err := gpudraversion.ParseFlags(fs, os.Args[1:], "gpudra-controller", os.Stdout); done {
+		return err // --help, --version, or a bad command line
 	}
 	if err := logsapi.ValidateAndApply(f.logging, f.featureGate); err != nil {
 		return fmt.Errorf("logging flags: %w", err)

@@ -42,6 +42,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/plugin"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
+	gpudraversion "github.com/gpudra/gpudra/pkg/version"
 )
 
 type flags struct {
@@ -83,7 +84,7 @@ type flags struct {
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "gpudra-kubelet-plugin:", err)
-		os.Exit(1)
+		os.Exit(gpudraversion.ExitCode(err)) // 2: a bad command line
 	}
 }
 
@@ -129,11 +130,8 @@ func newFlags() (*flags, *pflag.FlagSet) {
 
 func run() error {
 	f, fs := newFlags()
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
+	if done, err := gpudraversion.ParseFlags(fs, os.Args[1:], "gpudra-kubelet-plugin", os.Stdout); done {
+		return err // --help, --version, or a bad command line
 	}
 	if err := logsapi.ValidateAndApply(f.logging, f.featureGate); err != nil {
 		return fmt.Errorf("logging flags: %w", err)

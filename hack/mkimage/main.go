@@ -9,8 +9,10 @@
 //
 // -ldd adds the shared libraries each -file needs (as ldd resolves them on
 // this host), so a cgo binary runs on an otherwise empty image. -root adds a
-// whole directory tree, symlinks kept. Files are owned by root; timestamps are
-// zero, so the same inputs give the same image ID.
+// whole directory tree, symlinks kept; -symlink adds one link. -label sets
+// the image's labels (the OCI annotations org.opencontainers.image.*).
+// Files are owned by root; timestamps are zero, so the same inputs give the
+// same image ID.
 package main
 
 import (
@@ -55,8 +57,10 @@ func run(args []string) error {
 	out := fl.String("o", "", "output tarball (docker-archive)")
 	tag := fl.String("t", "", "image reference, e.g. ghcr.io/gpudra/gpudra:dev")
 	ldd := fl.Bool("ldd", false, "also add the shared libraries of every -file, as ldd resolves them")
-	var files, roots, entrypoint, cmd, env multi
+	var files, roots, symlinks, labels, entrypoint, cmd, env multi
 	fl.Var(&files, "file", "SRC:DST, a host file and its path in the image (repeatable)")
+	fl.Var(&symlinks, "symlink", "DST:TARGET, a symbolic link in the image (repeatable)")
+	fl.Var(&labels, "label", "KEY=VALUE, an image label (repeatable)")
 	fl.Var(&roots, "root", "a directory whose tree becomes the image's / (repeatable)")
 	fl.Var(&entrypoint, "entrypoint", "entrypoint argument (repeatable)")
 	fl.Var(&cmd, "cmd", "cmd argument (repeatable)")
@@ -92,6 +96,21 @@ func run(args []string) error {
 			}
 		}
 	}
+	for _, sl := range symlinks {
+		dst, target, ok := strings.Cut(sl, ":")
+		if !ok || !path.IsAbs(dst) || target == "" {
+			return fmt.Errorf("-symlink %q: want /absolute/DST:TARGET", sl)
+		}
+		l.addSymlink(dst, target)
+	}
+	imageLabels := map[string]string{}
+	for _, kv := range labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("-label %q: want KEY=VALUE", kv)
+		}
+		imageLabels[k] = v
+	}
 	data, err := l.tar()
 	if err != nil {
 		return err
@@ -116,6 +135,9 @@ func run(args []string) error {
 	cf.Config.Entrypoint = entrypoint
 	cf.Config.Cmd = cmd
 	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, env...)
+	if len(imageLabels) > 0 {
+		cf.Config.Labels = imageLabels
+	}
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		return err
