@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,11 +21,6 @@ import (
 	"github.com/gpudra/gpudra/pkg/scheduler"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
-
-// exitError carries gpudra check's exit status past cobra.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func newCheckCommand() *cobra.Command {
 	opts := check.Options{}
@@ -99,6 +95,9 @@ real cluster with a server-side dry run, which stores nothing: what its API
 server (validation, admission webhooks, gpudra's included) rejects is an
 error of kind server-rejects.
 
+-o json and -o yaml print the report as one object (its exitCode is the
+exit status).
+
 Exit status: 0 no errors (warnings and notes do not count, unless
 --strict), 1 errors (or warnings with --strict), 2 unusable input (an
 unreadable file, malformed YAML, a file without Kubernetes objects, bad
@@ -137,12 +136,11 @@ flags).`,
 			srv.dryRun = srv.dryRun || srv.server != ""
 			code := runCheck(cmd, args, opts, inv, srv, output, verbose, builtinExamples)
 			if code != 0 {
-				return exitError{code}
+				return exitError{code: code}
 			}
 			return nil
 		},
 	}
-	cmd.SetFlagErrorFunc(usageError)
 	f := cmd.Flags()
 	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file); default "+fakenodes.DefaultProfile+" when the inputs hold no ResourceSlices")
 	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
@@ -159,17 +157,10 @@ flags).`,
 	f.BoolVar(&opts.Sequential, "sequential", false, "allocate claims one after the other in input order, each keeping its devices, to see what fits together")
 	f.BoolVar(&opts.BuiltinClasses, "builtin-classes", true, "add gpudra's shipped DeviceClasses that the inputs do not define")
 	f.IntVar(&opts.ListLimit, "list-limit", 64, "list matching devices by name up to this many; count them beyond")
-	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
 	f.BoolVarP(&verbose, "verbose", "v", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
 	f.BoolVar(&builtinExamples, "examples", false, "also check the DeviceClasses and examples built into this binary (deviceclasses/)")
 	return cmd
-}
-
-// usageError reports a bad flag with the exit status the help promises
-// for unusable input, 2, and the usage line.
-func usageError(cmd *cobra.Command, err error) error {
-	fmt.Fprintf(cmd.ErrOrStderr(), "gpudra %s: %v\nUsage: %s (see gpudra %s --help)\n", cmd.Name(), err, cmd.UseLine(), cmd.Name())
-	return exitError{check.ExitInput}
 }
 
 // inventoryFlags choose the fake nodes the inventory is built from.
@@ -204,8 +195,8 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		fmt.Fprintln(stderr, "gpudra check:", err)
 		return check.ExitInput
 	}
-	if output != "text" && output != "json" {
-		return fail(fmt.Errorf("-o %q: want text or json", output))
+	if err := checkOutput(cmd, output); err != nil {
+		return fail(err)
 	}
 	if len(args) == 0 && !examples {
 		return fail(errors.New("give YAML files or directories to check (or - for standard input, or --examples); see gpudra check --help"))
@@ -276,9 +267,15 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		rep.AddFindings(found...)
 	}
 	out := cmd.OutOrStdout()
-	if output == "json" {
+	switch output {
+	case "json":
 		err = rep.WriteJSON(out)
-	} else {
+	case "yaml":
+		var buf bytes.Buffer
+		if err = rep.WriteJSON(&buf); err == nil {
+			err = writeYAML(out, buf.Bytes())
+		}
+	default:
 		err = rep.WriteText(out, verbose)
 	}
 	if err != nil {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +19,8 @@ func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 	return runCommand(t, newCheckCommand(), stdin, args...)
 }
 
-// runCommand runs a gpudra subcommand with args and stdin, and returns its
+// runCommand runs a gpudra subcommand with args and stdin as main runs the
+// command line (its conventions for bad flags included), and returns its
 // exit status, standard output and standard error.
 func runCommand(t *testing.T, cmd *cobra.Command, stdin string, args ...string) (int, string, string) {
 	t.Helper()
@@ -29,16 +30,8 @@ func runCommand(t *testing.T, cmd *cobra.Command, stdin string, args ...string) 
 	cmd.SetIn(strings.NewReader(stdin))
 	cmd.SetArgs(args)
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	err := cmd.Execute()
-	var exit exitError
-	switch {
-	case err == nil:
-		return 0, out.String(), errOut.String()
-	case errors.As(err, &exit):
-		return exit.code, out.String(), errOut.String()
-	}
-	t.Fatalf("gpudra %s %v: %v", cmd.Name(), args, err)
-	return -1, "", ""
+	code := execute(context.Background(), cmd, &errOut)
+	return code, out.String(), errOut.String()
 }
 
 func TestCheckCommandExitStatus(t *testing.T) {
@@ -83,7 +76,7 @@ spec:
 		{"no such file", []string{filepath.Join(dir, "nope.yaml")}, "", 2, "no such file"},
 		{"no args", nil, "", 2, "give YAML files"},
 		{"bad version", []string{"--kubernetes-version", "1.20", good}, "", 2, "not supported"},
-		{"bad output", []string{"-o", "xml", good}, "", 2, "want text or json"},
+		{"bad output", []string{"-o", "xml", good}, "", 2, "want text, json, yaml"},
 		{"bad profile", []string{"--profile", "dgx-z9", good}, "", 2, `--profile dgx-z9: fake backend: nvmlfake: unknown profile "dgx-z9"`},
 		{"bad nodes", []string{"--nodes", "0", good}, "", 2, "--nodes must be at least 1"},
 		{"bad flag", []string{"--profil", "dgx-a100", good}, "", 2, "unknown flag: --profil"},

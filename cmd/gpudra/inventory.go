@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -45,11 +46,25 @@ reads as the node's inventory (gpudra check node.yaml manifests/).
 With --compare it also lists how they differ from the fake profile that
 gpudra check, gpudra simulate and the e2e suite stand the node in for:
 devices, attributes, capacities and counters (UUIDs and PCI addresses,
-which differ between any two nodes, are left out). It exits 1 when there
-are differences.`,
+which differ between any two nodes, are left out).
+
+On a node of a cluster, run it from gpudra's image without installing
+anything (the sysadmin profile gives the debug pod the GPUs' device nodes;
+the node's root is at /host):
+
+  kubectl debug node/<node> -it --profile=sysadmin --image=ghcr.io/gpudra/gpudra:<version> \
+    -- gpudra inventory --driver-root /host --compare dgx-h100
+
+-o json prints the slices as one List object, -o yaml (the default) as YAML
+documents, -o none only the comparison.
+
+Exit status: 0 (no differences), 1 differences from --compare's profile, 2 a
+bad command line, 3 the GPUs could not be read (no NVIDIA driver, NVML
+failed).`,
 		Example: `  gpudra inventory
   gpudra inventory --compare dgx-h100
   gpudra inventory --driver-root /run/nvidia/driver --output json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runInventory(cmd, o)
 		},
@@ -63,38 +78,47 @@ are differences.`,
 	f.StringVar(&o.fakeProfile, "fake-profile", fakenodes.DefaultProfile, "with --device-backend=fake: "+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file")
 	f.StringVar(&o.migProfiles, "mig-profiles", "all", "the MIG profiles the plugin publishes (its --mig-profiles)")
 	f.StringVar(&o.compare, "compare", "", "a fake profile ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file) to list the differences from")
-	f.StringVar(&o.output, "output", "yaml", "yaml, json, or none (only the comparison)")
+	outputFlag(cmd, &o.output, "yaml", "yaml", "json", "none")
 	return cmd
 }
 
 func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	ctx := klog.NewContext(cmd.Context(), klog.Background().V(10))
+	if err := checkOutput(cmd, o.output); err != nil {
+		return err
+	}
 	choice, err := slicebuilder.ParseMigProfiles(o.migProfiles)
 	if err != nil {
-		return fmt.Errorf("--mig-profiles: %w", err)
+		return usageErrorf("--mig-profiles: %w", err)
+	}
+	if !slices.Contains(backend.Kinds, o.backend) {
+		return usageErrorf("--device-backend %q: want %s", o.backend, strings.Join(backend.Kinds, " or "))
 	}
 	dir, err := os.MkdirTemp("", "gpudra-inventory-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	slices, err := inventorySlices(ctx, backend.Options{
+	published, err := inventorySlices(ctx, backend.Options{
 		Kind: o.backend, NodeName: o.nodeName, DriverRoot: o.driverRoot,
 		FakeProfile: o.fakeProfile, FakeStateDir: dir, InventoryOnly: true,
 	}, o.driverName, choice)
 	if err != nil {
+		if o.backend == "fake" { // a bad --fake-profile
+			return usageErrorf("%w", err)
+		}
 		return err
 	}
 	// Whole objects, as kubectl get prints them: gpudra check reads them
 	// as the node's inventory.
-	for _, s := range slices {
+	for _, s := range published {
 		s.TypeMeta = metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"}
 	}
 	out := cmd.OutOrStdout()
 	switch o.output {
 	case "yaml":
 		fmt.Fprintf(out, "# The ResourceSlices gpudra's kubelet plugin publishes for node %s: check manifests against them with gpudra check <this file> <manifests>\n", o.nodeName)
-		for _, s := range slices {
+		for _, s := range published {
 			b, err := yaml.Marshal(s)
 			if err != nil {
 				return err
@@ -105,15 +129,12 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 		list := struct {
 			metav1.TypeMeta `json:",inline"`
 			Items           []*resourceapi.ResourceSlice `json:"items"`
-		}{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: slices}
+		}{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: published}
 		b, err := json.MarshalIndent(list, "", "  ")
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "%s\n", b)
-	case "none":
-	default:
-		return fmt.Errorf("--output: %q is not yaml, json or none", o.output)
 	}
 	if o.compare == "" {
 		return nil
@@ -122,9 +143,9 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 		Kind: "fake", NodeName: o.nodeName, FakeProfile: o.compare, FakeStateDir: dir + "/compare", InventoryOnly: true,
 	}, o.driverName, choice)
 	if err != nil {
-		return fmt.Errorf("--compare: %w", err)
+		return usageErrorf("--compare: %w", err)
 	}
-	diffs := inventory.Diff(slices, want)
+	diffs := inventory.Diff(published, want)
 	w := cmd.ErrOrStderr()
 	if o.output == "none" {
 		w = out
@@ -137,7 +158,7 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	for _, d := range diffs {
 		fmt.Fprintf(w, "#   %s\n", d)
 	}
-	return exitError{code: 1}
+	return exitError{code: exitNegative}
 }
 
 // inventorySlices opens the backend read-only, discovers the GPUs and

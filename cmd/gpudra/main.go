@@ -1,33 +1,126 @@
-// Command gpudra is gpudra's offline tool: it needs no cluster, no Docker and
-// no GPU. `gpudra simulate` runs the kubelet plugin in-process on fake GPUs
-// and shows what example pods would receive.
+// Command gpudra is gpudra's command-line tool. Most of it needs no cluster,
+// no Docker and no GPU: `gpudra check` checks manifests offline, `gpudra
+// simulate` runs the kubelet plugin in-process on fake GPUs, `gpudra
+// migrate` rewrites NVIDIA-driver manifests, and `gpudra inventory` reads a
+// GPU node read-only. `gpudra status` and `gpudra check --cluster` read a
+// live cluster through a kubeconfig. Installed as kubectl-gpudra it is the
+// kubectl plugin `kubectl gpudra`.
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpudra/gpudra/pkg/version"
 )
 
+// kubectlPluginName is the name kubectl finds the plugin by: `kubectl
+// gpudra …` runs kubectl-gpudra.
+const kubectlPluginName = "kubectl-gpudra"
+
 func main() {
+	root := newRootCommand(filepath.Base(os.Args[0]))
+	root.SetArgs(os.Args[1:])
+	os.Exit(execute(context.Background(), root, os.Stderr))
+}
+
+// newRootCommand is the gpudra command with every subcommand, as invoked
+// under the name invokedAs (gpudra, or kubectl-gpudra from kubectl).
+func newRootCommand(invokedAs string) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "gpudra",
-		Short:         "Offline tools for the gpudra DRA driver",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Use:   "gpudra",
+		Short: "Tools for the gpudra DRA driver: check, simulate, migrate, inventory, status",
+		Long: `gpudra is the command-line tool of gpudra, a Kubernetes DRA driver for NVIDIA
+GPUs. check, simulate and migrate need no cluster and no GPU; inventory and
+gpu-check read a GPU node's driver read-only; status and check --cluster read a
+cluster through a kubeconfig. Installed as kubectl-gpudra on PATH it is the
+kubectl plugin: kubectl gpudra status.
+
+Every subcommand takes -o json and -o yaml, reads standard input where a
+file is named -, and exits with one of:
+  0  success
+  1  the answer is no: findings, differences, examples that cannot run,
+     manifests without an equivalent, failed gpu-check steps
+  2  a bad command line (unknown flag or command, bad flag value) or unusable input
+  3  the command could not do its work: no NVML or GPU, no cluster
+(each subcommand's help says which it uses).`,
+		Version:                    version.Get().String(),
+		SuggestionsMinimumDistance: 2,
+		SilenceUsage:               true,
+		SilenceErrors:              true,
 	}
+	if invokedAs == kubectlPluginName {
+		root.Annotations = withAnnotation(root.Annotations, cobra.CommandDisplayNameAnnotation, "kubectl gpudra")
+	}
+	root.SetVersionTemplate("{{.DisplayName}} {{.Version}}\n")
 	root.AddCommand(newSimulateCommand())
 	root.AddCommand(newCheckCommand())
 	root.AddCommand(newInventoryCommand())
 	root.AddCommand(newMigrateCommand())
-	if err := root.Execute(); err != nil {
-		var exit exitError
-		if errors.As(err, &exit) {
-			os.Exit(exit.code) // gpudra check has reported already
-		}
-		fmt.Fprintln(os.Stderr, "gpudra:", err)
-		os.Exit(1)
+	root.AddCommand(newVersionCommand())
+	return root
+}
+
+// noSuchCommand refuses an unknown subcommand of a command that groups
+// others (cobra would show the help and exit 0).
+func noSuchCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
 	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return usageErrorf("%s; see %s --help", msg, cmd.CommandPath())
+}
+
+// applyConventions makes every command treat a bad command line alike:
+// exit 2 with a message that names the fix.
+func applyConventions(c *cobra.Command) {
+	if c.HasSubCommands() {
+		if c.Args == nil {
+			c.Args = noSuchCommand
+		}
+		if !c.Runnable() {
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+	}
+	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageErrorf("%v; see %s --help", err, cmd.CommandPath())
+	})
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			err := args(cmd, a)
+			if err != nil && exitCodeOf(err) != exitUsage {
+				return usageErrorf("%v; see %s --help", err, cmd.CommandPath())
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		applyConventions(sub)
+	}
+}
+
+// execute runs the command line and returns the exit status, having
+// printed the error (unless the command reported it already).
+func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
+	// cobra's own commands, made now: they write where root does.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	applyConventions(root)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "exit status ") {
+		fmt.Fprintf(stderr, "%s: %s\n", root.DisplayName(), msg)
+	}
+	return exitCodeOf(err)
 }

@@ -17,7 +17,7 @@ import (
 
 func newMigrateCommand() *cobra.Command {
 	var opts migrate.Options
-	var outDir string
+	var outDir, output string
 	cmd := &cobra.Command{
 		Use:   "migrate [FILE|DIR|-]...",
 		Short: "Rewrite manifests written for NVIDIA's DRA driver for gpudra, and report what has no equivalent",
@@ -61,26 +61,54 @@ check reads (files, directories, - for standard input) and writes to standard
 output, or with --output-dir one file per input; the report goes to standard
 error. Check the result with gpudra check.
 
+-o json and -o yaml print one object instead: every file (its name, whether
+it changed or was skipped and why, and, without --output-dir, its migrated
+content) and the report's notes.
+
 Exit status: 0 everything migrated, 1 something has no equivalent or a file
-was skipped (see the report), 2 no input could be read.`,
+was skipped (see the report), 2 no input could be read or a bad command
+line.`,
 		Example: `  gpudra migrate demo/specs/quickstart/ > migrated.yaml && gpudra check migrated.yaml
   gpudra migrate --output-dir migrated/ manifests/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			code := runMigrate(cmd, args, opts, outDir)
+			if err := checkOutput(cmd, output); err != nil {
+				return err
+			}
+			code := runMigrate(cmd, args, opts, outDir, output)
 			if code != 0 {
-				return exitError{code}
+				return exitError{code: code}
 			}
 			return nil
 		},
 	}
-	cmd.SetFlagErrorFunc(usageError)
 	f := cmd.Flags()
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "the DRA driver name gpudra runs as (the chart's driverName): the driver, attribute domain and class names to write")
 	f.StringVar(&outDir, "output-dir", "", "write each input file here, under its name (relative to the directory given), instead of to standard output")
+	outputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
 }
 
-func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir string) int {
+// migrateResult is what -o json|yaml prints.
+type migrateResult struct {
+	Files      []migratedFile `json:"files"`
+	Notes      []migrate.Note `json:"notes"`
+	Changed    int            `json:"changed"`
+	Unmigrated int            `json:"unmigrated"`
+	Skipped    int            `json:"skipped"`
+}
+
+type migratedFile struct {
+	Name    string `json:"name"`
+	Changed bool   `json:"changed"`
+	// Skipped says why the file was not migrated (it is not written).
+	Skipped string `json:"skipped,omitempty"`
+	// Content is the migrated text, unless --output-dir wrote it.
+	Content *string `json:"content,omitempty"`
+	// Written is where --output-dir put it.
+	Written string `json:"written,omitempty"`
+}
+
+func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir, output string) int {
 	stderr := cmd.ErrOrStderr()
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "gpudra migrate:", err)
@@ -97,7 +125,17 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir 
 	if err != nil {
 		return fail(err)
 	}
-	if outDir == "" {
+	skipped := res.Skipped()
+	structured := migrateResult{Notes: res.Notes, Unmigrated: res.Unmigrated() - skipped, Skipped: skipped}
+	for _, f := range res.Files {
+		mf := migratedFile{Name: f.Name, Changed: f.Changed, Skipped: f.Skipped}
+		if outDir == "" && f.Skipped == "" {
+			content := string(f.Data)
+			mf.Content = &content
+		}
+		structured.Files = append(structured.Files, mf)
+	}
+	if outDir == "" && output == "text" {
 		out := cmd.OutOrStdout()
 		for i, f := range res.Files {
 			if i > 0 {
@@ -118,13 +156,14 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir 
 				return fail(err)
 			}
 		}
-	} else {
+	} else if outDir != "" {
 		names := outputNames(args, res.Files)
 		for i, f := range res.Files {
 			if f.Skipped != "" {
 				continue
 			}
 			dst := filepath.Join(outDir, names[i])
+			structured.Files[i].Written = dst
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				return fail(err)
 			}
@@ -133,18 +172,22 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir 
 			}
 		}
 	}
-	changed := 0
 	for _, f := range res.Files {
 		if f.Changed {
-			changed++
+			structured.Changed++
 		}
 	}
-	for _, n := range res.Notes {
-		fmt.Fprintln(stderr, n)
+	if output != "text" {
+		if err := writeObject(cmd.OutOrStdout(), output, structured); err != nil {
+			return fail(err)
+		}
+	} else {
+		for _, n := range res.Notes {
+			fmt.Fprintln(stderr, n)
+		}
+		fmt.Fprintf(stderr, "gpudra migrate: %d of %d file(s) changed, %d skipped, %d thing(s) without an equivalent in gpudra (each marked with a \"# gpudra migrate: no equivalent\" comment in the output)\n",
+			structured.Changed, len(res.Files), skipped, res.Unmigrated()-skipped)
 	}
-	skipped := res.Skipped()
-	fmt.Fprintf(stderr, "gpudra migrate: %d of %d file(s) changed, %d skipped, %d thing(s) without an equivalent in gpudra (each marked with a \"# gpudra migrate: no equivalent\" comment in the output)\n",
-		changed, len(res.Files), skipped, res.Unmigrated()-skipped)
 	switch {
 	case skipped == len(res.Files):
 		return 2 // nothing could be read
