@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,6 +35,7 @@ import (
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/componentmetrics"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/mps"
 	"github.com/gpudra/gpudra/pkg/mpspod"
@@ -323,7 +323,7 @@ func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 		return nil, fmt.Errorf("--metrics-address: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", componentmetrics.Handler("kubelet-plugin", reg))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return srv, nil

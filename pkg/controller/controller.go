@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/admission"
+	"github.com/gpudra/gpudra/pkg/componentmetrics"
 	"github.com/gpudra/gpudra/pkg/servingcert"
 )
 
@@ -137,7 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// HTTP: metrics and probes.
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", componentmetrics.Handler("controller", m.registry))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if watchdog != nil {
 			if err := watchdog.Check(r); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpudra/gpudra/pkg/componentmetrics"
 	"github.com/gpudra/gpudra/pkg/metricdoc"
 	"github.com/gpudra/gpudra/pkg/plugin"
 )
@@ -32,6 +33,8 @@ func TestMetricDocs(t *testing.T) {
 	buf.WriteString(metricdoc.Table(Metrics))
 	buf.WriteString("\n### gpudra-kubelet-plugin (every node)\n\n")
 	buf.WriteString(metricdoc.Table(plugin.Metrics, "node"))
+	buf.WriteString("\n### Both\n\n")
+	buf.WriteString(metricdoc.Table(componentmetrics.Metrics))
 	buf.WriteString("\n")
 	path := filepath.FromSlash(observability)
 	doc, err := os.ReadFile(path)
@@ -60,7 +63,7 @@ func TestMetricDocs(t *testing.T) {
 // metric cannot leave an alert that never fires.
 func TestChartQueriesUseExportedMetrics(t *testing.T) {
 	known := map[string]bool{}
-	for _, m := range slices.Concat(Metrics, plugin.Metrics) {
+	for _, m := range slices.Concat(Metrics, plugin.Metrics, componentmetrics.Metrics) {
 		known[m.Name] = true
 		if m.Type == metricdoc.Histogram {
 			for _, s := range []string{"_bucket", "_sum", "_count"} {

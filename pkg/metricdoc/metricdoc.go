@@ -71,3 +71,7 @@ func Table(metrics []Metric, extra ...string) string {
 	}
 	return b.String()
 }
+
+func (m Metric) GaugeVec() *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: m.Name, Help: m.Help}, m.Labels)
+}
