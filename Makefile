@@ -10,7 +10,7 @@ GOTESTFLAGS ?= -count=1
 # Tools built once, outside the repository, keyed by version (hack/localcluster/build.sh).
 GPUDRA_CACHE ?= $(HOME)/.cache/gpudra
 HELM_VERSION ?= v3.22.0
-HELM         ?= $(GPUDRA_CACHE)/helm-$(HELM_VERSION)/helm
+HELM         ?= $(GPUDRA_CACHE)/helm-$(HELM_VERSION)-stamped/helm
 export GPUDRA_CACHE HELM_VERSION
 # The release (the chart's appVersion) and git revision every binary and the
 # image are stamped with (hack/version.sh); the image's tag is the one the
@@ -33,9 +33,10 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gpudra ./cmd/gpudra
 	ln -sf gpudra $(BIN)/kubectl-gpudra
 
-## test: unit, golden and in-process integration tests, helm lint/template, the kind config (no cluster, no GPU)
+## test: unit, golden and in-process integration tests, helm lint/template, the kind config, the image writer (no cluster, no GPU)
 test: test-unit chart-check
 	cd hack/kind && GOWORK=off $(GO) test $(GOTESTFLAGS) ./...
+	cd hack/mkimage && GOWORK=off CGO_ENABLED=0 $(GO) test $(GOTESTFLAGS) ./...
 
 ## test-unit: gofmt, go vet and every Go test, without building helm (no cluster, no GPU)
 test-unit: fmt-check vet verify-generate

@@ -7,15 +7,22 @@
 set -euo pipefail
 HELM=${HELM:?HELM must name the helm binary}
 chart=${1:-deployments/helm/gpudra}
-kv=${KUBE_VERSION:-1.37.2}
+# helm as build.sh builds it knows its release and the Kubernetes version it
+# was built for, so it lints and renders the chart (kubeVersion >=1.34)
+# offline, as a user's helm does, without --kube-version; KUBE_VERSION
+# renders for another one.
+kv=(${KUBE_VERSION:+--kube-version "$KUBE_VERSION"})
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 # helm warns on every run that files/deviceclasses is a symlink (on purpose).
 quiet() { "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
 
-quiet "$HELM" lint --strict "$chart" --kube-version "$kv" >"$out/lint" || { cat "$out/lint"; exit 1; }
-quiet "$HELM" lint --strict "$chart" --kube-version "$kv" --set deviceBackend=fake >"$out/lint" || { cat "$out/lint"; exit 1; }
+if [ -n "${HELM_VERSION:-}" ] && [ "$("$HELM" version --template '{{.Version}}')" != "$HELM_VERSION" ]; then
+  echo "chart-check: $HELM says it is $("$HELM" version --short), want $HELM_VERSION (rebuild it: hack/localcluster/build.sh helm)"; exit 1
+fi
+quiet "$HELM" lint --strict "$chart" "${kv[@]}" >"$out/lint" || { cat "$out/lint"; exit 1; }
+quiet "$HELM" lint --strict "$chart" "${kv[@]}" --set deviceBackend=fake >"$out/lint" || { cat "$out/lint"; exit 1; }
 
-render() { quiet "$HELM" template gpudra "$chart" --kube-version "$kv" --namespace gpudra "$@"; }
+render() { quiet "$HELM" template gpudra "$chart" "${kv[@]}" --namespace gpudra "$@"; }
 render >"$out/nvml.yaml"
 render --set deviceBackend=fake --set fakeProfile=mixed --set driverName=gpu.example.com \
   --set featureGates.ContextualLogging=true --set kubeletDir=/var/lib/k0s/kubelet >"$out/fake.yaml"

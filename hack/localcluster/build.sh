@@ -5,7 +5,7 @@
 #                     kubelet kube-proxy kubectl
 #   etcd-v3.7.3/      etcd
 #   containerd-v2.4.2/ containerd containerd-shim-runc-v2 ctr
-#   helm-v3.22.0/     helm
+#   helm-v3.22.0-stamped/ helm (with its version and Kubernetes version stamped)
 #   kueue-v0.19.1/    kueue, and config/ (its CRDs and webhook configurations,
 #                     from the same module) for the multi-node cluster
 # Versions come from the scratch modules under modules/ (and HELM_VERSION), so
@@ -83,8 +83,23 @@ build_kueue() {
   chmod -R u+w "$tmp/config"
 }
 
+# helm stamped as helm's own Makefile stamps a release: its version and git
+# commit, and the Kubernetes version of the client-go it is built with, which
+# helm template and helm lint assume without a cluster (unstamped, helm says
+# v1.20, and a chart with kubeVersion ">=1.34" fails to render offline).
 build_helm() {
-  GOFLAGS= GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  local info mod commit kminor
+  info=$(GOFLAGS= go mod download -json "helm.sh/helm/v3@$HELM_VERSION")
+  mod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' <<<"$info")
+  commit=$(sed -n 's/^[[:space:]]*"Hash": "\(.*\)",\{0,1\}$/\1/p' <<<"$info")
+  kminor=$(awk '$1=="k8s.io/client-go" {split($2, v, "."); print v[2]; exit}' "$mod")
+  [ -n "$kminor" ] || { echo "build.sh: no k8s.io/client-go in $mod" >&2; return 1; }
+  local ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.metadata="
+  ld="$ld -X helm.sh/helm/v3/internal/version.gitCommit=$commit -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ld="$ld -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$kminor"
+  done
+  GOFLAGS= GOBIN="$tmp" go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
 what=("$@"); [ ${#what[@]} -eq 0 ] && what=(helm k8s etcd containerd)
@@ -93,9 +108,9 @@ for w in "${what[@]}"; do
     k8s) done_or_build k8s "$K8S_VERSION" build_k8s ;;
     etcd) done_or_build etcd "$ETCD_VERSION" build_etcd ;;
     containerd) done_or_build containerd "$CONTAINERD_VERSION" build_containerd ;;
-    helm) done_or_build helm "$HELM_VERSION" build_helm ;;
+    helm) done_or_build helm "$HELM_VERSION-stamped" build_helm ;;
     kueue) done_or_build kueue "$KUEUE_VERSION" build_kueue ;;
-    paths) echo "K8S_BIN=$CACHE/k8s-$K8S_VERSION ETCD_BIN=$CACHE/etcd-$ETCD_VERSION CONTAINERD_BIN=$CACHE/containerd-$CONTAINERD_VERSION HELM=$CACHE/helm-$HELM_VERSION/helm KUEUE_BIN=$CACHE/kueue-$KUEUE_VERSION" ;;
+    paths) echo "K8S_BIN=$CACHE/k8s-$K8S_VERSION ETCD_BIN=$CACHE/etcd-$ETCD_VERSION CONTAINERD_BIN=$CACHE/containerd-$CONTAINERD_VERSION HELM=$CACHE/helm-$HELM_VERSION-stamped/helm KUEUE_BIN=$CACHE/kueue-$KUEUE_VERSION" ;;
     *) echo "build.sh: unknown component $w" >&2; exit 2 ;;
   esac
 done
