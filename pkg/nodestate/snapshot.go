@@ -19,3 +19,14 @@ func (s *State) Claims() []checkpoint.Claim {
 	slices.SortFunc(out, func(a, b checkpoint.Claim) int { return cmp.Compare(a.UID, b.UID) })
 	return out
 }
+
+// Claim returns a copy of one recorded claim.
+func (s *State) Claim(uid string) (checkpoint.Claim, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.cp.Claims[uid]
+	if !ok {
+		return checkpoint.Claim{}, false
+	}
+	return c.Clone(), true
+}

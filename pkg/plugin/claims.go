@@ -41,6 +41,9 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			out = append(out, kd)
 		}
 		d.telemetry.rememberPods(claim)
+		if rec, ok := d.state.Claim(string(claim.UID)); ok {
+			d.status.prepared(rec, d.Node())
+		}
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: out}
 	}
 	d.republishIfInUseChanged()
@@ -61,6 +64,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			result[claim.UID] = bounded(err)
 		} else {
 			result[claim.UID] = nil
+			d.status.unprepared(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, claim.UID)
 		}
 	}
 	d.republishIfInUseChanged()

@@ -160,6 +160,8 @@ type Driver struct {
 
 	metrics   *Instruments
 	telemetry telemetry
+	// status writes prepared claims' status.devices.
+	status *claimStatus
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -245,6 +247,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if d.metrics == nil {
 		d.metrics = NewInstruments(cfg.NodeName)
 	}
+	d.status = newClaimStatus(cfg.KubeClient, cfg.DriverName, cfg.NodeName, d.metrics)
 	state, err := nodestate.New(nodestate.Options{
 		DriverName:   cfg.DriverName,
 		Node:         node,
@@ -310,10 +313,14 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, err
 	}
 
-	d.wg.Add(4)
+	d.wg.Add(5)
 	go func() {
 		defer d.wg.Done()
 		d.watchHealth(ctx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.status.run(ctx)
 	}()
 	go func() {
 		defer d.wg.Done()

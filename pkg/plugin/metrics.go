@@ -58,6 +58,8 @@ var (
 		Help: "1 for every GPU of the node and every MIG device prepared on it, with its state (free, allocated, shared: a share of it held, partitioned: MIG devices of it held, unmanaged: MIG instances made outside gpudra, unhealthy), the claim holding it and the claim's pods, and DCGM exporter's keys: UUID (the GPU's; a MIG device's parent's) and GPU_I_ID (a MIG device's GPU instance ID), so that DCGM's metrics join to pods (docs/observability.md#dcgm-exporter). A GPU shared by several claims has one series per claim."}
 	MetricClaimsIdle = metricdoc.Metric{Name: "gpudra_claims_idle", Type: metricdoc.Gauge,
 		Help: "Claims on this node idle for at least --idle-after."}
+	MetricClaimStatusWrites = metricdoc.Metric{Name: "gpudra_plugin_claim_status_writes_total", Type: metricdoc.Counter, Labels: []string{"result"},
+		Help: "Writes of prepared claims' status.devices (entries written at prepare, removed at unprepare), by result: success, gone (the claim was deleted, replaced or deallocated first) or error (retried with back-off; the log says why, e.g. missing RBAC)."}
 )
 
 // Metrics lists every metric the plugin exports, in the order the docs
@@ -67,7 +69,15 @@ var Metrics = []metricdoc.Metric{
 	MetricMigCreated, MetricMigDestroyed, MetricUnhealthyDevices, MetricMPSDaemons, MetricReady,
 	MetricDeviceUtilization, MetricDeviceMemUtil, MetricDeviceMemoryUsed, MetricDeviceMemoryTotal,
 	MetricDeviceTemperature, MetricDevicePower, MetricDeviceInfo, MetricClaimIdleSeconds, MetricClaimsIdle, MetricSampleErrors,
+	MetricClaimStatusWrites,
 }
+
+// Results counted by MetricClaimStatusWrites.
+const (
+	statusResultSuccess = "success"
+	statusResultGone    = "gone"
+	statusResultError   = "error"
+)
 
 // Operations counted by MetricRequests, and its results.
 const (
@@ -93,6 +103,7 @@ type Instruments struct {
 	migDestroyed    prometheus.Counter
 	sampleErrors    prometheus.Counter
 	devices         *deviceCollector
+	statusWrites    *prometheus.CounterVec
 }
 
 // NewInstruments makes the plugin's metrics for the node; every series
@@ -106,6 +117,7 @@ func NewInstruments(nodeName string) *Instruments {
 		migDestroyed:    MetricMigDestroyed.Counter(),
 		sampleErrors:    MetricSampleErrors.Counter(),
 		devices:         &deviceCollector{},
+		statusWrites:    MetricClaimStatusWrites.CounterVec(),
 	}
 	for _, op := range []string{opPrepare, opUnprepare} {
 		for _, result := range []string{resultSuccess, resultError} {
@@ -113,8 +125,11 @@ func NewInstruments(nodeName string) *Instruments {
 		}
 		m.requestDuration.WithLabelValues(op)
 	}
+	for _, r := range []string{statusResultSuccess, statusResultGone, statusResultError} {
+		m.statusWrites.WithLabelValues(r)
+	}
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"node": nodeName}, m.registry)
-	reg.MustRegister(m.requests, m.requestDuration, m.migCreated, m.migDestroyed, m.sampleErrors, m.devices)
+	reg.MustRegister(m.requests, m.requestDuration, m.migCreated, m.migDestroyed, m.sampleErrors, m.statusWrites, m.devices)
 	return m
 }
 
