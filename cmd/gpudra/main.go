@@ -63,6 +63,7 @@ file is named -, and exits with one of:
 	root.AddCommand(newCheckCommand())
 	root.AddCommand(newInventoryCommand())
 	root.AddCommand(newMigrateCommand())
+	root.AddCommand(newStatusCommand())
 	root.AddCommand(newVersionCommand())
 	return root
 }

@@ -1,0 +1,109 @@
+package clusterstatus
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText prints the report as a table, one row per GPU and one per
+// claim holding it or a partition of it, then what each node has free.
+// wide adds device UUIDs, PCI bus IDs, memory, sharing, taints and
+// whether the plugin reported the device prepared.
+func (r *Report) WriteText(w io.Writer, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := []string{"NODE", "GPU", "MODEL", "HEALTH", "STATE", "DEVICE", "CLAIM", "PODS"}
+	if wide {
+		head = append(head, "UUID", "PCI", "MEMORY", "SHARING", "PREPARED", "TAINTS")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, n := range r.Nodes {
+		for _, g := range n.GPUs {
+			health := "ok"
+			if !g.Healthy {
+				health = "unhealthy"
+			}
+			gpuCols := []string{n.Name, g.Device, dash(g.Model), health, g.State}
+			row := func(device string, h *Holder, uuid, memory string) {
+				cols := append([]string(nil), gpuCols...)
+				claim, pods, sharing, prepared := "-", "-", "-", "-"
+				if h != nil {
+					claim = h.Name()
+					if len(h.Pods) > 0 && !h.Hidden {
+						pods = strings.Join(h.Pods, ",")
+					}
+					prepared = "no"
+					if h.Prepared {
+						prepared = "yes"
+					}
+					if h.Status != nil {
+						uuid = h.Status.UUID
+						if sh := h.Status.Sharing; sh != nil {
+							sharing = string(sh.Strategy)
+							if sh.TimeSliceInterval != "" {
+								sharing += " " + string(sh.TimeSliceInterval)
+							}
+							if sh.ActiveThreadPercentage != nil {
+								sharing += fmt.Sprintf(" %d%%", *sh.ActiveThreadPercentage)
+							}
+							if sh.PinnedDeviceMemoryLimit != nil {
+								sharing += " " + sh.PinnedDeviceMemoryLimit.String()
+							}
+						}
+					}
+					if h.Memory != nil {
+						memory = h.Memory.String()
+					}
+				}
+				cols = append(cols, device, claim, pods)
+				if wide {
+					cols = append(cols, dash(uuid), dash(g.PCIBusID), dash(memory), sharing, prepared, dash(strings.Join(g.Taints, ",")))
+				}
+				fmt.Fprintln(tw, strings.Join(cols, "\t"))
+			}
+			memory := ""
+			if g.Memory != nil {
+				memory = g.Memory.String()
+			}
+			if g.FreeMemory != nil && len(g.Holders) > 0 {
+				memory = g.FreeMemory.String() + " free of " + memory
+			}
+			if len(g.Holders)+len(g.Partitions)+len(g.Monitors) == 0 {
+				row("-", nil, g.UUID, memory)
+			}
+			for i := range g.Holders {
+				row(g.Device, &g.Holders[i], g.UUID, memory)
+			}
+			for i := range g.Partitions {
+				p := &g.Partitions[i]
+				row(p.Device, &p.Holder, "", "")
+			}
+			for i := range g.Monitors {
+				row(g.Device+" (monitor)", &g.Monitors[i], g.UUID, "")
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Nodes) > 0 {
+		fmt.Fprintln(w, "\nFREE")
+		for _, n := range r.Nodes {
+			fmt.Fprintf(w, "%s: %s\n", n.Name, n.Free.Summary())
+		}
+	} else {
+		fmt.Fprintf(w, "no ResourceSlices of driver %s\n", r.Driver)
+	}
+	for _, note := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", note)
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
