@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +11,10 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpudra/gpudra/deviceclasses"
 	"github.com/gpudra/gpudra/pkg/check"
+	"github.com/gpudra/gpudra/pkg/clusterread"
 	"github.com/gpudra/gpudra/pkg/dryrun"
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
@@ -29,6 +29,7 @@ func newCheckCommand() *cobra.Command {
 	var output string
 	var verbose, builtinExamples bool
 	mps := true
+	var cluster clusterFlags
 	cmd := &cobra.Command{
 		Use:   "check [FILE|DIR|-]...",
 		Short: "Compile, evaluate and allocate DRA selectors offline: DeviceClasses, claims, templates, pods",
@@ -95,13 +96,21 @@ real cluster with a server-side dry run, which stores nothing: what its API
 server (validation, admission webhooks, gpudra's included) rejects is an
 error of kind server-rejects.
 
+With --cluster the inventory is a live cluster's instead (through your
+kubeconfig, --kubeconfig and --context as kubectl takes them; the dry run
+uses them too): its ResourceSlices and DeviceClasses (the built-in classes
+are not added), with the devices its allocated ResourceClaims hold taken,
+so check says what fits right now. A claim in the inputs with the name of
+one in the cluster stands for it. It needs list on deviceclasses,
+resourceslices and resourceclaims.
+
 -o json and -o yaml print the report as one object (its exitCode is the
 exit status).
 
 Exit status: 0 no errors (warnings and notes do not count, unless
 --strict), 1 errors (or warnings with --strict), 2 unusable input (an
 unreadable file, malformed YAML, a file without Kubernetes objects, bad
-flags).`,
+flags, a cluster --cluster or --server-dry-run cannot reach).`,
 		Example: `  # the shipped DeviceClasses and examples on a fake DGX H100
   gpudra check --examples
 
@@ -110,6 +119,9 @@ flags).`,
 
   # what fits together on one mixed node (H100 island, A100 island, an L4)
   gpudra check --profile mixed --sequential claims.yaml pods.yaml
+
+  # what fits on the cluster right now
+  gpudra check --cluster --context prod ./manifests/
 
   # against ResourceSlices taken from a cluster, for CI
   kubectl get resourceslices -o yaml > slices.yaml
@@ -134,7 +146,7 @@ flags).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.MPSDisabled = !mps
 			srv.dryRun = srv.dryRun || srv.server != ""
-			code := runCheck(cmd, args, opts, inv, srv, output, verbose, builtinExamples)
+			code := runCheck(cmd, args, opts, inv, srv, output, verbose, builtinExamples, cluster)
 			if code != 0 {
 				return exitError{code: code}
 			}
@@ -148,8 +160,7 @@ flags).`,
 	f.StringVar(&inv.migProfiles, "mig-profiles", "all", "MIG profiles the fake nodes publish, as the plugin's --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
-	f.BoolVar(&srv.dryRun, "server-dry-run", false, "also apply every input object to a real cluster's API server with a server-side dry run (kubectl apply --server-side --dry-run=server), which stores nothing: its validation and admission (gpudra's webhook too) judge them; the cluster of the kubeconfig's current context")
-	f.StringVar(&srv.kubeconfig, "kubeconfig", "", "the kubeconfig of --server-dry-run (default $KUBECONFIG or ~/.kube/config)")
+	f.BoolVar(&srv.dryRun, "server-dry-run", false, "also apply every input object to a real cluster's API server with a server-side dry run (kubectl apply --server-side --dry-run=server), which stores nothing: its validation and admission (gpudra's webhook too) judge them; the cluster of the kubeconfig's context (--kubeconfig, --context)")
 	f.StringVar(&srv.server, "server", "", "the API server of the dry run, over the kubeconfig's (implies --server-dry-run)")
 	f.BoolVar(&opts.Strict, "strict", false, "exit with status 1 on warnings too (things that work but are probably not what you meant, or that check could not check)")
 	f.BoolVar(&mps, "mps", true, "the node pool runs MPS control daemons, as the chart's mps.enabled; with false, claims that ask for MPS fail to prepare")
@@ -160,7 +171,54 @@ flags).`,
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
 	f.BoolVarP(&verbose, "verbose", "v", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
 	f.BoolVar(&builtinExamples, "examples", false, "also check the DeviceClasses and examples built into this binary (deviceclasses/)")
+	f.BoolVar(&cluster.on, "cluster", false, "check against a live cluster's ResourceSlices, DeviceClasses and allocated claims (what fits right now), read through the kubeconfig")
+	f.StringVar(&cluster.kubeconfig.Path, "kubeconfig", "", "with --cluster or --server-dry-run: kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&cluster.kubeconfig.Context, "context", "", "with --cluster or --server-dry-run: kubeconfig context (default: the current one)")
 	return cmd
+}
+
+// clusterFlags are check --cluster's.
+type clusterFlags struct {
+	on         bool
+	kubeconfig clusterread.Kubeconfig
+}
+
+// clusterInventory points opts at a live cluster's slices, classes and
+// allocated claims.
+func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) error {
+	client, _, err := clusterread.Connect(c.kubeconfig, "gpudra-check")
+	if err != nil {
+		return err
+	}
+	snap, err := clusterread.Read(ctx, client, clusterread.Want{Classes: true, Slices: true, Claims: true})
+	if err != nil {
+		return err
+	}
+	inputs := map[string]bool{}
+	for _, o := range opts.Inputs.Claims {
+		inputs[o.Name] = true
+	}
+	for i := range snap.Slices {
+		opts.Slices = append(opts.Slices, &snap.Slices[i])
+	}
+	for i := range snap.Classes {
+		opts.ClusterClasses = append(opts.ClusterClasses, &snap.Classes[i])
+	}
+	held := 0
+	for i := range snap.Claims {
+		c := &snap.Claims[i]
+		if c.Status.Allocation != nil && !inputs[c.Namespace+"/"+c.Name] {
+			opts.Held = append(opts.Held, c)
+			held++
+		}
+	}
+	where := "the current context"
+	if c.kubeconfig.Context != "" {
+		where = "context " + c.kubeconfig.Context
+	}
+	opts.BuiltinClasses = false
+	opts.SlicesSource = fmt.Sprintf("the cluster of %s: %d ResourceSlices, %d DeviceClasses, %d allocated claims holding devices", where, len(snap.Slices), len(snap.Classes), held)
+	return nil
 }
 
 // inventoryFlags choose the fake nodes the inventory is built from.
@@ -171,25 +229,14 @@ type inventoryFlags struct {
 	migProfiles string
 }
 
-// serverFlags choose the API server of the dry run.
+// serverFlags choose the API server of the dry run: the kubeconfig's
+// (--kubeconfig, --context, shared with --cluster), or --server over it.
 type serverFlags struct {
-	dryRun     bool
-	kubeconfig string
-	server     string
+	dryRun bool
+	server string
 }
 
-// config is the client configuration kubectl would use: the kubeconfig
-// ($KUBECONFIG, ~/.kube/config), its current context, --server over its
-// server.
-func (s serverFlags) config() (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = s.kubeconfig
-	overrides := &clientcmd.ConfigOverrides{}
-	overrides.ClusterInfo.Server = s.server
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-}
-
-func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, srv serverFlags, output string, verbose, examples bool) int {
+func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, srv serverFlags, output string, verbose, examples bool, cluster clusterFlags) int {
 	stderr := cmd.ErrOrStderr()
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "gpudra check:", err)
@@ -218,10 +265,18 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		}
 	}
 	opts.Inputs = in
+	if cluster.on {
+		if inv.profile != "" || examples {
+			return fail(errors.New("--cluster checks against the cluster's inventory and classes: leave out --profile and --examples"))
+		}
+		if err := clusterInventory(cmd.Context(), &opts, cluster); err != nil {
+			return fail(fmt.Errorf("--cluster: %w", err))
+		}
+	}
 	// The inventory: the inputs' ResourceSlices, and what gpudra publishes
 	// on fake nodes of --profile (by default when the inputs have none),
 	// built with the plugin's own slice builder.
-	if inv.profile == "" && len(in.Slices) == 0 {
+	if !cluster.on && inv.profile == "" && len(in.Slices) == 0 {
 		inv.profile = fakenodes.DefaultProfile
 	}
 	if inv.profile != "" {
@@ -256,7 +311,9 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		return fail(err)
 	}
 	if srv.dryRun {
-		cfg, err := srv.config()
+		k := cluster.kubeconfig
+		k.Server = srv.server
+		cfg, err := clusterread.RESTConfig(k)
 		if err != nil {
 			return fail(fmt.Errorf("--server-dry-run: %w", err))
 		}

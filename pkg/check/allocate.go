@@ -3,6 +3,7 @@ package check
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -142,11 +143,11 @@ func (r *runner) record(ce *claimEval, node string, res *resourceapi.AllocationR
 	r.prepare(ce, res)
 }
 
-// resetState forgets every allocation: the next claims see an empty
-// cluster.
+// resetState forgets every allocation of the inputs: the next claims see
+// an empty cluster, or what a live cluster's claims hold (Options.Held).
 func (r *runner) resetState() {
-	r.state = scheduler.NewState()
-	r.held = nil
+	r.state = r.clusterState.Clone()
+	r.held = slices.Clone(r.clusterHeld)
 }
 
 func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {

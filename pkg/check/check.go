@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,15 @@ type Options struct {
 	// consumableCapacity.sharing: "MPS" (the default, as the plugin's),
 	// "TimeSlicing" or "None".
 	ShareSharing string
+	// ClusterClasses are a live cluster's DeviceClasses (gpudra check
+	// --cluster): known as the built-in ones are, replaced by an input
+	// class of the same name (as applying it would), not checked
+	// themselves.
+	ClusterClasses []*resourceapi.DeviceClass
+	// Held are claims allocated in a live cluster (gpudra check
+	// --cluster): their devices are taken before any input claim is
+	// allocated, so check says what fits right now.
+	Held []*resourceapi.ResourceClaim
 }
 
 // Exit statuses.
@@ -98,6 +108,11 @@ type runner struct {
 	// the scheduler sees it; held is what the nodes' plugins prepared.
 	state *scheduler.State
 	held  []heldDevice
+	// clusterState and clusterHeld are what a live cluster's allocated
+	// claims hold (Options.Held), as the scheduler and the nodes' plugins
+	// see it: where each allocation starts.
+	clusterState *scheduler.State
+	clusterHeld  []heldDevice
 	// group is the unit group the state is of, without --sequential.
 	group string
 	// pending are the workloads' Pending replicas, by owner and claim
@@ -169,20 +184,21 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			Sequential:        opts.Sequential,
 			Strict:            opts.Strict,
 		},
-		compiler: newCompiler(feats.CEL),
-		evals:    map[string]*evalResult{},
-		known:    map[string]scheduler.Object{},
-		builtin:  map[string]bool{},
-		classes:  map[string]*classEval{},
-		seen:     map[string]bool{},
-		state:    scheduler.NewState(),
-		nodes:    map[string]gpu.Node{},
+		compiler:     newCompiler(feats.CEL),
+		evals:        map[string]*evalResult{},
+		known:        map[string]scheduler.Object{},
+		builtin:      map[string]bool{},
+		classes:      map[string]*classEval{},
+		seen:         map[string]bool{},
+		clusterState: scheduler.StateOf(opts.Held),
+		nodes:        map[string]gpu.Node{},
 
 		notServedAt: map[string]bool{},
 		pending:     map[string]*pendingReplicas{},
 
 		shareSharing: shareSharing,
 	}
+	r.state = r.clusterState.Clone()
 	for _, i := range in.Ignored {
 		r.report.Ignored = append(r.report.Ignored, i.String())
 	}
@@ -195,6 +211,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	r.loadPodGroups(in)
 	r.loadInventory(in)
+	r.clusterHeld = r.clusterHolds(opts.Held)
+	r.held = slices.Clone(r.clusterHeld)
 	units := r.buildUnits(in)
 	r.allocateAll(units)
 	for _, u := range units {
@@ -223,6 +241,11 @@ func (r *runner) loadClasses(in *scheduler.Manifests) error {
 				Message: fmt.Sprintf("DeviceClass defined twice (also at %s); the later one is used", prev.Source)})
 		}
 		r.known[name] = o
+	}
+	for _, dc := range r.opts.ClusterClasses {
+		if _, shadowed := r.known[dc.Name]; !shadowed {
+			r.known[dc.Name] = scheduler.Object{Source: scheduler.Source{File: "(cluster)"}, Kind: "DeviceClass", Name: dc.Name, Obj: dc, Replicas: 1}
+		}
 	}
 	if r.opts.BuiltinClasses {
 		builtin, err := builtinClasses(r.opts.DriverName)

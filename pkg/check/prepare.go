@@ -55,13 +55,7 @@ func (r *runner) planOptions(pool string) claimplan.Options {
 // prepare runs the plugin's prepare-time decision on an allocated claim
 // and, when the node would prepare it, records what it holds.
 func (r *runner) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
-	pool := ""
-	for _, d := range res.Devices.Results {
-		if d.Driver == r.opts.DriverName {
-			pool = d.Pool
-			break
-		}
-	}
+	pool := r.poolOf(res)
 	if pool == "" {
 		return
 	}
@@ -92,6 +86,41 @@ func (r *runner) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
 	for _, p := range planned {
 		r.held = append(r.held, heldDevice{claim: ce.info.Name, pool: pool, dev: p.Held()})
 	}
+}
+
+// poolOf is the pool (node) of an allocation's gpudra devices, "" when it
+// has none.
+func (r *runner) poolOf(res *resourceapi.AllocationResult) string {
+	for _, d := range res.Devices.Results {
+		if d.Driver == r.opts.DriverName {
+			return d.Pool
+		}
+	}
+	return ""
+}
+
+// clusterHolds is what a live cluster's allocated claims hold on gpudra's
+// nodes, as each node's plugin recorded it when it prepared them. A claim
+// its node would refuse holds nothing there.
+func (r *runner) clusterHolds(claims []*resourceapi.ResourceClaim) []heldDevice {
+	var out []heldDevice
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		pool := r.poolOf(c.Status.Allocation)
+		if pool == "" {
+			continue
+		}
+		planned, err := claimplan.Plan(r.planOptions(pool), c)
+		if err != nil {
+			continue
+		}
+		for _, p := range planned {
+			out = append(out, heldDevice{claim: c.Namespace + "/" + c.Name, pool: pool, dev: p.Held()})
+		}
+	}
+	return out
 }
 
 // refused reports what the plugin refuses, on the config it is about, or

@@ -31,15 +31,32 @@ type Kubeconfig struct {
 	Context string
 	// Namespace is -n; empty: the context's namespace, then "default".
 	Namespace string
+	// Server is --server; empty: the context's cluster's.
+	Server string
 }
 
-// Connect returns a client for the cluster and the namespace in effect.
-func Connect(k Kubeconfig, userAgent string) (kubernetes.Interface, string, error) {
+// clientConfig is the client configuration kubectl would use.
+func (k Kubeconfig) clientConfig() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = k.Path
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: k.Context}
 	overrides.Context.Namespace = k.Namespace
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	overrides.ClusterInfo.Server = k.Server
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+}
+
+// RESTConfig is the REST client configuration of the cluster k names.
+func RESTConfig(k Kubeconfig) (*rest.Config, error) {
+	cfg, err := k.clientConfig().ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// Connect returns a client for the cluster and the namespace in effect.
+func Connect(k Kubeconfig, userAgent string) (kubernetes.Interface, string, error) {
+	cc := k.clientConfig()
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("kubeconfig: %w", err)

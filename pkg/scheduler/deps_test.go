@@ -12,7 +12,9 @@ import (
 // free of the kubelet plugin, gRPC and NVML (cgo): the controller links
 // them into a small binary, and gpudra check must not need a GPU library.
 // The inventory of fake nodes is built elsewhere (pkg/fakenodes) and
-// handed in as ResourceSlices.
+// handed in as ResourceSlices; so is a live cluster's (gpudra check
+// --cluster reads it with pkg/clusterread): neither package loads a
+// kubeconfig or talks to an API server.
 func TestNoPluginGRPCOrNVML(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -25,7 +27,11 @@ func TestNoPluginGRPCOrNVML(t *testing.T) {
 		"github.com/gpudra/gpudra/pkg/plugin",
 		"github.com/gpudra/gpudra/pkg/backend",
 		"github.com/gpudra/gpudra/pkg/simulate",
+		"github.com/gpudra/gpudra/pkg/clusterread",
 	}
+	// Kubeconfig loading; client-go's REST client itself comes with the
+	// DRA libraries (and its clientcmd/api types with it).
+	forbiddenExact := []string{"k8s.io/client-go/tools/clientcmd"}
 	for _, pkg := range []string{"github.com/gpudra/gpudra/pkg/scheduler", "github.com/gpudra/gpudra/pkg/check"} {
 		out, err := exec.Command(goCmd, "list", "-deps", pkg).CombinedOutput()
 		if err != nil {
@@ -34,6 +40,11 @@ func TestNoPluginGRPCOrNVML(t *testing.T) {
 		for _, dep := range strings.Fields(string(out)) {
 			for _, f := range forbidden {
 				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s must not depend on %s", pkg, dep)
+				}
+			}
+			for _, f := range forbiddenExact {
+				if dep == f {
 					t.Errorf("%s must not depend on %s", pkg, dep)
 				}
 			}

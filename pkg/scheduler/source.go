@@ -25,8 +25,11 @@ type Source struct {
 }
 
 func (s Source) String() string {
-	if s.File == "" {
+	switch {
+	case s.File == "":
 		return "(built in)"
+	case s.Line == 0 && s.doc == nil:
+		return s.File // an object that came from no file, e.g. "(cluster)"
 	}
 	return fmt.Sprintf("%s:%d (document %d)", s.File, s.Line, s.Document)
 }
