@@ -22,7 +22,7 @@ IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 # deepcopy-gen, run from the module proxy at a pinned version (make generate).
 DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name
+.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
 
 all: build
 
@@ -51,9 +51,10 @@ golden:
 	$(GO) test -count=1 ./deployments/helm/gpudra -run '^TestReadmeValues$$' -update
 	@git status --short -- '*testdata*' docs README.md deployments/helm/gpudra/README.md
 
-## generate: the generated code (deep-copy functions of the config API)
+## generate: the generated code (deep-copy functions of the config API; the read-only NVML wrapper)
 generate:
 	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go --go-header-file hack/boilerplate.go.txt ./pkg/api/resource/v1alpha1
+	$(GO) run ./hack/readonlygen > pkg/backend/readonly_generated.go
 
 ## verify-generate: fail when generated code is out of date (part of make test)
 verify-generate:
@@ -73,6 +74,10 @@ image:
 # image-name prints the image make image tags (tests compare it with the chart's).
 image-name:
 	@echo $(IMAGE)
+
+## gpu-check: on a machine with an NVIDIA GPU and no cluster: a read-only check of discovery, the published slices against the fake profile, CDI specs, health and MIG queries, into gpu-check-report.md (<= 5 min; refuses where there is no GPU; see hack/gpu-check.sh)
+gpu-check:
+	hack/gpu-check.sh
 
 ## e2e-local: the e2e suite on a single-node cluster built from source on this machine (root; see README)
 e2e-local:

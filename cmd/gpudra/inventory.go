@@ -101,7 +101,7 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	defer os.RemoveAll(dir)
 	published, err := inventorySlices(ctx, backend.Options{
 		Kind: o.backend, NodeName: o.nodeName, DriverRoot: o.driverRoot,
-		FakeProfile: o.fakeProfile, FakeStateDir: dir, InventoryOnly: true,
+		FakeProfile: o.fakeProfile, FakeStateDir: dir, InventoryOnly: true, ReadOnly: true,
 	}, o.driverName, choice)
 	if err != nil {
 		if o.backend == "fake" { // a bad --fake-profile

@@ -35,7 +35,7 @@ func main() {
 func newRootCommand(invokedAs string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "gpudra",
-		Short: "Tools for the gpudra DRA driver: check, simulate, migrate, inventory, status",
+		Short: "Tools for the gpudra DRA driver: check, simulate, migrate, inventory, gpu-check, status",
 		Long: `gpudra is the command-line tool of gpudra, a Kubernetes DRA driver for NVIDIA
 GPUs. check, simulate and migrate need no cluster and no GPU; inventory and
 gpu-check read a GPU node's driver read-only; status and check --cluster read a
@@ -63,6 +63,7 @@ file is named -, and exits with one of:
 	root.AddCommand(newCheckCommand())
 	root.AddCommand(newInventoryCommand())
 	root.AddCommand(newMigrateCommand())
+	root.AddCommand(newGPUCheckCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newVersionCommand())
 	return root

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -12,6 +13,18 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/version"
 )
+
+// runAsGpudra makes this test binary gpudra itself (TestMain), for the
+// tests that run scripts which call gpudra.
+const runAsGpudra = "GPUDRA_TEST_RUN_AS_GPUDRA"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsGpudra) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
 
 // runRoot runs the whole gpudra command line as main does and returns its
 // exit status, standard output and standard error.

@@ -26,6 +26,17 @@ type Backend struct {
 	// policy sets what NVML cannot: the time slice, and how to run an
 	// MPS control daemon.
 	policy policyTools
+	// refused records the calls a read-only backend refused.
+	refused *refusals
+}
+
+// Refused lists the NVML calls that would have changed a GPU and that a
+// backend opened with Options.ReadOnly refused (nil otherwise).
+func (b *Backend) Refused() []string {
+	if b.refused == nil {
+		return nil
+	}
+	return b.refused.list()
 }
 
 // deviceFiles is what the two backends give a container for a device:
@@ -95,4 +106,9 @@ type Options struct {
 	// else (gpudra inventory, gpudra check's fake nodes): the driver files
 	// for containers are not looked for, and CommonEdits has none.
 	InventoryOnly bool
+	// ReadOnly opens NVML so that no call can change a GPU (gpudra
+	// inventory, gpudra gpu-check): every mutating call is refused with
+	// ERROR_NO_PERMISSION and listed in Refused. Such a backend cannot
+	// prepare MIG partitions or sharing.
+	ReadOnly bool
 }

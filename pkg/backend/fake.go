@@ -40,12 +40,17 @@ func openFake(ctx context.Context, opts Options) (*Backend, error) {
 	if err := writeSysfs(opts.FakeStateDir, srv.PCIeSlots()); err != nil {
 		return nil, fmt.Errorf("fake sysfs in %s: %w", opts.FakeStateDir, err)
 	}
-	l, err := initLibrary(srv, opts.NodeName, "fake profile "+opts.FakeProfile)
+	var lib nvml.Interface = srv
+	var refused *refusals
+	if opts.ReadOnly {
+		lib, refused = readOnly(srv)
+	}
+	l, err := initLibrary(lib, opts.NodeName, "fake profile "+opts.FakeProfile)
 	if err != nil {
 		return nil, err
 	}
 	if opts.InventoryOnly {
-		return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, policy: newFakePolicy(srv)}, nil
+		return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, policy: newFakePolicy(srv), refused: refused}, nil
 	}
 	version, ret := srv.SystemGetDriverVersion()
 	if ret != nvml.SUCCESS {
@@ -56,12 +61,12 @@ func openFake(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("fake driver root in %s: %w", opts.FakeStateDir, err)
 	}
 	// The fake state directory has the same path on the host.
-	driver, err := driverEdits(ctx, srv, driverRoot{path: root}, opts.CDIHookPath)
+	driver, err := driverEdits(ctx, lib, driverRoot{path: root}, opts.CDIHookPath)
 	if err != nil {
 		_ = l.Close()
 		return nil, err
 	}
-	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, driver: driver, policy: newFakePolicy(srv)}, nil
+	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, driver: driver, policy: newFakePolicy(srv), refused: refused}, nil
 }
 
 // fakeDriverRootDir is the fake driver installation's directory in the

@@ -54,6 +54,10 @@ func openNVML(ctx context.Context, opts Options) (*Backend, error) {
 		}
 		lib, libPath = nvml.New(nvml.WithLibraryPath(path)), path
 	}
+	var refused *refusals
+	if opts.ReadOnly {
+		lib, refused = readOnly(lib)
+	}
 	l, err := initLibrary(lib, opts.NodeName, "driver root "+root)
 	if err != nil {
 		return nil, err
@@ -68,7 +72,7 @@ func openNVML(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	devRoot := devRootOf(root)
 	files := nvmlFiles{devRoot: devRoot, hostDevRoot: dr.onHost(devRoot), procRoot: "/proc"}
-	return &Backend{library: l, files: files, driver: driver, policy: newNVMLPolicy(root, libPath)}, nil
+	return &Backend{library: l, files: files, driver: driver, policy: newNVMLPolicy(root, libPath), refused: refused}, nil
 }
 
 // findLibrary finds libnvidia-ml below a driver root such as the GPU

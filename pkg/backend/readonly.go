@@ -1,0 +1,144 @@
+package backend
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Read-only NVML (Options.ReadOnly): gpudra inventory and gpudra gpu-check
+// promise to change nothing on a GPU node, so they open NVML through a
+// wrapper that refuses every call that would change a GPU, its MIG
+// instances or the driver's settings (MIG mode, compute mode, clocks,
+// power limits, ECC, persistence, accounting, GPU and compute instances
+// …) with ERROR_NO_PERMISSION, and counts what it refused. Every Device,
+// GpuInstance and ComputeInstance NVML hands out is wrapped alike, so no
+// call path reaches the real library's mutators. readonly_generated.go
+// holds the refused and wrapping methods (go run ./hack/readonlygen);
+// TestReadOnlyRefusesEveryMutation keeps it complete.
+
+// refusals records the mutating calls a read-only library refused.
+type refusals struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *refusals) refuse(call string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, call)
+}
+
+// Refused lists the mutating calls refused so far, in order.
+func (r *refusals) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
+}
+
+type readOnlyLibrary struct {
+	nvml.Interface
+	r *refusals
+}
+
+type readOnlyDevice struct {
+	nvml.Device
+	r *refusals
+}
+
+type readOnlyGpuInstance struct {
+	nvml.GpuInstance
+	r *refusals
+}
+
+type readOnlyComputeInstance struct {
+	nvml.ComputeInstance
+	r *refusals
+}
+
+// readOnly wraps lib.
+func readOnly(lib nvml.Interface) (nvml.Interface, *refusals) {
+	r := &refusals{}
+	return readOnlyLibrary{Interface: lib, r: r}, r
+}
+
+func (r *refusals) device(d nvml.Device) nvml.Device {
+	if d == nil {
+		return nil
+	}
+	if _, ok := d.(readOnlyDevice); ok {
+		return d
+	}
+	return readOnlyDevice{Device: d, r: r}
+}
+
+func (r *refusals) devices(ds []nvml.Device) []nvml.Device {
+	out := make([]nvml.Device, len(ds))
+	for i, d := range ds {
+		out[i] = r.device(d)
+	}
+	return out
+}
+
+func (r *refusals) gpuInstance(gi nvml.GpuInstance) nvml.GpuInstance {
+	if gi == nil {
+		return nil
+	}
+	return readOnlyGpuInstance{GpuInstance: gi, r: r}
+}
+
+func (r *refusals) gpuInstances(gis []nvml.GpuInstance) []nvml.GpuInstance {
+	out := make([]nvml.GpuInstance, len(gis))
+	for i, gi := range gis {
+		out[i] = r.gpuInstance(gi)
+	}
+	return out
+}
+
+func (r *refusals) computeInstance(ci nvml.ComputeInstance) nvml.ComputeInstance {
+	if ci == nil {
+		return nil
+	}
+	return readOnlyComputeInstance{ComputeInstance: ci, r: r}
+}
+
+func (r *refusals) computeInstances(cis []nvml.ComputeInstance) []nvml.ComputeInstance {
+	out := make([]nvml.ComputeInstance, len(cis))
+	for i, ci := range cis {
+		out[i] = r.computeInstance(ci)
+	}
+	return out
+}
+
+func (r *refusals) gpuInstanceInfo(info nvml.GpuInstanceInfo) nvml.GpuInstanceInfo {
+	info.Device = r.device(info.Device)
+	return info
+}
+
+func (r *refusals) computeInstanceInfo(info nvml.ComputeInstanceInfo) nvml.ComputeInstanceInfo {
+	info.Device = r.device(info.Device)
+	info.GpuInstance = r.gpuInstance(info.GpuInstance)
+	return info
+}
+
+func unwrapDevice(d nvml.Device) nvml.Device {
+	if w, ok := d.(readOnlyDevice); ok {
+		return w.Device
+	}
+	return d
+}
+
+func unwrapGpuInstance(gi nvml.GpuInstance) nvml.GpuInstance {
+	if w, ok := gi.(readOnlyGpuInstance); ok {
+		return w.GpuInstance
+	}
+	return gi
+}
+
+func unwrapComputeInstance(ci nvml.ComputeInstance) nvml.ComputeInstance {
+	if w, ok := ci.(readOnlyComputeInstance); ok {
+		return w.ComputeInstance
+	}
+	return ci
+}
