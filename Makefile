@@ -22,7 +22,7 @@ IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 # deepcopy-gen, run from the module proxy at a pinned version (make generate).
 DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
+.PHONY: all build cli test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
 
 all: build
 
@@ -66,6 +66,11 @@ chart-check: $(HELM)
 
 $(HELM):
 	hack/localcluster/build.sh helm
+
+## cli: the gpudra CLI into ./bin, with bin/kubectl-gpudra (put ./bin on PATH for `kubectl gpudra`)
+cli:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gpudra ./cmd/gpudra
+	ln -sf gpudra $(BIN)/kubectl-gpudra
 
 ## image: the image (kubelet plugin, controller, gpudra CLI) as a docker-archive tarball, without Docker: bin/gpudra-image.tar, tagged $(IMAGE), the chart's default
 image:

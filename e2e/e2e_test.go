@@ -65,6 +65,7 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("CheckAgreesWithAPIServer", func(t *testing.T) { e.checkAgreesWithAPIServer(ctx, t) })
 	t.Run("ConfigPolicy", func(t *testing.T) { e.configPolicy(ctx, t) })
 	t.Run("ControllerMetrics", func(t *testing.T) { e.controllerMetrics(ctx, t) })
+	t.Run("BuildInfo", func(t *testing.T) { e.buildInfo(ctx, t) })
 	t.Run("StrandedGPUs", func(t *testing.T) { e.strandedGPUs(ctx, t) })
 	t.Run("PluginUtilizationMetrics", func(t *testing.T) { e.pluginUtilization(ctx, t) })
 	t.Run("XIDTaintAndRecovery", func(t *testing.T) { e.xidTaintAndRecovery(ctx, t) })
@@ -72,6 +73,9 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("OneGPU", func(t *testing.T) { e.oneGPU(ctx, t) })
 	t.Run("TwoPodsDifferentGPUs", func(t *testing.T) { e.twoPodsDifferentGPUs(ctx, t) })
 	t.Run("SharedClaim", func(t *testing.T) { e.sharedClaim(ctx, t) })
+	t.Run("ClaimStatusDevices", func(t *testing.T) { e.claimStatus(ctx, t) })
+	t.Run("GpudraStatusAndCheckCluster", func(t *testing.T) { e.gpudraStatus(ctx, t) })
+	t.Run("KubectlDebugInventory", func(t *testing.T) { e.kubectlDebugInventory(ctx, t) })
 	t.Run("SelectorsMemoryAndProductName", func(t *testing.T) { e.selectors(ctx, t) })
 	t.Run("UnsatisfiableSelectorStaysPending", func(t *testing.T) { e.unsatisfiable(ctx, t) })
 	t.Run("EightGPUsOnOneNVLinkIsland", func(t *testing.T) { e.nvlink8(ctx, t) })
@@ -93,10 +97,15 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("TimeSlicingShare", func(t *testing.T) { e.timeSlicingShare(ctx, t) })
 	t.Run("NodePools", func(t *testing.T) { e.nodePools(ctx, t) })
 	t.Run("ControllerLeaderElection", func(t *testing.T) { e.controllerLeaderElection(ctx, t) })
-	t.Run("Uninstall", func(t *testing.T) {
+	if !t.Run("Uninstall", func(t *testing.T) {
 		e.uninstall(ctx, t)
 		uninstalled = true
-	})
+	}) {
+		return
+	}
+	// On a cluster with nothing of gpudra left: README.md's install
+	// section, as written.
+	t.Run("ReadmeInstall", func(t *testing.T) { e.readmeInstall(ctx, t) })
 }
 
 // chartServerDryRun renders the chart and has the API server validate every

@@ -38,4 +38,5 @@ VALUES
 cd "$root"
 KUBECONFIG=$work/kubeconfig GPUDRA_E2E_HELM=$HELM GPUDRA_E2E_KUBECTL=${KUBECTL:-kubectl} \
   GPUDRA_E2E_VALUES=$work/values.yaml GPUDRA_E2E_TEST_IMAGE=$BUSYBOX GPUDRA_E2E_PULL_POLICY=IfNotPresent \
+  GPUDRA_E2E_IMAGE_LOAD=kind KIND_CLUSTER_NAME=$CLUSTER \
   go test -tags e2e -count=1 -v -timeout 30m ${E2E_RUN:+-run "$E2E_RUN"} ./e2e/

@@ -131,6 +131,12 @@ for ipt in iptables ip6tables; do
 done
 [ -e "$STATE/ip_forward.before" ] && cat "$STATE/ip_forward.before" >/proc/sys/net/ipv4/ip_forward
 
+# The links the e2e suite's README install scenario makes to this cluster's
+# node directories (e2e/readme_test.go), if an interrupted run left them.
+for l in /var/lib/kubelet /var/run/cdi; do
+  [ -L "$l" ] && case $(readlink "$l") in "$STATE"/*) rm -f "$l" ;; esac
+done
+
 # 7. Keep the logs, drop the rest.
 rm -rf "$LOGS_OUT"; mkdir -p "$LOGS_OUT"
 cp -r "$STATE/logs/." "$LOGS_OUT/" 2>/dev/null

@@ -110,4 +110,10 @@ VALUES
 # suite_env: the environment the e2e suite (and the chaos run) needs for
 # this cluster; use as: env "${suite_env[@]}" go test ...
 suite_env=(KUBECONFIG="$KUBECONFIG_ADMIN" GPUDRA_E2E_HELM="$HELM" GPUDRA_E2E_KUBECTL="$K8S_BIN/kubectl"
-  GPUDRA_E2E_VALUES="$STATE/values.yaml" GPUDRA_E2E_TEST_IMAGE="$BUSYBOX_IMAGE" GPUDRA_E2E_PULL_POLICY=Never)
+  GPUDRA_E2E_VALUES="$STATE/values.yaml" GPUDRA_E2E_TEST_IMAGE="$BUSYBOX_IMAGE" GPUDRA_E2E_PULL_POLICY=Never
+  # The gpudra CLI the image carries (images.sh); what the README install
+  # scenario needs to follow the README on this cluster: how its images
+  # are loaded, and where its node keeps what a standard node has at
+  # /var/lib/kubelet and /var/run/cdi.
+  GPUDRA_E2E_GPUDRA="$STATE/bin/gpudra" GPUDRA_E2E_IMAGE_LOAD=ctr GPUDRA_E2E_CTR="$CONTAINERD_BIN/ctr"
+  GPUDRA_E2E_CONTAINERD_ADDRESS="$CONTAINERD_SOCK" GPUDRA_E2E_NODE_KUBELET_DIR="$KUBELET_DIR" GPUDRA_E2E_NODE_CDI_DIR="$CDI_DIR")

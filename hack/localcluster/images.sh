@@ -19,5 +19,7 @@ mkdir -p "$work/busybox/bin" "$work/busybox/tmp"
 cp "$bb" "$work/busybox/bin/busybox"
 for a in $("$bb" --list); do [ "$a" = busybox ] || ln -sf busybox "$work/busybox/bin/$a"; done
 $mk -o "$STATE/images/busybox.tar" -t "$BUSYBOX_IMAGE" -root "$work/busybox" -cmd sh
+# The same busybox under the name README.md's install section uses.
+$mk -o "$STATE/images/busybox-readme.tar" -t docker.io/library/busybox:1.37 -root "$work/busybox" -cmd sh
 
-"$root/hack/image.sh" "$STATE/images/gpudra.tar" "$PLUGIN_IMAGE_REPO:$PLUGIN_IMAGE_TAG"
+GPUDRA_IMAGE_BIN_DIR="$STATE/bin" "$root/hack/image.sh" "$STATE/images/gpudra.tar" "$PLUGIN_IMAGE_REPO:$PLUGIN_IMAGE_TAG"
