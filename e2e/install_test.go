@@ -205,7 +205,7 @@ func (e *env) gpudraBinary(t *testing.T) string {
 		return p
 	}
 	out := filepath.Join(t.TempDir(), "gpudra")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/gpudra")
+	cmd := exec.Command("go", "build", "-ldflags", buildVersion(t, "ldflags"), "-o", out, "./cmd/gpudra")
 	cmd.Dir = repoRoot
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build gpudra: %v\n%s", err, b)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -148,7 +149,7 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 	}
 	try := outputs["install-try"]
 	for _, w := range []string{
-		"/dev/nvidia0", "/dev/nvidiactl", // the pod's GPU (fake device nodes)
+		"/dev/nvidiactl", // the pod's GPU (fake device nodes)
 		"NVIDIA_VISIBLE_DEVICES=void",
 		"DeviceStatus", "GPU-", "Prepared", // kubectl describe resourceclaims: the plugin's status.devices
 		"default/gpu-test-gpu-", "gpu-test", "FREE\n", // kubectl gpudra status
@@ -156,6 +157,9 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 		if !strings.Contains(try, w) {
 			t.Errorf("the README's try block printed no %q", w)
 		}
+	}
+	if !regexp.MustCompile(`(?m)^/dev/nvidia[0-9]+$`).MatchString(try) {
+		t.Errorf("the README's pod listed no GPU device node /dev/nvidia<minor>")
 	}
 	if !strings.Contains(outputs["install-chart-fake"], "gpu.gpudra.io") {
 		t.Errorf("kubectl get resourceslices printed no slice of gpu.gpudra.io:\n%s", outputs["install-chart-fake"])
