@@ -279,7 +279,9 @@ func (e *env) gpudraStatus(ctx context.Context, t *testing.T) {
 	if err := os.Symlink(bin, filepath.Join(dir, "kubectl-gpudra")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, e.kubectl, "--kubeconfig", e.kubeconfig, "gpudra", "status", "-o", "wide", "-n", testNS, e.node)
+	// kubectl takes no flags before a plugin's name: the kubeconfig comes
+	// from KUBECONFIG, as kubectl passes its environment on.
+	cmd := exec.CommandContext(ctx, e.kubectl, "gpudra", "status", "-o", "wide", "-n", testNS, e.node)
 	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+e.kubeconfig)
 	text, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(text), testNS+"/"+mig.Name) || !strings.Contains(string(text), "MIG-") || !strings.Contains(string(text), "FREE\n"+e.node+": ") {

@@ -69,9 +69,11 @@ const (
 // gpudra left, and removes the release at the end.
 //
 // The local cluster keeps its kubelet and CDI directories under its state
-// directory; for the README's commands, which assume a standard node, they
-// are linked at /var/lib/kubelet and /var/run/cdi while the scenario runs
-// (GPUDRA_E2E_NODE_KUBELET_DIR, GPUDRA_E2E_NODE_CDI_DIR).
+// directory; for the README's commands, which assume a standard node, the
+// plugin directories and the CDI directory are linked at
+// /var/lib/kubelet/plugins, /var/lib/kubelet/plugins_registry and
+// /var/run/cdi while the scenario runs (GPUDRA_E2E_NODE_KUBELET_DIR,
+// GPUDRA_E2E_NODE_CDI_DIR).
 func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 	blocks := readmeBlocks(t)
 	load := os.Getenv("GPUDRA_E2E_IMAGE_LOAD") // ctr (local cluster) or kind
@@ -183,26 +185,36 @@ func keys(m map[string]string) []string {
 	return out
 }
 
-// standardNodeLayout links the node's kubelet and CDI directories where a
-// standard node has them, when this cluster keeps them elsewhere (the
-// local cluster runs on this host), and removes the links at the end.
+// standardNodeLayout links the node's directories where a standard node
+// has them, when this cluster keeps them elsewhere (the local cluster runs
+// on this host, its kubelet's root and CDI directories under its state),
+// and removes the links at the end: the chart mounts
+// <kubeletDir>/plugins, <kubeletDir>/plugins_registry and the CDI
+// directory. (/var/lib/kubelet itself the local kubelet creates anyway,
+// for its device-plugins and pki directories.)
 func (e *env) standardNodeLayout(t *testing.T) {
 	t.Helper()
-	for _, l := range []struct{ env, std string }{
-		{"GPUDRA_E2E_NODE_KUBELET_DIR", "/var/lib/kubelet"},
-		{"GPUDRA_E2E_NODE_CDI_DIR", "/var/run/cdi"},
-	} {
-		target := os.Getenv(l.env)
-		if target == "" || target == l.std {
-			continue
+	kubelet, cdi := os.Getenv("GPUDRA_E2E_NODE_KUBELET_DIR"), os.Getenv("GPUDRA_E2E_NODE_CDI_DIR")
+	var links []struct{ std, target string }
+	if kubelet != "" && kubelet != "/var/lib/kubelet" {
+		for _, d := range []string{"plugins", "plugins_registry"} {
+			links = append(links, struct{ std, target string }{"/var/lib/kubelet/" + d, filepath.Join(kubelet, d)})
 		}
-		if cur, err := os.Readlink(l.std); err == nil && cur == target {
+	}
+	if cdi != "" && cdi != "/var/run/cdi" {
+		links = append(links, struct{ std, target string }{"/var/run/cdi", cdi})
+	}
+	for _, l := range links {
+		if cur, err := os.Readlink(l.std); err == nil && cur == l.target {
 			continue // left by an interrupted run
 		} else if _, err := os.Lstat(l.std); err == nil {
-			t.Fatalf("%s exists on this host (not a link to %s): a real node's? The README install scenario needs it for the local cluster's %s", l.std, target, target)
+			t.Fatalf("%s exists on this host (not a link to %s): a real node's? The README install scenario needs it for the local cluster's %s", l.std, l.target, l.target)
 		}
-		if err := os.Symlink(target, l.std); err != nil {
-			t.Fatal(fmt.Errorf("link %s to the local cluster's %s: %w", l.std, target, err))
+		if err := os.MkdirAll(filepath.Dir(l.std), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(l.target, l.std); err != nil {
+			t.Fatal(fmt.Errorf("link %s to the local cluster's %s: %w", l.std, l.target, err))
 		}
 		std := l.std
 		t.Cleanup(func() { _ = os.Remove(std) })

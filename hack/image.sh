@@ -46,13 +46,15 @@ if [ -n "${GPUDRA_IMAGE_BIN_DIR:-}" ]; then
   ln -sf gpudra "$GPUDRA_IMAGE_BIN_DIR/kubectl-gpudra"
 fi
 # The gpudra CLI is there for `kubectl debug node/<node> --image <this image>
-# -- gpudra inventory` (README), kubectl-gpudra for `kubectl gpudra`.
+# -- gpudra inventory` (README), kubectl-gpudra for `kubectl gpudra`; /tmp
+# for the scratch directories the CLI makes.
 "$work/mkimage" -o "$out" -t "$tag" -ldd \
   -file "$work/gpudra-kubelet-plugin:/usr/bin/gpudra-kubelet-plugin" \
   -file "$work/nvidia-cdi-hook:/usr/bin/nvidia-cdi-hook" \
   -file "$work/gpudra-controller:/usr/bin/gpudra-controller" \
   -file "$work/gpudra:/usr/bin/gpudra" \
   -symlink /usr/bin/kubectl-gpudra:gpudra \
+  -dir /tmp:1777 \
   -label "org.opencontainers.image.title=gpudra" \
   -label "org.opencontainers.image.description=gpudra, a Kubernetes DRA driver for NVIDIA GPUs: kubelet plugin, controller and CLI" \
   -label "org.opencontainers.image.source=https://github.com/gpudra/gpudra" \

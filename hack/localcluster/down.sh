@@ -133,7 +133,7 @@ done
 
 # The links the e2e suite's README install scenario makes to this cluster's
 # node directories (e2e/readme_test.go), if an interrupted run left them.
-for l in /var/lib/kubelet /var/run/cdi; do
+for l in /var/lib/kubelet/plugins /var/lib/kubelet/plugins_registry /var/run/cdi; do
   [ -L "$l" ] && case $(readlink "$l") in "$STATE"/*) rm -f "$l" ;; esac
 done
 

@@ -9,7 +9,8 @@
 //
 // -ldd adds the shared libraries each -file needs (as ldd resolves them on
 // this host), so a cgo binary runs on an otherwise empty image. -root adds a
-// whole directory tree, symlinks kept; -symlink adds one link. -label sets
+// whole directory tree, symlinks kept; -symlink adds one link, -dir an
+// empty directory. -label sets
 // the image's labels (the OCI annotations org.opencontainers.image.*).
 // Files are owned by root; timestamps are zero, so the same inputs give the
 // same image ID.
@@ -30,6 +31,7 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,9 +59,10 @@ func run(args []string) error {
 	out := fl.String("o", "", "output tarball (docker-archive)")
 	tag := fl.String("t", "", "image reference, e.g. ghcr.io/gpudra/gpudra:dev")
 	ldd := fl.Bool("ldd", false, "also add the shared libraries of every -file, as ldd resolves them")
-	var files, roots, symlinks, labels, entrypoint, cmd, env multi
+	var files, roots, symlinks, dirs, labels, entrypoint, cmd, env multi
 	fl.Var(&files, "file", "SRC:DST, a host file and its path in the image (repeatable)")
 	fl.Var(&symlinks, "symlink", "DST:TARGET, a symbolic link in the image (repeatable)")
+	fl.Var(&dirs, "dir", "DST:MODE, an empty directory in the image, e.g. /tmp:1777 (repeatable)")
 	fl.Var(&labels, "label", "KEY=VALUE, an image label (repeatable)")
 	fl.Var(&roots, "root", "a directory whose tree becomes the image's / (repeatable)")
 	fl.Var(&entrypoint, "entrypoint", "entrypoint argument (repeatable)")
@@ -102,6 +105,17 @@ func run(args []string) error {
 			return fmt.Errorf("-symlink %q: want /absolute/DST:TARGET", sl)
 		}
 		l.addSymlink(dst, target)
+	}
+	for _, d := range dirs {
+		dst, mode, ok := strings.Cut(d, ":")
+		m, err := strconv.ParseUint(mode, 8, 32)
+		if !ok || !path.IsAbs(dst) || err != nil {
+			return fmt.Errorf("-dir %q: want /absolute/DST:octal mode", d)
+		}
+		l.addDirs(dst + "/x")
+		e := l.entries[dst]
+		e.hdr.Mode = int64(m)
+		l.entries[dst] = e
 	}
 	imageLabels := map[string]string{}
 	for _, kv := range labels {

@@ -20,7 +20,7 @@ func TestImage(t *testing.T) {
 	}
 	out := filepath.Join(dir, "image.tar")
 	err := run([]string{"-o", out, "-t", "example.com/tool:1.2.3",
-		"-file", bin + ":/usr/bin/tool", "-symlink", "/usr/bin/kubectl-tool:tool",
+		"-file", bin + ":/usr/bin/tool", "-symlink", "/usr/bin/kubectl-tool:tool", "-dir", "/tmp:1777",
 		"-label", "org.opencontainers.image.version=1.2.3", "-label", "org.opencontainers.image.revision=abc=def",
 		"-entrypoint", "/usr/bin/tool"})
 	if err != nil {
@@ -70,7 +70,10 @@ func TestImage(t *testing.T) {
 	if h := entries["usr/bin/kubectl-tool"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "tool" {
 		t.Errorf("usr/bin/kubectl-tool is not a link to tool: %+v", h)
 	}
-	for _, bad := range [][]string{{"-symlink", "relative:tool"}, {"-label", "novalue"}} {
+	if h := entries["tmp/"]; h == nil || h.Typeflag != tar.TypeDir || h.Mode != 0o1777 {
+		t.Errorf("tmp/ is not a directory of mode 1777: %+v", h)
+	}
+	for _, bad := range [][]string{{"-symlink", "relative:tool"}, {"-label", "novalue"}, {"-dir", "/tmp:rwx"}} {
 		args := append([]string{"-o", filepath.Join(dir, "bad.tar"), "-t", "example.com/x:1"}, bad...)
 		if err := run(args); err == nil {
 			t.Errorf("mkimage %v: no error", bad)
