@@ -164,5 +164,5 @@ done
 # NetworkPolicies) and the alert rules, run by promtool as the chart
 # renders them (deployments/helm/gpudra/*_test.go, build tag chart).
 PROMTOOL=${PROMTOOL:-$(hack/promtool.sh)}
-(cd "$chart" && HELM=$HELM PROMTOOL=$PROMTOOL KUBE_VERSION=$kv go test ${GOTESTFLAGS:--count=1} -tags chart .) || fail=1
+(cd "$chart" && HELM=$HELM PROMTOOL=$PROMTOOL KUBE_VERSION=${KUBE_VERSION:-} go test ${GOTESTFLAGS:--count=1} -tags chart .) || fail=1
 exit $fail
