@@ -120,25 +120,35 @@ func (e *env) deviceStatusOf(ctx context.Context, t *testing.T, ns, name string)
 	return out
 }
 
+// wholeAndMigPods runs two pods, <prefix>-gpu with a whole GPU and
+// <prefix>-mig with a 1g.10gb partition, until the test ends, and returns
+// their claims.
+func (e *env) wholeAndMigPods(ctx context.Context, t *testing.T, prefix string) (whole, mig *resourceapi.ResourceClaim) {
+	t.Helper()
+	e.createTemplate(ctx, t, prefix+"-gpu", e.gpuRequest(1))
+	spec := e.gpuRequest(1)
+	spec.Devices.Requests[0].Exactly.DeviceClassName = migClass
+	e.createTemplate(ctx, t, prefix+"-mig", spec)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		e.deletePods(cctx, t, prefix+"-gpu", prefix+"-mig")
+		for _, n := range []string{prefix + "-gpu", prefix + "-mig"} {
+			_ = e.cs.ResourceV1().ResourceClaimTemplates(testNS).Delete(cctx, n, metav1.DeleteOptions{})
+		}
+	})
+	e.startPod(ctx, t, e.gpuPod(prefix+"-gpu", claimRef{name: "gpu", template: prefix + "-gpu"}))
+	e.startPod(ctx, t, e.gpuPod(prefix+"-mig", claimRef{name: "gpu", template: prefix + "-mig"}))
+	return e.podClaims(ctx, t, prefix+"-gpu")["gpu"], e.podClaims(ctx, t, prefix+"-mig")["gpu"]
+}
+
 // claimStatus: the plugin writes each prepared device into its claim's
 // status.devices (a whole GPU's UUID and PCI bus ID, a MIG partition's MIG
 // UUID, the one the container sees); kubectl describe shows them; and the
 // plugin's rights let it write only its driver's entries of claims on its
 // own node, nothing else of the status.
 func (e *env) claimStatus(ctx context.Context, t *testing.T) {
-	e.createTemplate(ctx, t, "status-gpu", e.gpuRequest(1))
-	spec := e.gpuRequest(1)
-	spec.Devices.Requests[0].Exactly.DeviceClassName = migClass
-	e.createTemplate(ctx, t, "status-mig", spec)
-	e.startPod(ctx, t, e.gpuPod("status-gpu", claimRef{name: "gpu", template: "status-gpu"}))
-	e.startPod(ctx, t, e.gpuPod("status-mig", claimRef{name: "gpu", template: "status-mig"}))
-	defer func() {
-		e.deletePods(ctx, t, "status-gpu", "status-mig")
-		for _, n := range []string{"status-gpu", "status-mig"} {
-			_ = e.cs.ResourceV1().ResourceClaimTemplates(testNS).Delete(ctx, n, metav1.DeleteOptions{})
-		}
-	}()
-	whole := e.podClaims(ctx, t, "status-gpu")["gpu"]
+	whole, mig := e.wholeAndMigPods(ctx, t, "status")
 	dev := e.allocated(ctx, t, whole)[0]
 	st := e.deviceStatusOf(ctx, t, testNS, whole.Name)[dev.name]
 	pci := ""
@@ -153,7 +163,6 @@ func (e *env) claimStatus(ctx context.Context, t *testing.T) {
 		t.Errorf("kubectl describe resourceclaim does not show the device's UUID %s and Ready condition (%v):\n%s", dev.uuid, err, out)
 	}
 
-	mig := e.podClaims(ctx, t, "status-mig")["gpu"]
 	var migStatus *configapi.DeviceStatus
 	for _, s := range e.deviceStatusOf(ctx, t, testNS, mig.Name) {
 		migStatus = s
@@ -218,20 +227,7 @@ func (e *env) gpudraBinary(t *testing.T) string {
 // --cluster says what fits on the cluster right now.
 func (e *env) gpudraStatus(ctx context.Context, t *testing.T) {
 	bin := e.gpudraBinary(t)
-	e.createTemplate(ctx, t, "gst-gpu", e.gpuRequest(1))
-	spec := e.gpuRequest(1)
-	spec.Devices.Requests[0].Exactly.DeviceClassName = migClass
-	e.createTemplate(ctx, t, "gst-mig", spec)
-	e.startPod(ctx, t, e.gpuPod("gst-gpu", claimRef{name: "gpu", template: "gst-gpu"}))
-	e.startPod(ctx, t, e.gpuPod("gst-mig", claimRef{name: "gpu", template: "gst-mig"}))
-	defer func() {
-		e.deletePods(ctx, t, "gst-gpu", "gst-mig")
-		for _, n := range []string{"gst-gpu", "gst-mig"} {
-			_ = e.cs.ResourceV1().ResourceClaimTemplates(testNS).Delete(ctx, n, metav1.DeleteOptions{})
-		}
-	}()
-	whole := e.podClaims(ctx, t, "gst-gpu")["gpu"]
-	mig := e.podClaims(ctx, t, "gst-mig")["gpu"]
+	whole, mig := e.wholeAndMigPods(ctx, t, "gst")
 	wholeDev := whole.Status.Allocation.Devices.Results[0].Device
 	migDev := mig.Status.Allocation.Devices.Results[0].Device
 	e.deviceStatusOf(ctx, t, testNS, mig.Name) // status -o wide shows its UUID

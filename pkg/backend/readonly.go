@@ -73,10 +73,13 @@ func (r *refusals) device(d nvml.Device) nvml.Device {
 	return readOnlyDevice{Device: d, r: r}
 }
 
-func (r *refusals) devices(ds []nvml.Device) []nvml.Device {
-	out := make([]nvml.Device, len(ds))
-	for i, d := range ds {
-		out[i] = r.device(d)
+func (r *refusals) devices(ds []nvml.Device) []nvml.Device { return wrapEach(ds, r.device) }
+
+// wrapEach wraps every handle of a list.
+func wrapEach[T any](xs []T, wrap func(T) T) []T {
+	out := make([]T, len(xs))
+	for i, x := range xs {
+		out[i] = wrap(x)
 	}
 	return out
 }
@@ -89,11 +92,7 @@ func (r *refusals) gpuInstance(gi nvml.GpuInstance) nvml.GpuInstance {
 }
 
 func (r *refusals) gpuInstances(gis []nvml.GpuInstance) []nvml.GpuInstance {
-	out := make([]nvml.GpuInstance, len(gis))
-	for i, gi := range gis {
-		out[i] = r.gpuInstance(gi)
-	}
-	return out
+	return wrapEach(gis, r.gpuInstance)
 }
 
 func (r *refusals) computeInstance(ci nvml.ComputeInstance) nvml.ComputeInstance {
@@ -104,11 +103,7 @@ func (r *refusals) computeInstance(ci nvml.ComputeInstance) nvml.ComputeInstance
 }
 
 func (r *refusals) computeInstances(cis []nvml.ComputeInstance) []nvml.ComputeInstance {
-	out := make([]nvml.ComputeInstance, len(cis))
-	for i, ci := range cis {
-		out[i] = r.computeInstance(ci)
-	}
-	return out
+	return wrapEach(cis, r.computeInstance)
 }
 
 func (r *refusals) gpuInstanceInfo(info nvml.GpuInstanceInfo) nvml.GpuInstanceInfo {
