@@ -83,6 +83,17 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 			t.Fatalf("README.md has no <!-- e2e: %s --> block (blocks: %v)", s, keys(blocks))
 		}
 	}
+	// The GPU variant of step 2 is not run here (no GPU); the fake one
+	// must be it plus what fake GPUs need, so that it cannot drift.
+	for _, line := range strings.Split(strings.TrimSpace(blocks["install-chart"]), "\n") {
+		found := false
+		for _, fake := range strings.Split(blocks["install-chart-fake"], "\n") {
+			found = found || strings.HasPrefix(fake, line)
+		}
+		if !found {
+			t.Errorf("README.md: the fake-GPU install lacks the GPU install's %q", line)
+		}
+	}
 	e.standardNodeLayout(t)
 
 	path := []string{filepath.Dir(e.kubectl), filepath.Dir(e.helm)}
