@@ -23,6 +23,7 @@ revision=$("$root/hack/version.sh" revision)
 ldflags=$("$root/hack/version.sh" ldflags)
 tag=${2:-ghcr.io/gpudra/gpudra:$version}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+mkdir -p "$(dirname "$out")"  # bin/ on a fresh clone
 (cd "$root/hack/mkimage" && GOWORK=off CGO_ENABLED=0 go build -o "$work/mkimage" .)
 # One build with one set of flags, so the binaries share the build cache
 # (the controller needs no cgo, but building it without would recompile
