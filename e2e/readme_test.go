@@ -153,7 +153,7 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 				t.Errorf("pod %s runs %s, not %s", p.Name, c.Image, want)
 			}
 		}
-		if podReady(p) {
+		if readyPod(p) {
 			ready[p.Labels["app.kubernetes.io/component"]]++
 		}
 	}
@@ -179,7 +179,7 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 	}
 }
 
-func podReady(p v1.Pod) bool {
+func readyPod(p v1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
 			return true
