@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +82,7 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 	steps := []string{"install-image", "install-load-" + load, "install-chart-fake", "install-try"}
 	for _, s := range steps {
 		if blocks[s] == "" {
-			t.Fatalf("README.md has no <!-- e2e: %s --> block (blocks: %v)", s, keys(blocks))
+			t.Fatalf("README.md has no <!-- e2e: %s --> block (blocks: %v)", s, slices.Sorted(maps.Keys(blocks)))
 		}
 	}
 	// The GPU variant of step 2 is not run here (no GPU); the fake one
@@ -186,14 +188,6 @@ func readyPod(p v1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // standardNodeLayout links the node's directories where a standard node
