@@ -110,7 +110,8 @@ exit status).
 Exit status: 0 no errors (warnings and notes do not count, unless
 --strict), 1 errors (or warnings with --strict), 2 unusable input (an
 unreadable file, malformed YAML, a file without Kubernetes objects, bad
-flags, a cluster --cluster or --server-dry-run cannot reach).`,
+flags), 3 the cluster of --cluster or --server-dry-run could not be read (no
+kubeconfig, no answer).`,
 		Example: `  # the shipped DeviceClasses and examples on a fake DGX H100
   gpudra check --examples
 
@@ -242,6 +243,10 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		fmt.Fprintln(stderr, "gpudra check:", err)
 		return check.ExitInput
 	}
+	noCluster := func(err error) int {
+		fmt.Fprintln(stderr, "gpudra check:", err)
+		return exitFailure
+	}
 	if err := checkOutput(cmd, output); err != nil {
 		return fail(err)
 	}
@@ -270,7 +275,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 			return fail(errors.New("--cluster checks against the cluster's inventory and classes: leave out --profile and --examples"))
 		}
 		if err := clusterInventory(cmd.Context(), &opts, cluster); err != nil {
-			return fail(fmt.Errorf("--cluster: %w", err))
+			return noCluster(fmt.Errorf("--cluster: %w", err))
 		}
 	}
 	// The inventory: the inputs' ResourceSlices, and what gpudra publishes
@@ -315,11 +320,11 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		k.Server = srv.server
 		cfg, err := clusterread.RESTConfig(k)
 		if err != nil {
-			return fail(fmt.Errorf("--server-dry-run: %w", err))
+			return noCluster(fmt.Errorf("--server-dry-run: %w", err))
 		}
 		found, err := dryrun.Apply(cmd.Context(), cfg, in)
 		if err != nil {
-			return fail(fmt.Errorf("--server-dry-run: %w", err))
+			return noCluster(fmt.Errorf("--server-dry-run: %w", err))
 		}
 		rep.AddFindings(found...)
 	}

@@ -57,13 +57,20 @@ spec:
           - cel:
               expression: device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('40Gi')) >= 0
 `)
+	noCluster := write("kubeconfig", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+users: [{name: u, user: {token: t}}]
+current-context: c
+`)
 	wrong := write("wrong.yaml", strings.Replace(mustRead(t, good), "device.capacity", "device.attributes", 1))
 	for _, tt := range []struct {
 		name   string
 		args   []string
 		stdin  string
 		code   int
-		output string // in stdout (code 0, 1) or stderr (code 2)
+		output string // in stdout (code 0, 1) or stderr (code 2, 3)
 	}{
 		{"clean", []string{"--profile", "dgx-a100", good}, "", 0, "ALLOCATED on node-1: gpu=gpu-0"},
 		{"examples", []string{"--examples"}, "", 0, "no findings"},
@@ -83,6 +90,11 @@ spec:
 		{"bad flag value", []string{"--nodes", "two", good}, "", 2, `invalid argument "two" for "--nodes"`},
 		{"strict: a warning fails", []string{"--strict", "--profile", "dgx-a100", write("cr2.yaml", "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\n"), good}, "", 1, "exit status 1 (--strict): warnings count"},
 		{"bad consumable-capacity sharing", []string{"--consumable-capacity-sharing", "Both", good}, "", 2, "unknown sharing"},
+		// A cluster that does not answer (port 1 on this host refuses): the
+		// command could not do its work, 3, as gpudra --help says.
+		{"cluster not reachable", []string{"--cluster", "--kubeconfig", noCluster, good}, "", 3, "--cluster: list deviceclasses"},
+		{"dry run not reachable", []string{"--server-dry-run", "--kubeconfig", noCluster, good}, "", 3, "--server-dry-run: "},
+		{"no kubeconfig", []string{"--cluster", "--kubeconfig", filepath.Join(dir, "nope.kubeconfig"), good}, "", 3, "--cluster: kubeconfig"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, tt.stdin, tt.args...)
@@ -90,7 +102,7 @@ spec:
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, out, errOut)
 			}
 			where := out
-			if code == 2 {
+			if code >= 2 {
 				where = errOut
 			}
 			if !strings.Contains(where, tt.output) {
