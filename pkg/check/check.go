@@ -483,6 +483,24 @@ func (r *runner) notServed(p scheduler.Problem, f Finding) {
 // CRD for them exists on a gpudra cluster.
 var nvidiaGroups = map[string]bool{"resource.nvidia.com": true, "gpu.resource.nvidia.com": true, "nas.gpu.resource.nvidia.com": true}
 
+// nvidiaClassicKinds are the objects of NVIDIA's classic-DRA driver
+// (resource.k8s.io/v1alpha2, Kubernetes 1.26–1.30): what each was for,
+// and what a gpudra claim writes instead.
+var nvidiaClassicKinds = map[string]struct{ meant, instead string }{
+	"GpuClaimParameters": {
+		meant:   "classic DRA claim parameters (Kubernetes 1.26–1.30), which no claim of a supported release can refer to",
+		instead: "write what it asks for in the claim's request: deviceClassName gpu.gpudra.io, count, and CEL selectors on gpudra's attributes (device.capacity['gpu.gpudra.io'].memory, device.attributes['gpu.gpudra.io'].cudaComputeCapability, productName); sharing goes in a GpuConfig (gpudra migrate reports what each holds)",
+	},
+	"MigDeviceClaimParameters": {
+		meant:   "classic DRA claim parameters for a MIG device (Kubernetes 1.26–1.30), which no claim of a supported release can refer to",
+		instead: "request deviceClassName mig.gpudra.io with the selectors device.attributes['gpu.gpudra.io'].profile == 'PROFILE' (gpudra creates the partition on demand); sharing goes in a MigConfig (gpudra migrate reports what each holds)",
+	},
+	"NodeAllocationState": {
+		meant:   "the classic-DRA driver's bookkeeping of a node's allocations, which its controller wrote",
+		instead: "drop it: gpudra's plugin publishes ResourceSlices and keeps its state on the node",
+	},
+}
+
 // customResource reports a custom resource: one of NVIDIA's is an error
 // (a gpudra cluster has no CRD for it, so applying it fails, and whatever
 // waits for it, an IMEX channel's claim template, never comes); any other
@@ -490,7 +508,13 @@ var nvidiaGroups = map[string]bool{"resource.nvidia.com": true, "gpu.resource.nv
 func (r *runner) customResource(p scheduler.Problem, f Finding) {
 	if nvidiaGroups[p.GVK.Group] {
 		f.Kind, f.Severity = FindingNoCRD, SeverityError
-		f.Message = fmt.Sprintf("%s (%s) is a custom resource of NVIDIA's DRA driver: a gpudra cluster has no CRD for it, so kubectl apply fails with \"no matches for kind\", and what its controller would make (ComputeDomain: the IMEX channel's ResourceClaimTemplate) never exists", p.GVK.Kind, p.GVK.GroupVersion())
+		f.Message = fmt.Sprintf("%s (%s) is a custom resource of NVIDIA's DRA driver: a gpudra cluster has no CRD for it, so kubectl apply fails with \"no matches for kind\"", p.GVK.Kind, p.GVK.GroupVersion())
+		if what, ok := nvidiaClassicKinds[p.GVK.Kind]; ok {
+			f.Message += ": " + what.meant
+			f.Hint = what.instead
+		} else if p.GVK.Kind == "ComputeDomain" {
+			f.Message += ", and what its controller would make (the IMEX channel's ResourceClaimTemplate) never exists"
+		}
 		if f.Hint == "" {
 			f.Hint = "gpudra has no equivalent: drop it, and rewrite the claims that used it for gpudra's classes (gpudra migrate reports each)"
 		}
