@@ -32,6 +32,21 @@ func (r *runner) allocate(u *unit) {
 	if len(todo) == 0 {
 		return
 	}
+	// A claim of the pod found unsatisfiable earlier (shared with an
+	// earlier pod) keeps the whole pod Pending: the scheduler allocates
+	// none of its claims, so none holds a device.
+	for _, ce := range all {
+		if ce.done && ce.claim.Status.Allocation == nil {
+			for _, other := range todo {
+				r.unsatisfiable(other, podBlockedBy(ce))
+			}
+			// The finding that says why counts this replica too.
+			if p, ok := r.pending[u.podObj.Owner+"\x00"+ce.source.String()]; ok && u.podObj.Owner != "" {
+				p.pods = append(p.pods, u.pod)
+			}
+			return
+		}
+	}
 	if len(u.blocked) > 0 {
 		for _, ce := range todo {
 			r.unsatisfiable(ce, "the pod cannot be scheduled: "+strings.Join(u.blocked, "; "))
@@ -69,15 +84,12 @@ func (r *runner) allocate(u *unit) {
 		}
 	}
 	// The pod's claims that are allocated already (shared with an earlier
-	// pod) pin it to their node; those found unsatisfiable earlier are
-	// left out, the pod stays Pending on them anyway.
+	// pod) pin it to their node.
 	var tried []*claimEval
 	var claims []*resourceapi.ResourceClaim
 	for _, ce := range all {
-		if !ce.done || ce.claim.Status.Allocation != nil {
-			tried = append(tried, ce)
-			claims = append(claims, ce.claim)
-		}
+		tried = append(tried, ce)
+		claims = append(claims, ce.claim)
 	}
 	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool {
 		if pod != nil {

@@ -15,10 +15,23 @@ import (
 // request the first reason that rules it out everywhere, or, when each
 // request alone could fit, that they do not fit together.
 func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
-	for _, ce := range todo {
-		var reasons []string
+	own := make([][]string, len(todo))
+	var blocker *claimEval
+	for i, ce := range todo {
 		for _, re := range ce.reqs {
-			reasons = append(reasons, r.explainRequest(ce, re, pinned)...)
+			own[i] = append(own[i], r.explainRequest(ce, re, pinned)...)
+		}
+		if len(own[i]) > 0 && blocker == nil {
+			blocker = ce
+		}
+	}
+	for i, ce := range todo {
+		reasons := own[i]
+		if len(reasons) == 0 && blocker != nil {
+			// Another claim of the pod cannot be allocated: this one is
+			// not either, and the other's finding says why.
+			r.unsatisfiable(ce, podBlockedBy(blocker))
+			continue
 		}
 		if len(reasons) == 0 {
 			switch {
@@ -50,6 +63,12 @@ func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
 		}
 		r.addFinding(f)
 	}
+}
+
+// podBlockedBy is why a pod's claim is not allocated when another claim
+// of the pod cannot be.
+func podBlockedBy(blocker *claimEval) string {
+	return fmt.Sprintf("the pod's claim %s cannot be allocated, and the scheduler allocates a pod's claims together or not at all", blocker.info.Name)
 }
 
 // pendingReplicas are the replicas of one workload that stay Pending on
