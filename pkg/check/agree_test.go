@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
@@ -157,10 +158,11 @@ func agree(ctx context.Context, t *testing.T, c *simulate.Cluster, cc corpusCase
 		switch {
 		case !ran:
 			t.Errorf("pod %s: simulate did not run it", p.Name)
-		case p.Pending != errors.Is(res, simulate.ErrUnschedulable):
+		case p.Pending != (errors.Is(res, simulate.ErrUnschedulable) || apierrors.IsNotFound(res)):
+			// A pod whose claim or template does not exist stays Pending.
 			t.Errorf("pod %s: check pending %v, simulate: %v", p.Name, p.Pending, res)
 		}
-		if errors.Is(res, simulate.ErrUnschedulable) {
+		if errors.Is(res, simulate.ErrUnschedulable) || apierrors.IsNotFound(res) {
 			outcome = "unschedulable"
 		}
 	}
