@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -158,11 +161,10 @@ func agree(ctx context.Context, t *testing.T, c *simulate.Cluster, cc corpusCase
 		switch {
 		case !ran:
 			t.Errorf("pod %s: simulate did not run it", p.Name)
-		case p.Pending != (errors.Is(res, simulate.ErrUnschedulable) || apierrors.IsNotFound(res)):
-			// A pod whose claim or template does not exist stays Pending.
+		case p.Pending != pendingOn(res):
 			t.Errorf("pod %s: check pending %v, simulate: %v", p.Name, p.Pending, res)
 		}
-		if errors.Is(res, simulate.ErrUnschedulable) || apierrors.IsNotFound(res) {
+		if pendingOn(res) {
 			outcome = "unschedulable"
 		}
 	}
@@ -171,10 +173,10 @@ func agree(ctx context.Context, t *testing.T, c *simulate.Cluster, cc corpusCase
 		if !alone {
 			continue
 		}
-		if (len(ci.Unsatisfiable) > 0) != errors.Is(err, simulate.ErrUnschedulable) {
+		if (len(ci.Unsatisfiable) > 0) != pendingOn(err) {
 			t.Errorf("claim %s: check says %v, simulate: %v", ci.Name, ci.Unsatisfiable, err)
 		}
-		if errors.Is(err, simulate.ErrUnschedulable) {
+		if pendingOn(err) {
 			outcome = "unschedulable"
 		}
 	}
@@ -196,6 +198,15 @@ func agree(ctx context.Context, t *testing.T, c *simulate.Cluster, cc corpusCase
 		}
 	}
 	return outcome
+}
+
+// pendingOn says whether what simulate returned leaves the pod Pending
+// (or the claim without devices): no devices fit, a selector stops the
+// scheduler with an error, or a claim or template the pod names does not
+// exist.
+func pendingOn(err error) bool {
+	var fe *scheduler.FilterError
+	return errors.Is(err, simulate.ErrUnschedulable) || errors.As(err, &fe) || apierrors.IsNotFound(err)
 }
 
 // simulated is what the simulated node did with the manifests.
@@ -399,4 +410,74 @@ func refusalKind(msg string) string {
 		}
 	}
 	return "other"
+}
+
+// findingsNotSimulated are the kinds of findings no corpus case can run
+// through gpudra simulate, and why: simulate's fake API server validates
+// nothing, so what the real one rejects cannot be compared there (the
+// e2e scenario CheckAgreesWithAPIServer compares it with a real one).
+var findingsNotSimulated = map[FindingKind]string{
+	FindingCompile:        "the API server rejects a selector that does not compile",
+	FindingCostLimit:      "the API server rejects a selector over the cost limit",
+	FindingTooLong:        "the API server rejects a selector over the length limit",
+	FindingUnknownField:   "kubectl's strict field validation rejects the object",
+	FindingEmptyInventory: "simulate always runs a profile's fake GPUs",
+	FindingSkipped:        "a custom resource check does not read: nothing to run",
+	FindingConverted:      "a note on the API version of an object that runs as v1",
+	FindingNotApplied:     "a note on an object that needs a feature gate off by default",
+}
+
+// TestEveryFindingKindSimulated: every kind of finding is either shown by
+// a corpus case that the differential test runs through gpudra simulate
+// (TestCheckAgreesWithSimulate), or says why simulate cannot run it.
+func TestEveryFindingKindSimulated(t *testing.T) {
+	simulated := map[FindingKind][]string{}
+	for _, c := range loadCorpus(t) {
+		if strings.HasPrefix(c.simulate, "skip") {
+			continue
+		}
+		for _, f := range c.findings {
+			simulated[f.kind] = append(simulated[f.kind], filepath.Base(c.file))
+		}
+	}
+	for _, k := range findingKinds(t) {
+		why, listed := findingsNotSimulated[k]
+		switch {
+		case !listed && len(simulated[k]) == 0:
+			t.Errorf("finding %s: no corpus case that simulate runs shows it; add one, or say in findingsNotSimulated why simulate cannot", k)
+		case listed && len(simulated[k]) > 0:
+			t.Errorf("finding %s: listed as %q, yet simulated corpus cases %v show it", k, why, simulated[k])
+		}
+	}
+}
+
+// findingKinds are the FindingKind constants report.go declares.
+func findingKinds(t *testing.T) []FindingKind {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "report.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []FindingKind
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, s := range gd.Specs {
+			vs := s.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "FindingKind" {
+				continue
+			}
+			for _, v := range vs.Values {
+				if lit, ok := v.(*ast.BasicLit); ok {
+					kinds = append(kinds, FindingKind(strings.Trim(lit.Value, `"`)))
+				}
+			}
+		}
+	}
+	if len(kinds) < 20 {
+		t.Fatalf("found only %d finding kinds in report.go", len(kinds))
+	}
+	return kinds
 }
