@@ -10,8 +10,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -23,23 +23,8 @@ import (
 // changes, rate-limited, until ctx is done.
 func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 	logger := klog.FromContext(ctx)
-	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.ResyncPeriod,
-		informers.WithTransform(trim))
-	resource := factory.Resource().V1()
-	slices, claims, classes := resource.ResourceSlices(), resource.ResourceClaims(), resource.DeviceClasses()
-	pods, nodes := factory.Core().V1().Pods(), factory.Core().V1().Nodes()
-
+	inf := newFleetInformers(ctx, cfg.Client, cfg.ResyncPeriod)
 	features := clusterFeatures(ctx, cfg)
-	// DeviceTaintRules taint devices for the scheduler, and PodGroups make
-	// pods gangs; each is watched where the cluster serves it.
-	var taintRules cache.SharedIndexInformer
-	if served(ctx, cfg, "resource.k8s.io/v1", "devicetaintrules") {
-		taintRules = resource.DeviceTaintRules().Informer()
-	}
-	var podGroups cache.SharedIndexInformer
-	if served(ctx, cfg, "scheduling.k8s.io/v1beta1", "podgroups") {
-		podGroups = factory.Scheduling().V1beta1().PodGroups().Informer()
-	}
 	strander := &fleet.Strander{}
 	trigger := fleet.NewTrigger(cfg.RecomputeInterval)
 	notify := cache.ResourceEventHandlerFuncs{
@@ -47,48 +32,21 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 		UpdateFunc: func(any, any) { trigger.Notify() },
 		DeleteFunc: func(any) { trigger.Notify() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{slices.Informer(), claims.Informer(), classes.Informer(), pods.Informer(), nodes.Informer(), taintRules, podGroups} {
-		if inf == nil {
-			continue
+	if err := inf.start(ctx, notify); err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
-		if _, err := inf.AddEventHandler(notify); err != nil {
-			return fmt.Errorf("watch: %w", err)
-		}
+		return err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("informer for %v did not sync", typ)
-		}
-	}
+	defer inf.factory.Shutdown()
 	logger.Info("Informers synced")
 
 	trigger.Run(ctx, func(ctx context.Context) {
 		start := time.Now()
-		in := fleet.Inputs{DriverName: cfg.DriverName, Now: start, Features: features}
-		var err error
-		if in.Slices, err = slices.Lister().List(labels.Everything()); err == nil {
-			if in.Claims, err = claims.Lister().List(labels.Everything()); err == nil {
-				if in.Classes, err = classes.Lister().List(labels.Everything()); err == nil {
-					if in.Pods, err = pods.Lister().List(labels.Everything()); err == nil {
-						in.Nodes, err = nodes.Lister().List(labels.Everything())
-					}
-				}
-			}
-		}
+		in, err := inf.inputs(cfg.DriverName, start, features)
 		if err != nil {
 			logger.Error(err, "Listing from the informers' caches")
 			return
-		}
-		if taintRules != nil {
-			in.TaintRules = listAll[*resourceapi.DeviceTaintRule](taintRules)
-		}
-		if podGroups != nil {
-			in.PodGroups = listAll[*schedulingv1beta1.PodGroup](podGroups)
 		}
 		snap, err := strander.Recompute(ctx, in)
 		if err != nil {
@@ -105,6 +63,87 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 			"pendingPods", snap.Stranding.PendingPods, "shapes", snap.Stranding.Shapes, "filters", snap.Stranding.Filters)
 	})
 	return nil
+}
+
+// fleetInformers are the leader's informers: what the fleet accounting
+// reads, trimmed (trim) as it enters the caches.
+type fleetInformers struct {
+	factory                              informers.SharedInformerFactory
+	slices, claims, classes, pods, nodes cache.SharedIndexInformer
+	// taintRules (DeviceTaintRules taint devices for the scheduler) and
+	// podGroups (PodGroups make pods gangs) are nil where the cluster does
+	// not serve them.
+	taintRules, podGroups cache.SharedIndexInformer
+}
+
+func newFleetInformers(ctx context.Context, client kubernetes.Interface, resync time.Duration) *fleetInformers {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(trim))
+	resource := factory.Resource().V1()
+	f := &fleetInformers{
+		factory: factory,
+		slices:  resource.ResourceSlices().Informer(),
+		claims:  resource.ResourceClaims().Informer(),
+		classes: resource.DeviceClasses().Informer(),
+		pods:    factory.Core().V1().Pods().Informer(),
+		nodes:   factory.Core().V1().Nodes().Informer(),
+	}
+	if served(ctx, client, "resource.k8s.io/v1", "devicetaintrules") {
+		f.taintRules = resource.DeviceTaintRules().Informer()
+	}
+	if served(ctx, client, "scheduling.k8s.io/v1beta1", "podgroups") {
+		f.podGroups = factory.Scheduling().V1beta1().PodGroups().Informer()
+	}
+	return f
+}
+
+// start adds the handler to every informer, starts them and waits until
+// their caches are synced (or ctx is done).
+func (f *fleetInformers) start(ctx context.Context, handler cache.ResourceEventHandler) error {
+	for _, inf := range []cache.SharedIndexInformer{f.slices, f.claims, f.classes, f.pods, f.nodes, f.taintRules, f.podGroups} {
+		if inf == nil {
+			continue
+		}
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+	}
+	f.factory.Start(ctx.Done())
+	for typ, ok := range f.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer for %v did not sync", typ)
+		}
+	}
+	return nil
+}
+
+// inputs lists what the caches hold, for one recompute.
+func (f *fleetInformers) inputs(driver string, now time.Time, features scheduler.Features) (fleet.Inputs, error) {
+	in := fleet.Inputs{DriverName: driver, Now: now, Features: features}
+	var err error
+	if in.Slices, err = listAs[*resourceapi.ResourceSlice](f.slices); err != nil {
+		return in, err
+	}
+	if in.Claims, err = listAs[*resourceapi.ResourceClaim](f.claims); err != nil {
+		return in, err
+	}
+	if in.Classes, err = listAs[*resourceapi.DeviceClass](f.classes); err != nil {
+		return in, err
+	}
+	if in.Pods, err = listAs[*corev1.Pod](f.pods); err != nil {
+		return in, err
+	}
+	if in.Nodes, err = listAs[*corev1.Node](f.nodes); err != nil {
+		return in, err
+	}
+	if f.taintRules != nil {
+		if in.TaintRules, err = listAs[*resourceapi.DeviceTaintRule](f.taintRules); err != nil {
+			return in, err
+		}
+	}
+	if f.podGroups != nil {
+		in.PodGroups, err = listAs[*schedulingv1beta1.PodGroup](f.podGroups)
+	}
+	return in, err
 }
 
 // clusterFeatures is the DRA feature set of the cluster's Kubernetes
@@ -129,8 +168,8 @@ func clusterFeatures(ctx context.Context, cfg Config) scheduler.Features {
 // served says whether the cluster serves a resource of an API group
 // version; a cluster that does not (an older version, a beta API not
 // enabled) is accounted for without it.
-func served(ctx context.Context, cfg Config, groupVersion, resource string) bool {
-	list, err := cfg.Client.Discovery().ServerResourcesForGroupVersion(groupVersion)
+func served(ctx context.Context, client kubernetes.Interface, groupVersion, resource string) bool {
+	list, err := client.Discovery().ServerResourcesForGroupVersion(groupVersion)
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("API not served; the fleet accounting goes without it", "groupVersion", groupVersion, "resource", resource, "err", err)
 		return false
@@ -143,16 +182,18 @@ func served(ctx context.Context, cfg Config, groupVersion, resource string) bool
 	return false
 }
 
-// listAll lists an informer's cache.
-func listAll[T any](inf cache.SharedIndexInformer) []T {
+// listAs lists an informer's cache as objects of type T.
+func listAs[T any](inf cache.SharedIndexInformer) ([]T, error) {
 	items := inf.GetStore().List()
 	out := make([]T, 0, len(items))
 	for _, o := range items {
-		if t, ok := o.(T); ok {
-			out = append(out, t)
+		t, ok := o.(T)
+		if !ok {
+			return nil, fmt.Errorf("the informer's cache holds a %T, want a %T", o, *new(T))
 		}
+		out = append(out, t)
 	}
-	return out
+	return out, nil
 }
 
 // trim keeps of each Pod and Node only what the accounting reads, so that
