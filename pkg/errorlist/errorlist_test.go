@@ -133,3 +133,17 @@ func TestSplit(t *testing.T) {
 		t.Errorf("Split(nil) = %v, %d", shown, total)
 	}
 }
+
+func TestValue(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"compute", "compute"},
+		{strings.Repeat("a", MaxValueBytes), strings.Repeat("a", MaxValueBytes)},
+		{strings.Repeat("a", 2<<20), strings.Repeat("a", MaxValueBytes) + "…(2097152 bytes)"},
+		// Cut between characters, never inside one.
+		{"a" + strings.Repeat("é", MaxValueBytes), "a" + strings.Repeat("é", (MaxValueBytes-1)/2) + "…(129 bytes)"},
+	} {
+		if got := Value(tc.in); got != tc.want {
+			t.Errorf("Value(%.20q…) = %.100q, want %.100q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpudra/gpudra/pkg/errorlist"
 )
 
 // Driver capabilities, as the NVIDIA Container Toolkit names them in
@@ -71,9 +73,9 @@ func validateDriverCapabilities(caps []string, path *field.Path) field.ErrorList
 	for i, c := range caps {
 		switch {
 		case !slices.Contains(SupportedDriverCapabilities, c):
-			errs = append(errs, field.NotSupported(path.Index(i), c, SupportedDriverCapabilities))
+			errs = append(errs, field.NotSupported(path.Index(i), errorlist.Value(c), SupportedDriverCapabilities))
 		case seen[c]:
-			errs = append(errs, field.Duplicate(path.Index(i), c))
+			errs = append(errs, field.Duplicate(path.Index(i), errorlist.Value(c)))
 		}
 		seen[c] = true
 	}

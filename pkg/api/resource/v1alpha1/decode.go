@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -105,7 +107,7 @@ func decode(raw []byte, serializer *kjson.Serializer) (Config, []error) {
 			// The decoder reports the path from the root of the
 			// parameters ("unknown field \"mig.foo\""), so the message
 			// reads well under the parameters' own path.
-			errs = append(errs, &decodeError{path: parametersPath.String(), msg: e.Error()})
+			errs = append(errs, &decodeError{path: parametersPath.String(), msg: boundFieldName(e.Error())})
 		}
 		if len(strict.Errors()) >= strictDecoderMaxErrors {
 			errs = append(errs, errorlist.More)
@@ -139,7 +141,7 @@ func checkTypeMeta(raw []byte) []error {
 		return []error{field.Required(apiVersionPath, "must be "+want)}
 	default:
 		// Checking the kind of another API would only add noise.
-		return []error{field.NotSupported(apiVersionPath, tm.APIVersion, []string{want})}
+		return []error{field.NotSupported(apiVersionPath, errorlist.Value(tm.APIVersion), []string{want})}
 	}
 
 	kinds := knownKinds()
@@ -148,7 +150,7 @@ func checkTypeMeta(raw []byte) []error {
 		return []error{field.Required(kindPath, "known kinds: "+strings.Join(kinds, ", "))}
 	case !slices.Contains(kinds, tm.Kind):
 		return []error{&decodeError{path: kindPath.String(), msg: fmt.Sprintf("%q is not known in %s; known kinds: %s",
-			tm.Kind, want, strings.Join(kinds, ", "))}}
+			errorlist.Value(tm.Kind), want, strings.Join(kinds, ", "))}}
 	}
 	return nil
 }
@@ -218,3 +220,21 @@ type decodeError struct {
 }
 
 func (e *decodeError) Error() string { return e.path + ": " + e.msg }
+
+// strictFieldMessage is how the strict JSON decoder names a field it
+// refuses: `unknown field "x"`, `duplicate field "x"`.
+var strictFieldMessage = regexp.MustCompile(`^(unknown|duplicate) field (".*")$`)
+
+// boundFieldName shortens the field name a strict decoding error quotes:
+// JSON keys are as long as the user makes them.
+func boundFieldName(msg string) string {
+	m := strictFieldMessage.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	name, err := strconv.Unquote(m[2])
+	if err != nil {
+		return errorlist.Value(msg)
+	}
+	return fmt.Sprintf("%s field %q", m[1], errorlist.Value(name))
+}

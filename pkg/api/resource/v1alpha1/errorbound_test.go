@@ -109,3 +109,43 @@ func allocated(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return max(after.TotalAlloc-before.TotalAlloc, 1)
 }
+
+// TestDecodeBoundsEchoedValues: a config whose one bad value is huge gets a
+// short message that still shows how the value starts and says how long it
+// is. (Before, every place that quotes a value quoted it whole: a 2 MiB
+// capability gave a 2 MiB message, in the webhook's answer, the plugin's
+// prepare error, the pod's events and the logs.) The API server bounds a
+// config to 10 KiB, but the webhook and the checkpoint reader meet configs
+// that did not come through it.
+func TestDecodeBoundsEchoedValues(t *testing.T) {
+	const maxMessage = 1024
+	huge := strings.Repeat("x", 2<<20)
+	for name, raw := range map[string]string{
+		"apiVersion":            `{"apiVersion":"` + huge + `","kind":"GpuConfig"}`,
+		"kind":                  `{` + header + `,"kind":"` + huge + `"}`,
+		"capability":            `{` + header + `,"kind":"GpuConfig","driverCapabilities":["` + huge + `"]}`,
+		"duplicate capability":  `{` + header + `,"kind":"GpuConfig","driverCapabilities":["` + huge + `","` + huge + `"]}`,
+		"unknown field":         `{` + header + `,"kind":"GpuConfig","` + huge + `":1}`,
+		"sharing strategy":      `{` + header + `,"kind":"GpuConfig","sharing":{"strategy":"` + huge + `"}}`,
+		"time-slice interval":   `{` + header + `,"kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicing":{"interval":"` + huge + `"}}}`,
+		"quantity":              `{` + header + `,"kind":"GpuConfig","sharing":{"strategy":"MPS","mps":{"defaultPinnedDeviceMemoryLimit":"` + huge + `"}}}`,
+		"per-device limits key": `{` + header + `,"kind":"GpuConfig","sharing":{"strategy":"MPS","mps":{"perDevicePinnedMemoryLimits":{"` + huge + `":"1Gi"}}}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Decode([]byte(raw))
+			if err == nil {
+				t.Fatal("Decode accepted an invalid config")
+			}
+			msg := err.Error()
+			if len(msg) > maxMessage {
+				t.Errorf("message is %d bytes, want at most %d; it starts: %.200s", len(msg), maxMessage, msg)
+			}
+			if !strings.Contains(msg, "xxxxxxxx") || !strings.Contains(msg, "2097152 bytes") {
+				t.Errorf("message shows neither the value's start nor its length: %.300s", msg)
+			}
+		})
+	}
+	if _, err := SharingFromFlag(huge); err == nil || len(err.Error()) > maxMessage {
+		t.Errorf("SharingFromFlag of a huge value: %d bytes", len(fmt.Sprint(err)))
+	}
+}

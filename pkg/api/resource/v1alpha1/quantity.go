@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpudra/gpudra/pkg/errorlist"
 )
 
 var quantityType = reflect.TypeFor[resource.Quantity]()
@@ -42,7 +44,7 @@ func badQuantityIn(value any, t reflect.Type, path string) error {
 			return nil // numbers parse; other types are the decoder's to report
 		}
 		if _, err := resource.ParseQuantity(s); err != nil {
-			return &decodeError{path: path, msg: fmt.Sprintf("%q is not a quantity (%v); write e.g. 20Gi or 512Mi", s, err)}
+			return &decodeError{path: path, msg: fmt.Sprintf("%q is not a quantity (%v); write e.g. 20Gi or 512Mi", errorlist.Value(s), err)}
 		}
 		return nil
 	}

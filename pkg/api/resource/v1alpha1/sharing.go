@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpudra/gpudra/pkg/errorlist"
 )
 
 // SharingStrategy is how the processes of the containers that use one
@@ -206,15 +208,15 @@ func (s *Sharing) validate(path *field.Path, forMig bool) field.ErrorList {
 		errs = append(errs, field.Required(strategyPath, "set TimeSlicing or MPS, or remove sharing"))
 	case TimeSlicingStrategy, MPSStrategy:
 	default:
-		errs = append(errs, field.NotSupported(strategyPath, s.Strategy, SupportedSharingStrategies))
+		errs = append(errs, field.NotSupported(strategyPath, errorlist.Value(string(s.Strategy)), SupportedSharingStrategies))
 	}
 	if s.TimeSlicing != nil && s.Strategy != TimeSlicingStrategy {
 		errs = append(errs, field.Forbidden(path.Child("timeSlicing"),
-			fmt.Sprintf("applies only with strategy TimeSlicing, not %q: remove timeSlicing or set strategy: TimeSlicing", s.Strategy)))
+			fmt.Sprintf("applies only with strategy TimeSlicing, not %q: remove timeSlicing or set strategy: TimeSlicing", errorlist.Value(string(s.Strategy)))))
 	}
 	if s.MPS != nil && s.Strategy != MPSStrategy {
 		errs = append(errs, field.Forbidden(path.Child("mps"),
-			fmt.Sprintf("applies only with strategy MPS, not %q: remove mps or set strategy: MPS", s.Strategy)))
+			fmt.Sprintf("applies only with strategy MPS, not %q: remove mps or set strategy: MPS", errorlist.Value(string(s.Strategy)))))
 	}
 	if s.TimeSlicing != nil {
 		errs = append(errs, s.TimeSlicing.validate(path.Child("timeSlicing"), forMig)...)
@@ -233,9 +235,9 @@ func (t *TimeSlicingConfig) validate(path *field.Path, forMig bool) field.ErrorL
 		// here.
 		return nil
 	case t.Interval.Level() < 0:
-		return field.ErrorList{field.NotSupported(intervalPath, t.Interval, SupportedTimeSliceIntervals)}
+		return field.ErrorList{field.NotSupported(intervalPath, errorlist.Value(string(t.Interval)), SupportedTimeSliceIntervals)}
 	case forMig && t.Interval != DefaultTimeSlice:
-		return field.ErrorList{field.Invalid(intervalPath, t.Interval,
+		return field.ErrorList{field.Invalid(intervalPath, errorlist.Value(string(t.Interval)),
 			"a MIG partition cannot have its own time-slice interval: it is a setting of the whole GPU; use Default (or omit it), or share a whole GPU with a GpuConfig")}
 	}
 	return nil
@@ -255,11 +257,12 @@ func (m *MPSConfig) validate(path *field.Path) field.ErrorList {
 		errs = append(errs, field.TooMany(limitsPath, n, MaxPerDeviceLimits))
 	}
 	for _, key := range sortedKeys(m.PerDevicePinnedMemoryLimits) {
+		keyPath := limitsPath.Key(errorlist.Value(key))
 		if !deviceKey.MatchString(key) {
-			errs = append(errs, field.Invalid(limitsPath.Key(key), key,
+			errs = append(errs, field.Invalid(keyPath, errorlist.Value(key),
 				`a key must be a CUDA device ordinal ("0") or a GPU UUID ("GPU-…"); MIG devices get a new UUID each time gpudra creates them, so key them by ordinal`))
 		}
-		errs = append(errs, validatePinnedMemory(limitsPath.Key(key), m.PerDevicePinnedMemoryLimits[key])...)
+		errs = append(errs, validatePinnedMemory(keyPath, m.PerDevicePinnedMemoryLimits[key])...)
 	}
 	return errs
 }
@@ -304,5 +307,5 @@ func SharingFromFlag(value string) (*Sharing, error) {
 		s.Default()
 		return s, nil
 	}
-	return nil, fmt.Errorf("unknown sharing %q: use %s, %s or %s", value, MPSStrategy, TimeSlicingStrategy, SharingNone)
+	return nil, fmt.Errorf("unknown sharing %q: use %s, %s or %s", errorlist.Value(value), MPSStrategy, TimeSlicingStrategy, SharingNone)
 }
