@@ -168,6 +168,8 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = "gpudra-controller"
+	cfg.ContentType = controller.ContentType
+	cfg.AcceptContentTypes = controller.ContentType + ",application/json"
 	return kubernetes.NewForConfig(cfg)
 }
 

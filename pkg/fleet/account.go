@@ -18,11 +18,15 @@ import (
 // informers hold them.
 type Inputs struct {
 	DriverName string
-	Slices     []*resourceapi.ResourceSlice
-	Claims     []*resourceapi.ResourceClaim
-	Classes    []*resourceapi.DeviceClass
-	Pods       []*corev1.Pod
-	Nodes      []*corev1.Node
+	// Slices are ResourceSlices in full (from files, a listing, tests);
+	// Compact are more, as the controller's informer keeps them
+	// (Compactor). The accounting reads both.
+	Slices  []*resourceapi.ResourceSlice
+	Compact []*CompactSlice
+	Claims  []*resourceapi.ResourceClaim
+	Classes []*resourceapi.DeviceClass
+	Pods    []*corev1.Pod
+	Nodes   []*corev1.Node
 	// TaintRules (DRADeviceTaintRules) taint devices in the scheduler's
 	// view, when Features enables them.
 	TaintRules []*resourceapi.DeviceTaintRule
@@ -102,8 +106,21 @@ func (s Snapshot) OldestPendingAge() time.Duration {
 
 // Account computes a snapshot.
 func Account(in Inputs) Snapshot {
-	inv := newInventory(&sliceCache{driver: in.DriverName}, in.Slices, in.Nodes)
+	inv := newInventory(&sliceCache{driver: in.DriverName}, in.compactSlices(&Compactor{}), in.Nodes)
 	return account(in, inv, allocatedDevices(in.DriverName, in.Claims))
+}
+
+// compactSlices are all the inputs' slices in compact form.
+func (in Inputs) compactSlices(c *Compactor) []*CompactSlice {
+	if len(in.Slices) == 0 {
+		return in.Compact
+	}
+	out := make([]*CompactSlice, 0, len(in.Compact)+len(in.Slices))
+	out = append(out, in.Compact...)
+	for _, s := range in.Slices {
+		out = append(out, c.Compact(s))
+	}
+	return out
 }
 
 // account is Account over an inventory and allocations already read.

@@ -32,13 +32,15 @@ func benchFleet(b *testing.B, nodes int) Inputs {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// What an informer holds carries a UID and a resource version; the
-	// Strander's fingerprint cache keys on them.
+	// What the controller's informer holds: compact slices, with a UID
+	// and a resource version, on which the Strander's cache keys.
+	in := Inputs{DriverName: driver, Now: now}
+	var compactor Compactor
 	for i, s := range sl {
 		s.UID = types.UID(fmt.Sprintf("slice-%d", i))
 		s.ResourceVersion = "1"
+		in.Compact = append(in.Compact, compactor.Compact(s))
 	}
-	in := Inputs{DriverName: driver, Slices: sl, Now: now}
 	for _, o := range m.Classes {
 		in.Classes = append(in.Classes, o.Obj.(*resourceapi.DeviceClass))
 	}

@@ -65,10 +65,6 @@ type sliceEntry struct {
 	resourceVersion string
 	devices         []*Device
 	byName          map[string]*Device
-	// fingerprint is the slice's content without identities
-	// (nodeclass.go); computed on first use.
-	fingerprint    uint64
-	hasFingerprint bool
 }
 
 // sliceCache keeps sliceEntries by slice UID. A slice without UID or
@@ -80,7 +76,7 @@ type sliceCache struct {
 }
 
 // entry returns the slice's entry, reading it if it is new or changed.
-func (c *sliceCache) entry(s *resourceapi.ResourceSlice) *sliceEntry {
+func (c *sliceCache) entry(s *CompactSlice) *sliceEntry {
 	cacheable := s.UID != "" && s.ResourceVersion != ""
 	if cacheable {
 		if c.byUID == nil {
@@ -95,8 +91,16 @@ func (c *sliceCache) entry(s *resourceapi.ResourceSlice) *sliceEntry {
 		}
 	}
 	e := &sliceEntry{resourceVersion: s.ResourceVersion}
-	if s.Spec.Driver == c.driver {
-		e.devices, e.byName = readDevices(c.driver, s)
+	if s.Driver == c.driver {
+		all := s.devices()
+		e.devices = make([]*Device, 0, len(all))
+		e.byName = make(map[string]*Device, len(all))
+		for _, d := range all {
+			if _, dup := e.byName[d.ID.Device]; !dup { // the API server forbids it; a file may not
+				e.byName[d.ID.Device] = d
+				e.devices = append(e.devices, d)
+			}
+		}
 	}
 	if cacheable {
 		c.byUID[s.UID] = e
@@ -115,75 +119,68 @@ func (c *sliceCache) forget() {
 	c.touched = map[types.UID]bool{}
 }
 
-// readDevices reads a slice of the driver.
-func readDevices(driver string, s *resourceapi.ResourceSlice) ([]*Device, map[string]*Device) {
-	type names struct{ short, long resourceapi.QualifiedName }
-	qualify := func(n resourceapi.QualifiedName) names {
-		return names{n, resourceapi.QualifiedName(driver + "/" + string(n))}
-	}
-	productName, typ, profile := qualify(slicebuilder.AttrProductName), qualify(slicebuilder.AttrType), qualify(slicebuilder.AttrProfile)
-	uuid, parentUUID := qualify(slicebuilder.AttrUUID), qualify(slicebuilder.AttrParentUUID)
-	memory := qualify(slicebuilder.CapMemory)
-	str := func(d *resourceapi.Device, n names) string {
-		a, ok := d.Attributes[n.short]
+// attrName is an attribute's name, as a device may spell it: short, or
+// qualified with the driver's domain.
+type attrName struct{ short, long resourceapi.QualifiedName }
+
+func qualify(driver string, n resourceapi.QualifiedName) attrName {
+	return attrName{n, resourceapi.QualifiedName(driver + "/" + string(n))}
+}
+
+const (
+	attrUUID       = slicebuilder.AttrUUID
+	attrParentUUID = slicebuilder.AttrParentUUID
+)
+
+// readDevice reads one device of a slice of the driver.
+func readDevice(driver string, d *resourceapi.Device) Device {
+	str := func(n resourceapi.QualifiedName) string {
+		name := qualify(driver, n)
+		a, ok := d.Attributes[name.short]
 		if !ok {
-			a = d.Attributes[n.long]
+			a = d.Attributes[name.long]
 		}
 		if a.StringValue != nil {
 			return *a.StringValue
 		}
 		return ""
 	}
-	node := ""
-	if s.Spec.NodeName != nil {
-		node = *s.Spec.NodeName
+	dev := Device{
+		ID:         DeviceID{Device: d.Name},
+		Model:      str(slicebuilder.AttrProductName),
+		Type:       str(slicebuilder.AttrType),
+		Profile:    str(slicebuilder.AttrProfile),
+		UUID:       str(attrUUID),
+		ParentUUID: str(attrParentUUID),
+		Taints:     d.Taints,
+		Shareable:  d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations,
 	}
-	devices := make([]*Device, 0, len(s.Spec.Devices))
-	byName := make(map[string]*Device, len(s.Spec.Devices))
-	for i := range s.Spec.Devices {
-		d := &s.Spec.Devices[i]
-		if _, dup := byName[d.Name]; dup {
-			continue
-		}
-		dev := &Device{
-			ID:         DeviceID{Pool: s.Spec.Pool.Name, Device: d.Name},
-			Node:       node,
-			Model:      str(d, productName),
-			Type:       str(d, typ),
-			Profile:    str(d, profile),
-			UUID:       str(d, uuid),
-			ParentUUID: str(d, parentUUID),
-			Taints:     d.Taints,
-			Shareable:  d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations,
-		}
-		if c, ok := d.Capacity[memory.short]; ok {
-			dev.MemoryBytes = c.Value.Value()
-		} else if c, ok := d.Capacity[memory.long]; ok {
-			dev.MemoryBytes = c.Value.Value()
-		}
-		byName[d.Name] = dev
-		devices = append(devices, dev)
+	memory := qualify(driver, slicebuilder.CapMemory)
+	if c, ok := d.Capacity[memory.short]; ok {
+		dev.MemoryBytes = c.Value.Value()
+	} else if c, ok := d.Capacity[memory.long]; ok {
+		dev.MemoryBytes = c.Value.Value()
 	}
-	return devices, byName
+	return dev
 }
 
 // newInventory reads the newest generation of every pool of the driver,
 // through the cache.
-func newInventory(cache *sliceCache, sl []*resourceapi.ResourceSlice, nodes []*corev1.Node) inventory {
+func newInventory(cache *sliceCache, sl []*CompactSlice, nodes []*corev1.Node) inventory {
 	newest := map[string]int64{}
 	for _, s := range sl {
-		if s.Spec.Driver == cache.driver {
-			newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
+		if s.Driver == cache.driver {
+			newest[s.Pool.Name] = max(newest[s.Pool.Name], s.Pool.Generation)
 		}
 	}
 	inv := inventory{pools: map[string][]map[string]*Device{}, schedulable: map[string]bool{}}
 	for _, s := range sl {
-		if s.Spec.Driver != cache.driver || s.Spec.Pool.Generation != newest[s.Spec.Pool.Name] {
+		if s.Driver != cache.driver || s.Pool.Generation != newest[s.Pool.Name] {
 			continue
 		}
 		e := cache.entry(s)
 		inv.devices = append(inv.devices, e.devices...)
-		inv.pools[s.Spec.Pool.Name] = append(inv.pools[s.Spec.Pool.Name], e.byName)
+		inv.pools[s.Pool.Name] = append(inv.pools[s.Pool.Name], e.byName)
 	}
 	for _, n := range nodes {
 		inv.schedulable[n.Name] = !n.Spec.Unschedulable && nodeReady(n)

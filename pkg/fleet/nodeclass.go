@@ -28,16 +28,6 @@ func readsIdentity(expr string) bool {
 	return slices.ContainsFunc(identityAttributes, func(a string) bool { return strings.Contains(expr, a) })
 }
 
-// fingerprint returns the fingerprint of a slice: its content without
-// identities, computed once per resource version.
-func (c *sliceCache) fingerprint(s *resourceapi.ResourceSlice) uint64 {
-	e := c.entry(s)
-	if !e.hasFingerprint {
-		e.fingerprint, e.hasFingerprint = fingerprintOf(s), true
-	}
-	return e.fingerprint
-}
-
 // fingerprintOf hashes what the allocator reads of a slice, but for
 // identity attributes. Map entries (attributes, capacities, counters) are
 // hashed one by one and summed, so their order does not matter and
@@ -129,19 +119,19 @@ func attrString(a resourceapi.DeviceAttribute) string {
 // fingerprints of their newest slices, and which of their devices are
 // allocated (by name). It returns, per class key, the node names in the
 // order given.
-func (c *sliceCache) nodeClasses(nodeOrder []string, sl []*resourceapi.ResourceSlice, allocated map[string][]string) map[string]string {
+func nodeClasses(nodeOrder []string, sl []*CompactSlice, allocated map[string][]string) map[string]string {
 	// The newest generation of each pool.
 	newest := map[string]int64{}
 	for _, s := range sl {
-		k := s.Spec.Driver + "/" + s.Spec.Pool.Name
-		newest[k] = max(newest[k], s.Spec.Pool.Generation)
+		k := s.Driver + "/" + s.Pool.Name
+		newest[k] = max(newest[k], s.Pool.Generation)
 	}
 	perNode := map[string][]uint64{}
 	for _, s := range sl {
-		if s.Spec.NodeName == nil || *s.Spec.NodeName == "" || s.Spec.Pool.Generation != newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] {
+		if s.NodeName == "" || s.Pool.Generation != newest[s.Driver+"/"+s.Pool.Name] {
 			continue // shared by all nodes alike, or on its way out
 		}
-		perNode[*s.Spec.NodeName] = append(perNode[*s.Spec.NodeName], c.fingerprint(s))
+		perNode[s.NodeName] = append(perNode[s.NodeName], s.shape.fingerprint)
 	}
 	out := make(map[string]string, len(nodeOrder))
 	for _, n := range nodeOrder {

@@ -108,7 +108,8 @@ func (p pendingPod) fitsNode(node *corev1.Node) bool {
 // Strander computes stranded GPUs, keeping what it can reuse between
 // recomputes (the fingerprints of unchanged slices).
 type Strander struct {
-	cache sliceCache
+	cache     sliceCache
+	compactor Compactor
 }
 
 // Strand computes the stranded GPUs of in, afresh.
@@ -121,11 +122,12 @@ func Strand(ctx context.Context, in Inputs) (Stranding, error) {
 func (st *Strander) Recompute(ctx context.Context, in Inputs) (Snapshot, error) {
 	st.cache.driver = in.DriverName
 	defer st.cache.forget()
-	inv := newInventory(&st.cache, in.Slices, in.Nodes)
+	sl := in.compactSlices(&st.compactor)
+	inv := newInventory(&st.cache, sl, in.Nodes)
 	alloc := allocatedDevices(in.DriverName, in.Claims)
 	snap := account(in, inv, alloc)
 	var err error
-	snap.Stranding, err = st.strand(ctx, in, inv, alloc)
+	snap.Stranding, err = st.strand(ctx, in, sl, inv, alloc)
 	return snap, err
 }
 
@@ -133,16 +135,20 @@ func (st *Strander) Recompute(ctx context.Context, in Inputs) (Snapshot, error) 
 func (st *Strander) Strand(ctx context.Context, in Inputs) (Stranding, error) {
 	st.cache.driver = in.DriverName
 	defer st.cache.forget()
-	return st.strand(ctx, in, newInventory(&st.cache, in.Slices, in.Nodes), allocatedDevices(in.DriverName, in.Claims))
+	sl := in.compactSlices(&st.compactor)
+	return st.strand(ctx, in, sl, newInventory(&st.cache, sl, in.Nodes), allocatedDevices(in.DriverName, in.Claims))
 }
 
-func (st *Strander) strand(ctx context.Context, in Inputs, inv inventory, alloc map[DeviceID]bool) (Stranding, error) {
+func (st *Strander) strand(ctx context.Context, in Inputs, sl []*CompactSlice, inv inventory, alloc map[DeviceID]bool) (Stranding, error) {
 	features := in.Features
 	if features.Version == "" {
 		features = scheduler.DefaultFeatures()
 	}
 	classes := scheduler.NewClasses(in.Classes)
-	sched := scheduler.New(features, classes, in.Slices, in.TaintRules)
+	// The allocator gets the slices of one node at a time, rebuilt from
+	// their compact form (compact.go) when it is asked about that node.
+	nodes := newNodeSlices(sl)
+	sched := scheduler.NewOver(features, classes, nodes.names, nodes.full, in.TaintRules)
 	sched.UseNodes(in.Nodes)
 
 	pods := pendingPods(in, sched)
@@ -180,13 +186,9 @@ func (st *Strander) strand(ctx context.Context, in Inputs, inv inventory, alloc 
 	for _, n := range sched.Nodes() {
 		nodeNames = append(nodeNames, n.Name)
 	}
-	classOf := st.cache.nodeClasses(nodeNames, in.Slices, allocatedByNode(in.Slices, in.Claims))
+	classOf := nodeClasses(nodeNames, sl, allocatedByNode(sl, in.Claims))
 
 	state := scheduler.StateOf(in.Claims)
-	allocator, err := sched.Allocator(ctx, state)
-	if err != nil {
-		return out, err
-	}
 	usable := map[*Device]bool{}
 	shapes := map[string][]pendingPod{}
 	var order []string
@@ -235,6 +237,10 @@ func (st *Strander) strand(ctx context.Context, in Inputs, inv inventory, alloc 
 			}
 			a, known := answers[classOf[node.Name]]
 			if !known || perNode {
+				allocator, err := sched.AllocatorFor(ctx, state, node.Name)
+				if err != nil {
+					return out, err
+				}
 				used, ok := largestFit(ctx, sched, allocator, node, rep, len(candidates), &out)
 				a = answer{fits: ok, names: usableNames(used)}
 				answers[classOf[node.Name]] = a
@@ -310,13 +316,53 @@ func readsIdentities(p pendingPod, classes *scheduler.Classes) bool {
 	return false
 }
 
+// nodeSlices are the slices by node, for the allocator.
+type nodeSlices struct {
+	// names are the nodes the slices name.
+	names []string
+	// byNode are the slices on each node; shared those on no one node
+	// (all nodes, a node selector, per-device node selection).
+	byNode map[string][]*CompactSlice
+	shared []*CompactSlice
+	// sharedFull are the shared slices rebuilt, once.
+	sharedFull []*resourceapi.ResourceSlice
+}
+
+func newNodeSlices(sl []*CompactSlice) *nodeSlices {
+	ns := &nodeSlices{byNode: map[string][]*CompactSlice{}}
+	for _, s := range sl {
+		if s.NodeName != "" {
+			ns.byNode[s.NodeName] = append(ns.byNode[s.NodeName], s)
+			ns.names = append(ns.names, s.NodeName)
+			continue
+		}
+		ns.shared = append(ns.shared, s)
+		ns.names = append(ns.names, s.shape.nodeNames...)
+	}
+	return ns
+}
+
+// full returns the slices the allocator reads on a node, rebuilt.
+func (ns *nodeSlices) full(node string) []*resourceapi.ResourceSlice {
+	if ns.sharedFull == nil && len(ns.shared) > 0 {
+		for _, s := range ns.shared {
+			ns.sharedFull = append(ns.sharedFull, s.Full())
+		}
+	}
+	out := slices.Clone(ns.sharedFull)
+	for _, s := range ns.byNode[node] {
+		out = append(out, s.Full())
+	}
+	return out
+}
+
 // allocatedByNode lists, per node, the devices (driver/name) claims hold in
 // the node's pools; admin access holds nothing.
-func allocatedByNode(sl []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim) map[string][]string {
+func allocatedByNode(sl []*CompactSlice, claims []*resourceapi.ResourceClaim) map[string][]string {
 	nodeOf := map[string]string{} // driver/pool → node
 	for _, s := range sl {
-		if s.Spec.NodeName != nil && *s.Spec.NodeName != "" {
-			nodeOf[s.Spec.Driver+"/"+s.Spec.Pool.Name] = *s.Spec.NodeName
+		if s.NodeName != "" {
+			nodeOf[s.Driver+"/"+s.Pool.Name] = s.NodeName
 		}
 	}
 	out := map[string][]string{}

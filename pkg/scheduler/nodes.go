@@ -14,23 +14,33 @@ import (
 // selectors or AllNodes gets one node, "node-1". Nodes carry the
 // kubernetes.io/hostname label, as real ones do.
 func NodesOf(slices []*resourceapi.ResourceSlice) []*v1.Node {
-	names := map[string]bool{}
+	var names []string
 	for _, s := range slices {
 		if s.Spec.NodeName != nil && *s.Spec.NodeName != "" {
-			names[*s.Spec.NodeName] = true
+			names = append(names, *s.Spec.NodeName)
 		}
 		for _, d := range s.Spec.Devices {
 			if d.NodeName != nil && *d.NodeName != "" {
-				names[*d.NodeName] = true
+				names = append(names, *d.NodeName)
 			}
 		}
 	}
 	if len(names) == 0 {
-		names["node-1"] = true
+		names = []string{"node-1"}
 	}
+	return NodesNamed(names)
+}
+
+// NodesNamed returns nodes of the given names, without duplicates, in
+// natural order, as NodesOf does.
+func NodesNamed(names []string) []*v1.Node {
+	set := map[string]bool{}
 	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
+	for _, n := range names {
+		if !set[n] {
+			set[n] = true
+			sorted = append(sorted, n)
+		}
 	}
 	sort.Slice(sorted, func(i, j int) bool { return NaturalLess(sorted[i], sorted[j]) })
 	out := make([]*v1.Node, 0, len(sorted))

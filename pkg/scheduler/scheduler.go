@@ -25,7 +25,13 @@ type Scheduler struct {
 	classes  *Classes
 	slices   []*resourceapi.ResourceSlice
 	nodes    []*v1.Node
-	celCache *cel.Cache
+	// taintRules taint devices (DRADeviceTaintRules); already applied to
+	// slices.
+	taintRules []*resourceapi.DeviceTaintRule
+	// slicesFor, set by NewOver, gives the slices the allocator reads on
+	// one node; slices is then empty.
+	slicesFor func(node string) []*resourceapi.ResourceSlice
+	celCache  *cel.Cache
 	// FilterTimeout bounds one allocator call on one node (default
 	// DefaultFilterTimeout).
 	FilterTimeout time.Duration
@@ -35,7 +41,10 @@ type Scheduler struct {
 // enabled, the taint rules taint the devices they select, as the
 // scheduler's view of the slices does.
 func New(features Features, classes *Classes, slices []*resourceapi.ResourceSlice, taintRules []*resourceapi.DeviceTaintRule) *Scheduler {
-	if features.DeviceTaintRules && len(taintRules) > 0 {
+	if !features.DeviceTaintRules {
+		taintRules = nil
+	}
+	if len(taintRules) > 0 {
 		slices = ApplyTaintRules(slices, taintRules)
 	}
 	return &Scheduler{
@@ -43,9 +52,22 @@ func New(features Features, classes *Classes, slices []*resourceapi.ResourceSlic
 		classes:       classes,
 		slices:        slices,
 		nodes:         NodesOf(slices),
+		taintRules:    taintRules,
 		celCache:      cel.NewCache(1000, features.CEL),
 		FilterTimeout: DefaultFilterTimeout,
 	}
+}
+
+// NewOver returns a scheduler over an inventory kept elsewhere, in a form
+// of its own: the nodes it names, and for each node the slices the
+// allocator reads there (the node's own and those of no one node), built
+// when the scheduler asks about that node. The allocator never reads
+// another node's slices, so a fleet need not exist in full at once.
+func NewOver(features Features, classes *Classes, nodes []string, slicesFor func(node string) []*resourceapi.ResourceSlice, taintRules []*resourceapi.DeviceTaintRule) *Scheduler {
+	s := New(features, classes, nil, taintRules)
+	s.nodes = NodesNamed(nodes)
+	s.slicesFor = slicesFor
+	return s
 }
 
 // Features returns the feature set the scheduler uses.
@@ -134,9 +156,9 @@ func (s *Scheduler) Schedule(ctx context.Context, state *State, claims []*resour
 			place.Node = node
 			return place, nil
 		}
-		if alloc == nil {
+		if alloc == nil || s.slicesFor != nil {
 			var err error
-			if alloc, err = s.Allocator(ctx, state); err != nil {
+			if alloc, err = s.AllocatorFor(ctx, state, node.Name); err != nil {
 				return nil, err
 			}
 		}
@@ -197,6 +219,25 @@ func matchesAll(selectors []*nodeaffinity.NodeSelector, node *v1.Node) bool {
 // state holds, as the scheduler creates one per scheduling attempt.
 func (s *Scheduler) Allocator(ctx context.Context, state *State) (structured.Allocator, error) {
 	alloc, err := structured.NewAllocator(ctx, s.features.Allocator, state.allocated(), s.classes, s.slices, s.celCache)
+	if err != nil {
+		return nil, fmt.Errorf("create the allocator: %w", err)
+	}
+	return alloc, nil
+}
+
+// AllocatorFor returns the allocator for Filter calls on one node: the
+// inventory's (Allocator), or, for a scheduler NewOver made, one over the
+// slices the allocator reads on that node, with the same taint rules and
+// selector cache.
+func (s *Scheduler) AllocatorFor(ctx context.Context, state *State, node string) (structured.Allocator, error) {
+	if s.slicesFor == nil {
+		return s.Allocator(ctx, state)
+	}
+	slices := s.slicesFor(node)
+	if len(s.taintRules) > 0 {
+		slices = ApplyTaintRules(slices, s.taintRules)
+	}
+	alloc, err := structured.NewAllocator(ctx, s.features.Allocator, state.allocated(), s.classes, slices, s.celCache)
 	if err != nil {
 		return nil, fmt.Errorf("create the allocator: %w", err)
 	}

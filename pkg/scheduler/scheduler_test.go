@@ -145,6 +145,45 @@ func TestTaintRules(t *testing.T) {
 	}
 }
 
+// TestNewOver: a scheduler over an inventory kept elsewhere, asked for
+// one node's slices at a time, places as one over the whole inventory does
+// (the claims together, taint rules applied) and never reads another
+// node's slices for a node.
+func TestNewOver(t *testing.T) {
+	rule := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "r"}}
+	rule.Spec.DeviceSelector = &resourceapi.DeviceTaintSelector{Pool: new("node-2")}
+	rule.Spec.Taint = resourceapi.DeviceTaint{Key: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	inv := inventory(1, 2, 2)
+	byNode := map[string][]*resourceapi.ResourceSlice{}
+	for _, sl := range inv {
+		byNode[*sl.Spec.NodeName] = append(byNode[*sl.Spec.NodeName], sl)
+	}
+	var asked []string
+	f, err := FeaturesFor("1.37")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewOver(f, NewClasses([]*resourceapi.DeviceClass{class("gpu", "")}), []string{"node-3", "node-1", "node-2"},
+		func(node string) []*resourceapi.ResourceSlice { asked = append(asked, node); return byNode[node] },
+		[]*resourceapi.DeviceTaintRule{rule})
+	if got := []string{s.Nodes()[0].Name, s.Nodes()[1].Name, s.Nodes()[2].Name}; !slices.Equal(got, []string{"node-1", "node-2", "node-3"}) {
+		t.Fatalf("nodes %v, want them in natural order", got)
+	}
+	// Two claims together fit neither node-1 (one device) nor node-2
+	// (tainted): node-3.
+	place, err := s.Schedule(context.Background(), NewState(), []*resourceapi.ResourceClaim{claim("a", 1), claim("b", 1)}, nil)
+	if err != nil || place.Node.Name != "node-3" {
+		t.Fatalf("placed on %v (%v), want node-3", place, err)
+	}
+	if !slices.Equal(asked, []string{"node-1", "node-2", "node-3"}) {
+		t.Errorf("slices asked for %v, want each node's once, in order", asked)
+	}
+	whole, err := newScheduler(t, "1.37", inv, rule).Schedule(context.Background(), NewState(), []*resourceapi.ResourceClaim{claim("a", 1), claim("b", 1)}, nil)
+	if err != nil || whole.Node.Name != place.Node.Name {
+		t.Errorf("over the whole inventory: %v (%v), over one node at a time: %s", whole, err, place.Node.Name)
+	}
+}
+
 // The special claim for extended resources: one request per container and
 // resource, named as the scheduler names them; a plain init container
 // reuses a later container's request when it is big enough; the implicit
