@@ -53,6 +53,8 @@ type flags struct {
 	keyFile           string
 	clusterDomain     string
 	recomputeInterval time.Duration
+	fleetAccounting   bool
+	memoryLimitRatio  float64
 	logging           *logsapi.LoggingConfiguration
 	featureGate       featuregate.MutableVersionedFeatureGate
 }
@@ -88,6 +90,8 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.StringVar(&f.keyFile, "tls-private-key-file", "", "Key of --tls-cert-file.")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for the certificate's fully qualified service name.")
 	fs.DurationVar(&f.recomputeInterval, "recompute-interval", 10*time.Second, "Least time between two fleet metric recomputes; changes in between fold into the next one.")
+	fs.BoolVar(&f.fleetAccounting, "fleet-accounting", true, "Run the fleet accounting (informers and fleet metrics) on the leader; false serves the webhook alone, with memory that does not grow with the fleet.")
+	fs.Float64Var(&f.memoryLimitRatio, "memory-limit-ratio", 0.9, "Keep the Go heap under this fraction of the container's memory limit (env "+memoryLimitEnv+", bytes; the chart sets it from resources.limits.memory), as GOMEMLIMIT does; 0 turns it off. A GOMEMLIMIT in the environment takes precedence.")
 	logsapi.AddFlags(f.logging, fs)
 	f.featureGate.AddFlag(fs)
 	return f, fs
@@ -110,6 +114,11 @@ func run() error {
 	defer cancel()
 	logger := klog.LoggerWithValues(klog.Background(), "identity", f.identity)
 	ctx = klog.NewContext(ctx, logger)
+	if limit, err := applySoftMemoryLimit(f.memoryLimitRatio); err != nil {
+		return err
+	} else if limit > 0 {
+		logger.Info("Soft memory limit set", "bytes", limit, "ratio", f.memoryLimitRatio)
+	}
 
 	client, err := kubeClient(f.kubeconfig)
 	if err != nil {
@@ -125,6 +134,7 @@ func run() error {
 		RenewDeadline:     f.renewDeadline,
 		RetryPeriod:       f.retryPeriod,
 		RecomputeInterval: f.recomputeInterval,
+		FleetAccounting:   f.fleetAccounting,
 	}
 	if cfg.MetricsListener, err = net.Listen("tcp", f.metricsAddr); err != nil {
 		return fmt.Errorf("--metrics-address: %w", err)

@@ -42,6 +42,11 @@ type Config struct {
 	// WebhookListener serves the admission webhook over HTTPS; nil turns
 	// the webhook off.
 	WebhookListener net.Listener
+	// FleetAccounting runs the fleet accounting on the leader. Off, the
+	// leader only renews the webhook's certificate: a replica that serves
+	// the webhook alone holds no informers, and its memory does not grow
+	// with the fleet.
+	FleetAccounting bool
 	// Certificates is where the webhook's certificate comes from: a
 	// *servingcert.Manager (self-managed) or a *servingcert.FileSource
 	// (cert-manager).
@@ -91,9 +96,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.CertRotate <= 0 {
 		cfg.CertRotate = 10 * time.Minute
 	}
+	if !cfg.FleetAccounting && cfg.WebhookListener == nil {
+		return errors.New("neither the fleet accounting nor the webhook is on: nothing to do")
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	m := newMetrics()
+	m := newMetrics(cfg.FleetAccounting, cfg.WebhookListener != nil)
 
 	var elector *leaderelection.LeaderElector
 	var watchdog *leaderelection.HealthzAdaptor
@@ -214,7 +222,7 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = srv.Shutdown(sctx)
 		}
 	}()
-	logger.Info("gpudra-controller serving", "metrics", cfg.MetricsListener.Addr(), "webhook", cfg.WebhookListener != nil)
+	logger.Info("gpudra-controller serving", "metrics", cfg.MetricsListener.Addr(), "webhook", cfg.WebhookListener != nil, "fleetAccounting", cfg.FleetAccounting)
 
 	if elector != nil {
 		// Wait for the elector on the way out: with ReleaseOnCancel it
@@ -255,14 +263,19 @@ func Run(ctx context.Context, cfg Config) error {
 // that should end the process.
 func lead(ctx context.Context, cfg Config, m *metrics) error {
 	logger := klog.FromContext(ctx)
-	logger.Info("Leading: exporting fleet metrics")
 	if r, ok := cfg.Certificates.(rotator); ok && cfg.WebhookListener != nil {
+		logger.Info("Leading: renewing the webhook's certificate")
 		go every(ctx, cfg.CertRotate, func(ctx context.Context) {
 			if err := r.Rotate(ctx); err != nil {
 				logger.Error(err, "Renewing the webhook's certificates")
 			}
 		})
 	}
+	if !cfg.FleetAccounting {
+		<-ctx.Done()
+		return nil
+	}
+	logger.Info("Leading: exporting fleet metrics")
 	return watchFleet(ctx, cfg, m)
 }
 

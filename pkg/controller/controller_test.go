@@ -39,6 +39,13 @@ type replica struct {
 
 func startReplica(t *testing.T, cs *fake.Clientset, identity string, leaderElection bool) *replica {
 	t.Helper()
+	return startReplicaOf(t, cs, identity, leaderElection, true)
+}
+
+// startReplicaOf starts a replica that serves the webhook, and runs the
+// fleet accounting when fleetAccounting.
+func startReplicaOf(t *testing.T, cs *fake.Clientset, identity string, leaderElection, fleetAccounting bool) *replica {
+	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.LoggerWithValues(logger, "replica", identity)))
 	ml, err := net.Listen("tcp", "127.0.0.1:0")
@@ -59,6 +66,7 @@ func startReplica(t *testing.T, cs *fake.Clientset, identity string, leaderElect
 		MetricsListener: ml, WebhookListener: wl, Certificates: certs,
 		CertReload: 100 * time.Millisecond, CertRotate: time.Hour,
 		RecomputeInterval: 50 * time.Millisecond,
+		FleetAccounting:   fleetAccounting,
 	}
 	if leaderElection {
 		cfg.LeaseName, cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = "gpudra-controller", 2*time.Second, time.Second, 200*time.Millisecond
@@ -267,7 +275,7 @@ func TestLeaderElection(t *testing.T) {
 // is exported at 0 before the first review, so that increase() sees the
 // first error; a kind the webhook does not validate counts as "other".
 func TestReviewCountersFromStart(t *testing.T) {
-	m := newMetrics()
+	m := newMetrics(false, true)
 	if n, err := testutil.GatherAndCount(m.registry, MetricAdmissionReviews.Name); err != nil || n != 4*3 {
 		t.Fatalf("%s: %d series before any review (%v), want 4 kinds × 3 results", MetricAdmissionReviews.Name, n, err)
 	}
@@ -280,5 +288,30 @@ func TestReviewCountersFromStart(t *testing.T) {
 	}
 	if n, _ := testutil.GatherAndCount(m.registry, MetricAdmissionReviews.Name); n != 4*3 {
 		t.Errorf("%d series after a review of an unknown kind, want still 12", n)
+	}
+}
+
+// TestWebhookAlone: a replica that serves the webhook without the fleet
+// accounting becomes ready, renews the certificate as leader, and never
+// lists what the accounting reads: its memory does not grow with the
+// fleet, so the fleet cannot take the webhook down with it.
+func TestWebhookAlone(t *testing.T) {
+	cs := newCluster()
+	r := startReplicaOf(t, cs, "webhook", true, false)
+	waitFor(t, "ready", func() bool { code, _, _ := r.get("/readyz"); return code == http.StatusOK })
+	m := r.scrape(t)
+	if m[MetricCertificateExpiry.Name] < float64(time.Now().Unix()) {
+		t.Errorf("certificate expiry %v is not in the future", m[MetricCertificateExpiry.Name])
+	}
+	for k := range m {
+		if strings.HasPrefix(k, "gpudra_devices") || strings.HasPrefix(k, "gpudra_fleet") || strings.HasPrefix(k, MetricLeader.Name) {
+			t.Errorf("a webhook-only replica exports %s", k)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // several recompute intervals
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			t.Errorf("a webhook-only replica did %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
 	}
 }

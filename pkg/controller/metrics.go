@@ -100,7 +100,10 @@ type metrics struct {
 	fleet             *fleetCollector
 }
 
-func newMetrics() *metrics {
+// newMetrics registers the metrics of what the replica runs: the fleet
+// accounting (and the leader gauge, which says who exports it), the
+// webhook, or both.
+func newMetrics(fleetAccounting, webhook bool) *metrics {
 	m := &metrics{
 		registry:          prometheus.NewRegistry(),
 		recomputes:        MetricRecomputes.Counter(),
@@ -112,15 +115,21 @@ func newMetrics() *metrics {
 		strandErrors:      MetricStrandErrors.Counter(),
 		fleet:             &fleetCollector{},
 	}
-	// Every kind and result from the start, at 0: increase() then sees
-	// the first denied or failed review, not a series that appears at 1.
-	for _, kind := range reviewKinds {
-		for _, result := range []admission.Result{admission.Allowed, admission.Denied, admission.Errored} {
-			m.reviews.WithLabelValues(kind, string(result))
-		}
-		m.reviewDuration.WithLabelValues(kind)
+	if fleetAccounting {
+		m.registry.MustRegister(m.recomputes, m.recomputeDuration, m.lastRecompute, m.leader, m.strandErrors, m.fleet)
 	}
-	m.registry.MustRegister(m.recomputes, m.recomputeDuration, m.lastRecompute, m.reviews, m.reviewDuration, m.leader, m.strandErrors, m.fleet)
+	if webhook {
+		// Every kind and result from the start, at 0: increase() then
+		// sees the first denied or failed review, not a series that
+		// appears at 1.
+		for _, kind := range reviewKinds {
+			for _, result := range []admission.Result{admission.Allowed, admission.Denied, admission.Errored} {
+				m.reviews.WithLabelValues(kind, string(result))
+			}
+			m.reviewDuration.WithLabelValues(kind)
+		}
+		m.registry.MustRegister(m.reviews, m.reviewDuration)
+	}
 	return m
 }
 
