@@ -158,13 +158,12 @@ func startWebhook(t *testing.T, observe func(string, Result, time.Duration)) (st
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(wc.Webhooks[0].ClientConfig.CABundle)
 
-	mux := http.NewServeMux()
-	mux.Handle(ValidatePath, Handler{Validator: Validator{DriverName: driver}, Observe: observe})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{GetCertificate: m.GetCertificate, MinVersion: tls.VersionTLS12}}
+	srv := NewServer(Handler{Validator: Validator{DriverName: driver}, Observe: observe},
+		&tls.Config{GetCertificate: m.GetCertificate, MinVersion: tls.VersionTLS12}, nil)
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() { _ = srv.Close() })
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{

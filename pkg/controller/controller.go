@@ -167,17 +167,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// HTTPS: the webhook.
 	if cfg.WebhookListener != nil {
-		wmux := http.NewServeMux()
-		wmux.Handle(admission.ValidatePath, admission.Handler{
+		servers = append(servers, admission.NewServer(admission.Handler{
 			Validator: admission.Validator{DriverName: cfg.DriverName},
 			Observe:   m.observeReview,
-		})
-		servers = append(servers, &http.Server{
-			Handler:           wmux,
-			ReadHeaderTimeout: 10 * time.Second,
-			TLSConfig:         &tls.Config{GetCertificate: cfg.Certificates.GetCertificate, MinVersion: tls.VersionTLS12},
-			BaseContext:       func(net.Listener) context.Context { return ctx },
-		})
+		}, &tls.Config{GetCertificate: cfg.Certificates.GetCertificate, MinVersion: tls.VersionTLS12}, ctx))
 		listeners = append(listeners, cfg.WebhookListener)
 		m.watchCertificate(cfg.Certificates)
 		go func() {
