@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -29,6 +30,7 @@ import (
 	baseversion "k8s.io/component-base/version"
 	"k8s.io/klog/v2"
 
+	"github.com/gpudra/gpudra/pkg/admission"
 	"github.com/gpudra/gpudra/pkg/controller"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/servingcert"
@@ -55,6 +57,9 @@ type flags struct {
 	recomputeInterval time.Duration
 	fleetAccounting   bool
 	memoryLimitRatio  float64
+	webhookTimeout    time.Duration
+	webhookInFlight   string
+	webhookMaxConns   int
 	logging           *logsapi.LoggingConfiguration
 	featureGate       featuregate.MutableVersionedFeatureGate
 }
@@ -83,6 +88,10 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to acquire or renew the lease.")
 	fs.StringVar(&f.metricsAddr, "metrics-address", ":8080", "Address of the HTTP server for /metrics, /healthz and /readyz.")
 	fs.StringVar(&f.webhookAddr, "webhook-address", ":9443", "Address of the admission webhook's HTTPS server; empty turns the webhook off.")
+	defaults := admission.DefaultLimits()
+	fs.DurationVar(&f.webhookTimeout, "webhook-timeout", defaults.Timeout, "Longest a review may take, from its first byte to its answer (reading headers and body, judging it): the webhook's timeoutSeconds, past which the API server gives up anyway.")
+	fs.StringVar(&f.webhookInFlight, "webhook-max-inflight-bytes", resource.NewQuantity(defaults.MaxInFlightBytes, resource.BinarySI).String(), "Memory the reviews in flight may hold together (bodies, what is read from them, the work of judging them), a quantity such as 32Mi; a review that finds no room gets HTTP 429. At least what the largest review the API server can send takes (about 18Mi).")
+	fs.IntVar(&f.webhookMaxConns, "webhook-max-connections", defaults.MaxConnections, "Connections to the webhook open at once; more wait to be accepted.")
 	fs.StringVar(&f.webhookService, "webhook-service", "gpudra-controller", "Service the API server reaches the webhook through; its DNS names go into the self-managed certificate.")
 	fs.StringVar(&f.webhookConfig, "webhook-configuration", "gpudra-controller", "ValidatingWebhookConfiguration(s), comma-separated, whose caBundle the self-managed certificate's CA is injected into.")
 	fs.StringVar(&f.certSecret, "cert-secret", "gpudra-controller-webhook-cert", "Secret in --namespace that holds the self-managed CA and serving certificate (ignored with --tls-cert-file).")
@@ -120,6 +129,14 @@ func run() error {
 		logger.Info("Soft memory limit set", "bytes", limit, "ratio", f.memoryLimitRatio)
 	}
 
+	inFlight, err := resource.ParseQuantity(f.webhookInFlight)
+	if err != nil {
+		return fmt.Errorf("--webhook-max-inflight-bytes=%s: %w", f.webhookInFlight, err)
+	}
+	limits := admission.Limits{Timeout: f.webhookTimeout, MaxInFlightBytes: inFlight.Value(), MaxConnections: f.webhookMaxConns}
+	if err := limits.Validate(); f.webhookAddr != "" && err != nil {
+		return err
+	}
 	client, err := kubeClient(f.kubeconfig)
 	if err != nil {
 		return err
@@ -135,6 +152,7 @@ func run() error {
 		RetryPeriod:       f.retryPeriod,
 		RecomputeInterval: f.recomputeInterval,
 		FleetAccounting:   f.fleetAccounting,
+		WebhookLimits:     limits,
 	}
 	if cfg.MetricsListener, err = net.Listen("tcp", f.metricsAddr); err != nil {
 		return fmt.Errorf("--metrics-address: %w", err)

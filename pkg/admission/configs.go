@@ -21,9 +21,10 @@ const ResourceGroup = "resource.k8s.io"
 // opaqueConfig is one config entry of the object that carries an opaque
 // config: where it is and what it says.
 type opaqueConfig struct {
-	// path is the entry's opaque field, e.g. spec.devices.config[2].opaque.
-	path   *field.Path
-	driver string
+	// path is the entry's opaque field, e.g. spec.devices.config[2].opaque;
+	// list the list it is in, spec.devices.config.
+	path, list *field.Path
+	driver     string
 	// parameters is the raw JSON of opaque.parameters.
 	parameters json.RawMessage
 }
@@ -32,62 +33,74 @@ type opaqueConfig struct {
 // templates and classes, in every version, agree on it.
 type configEntry struct {
 	Opaque *struct {
-		Driver     string          `json:"driver"`
-		Parameters json.RawMessage `json:"parameters"`
+		Driver     string           `json:"driver"`
+		Parameters boundedParameter `json:"parameters"`
 	} `json:"opaque"`
 }
 
-// The objects, reduced to the path to their config list.
-type (
-	claimShape struct {
-		Spec struct {
-			Devices struct {
-				Config []configEntry `json:"config"`
-			} `json:"devices"`
-		} `json:"spec"`
-	}
-	templateShape struct {
-		Spec struct {
-			Spec struct {
-				Devices struct {
-					Config []configEntry `json:"config"`
-				} `json:"devices"`
-			} `json:"spec"`
-		} `json:"spec"`
-	}
-	classShape struct {
-		Spec struct {
-			Config []configEntry `json:"config"`
-		} `json:"spec"`
-	}
-)
+// configList is an object's config entries, at most maxConfigs of them:
+// the JSON decoder refuses more before reading any.
+type configList []configEntry
 
-// configsOf returns the opaque configs of the given kind's object, in
-// order. raw is the object's JSON as the API server sends it.
-func configsOf(kind string, raw []byte) ([]opaqueConfig, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, nil
+func (l *configList) UnmarshalJSON(b []byte) error {
+	var count []struct{} // counts entries without keeping them
+	if err := json.Unmarshal(b, &count); err != nil {
+		return err
+	}
+	if len(count) > maxConfigs {
+		return fmt.Errorf("more than %d config entries (%d), which the API server never lets through", maxConfigs, len(count))
 	}
 	var entries []configEntry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return err
+	}
+	*l = entries
+	return nil
+}
+
+// boundedParameter is an entry's opaque.parameters, at most
+// maxParametersBytes of JSON.
+type boundedParameter json.RawMessage
+
+func (p *boundedParameter) UnmarshalJSON(b []byte) error {
+	if len(b) > maxParametersBytes {
+		return fmt.Errorf("opaque parameters of %d bytes, more than the %d a review from the API server can carry", len(b), maxParametersBytes)
+	}
+	*p = bytes.Clone(b)
+	return nil
+}
+
+// objectConfigs is an object reduced to its config lists: where a claim,
+// a template and a class keep them. Decoding reads nothing else into
+// memory.
+type objectConfigs struct {
+	Spec struct {
+		// ResourceClaim: spec.devices.config.
+		Devices struct {
+			Config configList `json:"config"`
+		} `json:"devices"`
+		// ResourceClaimTemplate: spec.spec.devices.config.
+		Spec struct {
+			Devices struct {
+				Config configList `json:"config"`
+			} `json:"devices"`
+		} `json:"spec"`
+		// DeviceClass: spec.config.
+		Config configList `json:"config"`
+	} `json:"spec"`
+}
+
+// configs returns the opaque configs of an object of the given kind, in
+// order.
+func (o *objectConfigs) configs(kind string) ([]opaqueConfig, error) {
+	var entries configList
 	var path *field.Path
 	switch kind {
 	case KindResourceClaim:
-		var o claimShape
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return nil, fmt.Errorf("read %s: %w", kind, err)
-		}
 		entries, path = o.Spec.Devices.Config, field.NewPath("spec", "devices", "config")
 	case KindResourceClaimTemplate:
-		var o templateShape
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return nil, fmt.Errorf("read %s: %w", kind, err)
-		}
 		entries, path = o.Spec.Spec.Devices.Config, field.NewPath("spec", "spec", "devices", "config")
 	case KindDeviceClass:
-		var o classShape
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return nil, fmt.Errorf("read %s: %w", kind, err)
-		}
 		entries, path = o.Spec.Config, field.NewPath("spec", "config")
 	default:
 		return nil, fmt.Errorf("kind %q is not validated here (only %s, %s and %s)", kind,
@@ -100,11 +113,24 @@ func configsOf(kind string, raw []byte) ([]opaqueConfig, error) {
 		}
 		out = append(out, opaqueConfig{
 			path:       path.Index(i).Child("opaque"),
+			list:       path,
 			driver:     e.Opaque.Driver,
-			parameters: e.Opaque.Parameters,
+			parameters: json.RawMessage(e.Opaque.Parameters),
 		})
 	}
 	return out, nil
+}
+
+// configsOf returns the opaque configs of the given kind's object, in
+// order. raw is the object's JSON as the API server sends it.
+func configsOf(kind string, raw []byte) ([]opaqueConfig, error) {
+	var o objectConfigs
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return nil, fmt.Errorf("read %s: %w", kind, err)
+		}
+	}
+	return o.configs(kind)
 }
 
 // ofDriver keeps the configs of one driver.

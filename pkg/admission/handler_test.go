@@ -131,10 +131,23 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// startWebhook serves the handler over HTTPS on 127.0.0.1 with a
-// certificate from servingcert, and returns a client that trusts it the
-// way the API server does (through the injected caBundle).
+// webhook is a webhook served over HTTPS on 127.0.0.1 with a certificate
+// from servingcert, and a client that trusts it the way the API server
+// does (through the injected caBundle).
+type webhook struct {
+	url, addr string
+	client    *http.Client
+	// tls is the client's TLS configuration.
+	tls *tls.Config
+}
+
 func startWebhook(t *testing.T, observe func(string, Result, time.Duration)) (string, *http.Client) {
+	t.Helper()
+	w := startWebhookWith(t, observe, DefaultLimits())
+	return w.url, w.client
+}
+
+func startWebhookWith(t *testing.T, observe func(string, Result, time.Duration), limits Limits) *webhook {
 	t.Helper()
 	ctx := context.Background()
 	const vwc = "gpudra-controller"
@@ -158,17 +171,36 @@ func startWebhook(t *testing.T, observe func(string, Result, time.Duration)) (st
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(wc.Webhooks[0].ClientConfig.CABundle)
 
+	h, err := NewHandler(Validator{DriverName: driver}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Observe = observe
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(Handler{Validator: Validator{DriverName: driver}, Observe: observe},
-		&tls.Config{GetCertificate: m.GetCertificate, MinVersion: tls.VersionTLS12}, nil)
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	srv := NewServer(h, &tls.Config{GetCertificate: m.GetCertificate, MinVersion: tls.VersionTLS12}, nil)
+	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: names[0], MinVersion: tls.VersionTLS12}}}
-	return "https://" + ln.Addr().String() + ValidatePath, client
+	w := &webhook{url: "https://" + ln.Addr().String() + ValidatePath, addr: ln.Addr().String(),
+		tls: &tls.Config{RootCAs: roots, ServerName: names[0], MinVersion: tls.VersionTLS12}}
+	w.client = w.newClient()
+	return w
+}
+
+// newClient returns a client with connections of its own.
+func (w *webhook) newClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: w.tls, ForceAttemptHTTP2: true}}
+}
+
+// newHandler is NewHandler for limits known to be valid.
+func newHandler(v Validator, limits Limits) http.Handler {
+	h, err := NewHandler(v, limits)
+	if err != nil {
+		panic(err)
+	}
+	return h
 }
 
 func TestWebhookOverHTTPS(t *testing.T) {

@@ -1,12 +1,16 @@
 package admission
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/claimplan"
@@ -25,6 +29,10 @@ const (
 	// Errored: the request itself was unusable (unknown kind, unreadable
 	// object); the API server applies the webhook's failurePolicy.
 	Errored Result = "error"
+	// Refused: a request the API server never sends (past its limits, not
+	// an AdmissionReview), or one that found no room among the reviews in
+	// flight: answered with an HTTP error, not judged.
+	Refused Result = "refused"
 )
 
 // configReference is where a user reads what the configs may hold.
@@ -37,18 +45,69 @@ type Validator struct {
 	DriverName string
 }
 
+// request is what Review reads of an AdmissionRequest: its objects reduced
+// to their configs, the rest to the few fields it names in answers and
+// logs.
+type request struct {
+	UID       types.UID               `json:"uid"`
+	Kind      metav1.GroupVersionKind `json:"kind"`
+	Name      string                  `json:"name"`
+	Namespace string                  `json:"namespace"`
+	Operation admissionv1.Operation   `json:"operation"`
+	UserInfo  struct {
+		Username string `json:"username"`
+	} `json:"userInfo"`
+	Object    objectConfigs `json:"object"`
+	OldObject objectConfigs `json:"oldObject"`
+}
+
+// check refuses what the API server never sends: names and UIDs past
+// their limits (the configs' bounds are checked as they are read).
+func (r *request) check() error {
+	for _, f := range []struct{ name, value string }{
+		{"uid", string(r.UID)}, {"name", r.Name}, {"namespace", r.Namespace},
+		{"kind.group", r.Kind.Group}, {"kind.version", r.Kind.Version}, {"kind.kind", r.Kind.Kind},
+		{"operation", string(r.Operation)},
+	} {
+		limit := maxNameBytes
+		if f.name == "uid" {
+			limit = maxUIDBytes
+		}
+		if len(f.value) > limit {
+			return fmt.Errorf("request.%s of %d bytes, more than the API server sends (%d)", f.name, len(f.value), limit)
+		}
+	}
+	return nil
+}
+
 // Review answers one admission request. It never returns nil.
 func (v Validator) Review(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, Result) {
+	r := &request{UID: req.UID, Kind: req.Kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation}
+	r.UserInfo.Username = req.UserInfo.Username
+	for raw, o := range map[*[]byte]*objectConfigs{&req.Object.Raw: &r.Object, &req.OldObject.Raw: &r.OldObject} {
+		if len(bytes.TrimSpace(*raw)) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(*raw, o); err != nil {
+			return errored(&admissionv1.AdmissionResponse{UID: req.UID}, fmt.Errorf("read %s: %w", errorlist.Value(req.Kind.Kind), err))
+		}
+	}
+	return v.review(context.Background(), r)
+}
+
+// review judges a request read by the handler; ctx bounds the time it
+// takes.
+func (v Validator) review(ctx context.Context, req *request) (*admissionv1.AdmissionResponse, Result) {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID}
 	if req.Kind.Group != ResourceGroup {
-		return errored(resp, fmt.Errorf("%s is not in API group %s", req.Kind, ResourceGroup))
+		return errored(resp, fmt.Errorf("%s is not in API group %s", errorlist.Value(req.Kind.String()), ResourceGroup))
 	}
 	kind := req.Kind.Kind
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		resp.Allowed = true
 		return resp, Allowed
 	}
-	configs, err := configsOf(kind, req.Object.Raw)
+	configs, err := req.Object.configs(kind)
 	if err != nil {
 		return errored(resp, err)
 	}
@@ -58,36 +117,72 @@ func (v Validator) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admis
 		return resp, Allowed
 	}
 	if req.Operation == admissionv1.Update {
-		old, err := configsOf(kind, req.OldObject.Raw)
+		old, err := req.OldObject.configs(kind)
 		if err == nil && sameConfigs(ofDriver(old, v.DriverName), configs) {
 			resp.Allowed = true
 			return resp, Allowed
 		}
 	}
 
+	// Every problem of every config, up to maxCauses; past it, one cause
+	// says how many more there are, and configs after it are not decoded:
+	// a review full of bad configs costs a few decodes, not 32.
 	var causes []metav1.StatusCause
-	for _, c := range configs {
-		if _, err := claimplan.DecodeConfig(c.parameters); err != nil {
-			shown, total, atLeast := errorlist.Split(err)
-			for _, e := range shown {
-				// The config API's errors start at "parameters"; put
-				// the entry's own path in front so that the message
-				// leads to the value.
-				path, msg := splitPath(e.Error())
-				causes = append(causes, metav1.StatusCause{
-					Type:    metav1.CauseTypeFieldValueInvalid,
-					Field:   c.path.String() + "." + path,
-					Message: msg,
-				})
-			}
-			if more := total - len(shown); more > 0 || atLeast {
-				causes = append(causes, metav1.StatusCause{
-					Type:    metav1.CauseTypeFieldValueInvalid,
-					Field:   c.path.String() + ".parameters",
-					Message: moreErrors(more, atLeast),
-				})
-			}
+	hidden, hiddenAtLeast, unchecked := 0, false, 0
+	for i, c := range configs {
+		if len(causes) >= maxCauses {
+			unchecked = len(configs) - i
+			break
 		}
+		if err := ctx.Err(); err != nil {
+			return errored(resp, fmt.Errorf("the review ran out of time: %w", err))
+		}
+		_, err := claimplan.DecodeConfig(c.parameters)
+		if err == nil {
+			continue
+		}
+		shown, total, atLeast := errorlist.Split(err)
+		rest := total - len(shown) // this config's errors not listed
+		for _, e := range shown {
+			if len(causes) >= maxCauses {
+				rest++
+				continue
+			}
+			// The config API's errors start at "parameters"; put the
+			// entry's own path in front so that the message leads to the
+			// value.
+			path, msg := splitPath(e.Error())
+			causes = append(causes, metav1.StatusCause{
+				Type:    metav1.CauseTypeFieldValueInvalid,
+				Field:   c.path.String() + "." + path,
+				Message: msg,
+			})
+		}
+		switch {
+		case rest == 0 && !atLeast:
+		case len(causes) < maxCauses:
+			causes = append(causes, metav1.StatusCause{
+				Type:    metav1.CauseTypeFieldValueInvalid,
+				Field:   c.path.String() + ".parameters",
+				Message: moreErrors(rest, atLeast),
+			})
+		default:
+			hidden, hiddenAtLeast = hidden+rest, hiddenAtLeast || atLeast
+		}
+	}
+	if hidden > 0 || hiddenAtLeast || unchecked > 0 {
+		msg := "and possibly more errors"
+		if hidden > 0 || hiddenAtLeast {
+			msg = moreErrors(hidden, hiddenAtLeast)
+		}
+		if unchecked > 0 {
+			msg += fmt.Sprintf(": the %d configs after these were not checked", unchecked)
+		}
+		causes = append(causes, metav1.StatusCause{
+			Type:    metav1.CauseTypeFieldValueInvalid,
+			Field:   configs[0].list.String(),
+			Message: msg,
+		})
 	}
 	if len(causes) == 0 {
 		resp.Allowed = true
@@ -142,7 +237,7 @@ func splitPath(msg string) (path, rest string) {
 
 // objectName is namespace/name, or the name alone for a cluster-scoped
 // object. A claim created from generateName has no name yet.
-func objectName(req *admissionv1.AdmissionRequest) string {
+func objectName(req *request) string {
 	name := req.Name
 	if name == "" {
 		name = "(generated name)"

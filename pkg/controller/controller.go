@@ -47,6 +47,9 @@ type Config struct {
 	// the webhook alone holds no informers, and its memory does not grow
 	// with the fleet.
 	FleetAccounting bool
+	// WebhookLimits bound the time and memory reviews take
+	// (admission.DefaultLimits unless set).
+	WebhookLimits admission.Limits
 	// Certificates is where the webhook's certificate comes from: a
 	// *servingcert.Manager (self-managed) or a *servingcert.FileSource
 	// (cert-manager).
@@ -80,6 +83,13 @@ var (
 	_ rotator           = (*servingcert.Manager)(nil)
 )
 
+// server is what Run serves: the metrics over HTTP, the webhook over
+// HTTPS.
+type server interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+}
+
 // ErrLostLeadership is returned by Run when this replica stops being the
 // leader; the process should exit so that it restarts clean.
 var ErrLostLeadership = errors.New("lost the leader lease")
@@ -95,6 +105,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.CertRotate <= 0 {
 		cfg.CertRotate = 10 * time.Minute
+	}
+	if cfg.WebhookLimits == (admission.Limits{}) {
+		cfg.WebhookLimits = admission.DefaultLimits()
 	}
 	if !cfg.FleetAccounting && cfg.WebhookListener == nil {
 		return errors.New("neither the fleet accounting nor the webhook is on: nothing to do")
@@ -162,15 +175,18 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	servers := []*http.Server{{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	servers := []server{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	listeners := []net.Listener{cfg.MetricsListener}
 
 	// HTTPS: the webhook.
 	if cfg.WebhookListener != nil {
-		servers = append(servers, admission.NewServer(admission.Handler{
-			Validator: admission.Validator{DriverName: cfg.DriverName},
-			Observe:   m.observeReview,
-		}, &tls.Config{GetCertificate: cfg.Certificates.GetCertificate, MinVersion: tls.VersionTLS12}, ctx))
+		h, err := admission.NewHandler(admission.Validator{DriverName: cfg.DriverName}, cfg.WebhookLimits)
+		if err != nil {
+			return err
+		}
+		h.Observe = m.observeReview
+		servers = append(servers, admission.NewServer(h,
+			&tls.Config{GetCertificate: cfg.Certificates.GetCertificate, MinVersion: tls.VersionTLS12}, ctx))
 		listeners = append(listeners, cfg.WebhookListener)
 		m.watchCertificate(cfg.Certificates)
 		go func() {
@@ -197,13 +213,7 @@ func Run(ctx context.Context, cfg Config) error {
 	errs := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() {
-			var err error
-			if srv.TLSConfig != nil {
-				err = srv.ServeTLS(listeners[i], "", "")
-			} else {
-				err = srv.Serve(listeners[i])
-			}
-			if !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
 				errs <- err
 			}
 		}()

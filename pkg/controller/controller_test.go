@@ -276,8 +276,8 @@ func TestLeaderElection(t *testing.T) {
 // first error; a kind the webhook does not validate counts as "other".
 func TestReviewCountersFromStart(t *testing.T) {
 	m := newMetrics(false, true)
-	if n, err := testutil.GatherAndCount(m.registry, MetricAdmissionReviews.Name); err != nil || n != 4*3 {
-		t.Fatalf("%s: %d series before any review (%v), want 4 kinds × 3 results", MetricAdmissionReviews.Name, n, err)
+	if n, err := testutil.GatherAndCount(m.registry, MetricAdmissionReviews.Name); err != nil || n != 4*3+1 {
+		t.Fatalf("%s: %d series before any review (%v), want 4 kinds × 3 results and other/refused", MetricAdmissionReviews.Name, n, err)
 	}
 	if got := testutil.ToFloat64(m.reviews.WithLabelValues("ResourceClaim", "error")); got != 0 {
 		t.Errorf("ResourceClaim errors before any review = %v", got)
@@ -286,8 +286,12 @@ func TestReviewCountersFromStart(t *testing.T) {
 	if got := testutil.ToFloat64(m.reviews.WithLabelValues(kindOther, "error")); got != 1 {
 		t.Errorf("an error review of a Pod counted %v times under kind=other, want 1", got)
 	}
-	if n, _ := testutil.GatherAndCount(m.registry, MetricAdmissionReviews.Name); n != 4*3 {
-		t.Errorf("%d series after a review of an unknown kind, want still 12", n)
+	m.observeReview("", admission.Refused, time.Millisecond)
+	if got := testutil.ToFloat64(m.reviews.WithLabelValues(kindOther, "refused")); got != 1 {
+		t.Errorf("a refused request counted %v times under kind=other, want 1", got)
+	}
+	if n, _ := testutil.GatherAndCount(m.registry, MetricAdmissionReviews.Name); n != 4*3+1 {
+		t.Errorf("%d series after reviews of an unknown kind, want still 13", n)
 	}
 }
 

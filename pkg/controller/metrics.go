@@ -53,7 +53,7 @@ var (
 	MetricLastRecompute = metricdoc.Metric{Name: "gpudra_fleet_last_recompute_timestamp_seconds", Type: metricdoc.Gauge,
 		Help: "Unix time the fleet metrics were last recomputed; they describe the cluster as of then."}
 	MetricAdmissionReviews = metricdoc.Metric{Name: "gpudra_admission_reviews_total", Type: metricdoc.Counter, Labels: []string{"kind", "result"},
-		Help: "Admission reviews answered, by kind (ResourceClaim, ResourceClaimTemplate, DeviceClass, or other) and result: allowed, denied (an invalid config of this driver) or error (an unusable request). Every kind and result is exported from the start, at 0."}
+		Help: "Admission requests answered, by kind (ResourceClaim, ResourceClaimTemplate, DeviceClass, or other) and result: allowed, denied (an invalid config of this driver), error (a review that cannot be judged: a kind the webhook does not validate) or refused (kind other: answered with an HTTP error, unjudged, because the API server never sends such a request, past its size limits or not an AdmissionReview, or because the reviews in flight left no room; many mean someone other than the API server calls the webhook). Every kind and result is exported from the start, at 0 (refused for other only)."}
 	MetricAdmissionDuration = metricdoc.Metric{Name: "gpudra_admission_review_duration_seconds", Type: metricdoc.Histogram, Labels: []string{"kind"},
 		Help: "Time to decide one admission review, by kind (as for gpudra_admission_reviews_total)."}
 	MetricCertificateExpiry = metricdoc.Metric{Name: "gpudra_webhook_certificate_expiry_timestamp_seconds", Type: metricdoc.Gauge,
@@ -128,6 +128,7 @@ func newMetrics(fleetAccounting, webhook bool) *metrics {
 			}
 			m.reviewDuration.WithLabelValues(kind)
 		}
+		m.reviews.WithLabelValues(kindOther, string(admission.Refused))
 		m.registry.MustRegister(m.reviews, m.reviewDuration)
 	}
 	return m
