@@ -18,19 +18,32 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 const (
 	controllerLabel = "app.kubernetes.io/component=controller,app.kubernetes.io/instance=" + releaseName
+	webhookLabel    = "app.kubernetes.io/component=webhook,app.kubernetes.io/instance=" + releaseName
+	controllerName  = releaseName + "-controller"
+	webhookName     = releaseName + "-webhook"
 	// skipAdmissionLabel on a namespace keeps the webhook away from it
 	// (the suite installs the chart with a namespaceSelector on it), so
 	// that a scenario can still create what only the plugin rejects.
 	skipAdmissionLabel = "gpudra-e2e/skip-admission"
 )
 
-// controllerPods are the controller's running pods.
+// controllerPods are the fleet controller's running pods.
 func (e *env) controllerPods(ctx context.Context) ([]v1.Pod, error) {
-	list, err := e.cs.CoreV1().Pods(systemNS).List(ctx, metav1.ListOptions{LabelSelector: controllerLabel})
+	return e.runningPods(ctx, controllerLabel)
+}
+
+// webhookPods are the admission webhook's running pods.
+func (e *env) webhookPods(ctx context.Context) ([]v1.Pod, error) {
+	return e.runningPods(ctx, webhookLabel)
+}
+
+func (e *env) runningPods(ctx context.Context, selector string) ([]v1.Pod, error) {
+	list, err := e.cs.CoreV1().Pods(systemNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, err
 	}
@@ -212,9 +225,13 @@ spec:
 		}
 	}
 
-	// The reviews are counted.
+	// The reviews are counted, by the webhook's replicas.
 	var denied float64
-	for _, p := range mustControllerPods(ctx, t, e) {
+	webhooks, err := e.webhookPods(ctx)
+	if err != nil || len(webhooks) == 0 {
+		t.Fatalf("no running webhook pod: %v", err)
+	}
+	for _, p := range webhooks {
 		m, err := e.metrics(ctx, p, "8080")
 		if err != nil {
 			t.Fatal(err)
@@ -502,4 +519,108 @@ func deviceType(d resourceapi.Device) string {
 		return *a.StringValue
 	}
 	return ""
+}
+
+// scaleDeployment sets a Deployment of the release to n replicas and waits
+// until n are ready and no others are left.
+func (e *env) scaleDeployment(ctx context.Context, t *testing.T, name string, n int32) {
+	t.Helper()
+	deployments := e.cs.AppsV1().Deployments(systemNS)
+	sc, err := deployments.GetScale(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Spec.Replicas = n
+	if _, err := deployments.UpdateScale(ctx, name, sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		d, err := deployments.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, err := e.cs.CoreV1().Pods(systemNS).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+		if err != nil {
+			return false, err
+		}
+		return d.Status.ReadyReplicas == n && len(pods.Items) == int(n), nil
+	}); err != nil {
+		t.Fatalf("Deployment %s did not get to %d ready replicas: %v", name, n, err)
+	}
+}
+
+// webhookApartFromFleet: the webhook runs apart from the fleet accounting
+// (a Deployment of its own, without informers). With the fleet controller
+// gone it still judges configs. With the webhook gone, failurePolicy Fail
+// refuses only what it must: a new object with a gpudra config, not a
+// label or a finalizer taken off one that exists, so that claims can still
+// be changed and deleted while no replica answers.
+func (e *env) webhookApartFromFleet(ctx context.Context, t *testing.T) {
+	claims := e.cs.ResourceV1().ResourceClaims(testNS)
+	gpuConfig := func(params string) *resourceapi.ResourceClaim {
+		return &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "apart-", Namespace: testNS},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+				Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: e.driver}}},
+				Config: []resourceapi.DeviceClaimConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{
+					Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: e.driver, Parameters: runtime.RawExtension{Raw: []byte(params)}}}}},
+			}},
+		}
+	}
+	const valid = `{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfig","driverCapabilities":["compute"]}`
+	const typo = `{"apiVersion":"resource.gpudra.io/v1alpha1","kind":"GpuConfig","driverCapabilites":["compute"]}`
+
+	// No fleet controller: the webhook judges as before.
+	start := time.Now()
+	e.scaleDeployment(ctx, t, controllerName, 0)
+	if _, err := claims.Create(ctx, gpuConfig(typo), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), `unknown field "driverCapabilites"`) {
+		t.Errorf("with the fleet controller gone, a misspelt config was not denied by the webhook: %v", err)
+	}
+	e.scaleDeployment(ctx, t, controllerName, 2)
+	record(t, t.Name()+": fleet controller scaled to 0 and back, the webhook judging throughout", time.Since(start))
+
+	// No webhook.
+	kept, err := claims.Create(ctx, gpuConfig(valid), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept.Finalizers = []string{"gpudra-e2e/hold"}
+	if kept, err = claims.Update(ctx, kept, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	e.scaleDeployment(ctx, t, webhookName, 0)
+	defer e.scaleDeployment(ctx, t, webhookName, 2)
+	var createErr error
+	if err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		c, err := claims.Create(ctx, gpuConfig(valid), metav1.CreateOptions{})
+		if err == nil {
+			_ = claims.Delete(ctx, c.Name, metav1.DeleteOptions{})
+		}
+		createErr = err
+		return err != nil && strings.Contains(err.Error(), "failed calling webhook"), nil
+	}); err != nil {
+		t.Errorf("with no webhook replica, a claim with a gpudra config was not refused (failurePolicy Fail): %v", createErr)
+	}
+	kept.Labels = map[string]string{"gpudra-e2e/changed": "true"}
+	if kept, err = claims.Update(ctx, kept, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("with no webhook replica, a label on a claim with a gpudra config was refused: %v", err)
+	}
+	if err := claims.Delete(ctx, kept.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err = claims.Get(ctx, kept.Name, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kept.Finalizers = nil
+	if _, err := claims.Update(ctx, kept, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("with no webhook replica, a claim with a gpudra config could not lose its finalizer: %v", err)
+	}
+	if err := poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := claims.Get(ctx, kept.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("the claim was not deleted: %v", err)
+	}
+	record(t, t.Name()+": webhook scaled to 0: new configs refused, a claim labelled and deleted", time.Since(start))
 }

@@ -97,6 +97,7 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("TimeSlicingShare", func(t *testing.T) { e.timeSlicingShare(ctx, t) })
 	t.Run("NodePools", func(t *testing.T) { e.nodePools(ctx, t) })
 	t.Run("ControllerLeaderElection", func(t *testing.T) { e.controllerLeaderElection(ctx, t) })
+	t.Run("WebhookApartFromFleet", func(t *testing.T) { e.webhookApartFromFleet(ctx, t) })
 	if !t.Run("Uninstall", func(t *testing.T) {
 		e.uninstall(ctx, t)
 		uninstalled = true
@@ -117,7 +118,10 @@ func (e *env) chartServerDryRun(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := e.helmArgs(append([]string{"template", releaseName, e.chart, "-n", systemNS, "--kube-version", sv.GitVersion}, e.chartValues()...)...)
+	// With the optional NetworkPolicy too, so that the server checks it.
+	args := e.helmArgs(append([]string{"template", releaseName, e.chart, "-n", systemNS, "--kube-version", sv.GitVersion,
+		"--set", "networkPolicies.enabled=true", "--set", "networkPolicies.apiServer[0].ipBlock.cidr=10.0.0.10/32"},
+		e.chartValues()...)...)
 	rendered, err := run(ctx, e.helm, args...)
 	if err != nil {
 		t.Fatal(err)

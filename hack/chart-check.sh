@@ -37,9 +37,10 @@ render --set deviceBackend=fake --set kubeletPlugin.affinity.nodeAffinity.requir
 render --set deviceBackend=fake --set consumableCapacity.enabled=true --set consumableCapacity.sharing=TimeSlicing >"$out/shared.yaml"
 render --set mps.enabled=false >"$out/nomps.yaml"
 # The controller: with cert-manager, without the webhook, not at all.
-render --set admissionWebhook.certManager.enabled=true --set controller.replicas=1 >"$out/certmanager.yaml"
+render --set admissionWebhook.certManager.enabled=true --set controller.replicas=1 --set admissionWebhook.replicas=1 >"$out/certmanager.yaml"
 render --set admissionWebhook.enabled=false --set configPolicy.enabled=true >"$out/nowebhook.yaml"
 render --set controller.enabled=false >"$out/nocontroller.yaml"
+render --set networkPolicies.enabled=true --set 'networkPolicies.apiServer[0].ipBlock.cidr=10.0.0.10/32' >"$out/networkpolicy.yaml"
 render --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.grafanaDashboard.enabled=true --set metrics.idleAfter=1h --set 'health.ignoredXIDs={13,92}' >"$out/monitoring.yaml"
 
 # What the rendered manifests must say.
@@ -97,17 +98,30 @@ expect controlplane.yaml "key: example.com/gpu"
 nexpect controlplane.yaml "node-role.kubernetes.io/control-plane"
 expect affinity.yaml "key: mine"
 nexpect affinity.yaml "nvidia.com/gpu.present"
-# The controller: a Deployment with leader election, its webhook with match
-# conditions, self-managed certificates by default, cert-manager's on request.
+# The controller: a Deployment with leader election for the fleet
+# accounting, the webhook in a Deployment of its own, with match
+# conditions, self-managed certificates by default, cert-manager's on
+# request; both with a soft memory limit from their container's.
 expect nvml.yaml "command: [\"/usr/bin/gpudra-controller\"]"
 expect nvml.yaml "--leader-election-lease=gpudra-controller"
+expect nvml.yaml "--leader-election-lease=gpudra-webhook"
+expect nvml.yaml "--fleet-accounting=false"
+expect nvml.yaml "--webhook-timeout=5s"
+expect nvml.yaml "--webhook-max-inflight-bytes=32Mi"
+if [ "$(grep -c 'resource: limits.memory' "$out/nvml.yaml")" != 2 ]; then echo "chart-check: MEMORY_LIMIT is not passed to both controller Deployments"; fail=1; fi
 expect nvml.yaml "kind: ValidatingWebhookConfiguration"
-expect nvml.yaml "--cert-secret=gpudra-controller-webhook-cert"
+expect nvml.yaml "--cert-secret=gpudra-webhook-cert"
 expect nvml.yaml "c.?opaque.?driver.orValue('') == 'gpu.gpudra.io'"
+expect nvml.yaml "request.operation != 'UPDATE' || object.spec.?devices.?config.orValue([]).filter("
 expect nvml.yaml "kind: PodDisruptionBudget"
 expect nvml.yaml "readOnlyRootFilesystem: true"
+nexpect nvml.yaml "kind: NetworkPolicy"
+expect networkpolicy.yaml "kind: NetworkPolicy"
+expect networkpolicy.yaml "cidr: 10.0.0.10/32"
+if render --set networkPolicies.enabled=true >/dev/null 2>&1; then echo "chart-check: the webhook's NetworkPolicy renders without the API server's addresses"; fail=1; fi
 expect fake.yaml "name: resourceclaims.gpu.example.com"
-expect certmanager.yaml "cert-manager.io/inject-ca-from: gpudra/gpudra-controller-webhook-cert"
+expect certmanager.yaml "cert-manager.io/inject-ca-from: gpudra/gpudra-webhook-cert"
+expect certmanager.yaml "--leader-election-lease="
 expect certmanager.yaml "kind: Certificate"
 expect certmanager.yaml "--tls-cert-file=/etc/gpudra/webhook-cert/tls.crt"
 if grep -q "kind: PodDisruptionBudget" "$out/certmanager.yaml"; then echo "chart-check: a PodDisruptionBudget for one replica blocks every drain"; fail=1; fi
@@ -155,6 +169,7 @@ for bad in migProfiles=1g10gb deviceBackend=cuda fakeProfile=dgx-x100 driverName
   kubeletPlugin.updateStrategy.type=Recreate kubeletPlugin.healthcheckPort=0 'kubeletPlugin.gpuNodeLabels={bad label}' \
   consumableCapacity.sharing=mps mps.replicas=1 \
   admissionWebhook.failurePolicy=Sometimes controller.recomputeInterval=soon controller.replicas=0 \
+  admissionWebhook.replicas=0 admissionWebhook.maxInFlightBytes=lots networkPolicies.apiServer=everyone \
   admissionWebhook.certManager.issuerRef.kind=Secret metrics.idleThreshold=2 metrics.idleAfter=forever; do
   if render --set "$bad" >/dev/null 2>&1; then echo "chart-check: the schema accepts $bad"; fail=1; fi
 done

@@ -26,12 +26,16 @@ const (
 	Allowed Result = "allowed"
 	// Denied: at least one config of this driver is invalid.
 	Denied Result = "denied"
-	// Errored: the request itself was unusable (unknown kind, unreadable
-	// object); the API server applies the webhook's failurePolicy.
+	// Errored: the review could not be judged (a kind this package does
+	// not validate: the webhook configuration sends what it should not).
+	// It is answered allowed=false, which the API server takes as a
+	// denial whatever the failurePolicy: the policy applies only when a
+	// call fails (no answer in time, an HTTP error, an unreadable answer).
 	Errored Result = "error"
 	// Refused: a request the API server never sends (past its limits, not
 	// an AdmissionReview), or one that found no room among the reviews in
-	// flight: answered with an HTTP error, not judged.
+	// flight: answered with an HTTP error, not judged. For the API server
+	// that is a failed call: its failurePolicy applies.
 	Refused Result = "refused"
 )
 

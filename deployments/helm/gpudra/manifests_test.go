@@ -67,7 +67,7 @@ func selects(selector, labels map[string]string) bool {
 func everything(t *testing.T, args ...string) []object {
 	t.Helper()
 	return objects(t, render(t, append([]string{"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true",
-		"--set", "metrics.grafanaDashboard.enabled=true", "--set", "networkPolicies.enabled=true", "--set", "configPolicy.enabled=true",
+		"--set", "metrics.grafanaDashboard.enabled=true", "--set", "networkPolicies.enabled=true", "--set", "networkPolicies.apiServer[0].ipBlock.cidr=10.0.0.10/32", "--set", "configPolicy.enabled=true",
 		"--set", "admissionWebhook.certManager.enabled=true"}, args...)...))
 }
 
@@ -160,8 +160,9 @@ func TestNodePools(t *testing.T) {
 			}
 		}
 	}
-	// One of everything else.
-	for kind, n := range map[string]int{"Deployment": 1, "ValidatingWebhookConfiguration": 1, "ServiceAccount": 2, "PrometheusRule": 1} {
+	// One of everything else: the controller and the webhook in a
+	// Deployment each, with a ServiceAccount each, beside the plugin's.
+	for kind, n := range map[string]int{"Deployment": 2, "ValidatingWebhookConfiguration": 1, "ServiceAccount": 3, "PrometheusRule": 1} {
 		if got := len(ofKind(objs, kind)); got != n {
 			t.Errorf("%d %ss, want %d", got, kind, n)
 		}
@@ -266,13 +267,16 @@ func TestChartConventions(t *testing.T) {
 }
 
 // TestNetworkPolicies: off by default; on, the plugin pods of every pool
-// take only scrapes (from metricsFrom) and probes, the MPS daemons nothing.
+// take only scrapes (from metricsFrom) and probes, the controller scrapes,
+// the webhook the API server (apiServer) and scrapes, the MPS daemons
+// nothing.
 func TestNetworkPolicies(t *testing.T) {
 	if n := len(ofKind(objects(t, render(t)), "NetworkPolicy")); n != 0 {
 		t.Errorf("%d NetworkPolicies by default", n)
 	}
 	objs := objects(t, render(t, "-f", "testdata/values/pools.yaml", "--set", "networkPolicies.enabled=true",
-		"--set", "networkPolicies.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring"))
+		"--set", "networkPolicies.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
+		"--set", "networkPolicies.apiServer[0].ipBlock.cidr=10.0.0.10/32"))
 	policies := ofKind(objs, "NetworkPolicy")
 	plugin, ok := policies["gpudra-kubelet-plugin"]
 	if !ok {
@@ -289,6 +293,17 @@ func TestNetworkPolicies(t *testing.T) {
 		if !selects(sel, stringMap(podTemplate(d).get("metadata", "labels"))) {
 			t.Errorf("the plugin's NetworkPolicy does not select the pods of %s", name)
 		}
+	}
+	// The webhook's port takes the API server alone; the controller's
+	// metrics port, scrapes.
+	webhook := fmt.Sprint(policies["gpudra-webhook"]["spec"])
+	for _, s := range []string{"port:webhook", "cidr:10.0.0.10/32", "port:metrics", "name:monitoring"} {
+		if !strings.Contains(webhook, s) {
+			t.Errorf("the webhook's NetworkPolicy lacks %s: %s", s, webhook)
+		}
+	}
+	if controller := fmt.Sprint(policies["gpudra-controller"]["spec"]); !strings.Contains(controller, "port:metrics") || strings.Contains(controller, "webhook") {
+		t.Errorf("the controller's NetworkPolicy: %s", controller)
 	}
 	mps := policies["gpudra-kubelet-plugin-mps-daemons"]
 	if got := fmt.Sprint(mps.get("spec", "policyTypes")); got != "[Ingress Egress]" || mps.get("spec", "ingress") != nil || mps.get("spec", "egress") != nil {

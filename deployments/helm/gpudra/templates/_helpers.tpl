@@ -81,9 +81,99 @@ app.kubernetes.io/component: controller
 {{- default (include "gpudra.controllerName" .) .Values.controller.serviceAccount.name -}}
 {{- end -}}
 
-{{/* The Secret with the webhook's serving certificate: kept by the controller, or by cert-manager. */}}
+{{/* The admission webhook: Deployment, Service, webhook configuration and Lease share this name. */}}
+{{- define "gpudra.webhookName" -}}
+{{- printf "%s-webhook" (include "gpudra.fullname" .) -}}
+{{- end -}}
+
+{{- define "gpudra.webhookSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{- define "gpudra.webhookServiceAccountName" -}}
+{{- default (include "gpudra.webhookName" .) .Values.admissionWebhook.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The Secret with the webhook's serving certificate: kept by the webhook's leader, or by cert-manager. */}}
 {{- define "gpudra.webhookCertSecret" -}}
-{{- printf "%s-webhook-cert" (include "gpudra.controllerName" .) -}}
+{{- printf "%s-cert" (include "gpudra.webhookName" .) -}}
+{{- end -}}
+
+{{/*
+What the pods of the controller's two Deployments (fleet accounting, the
+webhook) share: placement (the controller.* values), replicas spread over
+nodes, no privilege. Call with (list . "<selector labels template>").
+*/}}
+{{- define "gpudra.controllerPodPlacement" -}}
+{{- $ := index . 0 -}}
+{{- $selector := index . 1 -}}
+{{- with $.Values.controller.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $.Values.controller.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+affinity:
+  {{- if $.Values.controller.affinity }}
+  {{- toYaml $.Values.controller.affinity | nindent 2 }}
+  {{- else }}
+  # Replicas on different nodes where possible, so that one node going
+  # down leaves one answering.
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include $selector $ | nindent 12 }}
+  {{- end }}
+{{- with $.Values.controller.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+# It needs no privilege, capability or host path: it talks to the API
+# server and serves HTTP(S).
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  seccompProfile:
+    type: RuntimeDefault
+{{- end -}}
+
+{{/*
+The environment of gpudra-controller's containers: its pod's name and
+namespace (leader election, the certificate Secret) and its memory limit in
+bytes, which --memory-limit-ratio turns into the Go runtime's soft limit.
+*/}}
+{{- define "gpudra.controllerEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: MEMORY_LIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
+{{- end -}}
+
+{{- define "gpudra.controllerContainerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
 {{- end -}}
 
 {{- define "gpudra.webhookEnabled" -}}
