@@ -3,10 +3,12 @@ package controller
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
 	runtimemetrics "runtime/metrics"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
@@ -33,10 +37,13 @@ import (
 // The fleet heap: what the leader's informers and the fleet accounting
 // keep per node of a fleet of DGX H100 nodes, measured through the
 // controller's own informers (newFleetInformers, with its transform) fed
-// by a fake clientset that decodes every list from the wire format the
+// by a fake clientset that decodes every object from the wire format the
 // controller's client asks for, as the API server's answers are decoded.
+// ResourceSlices arrive one by one, as watch events, the way client-go's
+// streaming lists (WatchListClient, on by default) deliver them; the other
+// kinds in one list.
 //
-//	go test ./pkg/controller -run '^$' -bench BenchmarkFleetHeap -benchtime 1x
+//	go test ./pkg/controller -run '^$' -bench BenchmarkFleetHeap -benchtime 1x [-fleet-nodes 100,1000,5000]
 //
 // reports, per layout (every MIG placement, as the plugin publishes by
 // default today; whole GPUs only, --mig-profiles=none) and fleet size:
@@ -53,11 +60,15 @@ var fleetLayouts = []struct {
 	{"whole-gpus", fakenodes.Pool{MigProfiles: slicebuilder.MigProfiles{None: true}}},
 }
 
-// wireFleet is a fleet as the API server sends it: one encoded list per
-// resource.
+// fleetNodes are the fleet sizes BenchmarkFleetHeap measures.
+var fleetNodes = flag.String("fleet-nodes", "100,1000", "fleet sizes for BenchmarkFleetHeap, comma-separated")
+
+// wireFleet is a fleet as the API server sends it: the ResourceSlices one
+// by one, one encoded list per other resource.
 type wireFleet struct {
 	nodes       int
 	contentType string
+	slices      [][]byte
 	lists       map[string][]byte // by resource
 }
 
@@ -72,19 +83,27 @@ const gpusHeld = 7
 func newWireFleet(tb testing.TB, pool fakenodes.Pool, nodes int, busy bool) *wireFleet {
 	tb.Helper()
 	ctx := context.Background()
-	sl, err := fakenodes.SlicesOf(ctx, fakenodes.DefaultProfile, nodes, testDriver, pool)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	w := &wireFleet{nodes: nodes, contentType: wireContentType, lists: map[string][]byte{}}
-	sliceList := &resourceapi.ResourceSliceList{}
-	for i, s := range sl {
-		s.UID = types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i))
-		s.ResourceVersion = strconv.Itoa(1000 + i)
-		s.CreationTimestamp = metav1.Time{Time: benchNow}
-		sliceList.Items = append(sliceList.Items, *s)
+	dir := tb.TempDir()
+	// A hundred nodes at a time, encoded as they come: a large fleet's
+	// slices in full do not fit in memory at once.
+	for first := 1; first <= nodes; first += 100 {
+		batch := make([][]*resourceapi.ResourceSlice, min(100, nodes-first+1))
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for j := range batch {
+			wg.Go(func() {
+				batch[j], errs[j] = fakenodes.Node(ctx, fakenodes.DefaultProfile, fakenodes.NodeName(first+j), testDriver, dir, pool)
+			})
+		}
+		wg.Wait()
+		for j, sl := range batch {
+			if errs[j] != nil {
+				tb.Fatal(errs[j])
+			}
+			w.encodeNode(tb, sl)
+		}
 	}
-	w.encode(tb, "resourceslices", sliceList)
 
 	m, err := scheduler.LoadFS(deviceclasses.FS, "deviceclasses")
 	if err != nil {
@@ -130,25 +149,42 @@ func newWireFleet(tb testing.TB, pool fakenodes.Pool, nodes int, busy bool) *wir
 	return w
 }
 
+// encodeNode adds one node's slices.
+func (w *wireFleet) encodeNode(tb testing.TB, sl []*resourceapi.ResourceSlice) {
+	tb.Helper()
+	for _, s := range sl {
+		s.UID = types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", len(w.slices)))
+		s.ResourceVersion = strconv.Itoa(1000 + len(w.slices))
+		s.CreationTimestamp = metav1.Time{Time: benchNow}
+		w.slices = append(w.slices, w.encodeOne(tb, s, resourceapi.SchemeGroupVersion))
+	}
+}
+
 func (w *wireFleet) encode(tb testing.TB, resource string, list k8sruntime.Object) {
+	tb.Helper()
+	gv := resourceapi.SchemeGroupVersion
+	if resource == "nodes" || resource == "pods" {
+		gv = corev1.SchemeGroupVersion
+	}
+	w.lists[resource] = w.encodeOne(tb, list, gv)
+}
+
+func (w *wireFleet) encodeOne(tb testing.TB, obj k8sruntime.Object, gv schema.GroupVersion) []byte {
 	tb.Helper()
 	info, ok := k8sruntime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), w.contentType)
 	if !ok {
 		tb.Fatalf("no serializer for %s", w.contentType)
 	}
-	gv := resourceapi.SchemeGroupVersion
-	if resource == "nodes" || resource == "pods" {
-		gv = corev1.SchemeGroupVersion
-	}
 	var buf bytes.Buffer
-	if err := scheme.Codecs.EncoderForVersion(info.Serializer, gv).Encode(list, &buf); err != nil {
+	if err := scheme.Codecs.EncoderForVersion(info.Serializer, gv).Encode(obj, &buf); err != nil {
 		tb.Fatal(err)
 	}
-	w.lists[resource] = buf.Bytes()
+	return buf.Bytes()
 }
 
 // client is a fake clientset whose lists are decoded afresh from the wire
-// on every call; watches see no events.
+// on every call; the ResourceSlices come, decoded one at a time, as the
+// watch's events.
 func (w *wireFleet) client(tb testing.TB) *fake.Clientset {
 	cs := fake.NewClientset()
 	decoder := scheme.Codecs.UniversalDeserializer()
@@ -161,6 +197,23 @@ func (w *wireFleet) client(tb testing.TB) *fake.Clientset {
 			return true, obj, err
 		})
 	}
+	cs.PrependReactor("list", "resourceslices", func(clienttesting.Action) (bool, k8sruntime.Object, error) {
+		return true, &resourceapi.ResourceSliceList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+	})
+	cs.PrependWatchReactor("resourceslices", func(clienttesting.Action) (bool, watch.Interface, error) {
+		events := watch.NewFake()
+		go func() {
+			for _, data := range w.slices {
+				obj, _, err := decoder.Decode(data, nil, nil)
+				if err != nil {
+					tb.Errorf("decode a ResourceSlice: %v", err)
+					return
+				}
+				events.Add(obj)
+			}
+		}()
+		return true, events, nil
+	})
 	return cs
 }
 
@@ -189,6 +242,9 @@ func (w *wireFleet) measure(tb testing.TB) fleetHeap {
 	inf := newFleetInformers(ctx, cs, 0)
 	if err := inf.start(ctx, cache.ResourceEventHandlerFuncs{}); err != nil {
 		tb.Fatal(err)
+	}
+	for len(inf.slices.GetStore().ListKeys()) < len(w.slices) {
+		time.Sleep(10 * time.Millisecond)
 	}
 	var out fleetHeap
 	out.cached = liveHeap() - base
@@ -291,7 +347,11 @@ func TestFleetHeapPerNode(t *testing.T) {
 func BenchmarkFleetHeap(b *testing.B) {
 	for _, layout := range fleetLayouts {
 		for _, busy := range []bool{false, true} {
-			for _, nodes := range []int{100, 1000} {
+			for _, n := range strings.Split(*fleetNodes, ",") {
+				nodes, err := strconv.Atoi(n)
+				if err != nil {
+					b.Fatalf("-fleet-nodes: %v", err)
+				}
 				fleetState := "empty"
 				if busy {
 					fleetState = "busy"
