@@ -121,18 +121,6 @@ func (o *objectConfigs) configs(kind string) ([]opaqueConfig, error) {
 	return out, nil
 }
 
-// configsOf returns the opaque configs of the given kind's object, in
-// order. raw is the object's JSON as the API server sends it.
-func configsOf(kind string, raw []byte) ([]opaqueConfig, error) {
-	var o objectConfigs
-	if len(bytes.TrimSpace(raw)) > 0 {
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return nil, fmt.Errorf("read %s: %w", kind, err)
-		}
-	}
-	return o.configs(kind)
-}
-
 // ofDriver keeps the configs of one driver.
 func ofDriver(configs []opaqueConfig, driver string) []opaqueConfig {
 	var out []opaqueConfig

@@ -1,9 +1,7 @@
 package admission
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -49,7 +47,7 @@ type Validator struct {
 	DriverName string
 }
 
-// request is what Review reads of an AdmissionRequest: its objects reduced
+// request is what the webhook reads of an AdmissionRequest: its objects reduced
 // to their configs, the rest to the few fields it names in answers and
 // logs.
 type request struct {
@@ -84,23 +82,8 @@ func (r *request) check() error {
 	return nil
 }
 
-// Review answers one admission request. It never returns nil.
-func (v Validator) Review(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, Result) {
-	r := &request{UID: req.UID, Kind: req.Kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation}
-	r.UserInfo.Username = req.UserInfo.Username
-	for raw, o := range map[*[]byte]*objectConfigs{&req.Object.Raw: &r.Object, &req.OldObject.Raw: &r.OldObject} {
-		if len(bytes.TrimSpace(*raw)) == 0 {
-			continue
-		}
-		if err := json.Unmarshal(*raw, o); err != nil {
-			return errored(&admissionv1.AdmissionResponse{UID: req.UID}, fmt.Errorf("read %s: %w", errorlist.Value(req.Kind.Kind), err))
-		}
-	}
-	return v.review(context.Background(), r)
-}
-
 // review judges a request read by the handler; ctx bounds the time it
-// takes.
+// takes. It never returns nil.
 func (v Validator) review(ctx context.Context, req *request) (*admissionv1.AdmissionResponse, Result) {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID}
 	if req.Kind.Group != ResourceGroup {
