@@ -24,6 +24,13 @@
 // installed (or under an older gpudra) could never lose its finalizer, and
 // could not be deleted.
 //
+// Any pod that reaches the webhook's Service can send it requests, so each
+// is bounded by what the API server can send (limits.go): its time, its
+// size, its configs (their count and size are the API's own limits), the
+// causes of a denial, and the memory all reviews in flight hold together.
+// A request past them did not come from the API server and is refused
+// unread.
+//
 // What depends on the devices the scheduler picks (the config's kind
 // fitting the device, MPS on one device per claim, what other claims on
 // the GPU hold) is decided by the plugin at prepare (pkg/claimplan), and

@@ -1,14 +1,17 @@
 // Package controller is gpudra-controller: the cluster-side half of gpudra.
 //
-// Every replica serves the validating admission webhook (package admission)
-// over HTTPS with a certificate from package servingcert, and /metrics,
-// /healthz and /readyz over HTTP. One replica at a time, the leader
-// (client-go leader election on a Lease), also
+// A replica serves the validating admission webhook (package admission)
+// over HTTPS with a certificate from package servingcert, the fleet
+// accounting, or both, and /metrics, /healthz and /readyz over HTTP. The
+// chart runs them apart (the accounting's memory grows with the fleet, the
+// webhook's does not). One replica at a time, the leader (client-go leader
+// election on a Lease), also
 //
 //   - creates and renews the webhook's certificate and injects its CA
 //     bundle (unless cert-manager does);
-//   - watches ResourceSlices, ResourceClaims, DeviceClasses, Pods and Nodes
-//     and exports the fleet's accounting (package fleet) as metrics,
+//   - with FleetAccounting, watches ResourceSlices (kept compact,
+//     fleet.Compactor), ResourceClaims, DeviceClasses, Pods and Nodes and
+//     exports the fleet's accounting (package fleet) as metrics,
 //     recomputed after changes but at most once per RecomputeInterval.
 //
 // Only the leader exports fleet metrics, so that summing them over the
