@@ -29,7 +29,7 @@ const (
 // help text.
 func TestMetricDocs(t *testing.T) {
 	var buf bytes.Buffer
-	buf.WriteString("\n### gpudra-controller (the leader; fleet metrics)\n\n")
+	buf.WriteString("\n### gpudra-controller (fleet metrics from the controller's leader, admission metrics from the webhook's replicas)\n\n")
 	buf.WriteString(metricdoc.Table(Metrics))
 	buf.WriteString("\n### gpudra-kubelet-plugin (every node)\n\n")
 	buf.WriteString(metricdoc.Table(plugin.Metrics, "node"))
