@@ -49,7 +49,19 @@ func (r *runner) nodeOf(pool string) gpu.Node {
 
 // planOptions are the plugin's settings for a node of the pool.
 func (r *runner) planOptions(pool string) claimplan.Options {
-	return claimplan.Options{DriverName: r.opts.DriverName, Node: r.nodeOf(pool), MPS: !r.opts.MPSDisabled, ShareSharing: r.shareSharing}
+	return claimplan.Options{DriverName: r.opts.DriverName, Node: r.nodeOf(pool), MPS: !r.opts.MPSDisabled,
+		SharesPublished: r.sharesPublished(pool), ShareSharing: r.shareSharing}
+}
+
+// sharesPublished reports whether the pool's slices publish its GPUs as
+// shareable (consumable capacity), as the plugin knows of its own node.
+func (r *runner) sharesPublished(pool string) bool {
+	for _, d := range r.inv.devices {
+		if d.driver == r.opts.DriverName && d.pool == pool && d.dev.AllowMultipleAllocations != nil && *d.dev.AllowMultipleAllocations {
+			return true
+		}
+	}
+	return false
 }
 
 // prepare runs the plugin's prepare-time decision on an allocated claim

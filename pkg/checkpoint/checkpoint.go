@@ -114,6 +114,13 @@ type Device struct {
 	// device that allows multiple allocations (consumable capacity):
 	// other claims may hold other shares of it.
 	ShareID string `json:"shareID,omitempty"`
+	// ShareMemoryBytes and ShareMultiprocessors are what the claim's
+	// shares take of the device's capacity (with ShareID; a claim given
+	// several shares of one GPU holds it once, with their sum). The
+	// prepare of another share checks that the shares of a GPU fit in it.
+	// Zero in records written before they were recorded.
+	ShareMemoryBytes     int64 `json:"shareMemoryBytes,omitempty"`
+	ShareMultiprocessors int64 `json:"shareMultiprocessors,omitempty"`
 	// Sharing is set when the claim's config asked for time-slicing or
 	// MPS on the device.
 	Sharing *DeviceSharing `json:"sharing,omitempty"`

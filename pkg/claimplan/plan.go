@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
@@ -24,6 +25,10 @@ type Options struct {
 	// MPS: the plugin runs MPS control daemons (it has a launcher: the
 	// chart's mps.enabled). Without, a claim that asks for MPS is refused.
 	MPS bool
+	// SharesPublished: the node publishes its whole GPUs as shareable
+	// (consumable capacity, served by the cluster): only then can an
+	// allocation hold a share of one.
+	SharesPublished bool
 	// ShareSharing is how a claim holding a share of a GPU (less than all
 	// of its memory, through consumable capacity) shares it when its
 	// config does not say: the node pool's tier. Nil: not shared beyond
@@ -35,7 +40,13 @@ type Options struct {
 // with the config that applies to it and how it is shared.
 type Device struct {
 	Result resourceapi.DeviceRequestAllocationResult
-	GPU    gpu.GPU
+	// Requests are the claim's requests the device is for: Result's, and
+	// those of the other shares of the device merged into it (shares.go).
+	Requests []string
+	// Consumed is the capacity the device's shares take of it
+	// (consumable capacity); empty for a device allocated whole.
+	Consumed map[resourceapi.QualifiedName]resource.Quantity
+	GPU      gpu.GPU
 	// Mig is set for a MIG placement; GPU is then its parent.
 	Mig *gpu.MigDevice
 	// Config is the effective config (the configs that apply, merged);
@@ -58,8 +69,12 @@ func IsAdmin(r resourceapi.DeviceRequestAllocationResult) bool {
 // Held is what a claim that holds the device records of it: the fields
 // that other claims' plans are checked against (HeldConflict).
 func (d Device) Held() checkpoint.Device {
+	requests := d.Requests
+	if len(requests) == 0 {
+		requests = []string{d.Result.Request}
+	}
 	h := checkpoint.Device{
-		Requests:    []string{d.Result.Request},
+		Requests:    slices.Clone(requests),
 		Pool:        d.Result.Pool,
 		Device:      d.Result.Device,
 		GPUUUID:     d.GPU.UUID,
@@ -68,6 +83,7 @@ func (d Device) Held() checkpoint.Device {
 	}
 	if d.Result.ShareID != nil {
 		h.ShareID = string(*d.Result.ShareID)
+		h.ShareMemoryBytes, h.ShareMultiprocessors = d.Share()
 	}
 	if m := d.Mig; m != nil {
 		h.Mig = &checkpoint.MigDevice{
@@ -99,7 +115,7 @@ func Plan(opts Options, claim *resourceapi.ResourceClaim) ([]Device, error) {
 		if result.Pool != node.Name {
 			return nil, at(refuse(ForeignPool, "request %q: device %s is in pool %q, but this node's pool is %q", result.Request, result.Device, result.Pool, node.Name))
 		}
-		p := Device{Result: result}
+		p := Device{Result: result, Requests: []string{result.Request}, Consumed: result.ConsumedCapacity}
 		if g, ok := node.GPUByDeviceName(result.Device); ok {
 			p.GPU = g
 		} else if md, ok := node.MigDeviceByName(result.Device); ok {
@@ -123,6 +139,13 @@ func Plan(opts Options, claim *resourceapi.ResourceClaim) ([]Device, error) {
 		planned = append(planned, p)
 	}
 	if err := checkWithinClaim(planned); err != nil {
+		return nil, err
+	}
+	planned, err := mergeShares(planned)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkShares(opts, planned); err != nil {
 		return nil, err
 	}
 	if err := planSharing(opts, planned); err != nil {

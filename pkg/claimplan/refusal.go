@@ -5,7 +5,7 @@ import "fmt"
 // Kind classifies a refusal.
 type Kind string
 
-// The refusals Plan and HeldConflict make.
+// The refusals Plan, HeldConflict and OverSubscribed make.
 const (
 	// NotAllocated: the claim has no allocation.
 	NotAllocated Kind = "not-allocated"
@@ -33,6 +33,16 @@ const (
 	MPSLimitKey Kind = "mps-limit-key"
 	// MPSMultipleDevices: MPS on more than one device of a claim.
 	MPSMultipleDevices Kind = "mps-multiple-devices"
+	// SharesDiffer: two shares of one GPU in one claim (which the claim
+	// gets as one device) with different configs.
+	SharesDiffer Kind = "shares-differ"
+	// InvalidShare: a share the node never offered: on a node that
+	// publishes its GPUs exclusive, of a MIG partition, of no memory,
+	// less than the smallest share or more than the GPU has.
+	InvalidShare Kind = "invalid-share"
+	// ShareOverSubscribed: a share that does not fit in its GPU beside
+	// the shares other claims hold.
+	ShareOverSubscribed Kind = "share-over-subscribed"
 	// HeldByOther: a device (or an overlapping one) that another claim
 	// holds exclusively.
 	HeldByOther Kind = "held-by-other"
@@ -92,6 +102,9 @@ var Kinds = []KindInfo{
 	{Kind: MPSUnavailable, Checkable: true},
 	{Kind: MPSLimitKey, Checkable: true},
 	{Kind: MPSMultipleDevices, Checkable: true},
+	{Kind: SharesDiffer, Checkable: true},
+	{Kind: InvalidShare, Why: "the scheduler hands out only the shares a node publishes, within the sizes its request policy allows: needs a stale or hand-written allocation"},
+	{Kind: ShareOverSubscribed, Why: "the scheduler accounts for the shares of a GPU it hands out: needs a stale or hand-written allocation, or a claim prepared on the node that the API server no longer shows"},
 	{Kind: HeldByOther, Why: "the scheduler never allocates a device that another claim holds exclusively: needs a stale allocation, or a claim prepared on the node that the API server no longer shows"},
 	{Kind: SharingConflict, Checkable: true},
 	{Kind: UnknownRecord, Why: "needs the node's checkpoint, written by a newer gpudra"},

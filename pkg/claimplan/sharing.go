@@ -85,7 +85,7 @@ func partialShare(p Device) bool {
 	if p.Result.ShareID == nil || p.Mig != nil {
 		return false
 	}
-	mem, ok := p.Result.ConsumedCapacity[CapacityMemory]
+	mem, ok := p.Consumed[CapacityMemory]
 	return ok && mem.Value() < int64(min(p.GPU.MemoryBytes, math.MaxInt64))
 }
 
@@ -116,13 +116,13 @@ func mpsLimits(p Device, cfg *configapi.MPSConfig) (int, int64, error) {
 	}
 
 	// The claim's share of the device, when it was allocated one.
-	if mem, ok := p.Result.ConsumedCapacity[CapacityMemory]; ok {
+	if mem, ok := p.Consumed[CapacityMemory]; ok {
 		share := mem.Value() >> 20
 		if share > 0 && (pinnedMiB == 0 || share < pinnedMiB) {
 			pinnedMiB = share
 		}
 	}
-	if sms, ok := p.Result.ConsumedCapacity[CapacityMultiprocessors]; ok && p.Mig == nil && p.GPU.Multiprocessors > 0 {
+	if sms, ok := p.Consumed[CapacityMultiprocessors]; ok && p.Mig == nil && p.GPU.Multiprocessors > 0 {
 		if n := sms.Value(); n > 0 {
 			share := int(math.Ceil(100 * float64(n) / float64(p.GPU.Multiprocessors)))
 			share = min(share, 100)

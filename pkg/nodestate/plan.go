@@ -19,10 +19,11 @@ type plannedDevice = claimplan.Device
 // that overlap each other fails before anything is recorded or created.
 func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedDevice, error) {
 	planned, err := claimplan.Plan(claimplan.Options{
-		DriverName:   s.opts.DriverName,
-		Node:         s.node(),
-		MPS:          s.opts.MPS != nil,
-		ShareSharing: s.opts.ShareSharing,
+		DriverName:      s.opts.DriverName,
+		Node:            s.node(),
+		MPS:             s.opts.MPS != nil,
+		SharesPublished: s.sharesPublished(),
+		ShareSharing:    s.opts.ShareSharing,
 	}, claim)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)

@@ -155,6 +155,9 @@ func (s *State) failPrepare(ctx context.Context, ref ClaimRef, err error) error 
 // forgotten in memory frees its devices once that is on disk.
 func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error {
 	for _, p := range planned {
+		if err := s.checkShareFitsLocked(ref, p); err != nil {
+			return err
+		}
 		var err error
 		s.heldLocked(ref.UID, func(uid string, other checkpoint.Claim) bool {
 			for _, d := range other.Devices {

@@ -101,6 +101,10 @@ type Options struct {
 	// config does not say: the node pool's tier. Nil leaves such claims
 	// unshared beyond what the driver does by default.
 	ShareSharing *configapi.Sharing
+	// SharesPublished reports whether the node publishes its whole GPUs
+	// as shareable (consumable capacity): only then can an allocation
+	// hold a share of one. Nil means never.
+	SharesPublished func() bool
 	// Hooks inject faults in tests; nil hooks do nothing.
 	Hooks Hooks
 }
@@ -209,6 +213,12 @@ func New(opts Options) (*State, error) {
 	s.commits.durable = cp.Clone()
 	s.commits.cond = sync.NewCond(&s.commits.mu)
 	return s, nil
+}
+
+// sharesPublished reports whether the node's GPUs are published as
+// shareable.
+func (s *State) sharesPublished() bool {
+	return s.opts.SharesPublished != nil && s.opts.SharesPublished()
 }
 
 // node is the inventory the plugin discovered at start-up; it does not

@@ -259,6 +259,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		MPS:          cfg.MPS,
 		MPSDir:       cfg.MPSDir,
 		ShareSharing: cfg.ShareSharing,
+		// A claim can hold a share of a GPU only while they are published
+		// as shareable.
+		SharesPublished: d.ConsumableCapacityActive,
 	})
 	if err != nil {
 		return nil, err
