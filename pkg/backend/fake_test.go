@@ -175,7 +175,7 @@ func TestFakeWatchHealth(t *testing.T) {
 	defer cancel()
 	events := make(chan gpu.HealthEvent, 1)
 	done := make(chan error, 1)
-	go func() { done <- be.WatchHealth(ctx, HealthOptions{}, events) }()
+	go func() { done <- be.WatchHealth(ctx, node, HealthOptions{}, events) }()
 	target := node.GPUs[6].UUID
 	deadline := time.After(10 * time.Second)
 	tick := time.NewTicker(200 * time.Millisecond)

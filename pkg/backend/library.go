@@ -35,15 +35,20 @@ func (l library) Discover(ctx context.Context) (gpu.Node, error) {
 // an unhealthy GPU is asked whether it recovered.
 type HealthOptions = discovery.HealthOptions
 
-// WatchHealth sends a HealthEvent each time a GPU's health changes (XID
-// errors, a GPU lost, recovery) until ctx is done. It returns nil when ctx
-// is cancelled.
-func (l library) WatchHealth(ctx context.Context, opts HealthOptions, events chan<- gpu.HealthEvent) error {
-	node, err := l.Discover(ctx)
-	if err != nil {
-		return fmt.Errorf("discover GPUs to watch: %w", err)
-	}
+// WatchHealth sends a HealthEvent each time the health of one of node's
+// GPUs changes (XID errors, a GPU lost, recovery) until ctx is done. It
+// returns nil when ctx is cancelled. The node is the one the plugin
+// publishes, not a new discovery: a GPU that fell off the bus since must
+// still be watched (and reported unhealthy), not dropped.
+func (l library) WatchHealth(ctx context.Context, node gpu.Node, opts HealthOptions, events chan<- gpu.HealthEvent) error {
 	return discovery.WatchHealth(ctx, l.lib, node, opts, events)
+}
+
+// CurrentHealth reports the GPUs of node that are not fit now, without
+// waiting for an event: what an XID from before the plugin started still
+// asks for (a GPU reset, a reboot), or a GPU that no longer answers.
+func (l library) CurrentHealth(node gpu.Node) []gpu.HealthEvent {
+	return discovery.CurrentHealth(l.lib, node)
 }
 
 // Close releases NVML.

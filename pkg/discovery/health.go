@@ -31,6 +31,11 @@ type HealthOptions struct {
 	// RecheckInterval is how often an unhealthy GPU is asked whether it
 	// has recovered; 0 means 30s.
 	RecheckInterval time.Duration
+	// Unhealthy are the GPUs the caller already holds unhealthy (from
+	// CurrentHealth, before the watch began): the watch starts from them,
+	// and reports each healthy once it recovers, even if it recovered
+	// before the watch began.
+	Unhealthy []gpu.HealthEvent
 }
 
 // WatchHealth follows the NVML events of node's GPUs and sends a
@@ -63,6 +68,23 @@ func WatchHealth(ctx context.Context, lib nvml.Interface, node gpu.Node, opts He
 	for _, g := range node.GPUs {
 		if err := w.register(ctx, lib, set, g); err != nil {
 			return err
+		}
+	}
+	// What the driver still asks for from before the watch began (an XID
+	// before a plugin restart) holds until the GPU is reset: it is where
+	// the watch starts from, and rechecks clear it.
+	for _, ev := range opts.Unhealthy {
+		// The caller holds these unhealthy already: rechecks must clear
+		// them even if the GPU recovered before the watch began.
+		w.last[ev.UUID] = ev
+		_, w.lost[ev.UUID] = pendingRecovery(lib, ev.UUID)
+	}
+	for _, g := range node.GPUs {
+		if reason, lost := pendingRecovery(lib, g.UUID); reason != "" {
+			if _, known := w.last[g.UUID]; !known {
+				w.lost[g.UUID] = lost
+				w.send(ctx, gpu.HealthEvent{UUID: g.UUID, Health: gpu.Unhealthy, Reason: reason})
+			}
 		}
 	}
 	if len(w.byHandle) == 0 {
@@ -122,6 +144,10 @@ type watcher struct {
 func (w *watcher) register(ctx context.Context, lib nvml.Interface, set nvml.EventSet, g gpu.GPU) error {
 	logger := klog.FromContext(ctx)
 	d, ret := lib.DeviceGetHandleByUUID(g.UUID)
+	if ret == nvml.ERROR_GPU_IS_LOST {
+		logger.Info("GPU fell off the bus before its health could be watched", "gpu", g.Index, "uuid", g.UUID)
+		return nil // CurrentHealth reports it
+	}
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("GPU %d (%s): get handle: %w", g.Index, g.UUID, ret)
 	}
@@ -217,6 +243,49 @@ func (w *watcher) recheck(ctx context.Context) {
 		delete(w.lost, uuid)
 		w.send(ctx, gpu.HealthEvent{UUID: uuid, Health: gpu.Healthy, Reason: why})
 	}
+}
+
+// CurrentHealth is what NVML says of the GPUs' health now, without an
+// event: a GPU whose driver asks for a recovery action, or that does not
+// answer, is Unhealthy. An XID's recovery action stays until the GPU is
+// reset or the node rebooted (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), and a
+// GPU that fell off the bus (XID 79) answers ERROR_GPU_IS_LOST until the
+// reboot: so a plugin restarted in between finds both again rather than
+// taking the GPU for fit. A driver too old to report the action tells
+// nothing; its GPUs count as healthy until an event says otherwise.
+func CurrentHealth(lib nvml.Interface, node gpu.Node) []gpu.HealthEvent {
+	var out []gpu.HealthEvent
+	for _, g := range node.GPUs {
+		if reason, _ := pendingRecovery(lib, g.UUID); reason != "" {
+			out = append(out, gpu.HealthEvent{UUID: g.UUID, Health: gpu.Unhealthy, Reason: reason})
+		}
+	}
+	return out
+}
+
+// pendingRecovery says why the GPU is not fit now ("" when nothing says
+// so), and whether that is because it does not answer (lost).
+func pendingRecovery(lib nvml.Interface, uuid string) (reason string, lost bool) {
+	d, ret := lib.DeviceGetHandleByUUID(uuid)
+	if ret == nvml.SUCCESS {
+		_, ret = d.GetUUID()
+	}
+	if ret != nvml.SUCCESS {
+		return "the GPU does not answer: " + ret.Error(), true
+	}
+	values := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+	ret = d.GetFieldValues(values)
+	if ret == nvml.SUCCESS {
+		ret = nvml.Return(values[0].NvmlReturn)
+	}
+	if ret != nvml.SUCCESS {
+		return "", false
+	}
+	action := nvml.DeviceGpuRecoveryAction(binary.NativeEndian.Uint32(values[0].Value[:4]))
+	if action == nvml.GPU_RECOVERY_ACTION_NONE {
+		return "", false
+	}
+	return "the driver asks for recovery action " + recoveryActionName(action) + " (after an error from before health monitoring started)", false
 }
 
 // recovered says whether an unhealthy GPU is fit again, and why (or why

@@ -54,20 +54,25 @@ func TestWatchHealth(t *testing.T) {
 	g2, g5 := node.GPUs[2].UUID, node.GPUs[5].UUID
 	deadline := time.Now().Add(5 * time.Second)
 	for first := false; !first; {
-		inject(g2, 79)
+		inject(g2, 94)
 		select {
 		case ev := <-events:
-			if ev.UUID != g2 || !strings.Contains(ev.Reason, "XID 79: GPU has fallen off the bus") {
+			// An XID logged before the watch registered leaves its
+			// recovery action, which the watch starts from.
+			if ev.UUID == g2 && strings.Contains(ev.Reason, "recovery action GPU reset") {
+				continue
+			}
+			if ev.UUID != g2 || !strings.Contains(ev.Reason, "XID 94") {
 				t.Fatalf("event %+v", ev)
 			}
 			first = true
 		case <-time.After(200 * time.Millisecond):
 			if time.Now().After(deadline) {
-				t.Fatal("no event for XID 79")
+				t.Fatal("no event for XID 94")
 			}
 		}
 	}
-	inject(g2, 79) // no change: no event
+	inject(g2, 94) // no change: no event
 	inject(g5, 13) // an application error: ignored
 	inject(g5, 48)
 	expect(g5, "XID 48: double-bit ECC error")
@@ -169,7 +174,20 @@ func TestHealthRecovers(t *testing.T) {
 		}
 		break
 	}
-	quiet("the driver asks for a GPU reset: still unhealthy")
+	// An XID logged before the watch registered is seen as the recovery
+	// action it left, and one after it as the XID: either way g1 stays
+	// unhealthy, and nothing says it recovered.
+	for end := time.After(300 * time.Millisecond); ; {
+		select {
+		case ev := <-events:
+			if ev.UUID != g1 || ev.Health != gpu.Unhealthy {
+				t.Fatalf("the driver asks for a GPU reset: unexpected event %+v", ev)
+			}
+			continue
+		case <-end:
+		}
+		break
+	}
 
 	if err := nvmlfake.InjectXID(dir, g3, 92); err != nil {
 		t.Fatal(err)
@@ -199,4 +217,90 @@ func TestHealthRecovers(t *testing.T) {
 		t.Fatalf("after the reboot: %+v, want %s healthy", ev, g3)
 	}
 	quiet("nothing else changes")
+}
+
+// TestCurrentHealth: what the driver still asks for after an XID, and a
+// GPU that fell off the bus, are found without an event: a plugin that
+// restarts before the reset sees them at once.
+func TestCurrentHealth(t *testing.T) {
+	dir := t.TempDir()
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: "dgx-a100", NodeName: "n", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Init()
+	defer s.Shutdown()
+	node, err := Discover(context.Background(), s, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := CurrentHealth(s, node); len(got) != 0 {
+		t.Fatalf("a fresh node: %v", got)
+	}
+	g1, g3, g5 := node.GPUs[1].UUID, node.GPUs[3].UUID, node.GPUs[5].UUID
+	for uuid, xid := range map[string]uint64{g1: 48, g3: 79, g5: 13} {
+		if err := nvmlfake.InjectXID(dir, uuid, xid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]string{}
+	for _, ev := range CurrentHealth(s, node) {
+		if ev.Health != gpu.Unhealthy {
+			t.Errorf("%+v", ev)
+		}
+		got[ev.UUID] = ev.Reason
+	}
+	if !strings.Contains(got[g1], "recovery action GPU reset") || !strings.Contains(got[g3], "ERROR_GPU_IS_LOST") || len(got) != 2 {
+		t.Errorf("current health %v, want %s waiting for a reset and %s lost (XID 79), and %s (an application's XID) fit", got, g1, g3, g5)
+	}
+	if err := nvmlfake.ResetGPU(dir, g1); err != nil {
+		t.Fatal(err)
+	}
+	if got := CurrentHealth(s, node); len(got) != 1 || got[0].UUID != g3 {
+		t.Errorf("after resetting %s: %v", g1, got)
+	}
+}
+
+// TestWatchStartsFromCurrentHealth: a watch started after an XID (a
+// plugin restarted before the GPU was reset) reports the GPU unhealthy at
+// once, and healthy once it is reset.
+func TestWatchStartsFromCurrentHealth(t *testing.T) {
+	dir := t.TempDir()
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: "dgx-a100", NodeName: "n", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Init()
+	defer s.Shutdown()
+	node, err := Discover(context.Background(), s, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1 := node.GPUs[1].UUID
+	if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan gpu.HealthEvent, 16)
+	go func() { _ = WatchHealth(ctx, s, node, HealthOptions{RecheckInterval: 50 * time.Millisecond}, events) }()
+	next := func() gpu.HealthEvent {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		return gpu.HealthEvent{}
+	}
+	if ev := next(); ev.UUID != g1 || ev.Health != gpu.Unhealthy {
+		t.Fatalf("first event %+v, want %s unhealthy", ev, g1)
+	}
+	if err := nvmlfake.ResetGPU(dir, g1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.UUID != g1 || ev.Health != gpu.Healthy {
+		t.Fatalf("after the reset: %+v, want %s healthy", ev, g1)
+	}
 }

@@ -77,3 +77,27 @@ func TestLostGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestXID79LosesTheGPU: XID 79 is the driver reporting that the GPU fell
+// off the bus, so an injected XID 79 is a lost GPU, as on real hardware:
+// from then on, for every process over the state directory, the GPU
+// answers ERROR_GPU_IS_LOST until a reboot. (Before, the fake went on
+// answering for it, and a restarted plugin published it as fit.)
+func TestXID79LosesTheGPU(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, "dgx-a100", "n", dir)
+	u2, _ := device(t, s, 2).GetUUID()
+	if err := InjectXID(dir, u2, 79); err != nil {
+		t.Fatal(err)
+	}
+	other := start(t, "dgx-a100", "n", dir)
+	if _, ret := other.DeviceGetHandleByUUID(u2); ret != nvml.ERROR_GPU_IS_LOST {
+		t.Errorf("after XID 79, DeviceGetHandleByUUID = %v, want ERROR_GPU_IS_LOST", ret)
+	}
+	if err := Reboot(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, ret := other.DeviceGetHandleByUUID(u2); ret != nvml.SUCCESS {
+		t.Errorf("after a reboot: %v", ret)
+	}
+}

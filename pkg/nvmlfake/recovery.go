@@ -14,8 +14,10 @@ import (
 // kubelet plugin reads it to clear a GPU's health taint without a restart.
 //
 // The fake models it from the XID: an XID an application causes needs
-// nothing; XID 79 (the GPU fell off the bus) needs a node reboot; any other
-// needs a GPU reset. The action is kept in the state file with the GPU, so
+// nothing; XID 79 (the GPU fell off the bus) needs a node reboot, and the
+// GPU is lost from then on (every call on it answers ERROR_GPU_IS_LOST,
+// see lost.go), as on real hardware, where XID 79 is the driver's report
+// of exactly that; any other needs a GPU reset. The action is kept in the state file with the GPU, so
 // every process sees it, and a GPU reset (ResetGPU) or a reboot clears it.
 // Real drivers are finer-grained (some XIDs ask to drain peer-to-peer
 // traffic first); what the plugin relies on is only that the action is
@@ -52,6 +54,9 @@ func recordRecovery(st *state, uuid string, xid uint64) {
 	}
 	if ok && action > nvml.DeviceGpuRecoveryAction(gs.RecoveryAction) {
 		gs.RecoveryAction = int(action)
+	}
+	if ok && xid == xidFallenOffTheBus {
+		gs.Lost = true
 	}
 }
 

@@ -145,6 +145,9 @@ type Driver struct {
 	// exclusiveGPUsOnly is set once the API server dropped the consumable
 	// capacity fields: from then on whole GPUs are not shared.
 	exclusiveGPUsOnly bool
+	// unhealthyAtStart are the GPUs found unhealthy before the first
+	// publish; the health watch starts from them.
+	unhealthyAtStart []gpu.HealthEvent
 	// daemonTrouble says, by device name, why the device's MPS daemon
 	// does not answer; such devices are reported unhealthy.
 	daemonTrouble map[string]string
@@ -307,6 +310,14 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	d.helper = helper
 
+	// What the driver still asks for after an XID from before this start
+	// (a GPU reset, a reboot) is in the first publish: a restart must not
+	// publish a GPU as fit that is not.
+	d.unhealthyAtStart = cfg.Backend.CurrentHealth(node)
+	for _, ev := range d.unhealthyAtStart {
+		logger.Info("GPU is unhealthy at start-up", "uuid", ev.UUID, "reason", ev.Reason)
+		d.recordHealth(ev)
+	}
 	if err := d.publish(ctx); err != nil {
 		d.Stop()
 		return nil, err

@@ -21,8 +21,8 @@ func (d *Driver) watchHealth(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		opts := backend.HealthOptions{IgnoredXIDs: d.cfg.IgnoredXIDs, RecheckInterval: d.cfg.HealthRecheck}
-		if err := d.cfg.Backend.WatchHealth(ctx, opts, events); err != nil {
+		opts := backend.HealthOptions{IgnoredXIDs: d.cfg.IgnoredXIDs, RecheckInterval: d.cfg.HealthRecheck, Unhealthy: d.unhealthyAtStart}
+		if err := d.cfg.Backend.WatchHealth(ctx, d.node, opts, events); err != nil {
 			logger.Error(err, "Device health monitoring stopped; health is no longer reported")
 		}
 	}()
