@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
+	"syscall"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispecs "tags.cncf.io/container-device-interface/specs-go"
@@ -23,14 +23,13 @@ import (
 // directory (hidden; the runtime's CDI scan skips directories): the
 // library writes the spec there, validated, and the finished file is
 // renamed into place, which is atomic because both are on one file system.
-// Whatever happens, the staging directory is removed afterwards, and one
-// left by a plugin killed mid-write is removed at the next start once it
-// is older than any write could be.
-
-// staleStagingAge is how old a staging directory must be before New
-// removes it: far longer than a write takes, so that the write in flight
-// of another plugin pod (a rolling update) is never disturbed.
-const staleStagingAge = time.Minute
+// Whatever happens, the staging directory is removed afterwards. The
+// writer holds an flock on the staging directory for as long as it writes
+// into it; the kernel drops the lock when the writer dies, however it
+// dies. So a staging directory nobody holds locked was left by a plugin
+// killed mid-write, and the next start removes it at once, while the
+// write in flight of another plugin pod (a rolling update), which holds
+// its lock, is never disturbed.
 
 // stagingPrefix starts the name of every staging directory of this
 // Writer's driver, e.g. ".k8s.gpu.gpudra.io-staging-".
@@ -43,11 +42,18 @@ func (w *Writer) writeStaged(spec *cdispecs.Spec, name string) (err error) {
 	if err != nil {
 		return fmt.Errorf("create staging directory: %w", err)
 	}
+	lock, lerr := lockDir(stage, 0)
 	defer func() {
 		if rerr := os.RemoveAll(stage); rerr != nil && err == nil {
 			err = fmt.Errorf("remove staging directory: %w", rerr)
 		}
+		if lock != nil {
+			_ = lock.Close()
+		}
 	}()
+	if lerr != nil {
+		return fmt.Errorf("lock staging directory: %w", lerr)
+	}
 	// A cache of the empty staging directory: creating it costs a scan of
 	// nothing, and its WriteSpec validates and writes exactly as the
 	// library always does.
@@ -64,8 +70,23 @@ func (w *Writer) writeStaged(spec *cdispecs.Spec, name string) (err error) {
 	return nil
 }
 
-// removeStaleStaging removes this driver's staging directories that are
-// older than staleStagingAge.
+// lockDir opens dir and takes an flock on it (how is 0 for a lock that
+// waits, syscall.LOCK_NB for one that fails at once when it is held).
+// Closing the file releases the lock.
+func lockDir(dir string, how int) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|how); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeStaleStaging removes this driver's staging directories that no
+// writer holds locked.
 func (w *Writer) removeStaleStaging() error {
 	entries, err := os.ReadDir(w.dir)
 	if err != nil {
@@ -76,18 +97,18 @@ func (w *Writer) removeStaleStaging() error {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), w.stagingPrefix()) {
 			continue
 		}
-		info, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
+		path := filepath.Join(w.dir, e.Name())
+		lock, err := lockDir(path, syscall.LOCK_NB)
+		switch {
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EWOULDBLOCK):
+			continue // done meanwhile, or a write in flight
+		case err != nil:
 			errs = append(errs, err)
 			continue
 		}
-		if time.Since(info.ModTime()) < staleStagingAge {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(w.dir, e.Name())); err != nil {
+		err = os.RemoveAll(path)
+		_ = lock.Close()
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
@@ -87,14 +86,18 @@ func TestFailedWriteLeavesNothingBehind(t *testing.T) {
 }
 
 // TestNewRemovesStaleStaging: a plugin killed in the middle of a write
-// leaves its staging directory; the next start removes it.
+// leaves its staging directory; the next start removes it at once, young
+// as it is, and leaves alone the write in flight of another plugin pod
+// (which holds its staging directory locked) and other drivers' staging.
+// (Before, only a staging directory older than a minute was removed, so
+// a crash-looping plugin left one behind at every start.)
 func TestNewRemovesStaleStaging(t *testing.T) {
 	dir := t.TempDir()
 	w, err := New(dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stage := func(name string, age time.Duration) string {
+	stage := func(w *Writer, name string) string {
 		path := filepath.Join(dir, w.stagingPrefix()+name)
 		if err := os.Mkdir(path, 0o700); err != nil {
 			t.Fatal(err)
@@ -102,34 +105,32 @@ func TestNewRemovesStaleStaging(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(path, "spec.456.tmp"), []byte("---\ncdiVersion"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		then := time.Now().Add(-age)
-		if err := os.Chtimes(path, then, then); err != nil {
-			t.Fatal(err)
-		}
 		return path
 	}
-	stale := stage("123", 2*staleStagingAge)
-	// A write in flight, e.g. by the old plugin pod of a rolling update.
-	inFlight := stage("456", 0)
+	stale := stage(w, "123")
+	// A write in flight, e.g. by the old plugin pod of a rolling update:
+	// its writer holds the lock.
+	inFlight := stage(w, "456")
+	f, err := os.Open(inFlight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
 	// Another driver's.
 	other, err := New(dir, "gpu.example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
-	othersStale := filepath.Join(dir, other.stagingPrefix()+"789")
-	if err := os.Mkdir(othersStale, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	then := time.Now().Add(-2 * staleStagingAge)
-	if err := os.Chtimes(othersStale, then, then); err != nil {
-		t.Fatal(err)
-	}
+	othersStale := stage(other, "789")
 
 	if _, err := New(dir, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("stale staging directory still there: %v", err)
+		t.Errorf("the staging directory of a killed write is still there: %v", err)
 	}
 	for _, keep := range []string{inFlight, othersStale} {
 		if _, err := os.Stat(keep); err != nil {
