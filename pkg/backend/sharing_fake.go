@@ -40,8 +40,9 @@ func (f fakePolicy) setTimeSlice(uuid string, level int) error {
 
 func (f fakePolicy) mpsDaemon(deviceUUID string) gpu.DaemonCommand {
 	return gpu.DaemonCommand{
-		Args: []string{f.self, mpsstandin.Subcommand},
-		Env:  []string{"CUDA_VISIBLE_DEVICES=" + deviceUUID},
+		Args:    []string{f.self, mpsstandin.Subcommand},
+		Env:     []string{"CUDA_VISIBLE_DEVICES=" + deviceUUID},
+		Control: []string{f.self, mpsstandin.ControlSubcommand},
 	}
 }
 

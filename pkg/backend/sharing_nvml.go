@@ -58,10 +58,13 @@ func (p nvmlPolicy) setTimeSlice(uuid string, level int) error {
 // mpsDaemon runs nvidia-cuda-mps-control in the foreground (-f), for the
 // one device in CUDA_VISIBLE_DEVICES; the daemon starts
 // nvidia-cuda-mps-server from its PATH when the first client connects.
+// The same binary without -f is its control client.
 func (p nvmlPolicy) mpsDaemon(deviceUUID string) gpu.DaemonCommand {
+	control := filepath.Join(p.binDir, "nvidia-cuda-mps-control")
 	return gpu.DaemonCommand{
-		Args:       []string{filepath.Join(p.binDir, "nvidia-cuda-mps-control"), "-f"},
+		Args:       []string{control, "-f"},
 		Env:        append(p.env(), "CUDA_VISIBLE_DEVICES="+deviceUUID),
+		Control:    []string{control},
 		HostAccess: true,
 	}
 }

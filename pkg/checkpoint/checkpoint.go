@@ -24,6 +24,13 @@ type Checkpoint struct {
 	// MPSDaemons are the MPS control daemons gpudra runs, by ID (see
 	// sharing.go).
 	MPSDaemons map[string]MPSDaemon `json:"mpsDaemons,omitempty"`
+	// ComputeModes are, by GPU UUID, the compute modes the GPUs had before
+	// gpudra first set them to exclusive-process for an MPS daemon
+	// (recorded just before it does). An entry is forgotten only once
+	// the mode is restored, so while a GPU is listed its current mode is
+	// gpudra's and never taken for the mode to restore, whatever happens
+	// to its daemon's record.
+	ComputeModes map[string]int `json:"computeModes,omitempty"`
 	// TimeSlices are the time-slice levels gpudra set, by GPU UUID
 	// (recorded just before it does): the GPU goes back to the default
 	// once no claim asks for the level.

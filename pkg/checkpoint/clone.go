@@ -12,6 +12,7 @@ func (cp *Checkpoint) Clone() *Checkpoint {
 	out := *cp
 	out.MigModeEnabled = slices.Clone(cp.MigModeEnabled)
 	out.TimeSlices = maps.Clone(cp.TimeSlices)
+	out.ComputeModes = maps.Clone(cp.ComputeModes)
 	if cp.MPSDaemons != nil {
 		out.MPSDaemons = make(map[string]MPSDaemon, len(cp.MPSDaemons))
 		for id, d := range cp.MPSDaemons {

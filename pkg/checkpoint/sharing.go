@@ -55,7 +55,9 @@ type MPSDaemon struct {
 	Dir   string      `json:"dir"`
 	State DaemonState `json:"state"`
 	// PreviousComputeMode is the GPU's compute mode before gpudra set it
-	// to exclusive-process for the daemon, restored when it stops; unset
-	// for a MIG device (MIG GPUs keep the default compute mode).
+	// to exclusive-process for the daemon; unset for a MIG device (MIG
+	// GPUs keep the default compute mode). Checkpoint.ComputeModes is
+	// what gpudra restores; this copy is for gpudra versions that predate
+	// it (a downgrade), and is read only from checkpoints they wrote.
 	PreviousComputeMode *int `json:"previousComputeMode,omitempty"`
 }

@@ -44,6 +44,13 @@ type DaemonCommand struct {
 	// Env is the daemon's environment, on top of the pipe and log
 	// directories the node state adds.
 	Env []string
+	// Control is the MPS control client, run by the plugin in its own
+	// container with the daemon's environment: it reads control commands
+	// on stdin, sends them to the daemon of the pipe directory in its
+	// environment and prints the replies (nvidia-cuda-mps-control without
+	// -f, or the stand-in's client). The plugin asks the daemon whether it
+	// is alive through it.
+	Control []string
 	// HostAccess says that the daemon needs the host's GPU device nodes
 	// and process IDs (the real nvidia-cuda-mps-control: it opens the
 	// GPU and tracks its clients' processes); a daemon pod then runs

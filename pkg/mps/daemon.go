@@ -9,15 +9,19 @@
 // the in-process tests and gpudra simulate) and the plugin's pod launcher
 // (a pod per daemon on the plugin's node, which outlives a plugin restart
 // and a rolling upgrade on a cluster). Readiness is the same for both: the
-// daemon answers on <pipe directory>/control.
+// daemon answers a control command, asked through its control client.
 package mps
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
@@ -65,38 +69,99 @@ func (d Daemon) Env() []string {
 	return append(slices.Clone(d.Command.Env), PipeDirEnv+"="+d.PipeDir(), LogDirEnv+"="+d.LogDir(), DaemonIDEnv+"="+d.ID)
 }
 
-// Launcher runs daemons. Implementations must be safe for concurrent use
-// for different daemons; the node state never starts and stops one daemon
-// at the same time.
+// Launcher runs daemons. Implementations must be safe for concurrent use;
+// the node state never starts and stops one daemon at the same time, but
+// two plugins over one node (a rolling upgrade) may.
 type Launcher interface {
 	// Start makes sure the daemon runs: it starts it, or adopts the one
 	// that already runs under its ID (after a plugin restart or during a
-	// rolling upgrade). It does not wait for the daemon to be ready.
+	// rolling upgrade). It does not wait for the daemon to be ready. The
+	// node state never asks it to adopt a daemon that does not answer:
+	// it kills that one first.
 	Start(ctx context.Context, d Daemon) error
 	// Stop stops the daemon and waits until it is gone; one that does
 	// not run is not an error.
 	Stop(ctx context.Context, d Daemon) error
+	// Kill stops the daemon at once, with no grace period, and waits
+	// until it is gone: for a daemon that no longer answers (hung,
+	// wedged), which would not act on a request to stop either. One that
+	// does not run is not an error.
+	Kill(ctx context.Context, d Daemon) error
 	// List returns the IDs of the daemons that run on the node.
 	List(ctx context.Context) ([]string, error)
 }
 
-// Ready reports whether the daemon accepts connections on its control
-// socket, which is what a client's CUDA driver connects to.
-func Ready(d Daemon) error {
-	conn, err := net.DialTimeout("unix", filepath.Join(d.PipeDir(), ControlSocket), time.Second)
-	if err != nil {
-		return fmt.Errorf("MPS control daemon %s does not answer: %w", d.ID, err)
+// The control command that tells whether a daemon is alive, and how long
+// it has to answer. The command is the one NVIDIA's documentation and
+// scripts use to check a control daemon ("echo
+// get_default_active_thread_percentage | nvidia-cuda-mps-control", which
+// prints e.g. "100.0"): it has a reply, and the reply comes from the
+// daemon, not the client. A socket that accepts connections is no proof:
+// the kernel accepts them for a stopped or wedged process too.
+const (
+	probeCommand = "get_default_active_thread_percentage"
+	// DefaultProbeTimeout bounds one probe: a daemon that does not answer
+	// within it counts as not running.
+	DefaultProbeTimeout = 3 * time.Second
+)
+
+// Query runs one control command against the daemon through its control
+// client and returns the reply, or an error when the client fails or ctx
+// ends first (the client is killed then).
+func Query(ctx context.Context, d Daemon, command string) (string, error) {
+	if len(d.Command.Control) == 0 {
+		return "", fmt.Errorf("MPS control daemon %s: no control client to ask it with", d.ID)
 	}
-	return conn.Close()
+	cmd := exec.CommandContext(ctx, d.Command.Control[0], d.Command.Control[1:]...)
+	cmd.Env = d.Env()
+	cmd.Stdin = strings.NewReader(command + "\n")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// A client whose daemon hangs does not end with its context unless
+	// killed; its output pipes must not hold Wait up after that either.
+	cmd.WaitDelay = 100 * time.Millisecond
+	err := cmd.Run()
+	reply := strings.TrimSpace(out.String())
+	if ctx.Err() != nil {
+		return reply, fmt.Errorf("MPS control daemon %s did not answer %q: %w", d.ID, command, ctx.Err())
+	}
+	if err != nil {
+		return reply, fmt.Errorf("MPS control daemon %s: %q: %w: %s", d.ID, command, err, reply)
+	}
+	return reply, nil
 }
 
-// WaitReady polls Ready until it succeeds, ctx ends or timeout passes.
+// Ready reports whether the daemon answers its control protocol within
+// timeout (DefaultProbeTimeout when zero): it asks for the default active
+// thread percentage and wants a number back.
+func Ready(ctx context.Context, d Daemon, timeout time.Duration) error {
+	// No socket, no daemon: skip starting the client.
+	if _, err := os.Stat(filepath.Join(d.PipeDir(), ControlSocket)); err != nil {
+		return fmt.Errorf("MPS control daemon %s does not answer: %w", d.ID, err)
+	}
+	if timeout <= 0 {
+		timeout = DefaultProbeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	reply, err := Query(ctx, d, probeCommand)
+	if err != nil {
+		return err
+	}
+	if _, err := strconv.ParseFloat(reply, 64); err != nil {
+		return fmt.Errorf("MPS control daemon %s answered %q with %q, not a percentage", d.ID, probeCommand, reply)
+	}
+	return nil
+}
+
+// WaitReady probes the daemon until it answers, ctx ends or timeout
+// passes.
 func WaitReady(ctx context.Context, d Daemon, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	delay := 5 * time.Millisecond
 	for {
-		err := Ready(d)
+		err := Ready(ctx, d, 0)
 		if err == nil {
 			return nil
 		}

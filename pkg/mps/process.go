@@ -30,11 +30,37 @@ type ProcessLauncher struct {
 
 var _ Launcher = (*ProcessLauncher)(nil)
 
-// pidFile, in the daemon's Dir, says which process runs it: "<pid>
-// <start time>", the start time (in clock ticks since boot, from
+// Each daemon's PID file, <Root>/<ID>.pid, says which process runs it:
+// "<pid> <start time>", the start time (in clock ticks since boot, from
 // /proc/<pid>/stat) telling the daemon from a later process that reuses
-// its PID.
-const pidFile = "daemon.pid"
+// its PID. It lies beside the daemon's directory, not in it, so that a
+// daemon whose directory was deleted under it (a cleanup script) is still
+// found, and stopped, rather than left running beside its replacement.
+// <Root>/<ID>.lock serializes Start, Stop and Kill of one daemon, across
+// processes too (two plugins during a rolling upgrade): without it two
+// Starts could both find no daemon and start two.
+const (
+	pidSuffix  = ".pid"
+	lockSuffix = ".lock"
+)
+
+func (l *ProcessLauncher) pidPath(id string) string { return filepath.Join(l.Root, id+pidSuffix) }
+
+// lock takes the daemon's lock and returns the function that releases it.
+func (l *ProcessLauncher) lock(id string) (unlock func(), err error) {
+	if err := os.MkdirAll(l.Root, 0o755); err != nil {
+		return nil, fmt.Errorf("MPS daemon %s: %w", id, err)
+	}
+	f, err := os.OpenFile(filepath.Join(l.Root, id+lockSuffix), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("MPS daemon %s: %w", id, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("MPS daemon %s: lock: %w", id, err)
+	}
+	return func() { _ = f.Close() }, nil // closing releases the lock
+}
 
 // Start starts the daemon unless its PID file names a live process. A
 // process that is itself a daemon starts none.
@@ -42,7 +68,12 @@ func (l *ProcessLauncher) Start(_ context.Context, d Daemon) error {
 	if self := os.Getenv(DaemonIDEnv); self != "" {
 		return fmt.Errorf("MPS daemon %s: this process is MPS daemon %s, and a daemon never starts daemons", d.ID, self)
 	}
-	if _, alive := readPID(d.Dir); alive {
+	unlock, err := l.lock(d.ID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, alive := readPID(l.pidPath(d.ID)); alive {
 		return nil
 	}
 	if err := os.MkdirAll(d.LogDir(), 0o755); err != nil {
@@ -69,7 +100,7 @@ func (l *ProcessLauncher) Start(_ context.Context, d Daemon) error {
 	go func() { _ = cmd.Wait() }()
 	start, err := startTime(cmd.Process.Pid)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(d.Dir, pidFile), fmt.Sprintf("%d %d\n", cmd.Process.Pid, start))
+		err = writeFileAtomic(l.pidPath(d.ID), fmt.Sprintf("%d %d\n", cmd.Process.Pid, start))
 	}
 	if err != nil {
 		_ = cmd.Process.Kill()
@@ -79,23 +110,44 @@ func (l *ProcessLauncher) Start(_ context.Context, d Daemon) error {
 }
 
 // Stop sends SIGTERM, then SIGKILL after StopTimeout, and waits for the
-// process to be gone.
+// process to be gone. SIGCONT follows SIGTERM, as systemd does, so that a
+// stopped process gets to act on it.
 func (l *ProcessLauncher) Stop(ctx context.Context, d Daemon) error {
-	pid, alive := readPID(d.Dir)
+	timeout := l.StopTimeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	return l.stop(ctx, d, timeout)
+}
+
+// Kill sends SIGKILL at once and waits for the process to be gone.
+func (l *ProcessLauncher) Kill(ctx context.Context, d Daemon) error {
+	return l.stop(ctx, d, 0)
+}
+
+func (l *ProcessLauncher) stop(ctx context.Context, d Daemon, grace time.Duration) error {
+	unlock, err := l.lock(d.ID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	path := l.pidPath(d.ID)
+	pid, alive := readPID(path)
 	if alive {
-		timeout := l.StopTimeout
-		if timeout == 0 {
-			timeout = 5 * time.Second
+		gone := false
+		if grace > 0 {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+			gone = waitGone(ctx, path, grace)
 		}
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		if !waitGone(ctx, d.Dir, timeout) {
+		if !gone {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			if !waitGone(ctx, d.Dir, timeout) {
+			if !waitGone(ctx, path, 5*time.Second) {
 				return fmt.Errorf("MPS daemon %s (pid %d) does not go away", d.ID, pid)
 			}
 		}
 	}
-	if err := os.Remove(filepath.Join(d.Dir, pidFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
 	}
 	return nil
@@ -112,8 +164,12 @@ func (l *ProcessLauncher) List(context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, e := range entries {
-		if _, alive := readPID(filepath.Join(l.Root, e.Name())); e.IsDir() && alive {
-			ids = append(ids, e.Name())
+		id, ok := strings.CutSuffix(e.Name(), pidSuffix)
+		if !ok || e.IsDir() {
+			continue
+		}
+		if _, alive := readPID(filepath.Join(l.Root, e.Name())); alive {
+			ids = append(ids, id)
 		}
 	}
 	return ids, nil
@@ -122,16 +178,16 @@ func (l *ProcessLauncher) List(context.Context) ([]string, error) {
 // PID returns the daemon's process ID while it runs (0 otherwise): tests
 // kill it from outside.
 func (l *ProcessLauncher) PID(d Daemon) int {
-	if pid, alive := readPID(d.Dir); alive {
+	if pid, alive := readPID(l.pidPath(d.ID)); alive {
 		return pid
 	}
 	return 0
 }
 
-func waitGone(ctx context.Context, dir string, timeout time.Duration) bool {
+func waitGone(ctx context.Context, pidPath string, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if _, alive := readPID(dir); !alive {
+		if _, alive := readPID(pidPath); !alive {
 			return true
 		}
 		select {
@@ -143,10 +199,10 @@ func waitGone(ctx context.Context, dir string, timeout time.Duration) bool {
 	return false
 }
 
-// readPID returns the PID in dir's PID file and whether that process is
-// the one that wrote it and is still running (not a zombie).
-func readPID(dir string) (int, bool) {
-	data, err := os.ReadFile(filepath.Join(dir, pidFile))
+// readPID returns the PID in a PID file and whether that process is the
+// one that wrote it and is still running (not a zombie).
+func readPID(path string) (int, bool) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}

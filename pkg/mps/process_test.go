@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,8 +23,9 @@ func standIn(t *testing.T, root, id string) Daemon {
 		t.Fatal(err)
 	}
 	return Daemon{ID: id, Dir: filepath.Join(root, id), Command: gpu.DaemonCommand{
-		Args: []string{self, mpsstandin.Subcommand},
-		Env:  []string{"CUDA_VISIBLE_DEVICES=GPU-" + id},
+		Args:    []string{self, mpsstandin.Subcommand},
+		Env:     []string{"CUDA_VISIBLE_DEVICES=GPU-" + id},
+		Control: []string{self, mpsstandin.ControlSubcommand},
 	}}
 }
 
@@ -33,7 +36,7 @@ func TestProcessLauncherLifecycle(t *testing.T) {
 	d := standIn(t, root, "gpu-0")
 	t.Cleanup(func() { _ = l.Stop(ctx, d) })
 
-	if err := Ready(d); err == nil {
+	if err := Ready(ctx, d, 0); err == nil {
 		t.Fatal("ready before it was started")
 	}
 	if err := l.Start(ctx, d); err != nil {
@@ -71,7 +74,7 @@ func TestProcessLauncherLifecycle(t *testing.T) {
 	}
 	// The thread group leader turns zombie before the other threads
 	// have closed the socket: not ready within moments.
-	for Ready(d) == nil {
+	for Ready(ctx, d, 0) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("a killed daemon is still ready")
 		}
@@ -100,15 +103,12 @@ func TestProcessLauncherLifecycle(t *testing.T) {
 
 func TestStalePIDFileIsNotAlive(t *testing.T) {
 	root := t.TempDir()
-	dir := filepath.Join(root, "gpu-1")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	pidPath := filepath.Join(root, "gpu-1"+pidSuffix)
+	// PID 1, with a start time that is not its own: a reused PID.
+	if err := os.WriteFile(pidPath, []byte("1 12345\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Our own PID, with a start time that is not ours: a reused PID.
-	if err := os.WriteFile(filepath.Join(dir, pidFile), []byte("1 12345\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, alive := readPID(dir); alive {
+	if _, alive := readPID(pidPath); alive {
 		t.Error("a PID whose start time differs counts as the daemon")
 	}
 	l := &ProcessLauncher{Root: root}
@@ -129,5 +129,103 @@ func TestDaemonStartsNoDaemon(t *testing.T) {
 	}
 	if ids, _ := l.List(context.Background()); len(ids) != 0 {
 		t.Errorf("daemons %v started", ids)
+	}
+}
+
+// TestConcurrentStartsStartOne: many Starts of one daemon at once, from
+// launchers of two plugins over the same directories, start one process,
+// and one Stop leaves none.
+func TestConcurrentStartsStartOne(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	d := standIn(t, root, "gpu-0")
+	launchers := []*ProcessLauncher{{Root: root}, {Root: root}}
+	t.Cleanup(func() { _ = launchers[0].Kill(ctx, d) })
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := launchers[i%2].Start(ctx, d); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := WaitReady(ctx, d, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(standInProcesses(t, d)); n != 1 {
+		t.Fatalf("%d stand-in processes for one daemon, want 1", n)
+	}
+	if err := launchers[1].Stop(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if left := standInProcesses(t, d); len(left) != 0 {
+		t.Errorf("processes %v left after Stop", left)
+	}
+}
+
+// standInProcesses finds the live processes that run the daemon, by the
+// daemon ID in their environment, whatever the PID file says.
+func standInProcesses(t *testing.T, d Daemon) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), PipeDirEnv+"="+d.PipeDir()) {
+			continue
+		}
+		if st, err := procStat(pid); err == nil && st.state != "Z" && st.state != "X" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestHungDaemonIsNotReady: a stopped daemon's socket accepts
+// connections, but it answers nothing: Ready says so within its timeout,
+// and Kill ends it at once.
+func TestHungDaemonIsNotReady(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	l := &ProcessLauncher{Root: root}
+	d := standIn(t, root, "gpu-0")
+	t.Cleanup(func() { _ = l.Kill(ctx, d) })
+	if err := l.Start(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitReady(ctx, d, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pid := l.PID(d)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := Ready(ctx, d, 500*time.Millisecond)
+	if err == nil {
+		t.Fatal("a stopped daemon is ready")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Ready took %v to give up, with a timeout of 500ms", took)
+	}
+	start = time.Now()
+	if err := l.Kill(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Kill of a stopped daemon took %v", took)
+	}
+	if l.PID(d) != 0 {
+		t.Error("the killed daemon still runs")
 	}
 }

@@ -136,7 +136,7 @@ func (l *Launcher) Start(ctx context.Context, d mps.Daemon) error {
 		}
 		// Ended, being deleted, or running something else: replace it.
 		logger.Info("Replacing MPS daemon pod", "pod", klog.KObj(cur), "phase", cur.Status.Phase, "deleting", cur.DeletionTimestamp != nil)
-		if err := l.deleteAndWait(ctx, cur.Name); err != nil {
+		if err := l.deleteAndWait(ctx, cur.Name, stopGracePeriod); err != nil {
 			return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
 		}
 	}
@@ -145,11 +145,25 @@ func (l *Launcher) Start(ctx context.Context, d mps.Daemon) error {
 
 // Stop deletes the daemon's pod and waits until it is gone.
 func (l *Launcher) Stop(ctx context.Context, d mps.Daemon) error {
-	if err := l.deleteAndWait(ctx, l.PodName(d.ID)); err != nil {
+	if err := l.deleteAndWait(ctx, l.PodName(d.ID), stopGracePeriod); err != nil {
 		return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
 	}
 	return nil
 }
+
+// Kill deletes the daemon's pod with no grace period (the API server
+// forgets it at once and the kubelet kills its container) and waits until
+// it is gone: for a daemon that no longer answers, whose replacement must
+// not wait for a graceful stop it would never perform.
+func (l *Launcher) Kill(ctx context.Context, d mps.Daemon) error {
+	if err := l.deleteAndWait(ctx, l.PodName(d.ID), 0); err != nil {
+		return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// stopGracePeriod is how long a daemon pod being stopped has to exit.
+const stopGracePeriod = 10
 
 // List returns the IDs of the daemon pods on this node.
 func (l *Launcher) List(ctx context.Context) ([]string, error) {
@@ -170,9 +184,9 @@ func (l *Launcher) List(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-func (l *Launcher) deleteAndWait(ctx context.Context, name string) error {
+func (l *Launcher) deleteAndWait(ctx context.Context, name string, grace int64) error {
 	pods := l.cfg.Client.CoreV1().Pods(l.cfg.Namespace)
-	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](10)})
+	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace)})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -241,7 +255,7 @@ func (l *Launcher) pod(d mps.Daemon) *v1.Pod {
 			EnableServiceLinks:            ptr.To(false),
 			HostPID:                       d.Command.HostAccess,
 			PriorityClassName:             l.cfg.PriorityClassName,
-			TerminationGracePeriodSeconds: ptr.To[int64](10),
+			TerminationGracePeriodSeconds: ptr.To[int64](stopGracePeriod),
 			Tolerations:                   []v1.Toleration{{Operator: v1.TolerationOpExists}},
 			ImagePullSecrets:              secrets,
 			Volumes:                       volumes,

@@ -1,13 +1,22 @@
 // Package mpsstandin is the fake backend's MPS control daemon: a real
 // process that does, for the plugin, what nvidia-cuda-mps-control -f does
 // on a GPU node. It reads the same environment (CUDA_MPS_PIPE_DIRECTORY,
-// CUDA_MPS_LOG_DIRECTORY, CUDA_VISIBLE_DEVICES), creates the pipe and log
+// CUDA_MPS_LOG_DIRECTORY, CUDA_VISIBLE_DEVICES,
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), creates the pipe and log
 // directories, writes control.log, and listens on the control socket
-// <pipe directory>/control until it is told to quit or gets SIGTERM.
+// <pipe directory>/control until it is told to quit or gets SIGTERM. Its
+// control client (ControlSubcommand) is what nvidia-cuda-mps-control
+// without -f is: it sends the commands on its stdin to the daemon and
+// prints the replies, and says "Cannot find MPS control daemon process"
+// when there is none.
 //
 // It runs nothing on a GPU; what it makes testable for real is the
 // daemon's lifecycle: one process per shared device, started, adopted
-// after a plugin restart, restarted when it dies, and stopped.
+// after a plugin restart, restarted when it dies or hangs (a test stops
+// it with SIGSTOP: its socket still accepts connections, as the kernel
+// accepts them for any stopped process, but nothing answers), and
+// stopped. Like the real daemon, it keeps running when its directory is
+// deleted under it.
 //
 // It lives, as a subcommand, in every binary that links it (the fake
 // backend does): the kubelet plugin, gpudra and test binaries. The
@@ -21,24 +30,31 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// Subcommand is the first argument that makes a binary the stand-in.
-const Subcommand = "fake-mps-control-daemon"
+// Subcommand is the first argument that makes a binary the stand-in;
+// ControlSubcommand makes it the stand-in's control client.
+const (
+	Subcommand        = "fake-mps-control-daemon"
+	ControlSubcommand = "fake-mps-control"
+)
 
 // Environment variables the stand-in reads, as nvidia-cuda-mps-control
 // does, and their defaults (the MPS documentation's).
 const (
 	PipeDirEnv     = "CUDA_MPS_PIPE_DIRECTORY"
 	LogDirEnv      = "CUDA_MPS_LOG_DIRECTORY"
+	threadsEnv     = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 	defaultPipeDir = "/tmp/nvidia-mps"
 	defaultLogDir  = "/var/log/nvidia-mps"
 )
@@ -47,11 +63,17 @@ const (
 // directory.
 const ControlSocket = "control"
 
-// init runs the stand-in and exits if the process was started as it (its
-// first argument is Subcommand).
+// init runs the stand-in, or its control client, and exits if the
+// process was started as one (its first argument is Subcommand or
+// ControlSubcommand).
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == Subcommand {
-		os.Exit(Main())
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case Subcommand:
+			os.Exit(Main())
+		case ControlSubcommand:
+			os.Exit(Control(os.Stdin, os.Stdout, os.Stderr))
+		}
 	}
 }
 
@@ -60,7 +82,7 @@ func init() {
 func Main() int {
 	pipeDir := envOr(PipeDirEnv, defaultPipeDir)
 	logDir := envOr(LogDirEnv, defaultLogDir)
-	d, err := start(pipeDir, logDir, os.Getenv("CUDA_VISIBLE_DEVICES"))
+	d, err := start(pipeDir, logDir, os.Getenv("CUDA_VISIBLE_DEVICES"), os.Getenv(threadsEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake MPS control daemon:", err)
 		return 1
@@ -71,15 +93,19 @@ func Main() int {
 		s := <-sig
 		d.stop("signal " + s.String())
 	}()
-	go d.watchSocket(time.Second)
+	go d.watchLifeline(filepath.Dir(filepath.Dir(pipeDir)), time.Second)
 	d.serve()
 	return 0
 }
 
-// watchSocket stops the daemon once its control socket is gone (its pipe
-// directory was removed): no client can reach it any more, and a stand-in
-// whose directory a test removed must not outlive the test.
-func (d *daemon) watchSocket(every time.Duration) {
+// watchLifeline stops the daemon once the directory that holds every
+// daemon's directory (the parent of its own) is gone: the plugin's data
+// went away with the temporary directory of a test, and nothing could
+// ever reach or stop this process again. It is the stand-in's one
+// departure from the real daemon, which would run on; its own directory
+// going is not enough (the real daemon survives that, and so must the
+// plugin's handling of it).
+func (d *daemon) watchLifeline(dir string, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -87,8 +113,8 @@ func (d *daemon) watchSocket(every time.Duration) {
 		case <-d.stopped:
 			return
 		case <-t.C:
-			if _, err := os.Stat(d.socket); err != nil {
-				d.stop("control socket gone: " + err.Error())
+			if _, err := os.Stat(dir); err != nil {
+				d.stop("the MPS directory is gone: " + err.Error())
 				return
 			}
 		}
@@ -102,9 +128,14 @@ type daemon struct {
 	once    sync.Once
 	stopped chan struct{}
 	socket  string
+
+	mu sync.Mutex
+	// threads is the default active thread percentage, as the daemon
+	// reports it ("100.0" unless set).
+	threads string
 }
 
-func start(pipeDir, logDir, devices string) (*daemon, error) {
+func start(pipeDir, logDir, devices, threads string) (*daemon, error) {
 	for _, dir := range []string{pipeDir, logDir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
@@ -123,7 +154,10 @@ func start(pipeDir, logDir, devices string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{ln: ln, log: logFile, stopped: make(chan struct{}), socket: socket}
+	d := &daemon{ln: ln, log: logFile, stopped: make(chan struct{}), socket: socket, threads: "100.0"}
+	if f, err := strconv.ParseFloat(threads, 64); err == nil {
+		d.threads = strconv.FormatFloat(f, 'f', 1, 64)
+	}
 	d.logf("Control daemon (stand-in) started for devices %q, pid %d", devices, os.Getpid())
 	return d, nil
 }
@@ -173,7 +207,20 @@ func (d *daemon) handle(conn net.Conn) {
 		switch cmd[0] {
 		case "get_server_list", "get_device_client_list":
 			fmt.Fprintln(conn) // no servers: nothing runs on the fake GPU
-		case "set_default_active_thread_percentage", "set_default_device_pinned_mem_limit":
+		case "get_default_active_thread_percentage":
+			d.mu.Lock()
+			fmt.Fprintln(conn, d.threads)
+			d.mu.Unlock()
+		case "set_default_active_thread_percentage":
+			if len(cmd) == 2 {
+				if f, err := strconv.ParseFloat(cmd[1], 64); err == nil {
+					d.mu.Lock()
+					d.threads = strconv.FormatFloat(f, 'f', 1, 64)
+					d.mu.Unlock()
+				}
+			}
+			fmt.Fprintln(conn, strings.Join(cmd[1:], " "))
+		case "set_default_device_pinned_mem_limit":
 			fmt.Fprintln(conn, strings.Join(cmd[1:], " "))
 		case "quit":
 			fmt.Fprintln(conn)
@@ -183,6 +230,44 @@ func (d *daemon) handle(conn net.Conn) {
 			fmt.Fprintf(conn, "Unknown command %q\n", cmd[0])
 		}
 	}
+}
+
+// Control is the stand-in's control client: it sends each line of in to
+// the daemon of the pipe directory in its environment, writes each reply
+// that is not empty to out, and returns the exit status. Without a daemon
+// it says so on errOut, as nvidia-cuda-mps-control does, and fails.
+func Control(in io.Reader, out, errOut io.Writer) int {
+	socket := filepath.Join(envOr(PipeDirEnv, defaultPipeDir), ControlSocket)
+	conn, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		fmt.Fprintln(errOut, "Cannot find MPS control daemon process")
+		return 1
+	}
+	defer conn.Close()
+	replies := bufio.NewReader(conn)
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		if _, err := fmt.Fprintln(conn, line); err != nil {
+			fmt.Fprintln(errOut, "Cannot find MPS control daemon process")
+			return 1
+		}
+		reply, err := replies.ReadString('\n')
+		if err != nil {
+			if line == "quit" {
+				return 0
+			}
+			fmt.Fprintln(errOut, "MPS control daemon closed the connection:", err)
+			return 1
+		}
+		if reply = strings.TrimRight(reply, "\n"); reply != "" {
+			fmt.Fprintln(out, reply)
+		}
+	}
+	return 0
 }
 
 func envOr(key, def string) string {

@@ -2,6 +2,7 @@ package mpsstandin
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -104,23 +105,88 @@ func TestSIGTERMAndStaleSocket(t *testing.T) {
 	}
 }
 
-// TestExitsWhenItsDirectoryGoes: a stand-in whose pipe directory is
-// removed exits by itself.
-func TestExitsWhenItsDirectoryGoes(t *testing.T) {
-	dir := t.TempDir()
+// TestOutlivesItsDirectoryLikeTheRealDaemon: a stand-in whose directory
+// is deleted under it keeps running, as nvidia-cuda-mps-control does (the
+// plugin must notice and replace it), but exits once the directory that
+// holds every daemon's is gone too (a test's temporary directory).
+func TestOutlivesItsDirectoryLikeTheRealDaemon(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "gpu-0")
 	cmd := run(t, dir)
 	dial(t, dir).Close()
-	if err := os.RemoveAll(filepath.Join(dir, "pipe")); err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
+		t.Fatalf("the stand-in exited when its own directory went (%v); the real daemon runs on", err)
+	case <-time.After(2500 * time.Millisecond):
+	}
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
 		if err != nil {
 			t.Errorf("exit: %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the stand-in outlives its pipe directory")
+		t.Fatal("the stand-in outlives the directory of all daemons")
+	}
+}
+
+// control runs the stand-in's control client with the commands on its
+// stdin, as the plugin runs nvidia-cuda-mps-control, and returns what it
+// printed and its exit status.
+func control(t *testing.T, dir string, timeout time.Duration, commands ...string) (string, int) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, ControlSubcommand)
+	cmd.Env = append(os.Environ(), PipeDirEnv+"="+filepath.Join(dir, "pipe"))
+	cmd.Stdin = strings.NewReader(strings.Join(commands, "\n") + "\n")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return string(out), -1
+	}
+	if exit, ok := err.(*exec.ExitError); ok {
+		return string(out), exit.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// TestControlClient: the client answers like nvidia-cuda-mps-control: the
+// default active thread percentage ("100.0", or the daemon's environment's,
+// or what was set), nothing for an empty server list, "Cannot find MPS
+// control daemon process" without a daemon; and it gets no answer at all
+// from a stopped one.
+func TestControlClient(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := control(t, dir, 10*time.Second, "get_default_active_thread_percentage"); code != 1 || !strings.Contains(out, "Cannot find MPS control daemon process") {
+		t.Errorf("without a daemon: %q, exit %d", out, code)
+	}
+	cmd := run(t, dir)
+	dial(t, dir).Close()
+	if out, code := control(t, dir, 10*time.Second, "get_default_active_thread_percentage"); code != 0 || out != "100.0\n" {
+		t.Errorf("get_default_active_thread_percentage: %q, exit %d", out, code)
+	}
+	if out, code := control(t, dir, 10*time.Second, "set_default_active_thread_percentage 25", "get_server_list", "get_default_active_thread_percentage"); code != 0 || out != "25\n25.0\n" {
+		t.Errorf("set, list, get: %q, exit %d", out, code)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGCONT) }()
+	if out, code := control(t, dir, time.Second, "get_default_active_thread_percentage"); code != -1 {
+		t.Errorf("a stopped daemon answered %q (exit %d)", out, code)
 	}
 }

@@ -259,7 +259,11 @@ func (s *State) writeSpec(c checkpoint.Claim) error {
 		// request and claim it uses; NVIDIA_VISIBLE_DEVICES (one value,
 		// which the last device applied would set) is no longer per device.
 		env := slices.DeleteFunc(slices.Clone(d.Env), func(e string) bool { return strings.HasPrefix(e, visibleDevicesPrefix) })
-		edits := base.Append(gpu.Edits{Env: env}).Append(s.sharingEdits(d))
+		sharing, err := s.sharingEdits(d)
+		if err != nil {
+			return fmt.Errorf("write CDI spec: device %s: %w", d.Device, err)
+		}
+		edits := base.Append(gpu.Edits{Env: env}).Append(sharing)
 		devices = append(devices, cdispec.Device{Name: d.Device, Edits: edits})
 	}
 	// The Writer's errors already say "write CDI spec for claim <uid>".

@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/checkpoint"
@@ -25,32 +28,44 @@ import (
 // next start, and never leaks a daemon, its directories or a changed
 // compute mode:
 //
-//	start: record Starting (with the GPU's compute mode) → create the
-//	       directories and set exclusive-process → launch → ready: Running
-//	stop:  record Stopping → stop the daemon → remove the directories and
-//	       restore the compute mode → forget the daemon
+//	start: remember the GPU's compute mode → record Starting → create the
+//	       directories and set exclusive-process → kill a predecessor that
+//	       does not answer → launch → ready: Running
+//	stop:  record Stopping → stop the daemon → remove the directories →
+//	       restore the compute mode and forget it → forget the daemon
 //
 // A whole GPU is set to exclusive-process compute mode while its daemon
 // runs, so that every client goes through MPS; a GPU in MIG mode keeps the
 // default compute mode (NVML refuses any other), and its MIG devices' daemons
-// share it.
+// share it. The mode to restore is remembered per GPU
+// (Checkpoint.ComputeModes), before gpudra first changes it, and forgotten
+// only once it is restored: whatever becomes of a daemon's record (a stop
+// that failed half-way, a new daemon started before the kubelet retried,
+// a hand-edited checkpoint), gpudra never takes its own exclusive-process
+// for the mode to go back to.
+//
+// A daemon is alive when it answers its control protocol: a command with a
+// reply, within a deadline (mps.Ready). One that does not (stopped, hung,
+// its socket or directory gone) is never joined nor adopted: it is killed
+// and replaced, by the prepare that finds it, at start-up, or by the
+// plugin's periodic check, within seconds. A co-tenant's unprepare does
+// not wait on a daemon at all.
 
 // Steps of starting and stopping a daemon, for Hooks.AfterSharingStep.
 const (
-	StepDaemonRecorded       = "MPSDaemonRecorded"
-	StepComputeModeSet       = "ComputeModeSet"
-	StepDaemonLaunched       = "MPSDaemonLaunched"
-	StepDaemonReady          = "MPSDaemonReady"
-	StepDaemonStopping       = "MPSDaemonStoppingRecorded"
-	StepDaemonStopped        = "MPSDaemonStopped"
-	StepComputeModeRestored  = "ComputeModeRestored"
-	StepTimeSliceRecorded    = "TimeSliceRecorded"
-	StepTimeSliceSet         = "TimeSliceSet"
-	StepTimeSliceRestored    = "TimeSliceRestored"
-	defaultMPSReadyTimeout   = 60 * time.Second
-	mpsDirPermissions        = 0o755
-	shmDirPermissionsForMPS  = 0o1777
-	daemonRestartReadyBudget = 30 * time.Second
+	StepDaemonRecorded      = "MPSDaemonRecorded"
+	StepComputeModeSet      = "ComputeModeSet"
+	StepDaemonLaunched      = "MPSDaemonLaunched"
+	StepDaemonReady         = "MPSDaemonReady"
+	StepDaemonStopping      = "MPSDaemonStoppingRecorded"
+	StepDaemonStopped       = "MPSDaemonStopped"
+	StepComputeModeRestored = "ComputeModeRestored"
+	StepTimeSliceRecorded   = "TimeSliceRecorded"
+	StepTimeSliceSet        = "TimeSliceSet"
+	StepTimeSliceRestored   = "TimeSliceRestored"
+	defaultMPSReadyTimeout  = 60 * time.Second
+	mpsDirPermissions       = 0o755
+	shmDirPermissionsForMPS = 0o1777
 )
 
 // SharingSteps lists every step, in the order they happen: tests crash the
@@ -70,13 +85,30 @@ func (s *State) step(claimUID, name string) error {
 }
 
 // daemonFor describes the daemon with the given ID, serving deviceUUID
-// ("" when only its directories matter).
-func (s *State) daemonFor(id, deviceUUID string) mps.Daemon {
+// ("" when only its directories matter). Its directory is always
+// <MPSDir>/<ID>, whatever a record says: an ID that is not a device name
+// (a hand-edited or corrupted checkpoint, "../x") names no daemon of
+// gpudra's, and nothing outside the MPS directory is ever created or
+// removed for it.
+func (s *State) daemonFor(id, deviceUUID string) (mps.Daemon, error) {
+	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
+		return mps.Daemon{}, fmt.Errorf("MPS daemon %q: not a device name (%s): the checkpoint was edited or is corrupt; gpudra touches nothing outside its MPS directory %s for it", id, errs[0], s.opts.MPSDir)
+	}
 	d := mps.Daemon{ID: id, Dir: filepath.Join(s.opts.MPSDir, id)}
 	if deviceUUID != "" {
 		d.Command = s.opts.Hardware.MPSDaemon(deviceUUID)
 	}
-	return d
+	return d, nil
+}
+
+// probe asks the daemon whether it is alive, within the probe timeout.
+func (s *State) probe(ctx context.Context, d mps.Daemon) error {
+	if d.Command.Control == nil {
+		// Only its directories were asked for: ask with any device's
+		// client (the client is the same for every device).
+		d.Command = s.opts.Hardware.MPSDaemon("")
+	}
+	return mps.Ready(ctx, d, s.opts.MPSProbeTimeout)
 }
 
 // deviceUUID is what the device's daemon serves: the GPU, or its MIG
@@ -110,45 +142,49 @@ func (s *State) prepareSharing(ctx context.Context, rec *checkpoint.Claim, i int
 }
 
 // ensureDaemonLocked makes sure the device's daemon runs and answers,
-// starting it (or adopting the one that runs) as recorded above. The
-// caller holds the GPU lock.
+// starting it (or adopting the one that runs and answers) as recorded
+// above. The caller holds the GPU lock.
 func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d checkpoint.Device) error {
 	if s.opts.MPS == nil {
 		return errors.New("MPS is not available: this plugin runs no MPS daemon launcher")
 	}
 	id, want := d.Sharing.MPSDaemon, deviceUUID(d)
-	daemon := s.daemonFor(id, want)
+	daemon, err := s.daemonFor(id, want)
+	if err != nil {
+		return err
+	}
 	logger := klog.FromContext(ctx).WithValues("mpsDaemon", id)
 
 	s.mu.Lock()
 	rec, known := s.cp.MPSDaemons[id]
 	s.mu.Unlock()
-	if known && rec.State == checkpoint.DaemonRunning && rec.DeviceUUID == want && mps.Ready(daemon) == nil {
-		return nil // warm: another claim's daemon, or this claim's after a restart
-	}
-	if known && rec.DeviceUUID != want {
-		// The MIG device was recreated (a reboot) with a new UUID: the
-		// old daemon serves a device that no longer exists.
-		logger.Info("Replacing the MPS daemon of a recreated device", "oldDevice", rec.DeviceUUID, "device", want)
-		if err := s.opts.MPS.Stop(ctx, s.daemonFor(id, rec.DeviceUUID)); err != nil {
-			return fmt.Errorf("stop MPS daemon %s: %w", id, err)
+	current := known && rec.State == checkpoint.DaemonRunning && rec.DeviceUUID == want && rec.GPUUUID == d.GPUUUID
+	if current {
+		err := s.probe(ctx, daemon)
+		if err == nil {
+			return nil // warm: another claim's daemon, or this claim's after a restart
 		}
+		if ctx.Err() != nil {
+			return err // cut short: it says nothing of the daemon
+		}
+		logger.Info("MPS control daemon does not answer; replacing it", "err", err)
+	}
+	stale := known && rec.DeviceUUID != want
+	var prevMode *int
+	if d.Mig == nil {
+		mode, err := s.rememberComputeModeLocked(ctx, d.GPUUUID)
+		if err != nil {
+			return fmt.Errorf("MPS daemon %s: %w", id, err)
+		}
+		prevMode = &mode
 	}
 	if !known || rec.State == checkpoint.DaemonStopping {
-		rec = checkpoint.MPSDaemon{ID: id, GPUUUID: d.GPUUUID, DeviceUUID: want, Dir: daemon.Dir}
-		if d.Mig == nil {
-			mode, err := s.opts.Hardware.ComputeMode(d.GPUUUID)
-			if err != nil {
-				return err
-			}
-			prev := int(mode)
-			rec.PreviousComputeMode = &prev
-		}
+		rec = checkpoint.MPSDaemon{ID: id}
 	}
+	rec.GPUUUID, rec.DeviceUUID, rec.Dir, rec.PreviousComputeMode = d.GPUUUID, want, daemon.Dir, prevMode
 	if rec.State != checkpoint.DaemonRunning {
 		rec.State = checkpoint.DaemonStarting
 	}
-	rec.DeviceUUID = want
 	if err := s.putDaemon(id, &rec); err != nil {
 		return err
 	}
@@ -156,14 +192,8 @@ func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d check
 		return err
 	}
 
-	for _, dir := range []string{daemon.PipeDir(), daemon.LogDir(), daemon.ShmDir()} {
-		if err := os.MkdirAll(dir, mpsDirPermissions); err != nil {
-			return fmt.Errorf("MPS daemon %s: %w", id, err)
-		}
-	}
-	// Clients and the server run as any user and exchange memory here.
-	if err := os.Chmod(daemon.ShmDir(), shmDirPermissionsForMPS); err != nil {
-		return fmt.Errorf("MPS daemon %s: %w", id, err)
+	if err := makeDaemonDirs(daemon); err != nil {
+		return err
 	}
 	if d.Mig == nil {
 		// Set every time, not once: a reboot resets the compute mode
@@ -173,6 +203,16 @@ func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d check
 		}
 		if err := s.step(claimUID, StepComputeModeSet); err != nil {
 			return err
+		}
+	}
+	// Never adopt a daemon that does not answer, nor one that serves a
+	// device that was recreated (a reboot gave a MIG device a new UUID).
+	if stale || current || s.probe(ctx, daemon) != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.opts.MPS.Kill(ctx, daemon); err != nil {
+			return fmt.Errorf("MPS daemon %s: kill the one that does not answer: %w", id, err)
 		}
 	}
 	if err := s.opts.MPS.Start(ctx, daemon); err != nil {
@@ -198,6 +238,21 @@ func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d check
 	return s.step(claimUID, StepDaemonReady)
 }
 
+// makeDaemonDirs creates the daemon's directories, which may have been
+// deleted under it.
+func makeDaemonDirs(d mps.Daemon) error {
+	for _, dir := range []string{d.PipeDir(), d.LogDir(), d.ShmDir()} {
+		if err := os.MkdirAll(dir, mpsDirPermissions); err != nil {
+			return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
+		}
+	}
+	// Clients and the server run as any user and exchange memory here.
+	if err := os.Chmod(d.ShmDir(), shmDirPermissionsForMPS); err != nil {
+		return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
+	}
+	return nil
+}
+
 // releaseSharing tears down what the claim's devices shared, unless other
 // claims still use it: the MPS daemon is stopped and the time slice
 // restored when the claim was the last to use them. The caller holds the
@@ -213,6 +268,13 @@ func (s *State) releaseSharing(ctx context.Context, claimUID string) error {
 		if d.Sharing == nil {
 			continue
 		}
+		// Another claim on the daemon keeps it: say so without waiting for
+		// the GPU lock, which a prepare replacing a hung daemon may hold.
+		// Claims only ever join a daemon under that lock, so a count
+		// above zero stays so until this claim is forgotten.
+		if d.Sharing.Strategy == checkpoint.SharingMPS && s.daemonRefs(d.Sharing.MPSDaemon, claimUID) > 0 {
+			continue
+		}
 		err := func() error {
 			unlock := s.gpuLocks.lock(d.GPUUUID)
 			defer unlock()
@@ -221,7 +283,7 @@ func (s *State) releaseSharing(ctx context.Context, claimUID string) error {
 				if s.daemonRefs(d.Sharing.MPSDaemon, claimUID) > 0 {
 					return nil
 				}
-				return s.stopDaemonLocked(ctx, claimUID, d.Sharing.MPSDaemon)
+				return s.stopDaemonLocked(ctx, claimUID, d.Sharing.MPSDaemon, d.GPUUUID)
 			case checkpoint.SharingTimeSlicing:
 				return s.restoreTimeSliceLocked(ctx, claimUID, d.GPUUUID)
 			}
@@ -235,13 +297,15 @@ func (s *State) releaseSharing(ctx context.Context, claimUID string) error {
 }
 
 // daemonRefs counts the claims other than except whose records name the
-// daemon.
+// daemon. A claim being unprepared holds no reference: its containers are
+// gone, and two claims unprepared at once must not each keep the daemon
+// for the other.
 func (s *State) daemonRefs(id, except string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for uid, c := range s.cp.Claims {
-		if uid == except {
+		if uid == except || c.State == checkpoint.UnprepareStarted {
 			continue
 		}
 		for _, d := range c.Devices {
@@ -255,27 +319,37 @@ func (s *State) daemonRefs(id, except string) int {
 }
 
 // stopDaemonLocked stops a daemon and undoes what starting it did, as
-// recorded. The caller holds the GPU lock.
-func (s *State) stopDaemonLocked(ctx context.Context, claimUID, id string) error {
+// recorded; gpuUUID is the GPU it runs on, whose lock the caller holds.
+// A daemon without a record (a hand-edited checkpoint) is stopped too: a
+// claim named it. Its GPU's compute mode is restored once the daemon of
+// the whole GPU is gone.
+func (s *State) stopDaemonLocked(ctx context.Context, claimUID, id, gpuUUID string) error {
+	logger := klog.FromContext(ctx).WithValues("mpsDaemon", id)
+	daemon, err := s.daemonFor(id, "")
 	s.mu.Lock()
-	rec, ok := s.cp.MPSDaemons[id]
+	rec, known := s.cp.MPSDaemons[id]
 	s.mu.Unlock()
-	if !ok {
+	if err != nil {
+		// Nothing of gpudra's can be under that name: forget it.
+		logger.Error(err, "Forgetting an MPS daemon record that names no device")
+		if known {
+			return s.putDaemon(id, nil)
+		}
 		return nil
 	}
-	rec.State = checkpoint.DaemonStopping
-	if err := s.putDaemon(id, &rec); err != nil {
-		return err
+	if known {
+		rec.State = checkpoint.DaemonStopping
+		if err := s.putDaemon(id, &rec); err != nil {
+			return err
+		}
+		if err := s.step(claimUID, StepDaemonStopping); err != nil {
+			return err
+		}
 	}
-	if err := s.step(claimUID, StepDaemonStopping); err != nil {
-		return err
-	}
-	daemon := s.daemonFor(id, "")
-	if rec.Dir != "" {
-		daemon.Dir = rec.Dir
-	}
-	if err := s.opts.MPS.Stop(ctx, daemon); err != nil {
-		return err
+	if s.opts.MPS != nil {
+		if err := s.opts.MPS.Stop(ctx, daemon); err != nil {
+			return err
+		}
 	}
 	if err := s.step(claimUID, StepDaemonStopped); err != nil {
 		return err
@@ -283,18 +357,17 @@ func (s *State) stopDaemonLocked(ctx context.Context, claimUID, id string) error
 	if err := os.RemoveAll(daemon.Dir); err != nil {
 		return fmt.Errorf("MPS daemon %s: remove its directories: %w", id, err)
 	}
-	if rec.PreviousComputeMode != nil {
-		if err := s.opts.Hardware.SetComputeMode(rec.GPUUUID, gpu.ComputeMode(*rec.PreviousComputeMode)); err != nil {
-			return fmt.Errorf("MPS daemon %s: restore the compute mode: %w", id, err)
+	if p, ok := gpu.ParseDeviceName(id); ok && !p.MIG && !p.Monitor {
+		if err := s.restoreComputeModeLocked(ctx, claimUID, gpuUUID); err != nil {
+			return fmt.Errorf("MPS daemon %s: %w", id, err)
 		}
-		if err := s.step(claimUID, StepComputeModeRestored); err != nil {
+	}
+	if known {
+		if err := s.putDaemon(id, nil); err != nil {
 			return err
 		}
 	}
-	if err := s.putDaemon(id, nil); err != nil {
-		return err
-	}
-	klog.FromContext(ctx).V(2).Info("Stopped MPS control daemon", "mpsDaemon", id)
+	logger.V(2).Info("Stopped MPS control daemon")
 	return nil
 }
 
@@ -359,23 +432,43 @@ type DaemonHealth struct {
 	Err error
 }
 
-// CheckDaemons asks every daemon recorded as Running whether it answers.
-func (s *State) CheckDaemons() []DaemonHealth {
+// CheckDaemons asks every daemon recorded as Running whether it answers,
+// all at once: a hung one takes the probe timeout, and must not hold up
+// the others' answers.
+func (s *State) CheckDaemons(ctx context.Context) []DaemonHealth {
 	daemons := s.MPSDaemons()
-	var out []DaemonHealth
-	for _, id := range slices.Sorted(maps.Keys(daemons)) {
+	ids := slices.Sorted(maps.Keys(daemons))
+	out := make([]DaemonHealth, 0, len(ids))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, id := range ids {
 		rec := daemons[id]
 		if rec.State != checkpoint.DaemonRunning {
 			continue
 		}
-		out = append(out, DaemonHealth{ID: id, GPUUUID: rec.GPUUUID, Err: mps.Ready(s.daemonFor(id, ""))})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := DaemonHealth{ID: id, GPUUUID: rec.GPUUUID}
+			if d, err := s.daemonFor(id, rec.DeviceUUID); err != nil {
+				h.Err = err
+			} else {
+				h.Err = s.probe(ctx, d)
+			}
+			mu.Lock()
+			out = append(out, h)
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b DaemonHealth) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
-// RestartDaemon brings a daemon that stopped answering back (launching a
-// new one, or waiting for the one its launcher restarts), unless it is no
-// longer wanted.
+// RestartDaemon replaces a daemon that stopped answering (it died, hung,
+// or lost its directory): the old process is killed, the directories are
+// made again, and a new one is started; unless the daemon is no longer
+// wanted, or answers again.
 func (s *State) RestartDaemon(ctx context.Context, id string) error {
 	s.mu.Lock()
 	rec, ok := s.cp.MPSDaemons[id]
@@ -391,13 +484,28 @@ func (s *State) RestartDaemon(ctx context.Context, id string) error {
 	if !ok || rec.State != checkpoint.DaemonRunning {
 		return nil
 	}
-	daemon := s.daemonFor(id, rec.DeviceUUID)
-	if mps.Ready(daemon) == nil {
-		return nil
+	daemon, err := s.daemonFor(id, rec.DeviceUUID)
+	if err != nil {
+		return err
 	}
-	klog.FromContext(ctx).Info("MPS control daemon stopped answering; restarting it", "mpsDaemon", id)
+	if err := s.probe(ctx, daemon); err == nil || ctx.Err() != nil {
+		// Answers again, or the probe was cut short (the plugin stops):
+		// a daemon must outlive its plugin.
+		return ctx.Err()
+	}
+	klog.FromContext(ctx).Info("MPS control daemon does not answer; replacing it", "mpsDaemon", id)
+	if err := s.opts.MPS.Kill(ctx, daemon); err != nil {
+		return err
+	}
+	if err := makeDaemonDirs(daemon); err != nil {
+		return err
+	}
 	if err := s.opts.MPS.Start(ctx, daemon); err != nil {
 		return err
 	}
-	return mps.WaitReady(ctx, daemon, daemonRestartReadyBudget)
+	timeout := s.opts.MPSReadyTimeout
+	if timeout == 0 {
+		timeout = defaultMPSReadyTimeout
+	}
+	return mps.WaitReady(ctx, daemon, timeout)
 }

@@ -42,15 +42,18 @@ func mpsEnv(sh *checkpoint.DeviceSharing) []string {
 // directory (read-write: clients create their own pipes there), its log
 // directory (read-only), and its /dev/shm, through which MPS passes memory
 // between the server and its clients.
-func (s *State) sharingEdits(d checkpoint.Device) gpu.Edits {
+func (s *State) sharingEdits(d checkpoint.Device) (gpu.Edits, error) {
 	if d.Sharing == nil || d.Sharing.Strategy != checkpoint.SharingMPS {
-		return gpu.Edits{}
+		return gpu.Edits{}, nil
 	}
-	dm := s.daemonFor(d.Sharing.MPSDaemon, "")
+	dm, err := s.daemonFor(d.Sharing.MPSDaemon, "")
+	if err != nil {
+		return gpu.Edits{}, err
+	}
 	rw := []string{"rw", "nosuid", "nodev", "bind"}
 	return gpu.Edits{Mounts: []gpu.Mount{
 		{HostPath: dm.PipeDir(), ContainerPath: mpsPipeDirInContainer, Options: rw},
 		{HostPath: dm.LogDir(), ContainerPath: mpsLogDirInContainer, Options: []string{"ro", "nosuid", "nodev", "bind"}},
 		{HostPath: dm.ShmDir(), ContainerPath: mpsShmInContainer, Options: rw},
-	}}
+	}}, nil
 }

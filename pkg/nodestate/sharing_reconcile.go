@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
@@ -21,7 +22,10 @@ import (
 //     (its prepare was rolled back, or it was being stopped).
 //   - A daemon the launcher runs that the checkpoint does not know is
 //     stopped: nobody would ever stop it otherwise.
-//   - A time slice no claim asks for any more is restored to the default.
+//   - A GPU whose compute mode gpudra changed and no MPS daemon needs any
+//     more gets its mode back (its daemon's record was lost).
+//   - A time slice no claim asks for any more is restored to the default,
+//     and one recorded for a GPU the node no longer has is forgotten.
 //   - After a reboot, which resets the compute mode and the time slice,
 //     both are set again where claims still need them.
 func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
@@ -36,9 +40,9 @@ func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
 			defer unlock()
 			if s.daemonRefs(id, "") == 0 {
 				logger.Info("Stopping an MPS daemon no claim uses", "mpsDaemon", id, "state", rec.State)
-				return s.stopDaemonLocked(ctx, "", id)
+				return s.stopDaemonLocked(ctx, "", id, rec.GPUUUID)
 			}
-			if rebooted && rec.PreviousComputeMode != nil {
+			if p, ok := gpu.ParseDeviceName(id); rebooted && ok && !p.MIG {
 				return s.opts.Hardware.SetComputeMode(rec.GPUUUID, gpu.ComputeModeExclusiveProcess)
 			}
 			return nil
@@ -58,10 +62,29 @@ func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
 			if _, ok := known[id]; ok {
 				continue
 			}
-			logger.Info("Stopping an MPS daemon the checkpoint does not know", "mpsDaemon", id)
-			if err := s.opts.MPS.Stop(ctx, s.daemonFor(id, "")); err != nil {
+			d, err := s.daemonFor(id, "")
+			if err == nil {
+				logger.Info("Stopping an MPS daemon the checkpoint does not know", "mpsDaemon", id)
+				err = s.opts.MPS.Stop(ctx, d)
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("stop unknown MPS daemon %s: %w", id, err))
 			}
+		}
+	}
+
+	for uuid := range s.ComputeModes() {
+		err := func() error {
+			unlock := s.gpuLocks.lock(uuid)
+			defer unlock()
+			if s.computeModeNeeded(uuid) {
+				return nil
+			}
+			logger.Info("Restoring the compute mode of a GPU no MPS daemon holds any more", "gpu", uuid)
+			return s.restoreComputeModeLocked(ctx, "", uuid)
+		}()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("compute mode of GPU %s: %w", uuid, err))
 		}
 	}
 
@@ -85,4 +108,27 @@ func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// computeModeNeeded reports whether an MPS daemon of the whole GPU is
+// recorded, or a claim that is not being unprepared uses MPS on it.
+func (s *State) computeModeNeeded(uuid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, d := range s.cp.MPSDaemons {
+		if p, ok := gpu.ParseDeviceName(id); ok && !p.MIG && d.GPUUUID == uuid {
+			return true
+		}
+	}
+	for _, c := range s.cp.Claims {
+		if c.State == checkpoint.UnprepareStarted {
+			continue
+		}
+		for _, d := range c.Devices {
+			if d.GPUUUID == uuid && d.Mig == nil && d.Sharing != nil && d.Sharing.Strategy == checkpoint.SharingMPS {
+				return true
+			}
+		}
+	}
+	return false
 }

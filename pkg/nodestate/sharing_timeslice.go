@@ -55,6 +55,11 @@ func (s *State) restoreTimeSliceLocked(ctx context.Context, except, uuid string)
 	if !recorded || wanted {
 		return nil
 	}
+	if _, present := s.node().GPUByUUID(uuid); !present {
+		// Taken out of the node: nothing to restore, and nothing could.
+		klog.FromContext(ctx).Info("The GPU whose time slice gpudra set is no longer on this node; forgetting it", "gpu", uuid)
+		return s.putTimeSlice(uuid, nil)
+	}
 	if err := s.opts.Hardware.SetTimeSlice(uuid, 0); err != nil {
 		return fmt.Errorf("restore the default time slice: %w", err)
 	}
@@ -69,11 +74,12 @@ func (s *State) restoreTimeSliceLocked(ctx context.Context, except, uuid string)
 }
 
 // timeSliceWantedLocked reports whether a claim other than except asks
-// for a time slice other than the default on the GPU. The caller holds
-// s.mu.
+// for a time slice other than the default on the GPU. A claim being
+// unprepared wants nothing any more (two claims unprepared at once must
+// not each keep the level for the other). The caller holds s.mu.
 func (s *State) timeSliceWantedLocked(except, uuid string) bool {
 	for uid, c := range s.cp.Claims {
-		if uid == except {
+		if uid == except || c.State == checkpoint.UnprepareStarted {
 			continue
 		}
 		for _, d := range c.Devices {

@@ -96,6 +96,10 @@ type Options struct {
 	// MPSReadyTimeout is how long a prepare waits for a starting MPS
 	// daemon to answer; zero means 60 seconds.
 	MPSReadyTimeout time.Duration
+	// MPSProbeTimeout is how long a running MPS daemon has to answer a
+	// control command before it counts as hung and is replaced; zero
+	// means mps.DefaultProbeTimeout.
+	MPSProbeTimeout time.Duration
 	// ShareSharing is how a claim that holds a share of a GPU (less than
 	// all of its memory, through consumable capacity) shares it when its
 	// config does not say: the node pool's tier. Nil leaves such claims
@@ -209,6 +213,7 @@ func New(opts Options) (*State, error) {
 	if cp.Claims == nil {
 		cp.Claims = map[string]checkpoint.Claim{}
 	}
+	migrateComputeModes(cp)
 	s := &State{opts: opts, cp: cp}
 	s.commits.durable = cp.Clone()
 	s.commits.cond = sync.NewCond(&s.commits.mu)

@@ -124,14 +124,20 @@ func (d *Driver) watchDaemons(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		for _, h := range d.state.CheckDaemons() {
+		healths := d.state.CheckDaemons(ctx)
+		if ctx.Err() != nil {
+			// Stopping: a probe cut short says nothing of the daemon,
+			// which must outlive this plugin.
+			return
+		}
+		for _, h := range healths {
 			if h.Err == nil {
 				d.setDaemonTrouble(h.ID, "")
 				continue
 			}
 			logger := klog.FromContext(ctx).WithValues("mpsDaemon", h.ID)
-			logger.Error(h.Err, "MPS control daemon does not answer; reporting its device unhealthy and restarting it")
-			d.setDaemonTrouble(h.ID, "MPS control daemon not running: "+h.Err.Error())
+			logger.Error(h.Err, "MPS control daemon does not answer; reporting its device unhealthy and replacing it")
+			d.setDaemonTrouble(h.ID, "MPS control daemon not answering: "+h.Err.Error())
 			if err := d.state.RestartDaemon(ctx, h.ID); err != nil {
 				logger.Error(err, "Restart MPS control daemon; trying again at the next check")
 				continue

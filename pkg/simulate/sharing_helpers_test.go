@@ -35,7 +35,7 @@ import (
 func startSharedCluster(t testing.TB, profile, shareSharing string) (context.Context, *Cluster) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: profile, ConsumableCapacity: true, ShareSharing: shareSharing, MPSCheckInterval: 100 * time.Millisecond}, nil)
+	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: profile, ConsumableCapacity: true, ShareSharing: shareSharing, MPSCheckInterval: 250 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatalf("start simulated node: %v", err)
 	}

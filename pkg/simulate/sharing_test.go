@@ -273,7 +273,7 @@ func TestMPSDaemonKilledIsRestarted(t *testing.T) {
 				}
 				if d.Health == kubeletplugin.HealthStatusUnhealthy {
 					saw[d.Health] = true
-					if !strings.Contains(d.Message, "MPS control daemon not running") {
+					if !strings.Contains(d.Message, "MPS control daemon not answering") {
 						t.Errorf("unhealthy message %q", d.Message)
 					}
 				} else if saw[kubeletplugin.HealthStatusUnhealthy] {
