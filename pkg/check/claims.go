@@ -275,16 +275,33 @@ func (r *runner) podInfo(u *unit) PodInfo {
 }
 
 // devicesOf lists a claim's allocated devices for one request (all of
-// them when request is ""), labelled with what the container named.
+// them when request is ""), labelled with what the container named. A
+// device allocated to several requests of the claim (shares of one GPU,
+// consumable capacity) is listed once, as the plugin prepares it: one
+// device for all of them, with the sum of the shares.
 func (r *runner) devicesOf(ce *claimEval, label, request string) []string {
 	a := r.report.Claims[ce.idx].Allocation
 	if a == nil {
 		return nil
 	}
-	var out []string
+	var devices []AllocatedDevice
+	requests := map[string][]string{} // by driver, pool and device
+	key := func(d AllocatedDevice) string { return d.Driver + "/" + d.Pool + "/" + d.Device }
 	for _, d := range a.Devices {
 		base, _, _ := strings.Cut(d.Request, "/")
-		if request == "" || request == base || request == d.Request {
+		if request != "" && request != base && request != d.Request {
+			continue
+		}
+		if _, seen := requests[key(d)]; !seen {
+			devices = append(devices, d)
+		}
+		requests[key(d)] = append(requests[key(d)], d.Request)
+	}
+	out := make([]string, 0, len(devices))
+	for _, d := range devices {
+		if reqs := requests[key(d)]; len(reqs) > 1 {
+			out = append(out, fmt.Sprintf("%s (claim %s, requests %s: their shares as one device)", d.Device, label, strings.Join(reqs, ", ")))
+		} else {
 			out = append(out, fmt.Sprintf("%s (claim %s, request %s)", d.Device, label, d.Request))
 		}
 	}

@@ -176,6 +176,8 @@ func refusalHint(refusal *claimplan.Refusal, driver string) string {
 		return "this node pool runs no MPS daemons (the chart's mps.enabled: false): enable them, or share the GPU with sharing.strategy: TimeSlicing"
 	case claimplan.MPSLimitKey:
 		return `key the limit by "0", the claim's one MPS device as its containers see it, or set sharing.mps.defaultPinnedDeviceMemoryLimit`
+	case claimplan.SharesDiffer:
+		return "requests of one claim that are given shares of one GPU get it as one device: give them one config (one config[] entry naming both requests, or none), or ask for one share of their sum in one request"
 	case claimplan.SharingConflict:
 		return "claims that share one GPU must share it alike: all through MPS, or all time-sliced with the same interval (a share without a config gets the node pool's consumableCapacity.sharing)"
 	case claimplan.MonitorWithoutAdmin:
