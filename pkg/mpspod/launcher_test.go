@@ -169,3 +169,37 @@ func TestStartReportsAPIErrors(t *testing.T) {
 		t.Errorf("Start = %v", err)
 	}
 }
+
+// TestKillDeletesAtOnce: a daemon pod that no longer answers is deleted
+// with no grace period (it would not act on a SIGTERM), and Stop gives a
+// daemon that does answer its grace period.
+func TestKillDeletesAtOnce(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	l := newLauncher(t, client, "node-a")
+	for _, stop := range []struct {
+		name  string
+		do    func(context.Context, mps.Daemon) error
+		grace int64
+	}{{"Kill", l.Kill, 0}, {"Stop", l.Stop, stopGracePeriod}} {
+		if err := l.Start(ctx, daemon("GPU-1", false)); err != nil {
+			t.Fatal(err)
+		}
+		client.ClearActions()
+		if err := stop.do(ctx, daemon("GPU-1", false)); err != nil {
+			t.Fatal(err)
+		}
+		var grace *int64
+		for _, a := range client.Actions() {
+			if d, ok := a.(k8stesting.DeleteAction); ok && a.GetResource().Resource == "pods" {
+				grace = d.GetDeleteOptions().GracePeriodSeconds
+			}
+		}
+		if grace == nil || *grace != stop.grace {
+			t.Errorf("%s deleted the pod with grace period %v, want %d", stop.name, grace, stop.grace)
+		}
+		if ids, _ := l.List(ctx); len(ids) != 0 {
+			t.Errorf("%s: daemons %v left", stop.name, ids)
+		}
+	}
+}
