@@ -22,7 +22,7 @@ IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 # deepcopy-gen, run from the module proxy at a pinned version (make generate).
 DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build cli test test-unit golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
+.PHONY: all build cli test test-unit test-race chaos-sharing golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
 
 all: build
 
@@ -41,6 +41,20 @@ test: test-unit chart-check
 ## test-unit: gofmt, go vet and every Go test, without building helm (no cluster, no GPU)
 test-unit: fmt-check vet verify-generate
 	$(GO) test $(GOTESTFLAGS) ./...
+
+## test-race: the packages that hold locks and goroutines under the race detector: node state, checkpoint, plugin, MPS launchers and stand-in, CDI writer, health, fake GPUs, controller, fleet, and the in-process pipeline's concurrency, crash and sharing tests (.ci/run runs it)
+RACE_PACKAGES ?= ./pkg/nodestate/ ./pkg/checkpoint/ ./pkg/plugin/ ./pkg/mps/ ./pkg/mpspod/ ./pkg/mpsstandin/ ./pkg/cdispec/ ./pkg/discovery/ ./pkg/nvmlfake/ ./pkg/controller/... ./pkg/fleet/
+RACE_SIMULATE ?= ^(TestMigConcurrentPrepares|TestCrashInsideCheckpointBatch|TestSharingChaos|TestHungMPSDaemonIsReplaced|TestMPSOneDaemonPerDevice|TestMPSSurvivesRestartAndUpgrade|TestMPSDaemonKilledIsRestarted|TestTwoSharesOfOneGPUInOneClaim|TestHealthRecovers|TestSharedClaim)$$
+test-race:
+	$(GO) test -race $(GOTESTFLAGS) $(RACE_PACKAGES)
+	$(GO) test -race $(GOTESTFLAGS) -timeout 30m -run '$(RACE_SIMULATE)' ./pkg/simulate/
+
+## chaos-sharing: the in-process sharing chaos run, no cluster: SHARING_CHAOS_ITERATIONS (200) iterations of MPS, time-sliced and plain shares with failures injected at every sharing step, daemons killed, stopped and wiped, plugin restarts, the sharing invariants checked after each (make test runs 12)
+SHARING_CHAOS_ITERATIONS ?= 200
+SHARING_CHAOS_SEED ?= 1
+chaos-sharing:
+	bash -o pipefail -c 'GPUDRA_SHARING_CHAOS_ITERATIONS=$(SHARING_CHAOS_ITERATIONS) GPUDRA_SHARING_CHAOS_SEED=$(SHARING_CHAOS_SEED) \
+		$(GO) test -count=1 -timeout 60m -run "^TestSharingChaos$$" -v ./pkg/simulate/ | grep -E "^(gpudra sharing chaos|  [a-z]|--- |ok|FAIL|panic|\s+sharing_chaos_test)"'
 
 ## golden: rewrite every golden file from the current code (published slices, doc tables, gpudra check's expectations); review the diff before committing
 golden:

@@ -31,9 +31,10 @@ import (
 // TestSharingChaos runs random claims that share GPUs (MPS shares, time-
 // sliced shares, plain shares, whole GPUs with MPS or a time slice) on a
 // node of shareable GPUs, and injects failures at every sharing step
-// (start and stop of MPS daemons, compute mode, time slice): as a crash
-// (the plugin dies there and restarts) or as an error the kubelet retries
-// later, after other claims came and went. It also kills, stops (SIGSTOP)
+// (start and stop of MPS daemons, compute mode, time slice; two kubelet
+// calls in three fail at their first, second, third or fourth step): as a
+// crash (the plugin dies there and restarts) or as an error the kubelet
+// retries later, after other claims came and went. It also kills, stops (SIGSTOP)
 // and wipes the directories of daemons, and restarts the plugin. After
 // every iteration it checks the sharing invariants:
 //
@@ -66,6 +67,9 @@ func TestSharingChaos(t *testing.T) {
 	ch.drain()
 	ch.checkInvariants()
 	ch.checkEmpty()
+	if t.Failed() {
+		t.Fatalf("seed %d: something of sharing is left after every claim went", seed)
+	}
 	took := time.Since(start)
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -125,10 +129,13 @@ type sharingChaos struct {
 	sentinel, sentinelState string
 
 	mu sync.Mutex
-	// fault, when set, fails the next sharing step of that name.
-	fault      string
-	crash      bool
-	fired      bool
+	// failAt, when set, fails the failAt-th sharing step of the next
+	// kubelet call (steps counts them), as a crash or as an error.
+	failAt, steps int
+	crash         bool
+	fired         bool
+	// calm turns faults off (the end of the run).
+	calm       bool
 	iteration  int
 	lastAction string
 	actions    map[string]int
@@ -187,7 +194,8 @@ func newSharingChaos(t *testing.T, seed uint64) *sharingChaos {
 func (ch *sharingChaos) hook(_ string, step string) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.fault == "" || ch.fault != step || ch.fired {
+	ch.steps++
+	if ch.failAt == 0 || ch.steps != ch.failAt || ch.fired {
 		return nil
 	}
 	ch.fired = true
@@ -199,13 +207,15 @@ func (ch *sharingChaos) hook(_ string, step string) error {
 	return fmt.Errorf("chaos: injected %s at %s", kind, step)
 }
 
-// arm picks whether the next kubelet call meets a fault, and which.
+// arm picks whether the next kubelet call meets a fault (two in three
+// do), and at which of its sharing steps (the first to the fourth: a call
+// that takes fewer meets none).
 func (ch *sharingChaos) arm() {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	ch.fault, ch.fired = "", false
-	if ch.rng.IntN(2) == 0 {
-		ch.fault = nodestate.SharingSteps[ch.rng.IntN(len(nodestate.SharingSteps))]
+	ch.failAt, ch.steps, ch.fired = 0, 0, false
+	if !ch.calm && ch.rng.IntN(3) > 0 {
+		ch.failAt = 1 + ch.rng.IntN(4)
 		ch.crash = ch.rng.IntN(2) == 0
 	}
 }
@@ -215,7 +225,7 @@ func (ch *sharingChaos) disarm() (fired, crash bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	fired, crash = ch.fired, ch.crash
-	ch.fault, ch.fired = "", false
+	ch.failAt, ch.fired = 0, false
 	return fired, fired && crash
 }
 
@@ -550,6 +560,9 @@ func (ch *sharingChaos) checkInvariants() {
 
 // drain has every claim go, with no faults, as when every pod is deleted.
 func (ch *sharingChaos) drain() {
+	ch.mu.Lock()
+	ch.calm = true
+	ch.mu.Unlock()
 	for _, name := range sortedKeys(ch.leaving) {
 		ch.unprepare(name, ch.leaving[name])
 	}
