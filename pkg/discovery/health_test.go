@@ -223,17 +223,7 @@ func TestHealthRecovers(t *testing.T) {
 // GPU that fell off the bus, are found without an event: a plugin that
 // restarts before the reset sees them at once.
 func TestCurrentHealth(t *testing.T) {
-	dir := t.TempDir()
-	s, err := nvmlfake.New(nvmlfake.Options{Profile: "dgx-a100", NodeName: "n", StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Init()
-	defer s.Shutdown()
-	node, err := Discover(context.Background(), s, "n")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, node, dir := nodeWithStateDir(t, "dgx-a100")
 	if got := CurrentHealth(s, node); len(got) != 0 {
 		t.Fatalf("a fresh node: %v", got)
 	}
@@ -265,17 +255,7 @@ func TestCurrentHealth(t *testing.T) {
 // plugin restarted before the GPU was reset) reports the GPU unhealthy at
 // once, and healthy once it is reset.
 func TestWatchStartsFromCurrentHealth(t *testing.T) {
-	dir := t.TempDir()
-	s, err := nvmlfake.New(nvmlfake.Options{Profile: "dgx-a100", NodeName: "n", StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Init()
-	defer s.Shutdown()
-	node, err := Discover(context.Background(), s, "n")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, node, dir := nodeWithStateDir(t, "dgx-a100")
 	g1 := node.GPUs[1].UUID
 	if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
 		t.Fatal(err)
@@ -303,4 +283,22 @@ func TestWatchStartsFromCurrentHealth(t *testing.T) {
 	if ev := next(); ev.UUID != g1 || ev.Health != gpu.Healthy {
 		t.Fatalf("after the reset: %+v, want %s healthy", ev, g1)
 	}
+}
+
+// nodeWithStateDir is a fake node whose state (XIDs, resets) a test
+// changes through its state directory, and the GPUs discovered on it.
+func nodeWithStateDir(t *testing.T, profile string) (*nvmlfake.Server, gpu.Node, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: profile, NodeName: "n", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Init()
+	t.Cleanup(func() { s.Shutdown() })
+	node, err := Discover(context.Background(), s, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, node, dir
 }

@@ -181,3 +181,29 @@ func (s *State) heldLocked(except string, fn func(uid string, c checkpoint.Claim
 		}
 	}
 }
+
+// putEntryLocked records v under key in one of the checkpoint's maps (or,
+// with v nil, forgets key) and returns the generation to commit; should
+// the write fail, the entry is put back as it was. v must not share memory
+// with what the caller keeps. The caller holds s.mu.
+func putEntryLocked[V any](s *State, m *map[string]V, key string, v *V) uint64 {
+	prev, had := (*m)[key]
+	set := func(v *V) {
+		if v == nil {
+			delete(*m, key)
+			return
+		}
+		if *m == nil {
+			*m = map[string]V{}
+		}
+		(*m)[key] = *v
+	}
+	set(v)
+	return s.changedLocked(func() {
+		if had {
+			set(&prev)
+		} else {
+			set(nil)
+		}
+	})
+}

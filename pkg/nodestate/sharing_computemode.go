@@ -128,25 +128,7 @@ func validComputeMode(m gpu.ComputeMode) bool {
 // the change back out. The caller holds the GPU's lock.
 func (s *State) putComputeMode(uuid string, mode *int) error {
 	s.mu.Lock()
-	prev, had := s.cp.ComputeModes[uuid]
-	set := func(m *int) {
-		if m == nil {
-			delete(s.cp.ComputeModes, uuid)
-			return
-		}
-		if s.cp.ComputeModes == nil {
-			s.cp.ComputeModes = map[string]int{}
-		}
-		s.cp.ComputeModes[uuid] = *m
-	}
-	set(mode)
-	gen := s.changedLocked(func() {
-		if had {
-			set(&prev)
-		} else {
-			set(nil)
-		}
-	})
+	gen := putEntryLocked(s, &s.cp.ComputeModes, uuid, mode)
 	s.mu.Unlock()
 	if err := s.commit(gen); err != nil {
 		return fmt.Errorf("record the compute mode of GPU %s: %w", uuid, err)

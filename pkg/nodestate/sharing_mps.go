@@ -375,26 +375,12 @@ func (s *State) stopDaemonLocked(ctx context.Context, claimUID, id, gpuUUID stri
 // the checkpoint holds it; a failed write takes the change back out. The
 // caller holds the GPU's lock.
 func (s *State) putDaemon(id string, rec *checkpoint.MPSDaemon) error {
-	s.mu.Lock()
-	prev, had := s.cp.MPSDaemons[id]
-	set := func(d *checkpoint.MPSDaemon) {
-		if d == nil {
-			delete(s.cp.MPSDaemons, id)
-			return
-		}
-		if s.cp.MPSDaemons == nil {
-			s.cp.MPSDaemons = map[string]checkpoint.MPSDaemon{}
-		}
-		s.cp.MPSDaemons[id] = d.Clone()
+	if rec != nil {
+		c := rec.Clone()
+		rec = &c
 	}
-	set(rec)
-	gen := s.changedLocked(func() {
-		if had {
-			set(&prev)
-		} else {
-			set(nil)
-		}
-	})
+	s.mu.Lock()
+	gen := putEntryLocked(s, &s.cp.MPSDaemons, id, rec)
 	s.mu.Unlock()
 	if err := s.commit(gen); err != nil {
 		return fmt.Errorf("record MPS daemon %s: %w", id, err)

@@ -97,25 +97,7 @@ func (s *State) timeSliceWantedLocked(except, uuid string) bool {
 // the change back out. The caller holds the GPU's lock.
 func (s *State) putTimeSlice(uuid string, level *int) error {
 	s.mu.Lock()
-	prev, had := s.cp.TimeSlices[uuid]
-	set := func(l *int) {
-		if l == nil {
-			delete(s.cp.TimeSlices, uuid)
-			return
-		}
-		if s.cp.TimeSlices == nil {
-			s.cp.TimeSlices = map[string]int{}
-		}
-		s.cp.TimeSlices[uuid] = *l
-	}
-	set(level)
-	gen := s.changedLocked(func() {
-		if had {
-			set(&prev)
-		} else {
-			set(nil)
-		}
-	})
+	gen := putEntryLocked(s, &s.cp.TimeSlices, uuid, level)
 	s.mu.Unlock()
 	if err := s.commit(gen); err != nil {
 		return fmt.Errorf("record the time slice of GPU %s: %w", uuid, err)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/nodestate"
-	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/plugin"
 )
 
@@ -29,11 +28,7 @@ func mpsShareOnGPU0(name string) *resourceapi.ResourceClaim {
 // the node, as an admin's nvidia-smi -c would.
 func setComputeMode(t testing.TB, c *Cluster, uuid string, mode nvml.ComputeMode) {
 	t.Helper()
-	s, err := nvmlfake.New(nvmlfake.Options{Profile: c.Opts.Profile, NodeName: c.Opts.NodeName, StateDir: c.Opts.FakeStateDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Init()
+	s := nodeNVML(t, c)
 	defer s.Shutdown()
 	d, ret := s.DeviceGetHandleByUUID(uuid)
 	if ret != nvml.SUCCESS {

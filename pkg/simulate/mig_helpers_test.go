@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpudra/gpudra/pkg/discovery"
 	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/nvmlfake"
 )
 
 // migRequest asks for one MIG partition of the profile through its
@@ -64,11 +63,7 @@ func runClaim(ctx context.Context, t testing.TB, c *Cluster, claim *resourceapi.
 // the node would: MIG mode and instances per GPU.
 func hardware(t testing.TB, c *Cluster) gpu.Node {
 	t.Helper()
-	s, err := nvmlfake.New(nvmlfake.Options{Profile: c.Opts.Profile, NodeName: c.Opts.NodeName, StateDir: c.Opts.FakeStateDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Init()
+	s := nodeNVML(t, c)
 	defer s.Shutdown()
 	node, err := discovery.Discover(context.Background(), s, c.Opts.NodeName)
 	if err != nil {

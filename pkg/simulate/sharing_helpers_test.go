@@ -80,6 +80,18 @@ const (
 	tsShort    = `{"strategy":"TimeSlicing","timeSlicing":{"interval":"Short"}}`
 )
 
+// nodeNVML is a second NVML client of the node's fake GPUs, as another
+// process on the node (nvidia-smi) would be; shut it down when done.
+func nodeNVML(t testing.TB, c *Cluster) *nvmlfake.Server {
+	t.Helper()
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: c.Opts.Profile, NodeName: c.Opts.NodeName, StateDir: c.Opts.FakeStateDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Init()
+	return s
+}
+
 // gpuPolicy is what the fake GPU holds of the sharing settings, read by a
 // second process on the node.
 type gpuPolicy struct {
@@ -89,11 +101,7 @@ type gpuPolicy struct {
 
 func policyOf(t testing.TB, c *Cluster, uuid string) gpuPolicy {
 	t.Helper()
-	s, err := nvmlfake.New(nvmlfake.Options{Profile: c.Opts.Profile, NodeName: c.Opts.NodeName, StateDir: c.Opts.FakeStateDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Init()
+	s := nodeNVML(t, c)
 	defer s.Shutdown()
 	d, ret := s.DeviceGetHandleByUUID(uuid)
 	if ret != nvml.SUCCESS {

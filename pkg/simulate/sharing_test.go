@@ -312,13 +312,7 @@ func TestMPSCrashAtEachStep(t *testing.T) {
 				}
 				return nil
 			}}
-			ctx, c := startSharedCluster(t, "dgx-h100", "None")
-			c.Stop()
-			c.Opts.Hooks = hooks
-			c, err := Start(ctx, c.Opts, c.Client)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ctx, c := startHookedSharedCluster(t, hooks)
 			claim, err := c.CreateClaim(ctx, shareClaim("crashy", "20Gi", "", mpsSharing))
 			if err != nil {
 				t.Fatal(err)
