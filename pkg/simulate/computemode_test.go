@@ -226,6 +226,7 @@ func TestComputeModeSurvivesEditedDaemonRecords(t *testing.T) {
 // before cannot be known any more; gpudra then restores Default, the mode
 // a GPU boots in, never its own exclusive-process.
 func TestComputeModeWithNoRecordLeft(t *testing.T) {
+	t.Parallel()
 	ctx, c := startSharedCluster(t, "dgx-h100", "None")
 	uuid := uuidOf(t, c, "gpu-0")
 	setComputeMode(t, c, uuid, nvml.COMPUTEMODE_PROHIBITED)

@@ -35,6 +35,7 @@ func TestEditedCheckpointTouchesOnlyGPUDRAsDirectories(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ctx, c := startSharedCluster(t, "dgx-h100", "None")
 			victim := filepath.Join(c.Opts.Dir, "precious")
 			if err := os.MkdirAll(filepath.Join(victim, "data"), 0o755); err != nil {
@@ -68,6 +69,7 @@ func TestEditedCheckpointTouchesOnlyGPUDRAsDirectories(t *testing.T) {
 // node no longer has (it was taken out) is forgotten at start-up instead
 // of failing every start-up for good.
 func TestTimeSliceOfAbsentGPUForgotten(t *testing.T) {
+	t.Parallel()
 	ctx, c := startCluster(t, "dgx-h100")
 	c.Stop()
 	editCheckpoint(t, c, func(cp *checkpoint.Checkpoint) {

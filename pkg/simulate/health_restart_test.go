@@ -28,6 +28,7 @@ func TestHealthSurvivesRestart(t *testing.T) {
 		{name: "XID 79 lost the GPU", xid: 79, lost: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, ctx := ktesting.NewTestContext(t)
 			c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: "dgx-a100", HealthRecheck: 100 * time.Millisecond}, nil)
 			if err != nil {

@@ -49,6 +49,7 @@ func TestTwoSharesOfOneGPUInOneClaim(t *testing.T) {
 		{pool: "None", sharing: tsLong},
 	} {
 		t.Run(tc.pool+"/"+strings.ReplaceAll(tc.sharing, "\"", ""), func(t *testing.T) {
+			t.Parallel()
 			ctx, c := startSharedCluster(t, "dgx-h100", tc.pool)
 			res, err := createAndRun(ctx, t, c, twoSharesClaim("two-shares", "10Gi", "20Gi", tc.sharing))
 			if err != nil {
@@ -123,6 +124,7 @@ func prepareStale(ctx context.Context, t *testing.T, c *Cluster, name, memory, s
 func TestStaleSharesRefused(t *testing.T) {
 	for _, pool := range []string{"None", "MPS"} {
 		t.Run("pool "+pool, func(t *testing.T) {
+			t.Parallel()
 			ctx, c := startSharedCluster(t, "dgx-h100", pool)
 			for i, share := range []string{"30Gi", "30Gi"} {
 				if msg := prepareStale(ctx, t, c, fmt.Sprintf("fits-%d", i), share, fmt.Sprintf("share-%d", i)); msg != "" {
@@ -146,6 +148,7 @@ func TestStaleSharesRefused(t *testing.T) {
 		})
 	}
 	t.Run("node without consumable capacity", func(t *testing.T) {
+		t.Parallel()
 		ctx, c := startCluster(t, "dgx-h100")
 		if msg := prepareStale(ctx, t, c, "share-a", "10Gi", "share-a"); !strings.Contains(msg, "publishes its GPUs exclusive") {
 			t.Errorf("a share on a node of exclusive GPUs: %q", msg)
