@@ -64,6 +64,7 @@ const (
 	StepTimeSliceSet        = "TimeSliceSet"
 	StepTimeSliceRestored   = "TimeSliceRestored"
 	defaultMPSReadyTimeout  = 60 * time.Second
+	restartReadyBudget      = 10 * time.Second
 	mpsDirPermissions       = 0o755
 	shmDirPermissionsForMPS = 0o1777
 )
@@ -489,9 +490,13 @@ func (s *State) RestartDaemon(ctx context.Context, id string) error {
 	if err := s.opts.MPS.Start(ctx, daemon); err != nil {
 		return err
 	}
-	timeout := s.opts.MPSReadyTimeout
+	// A new daemon answers in well under a second (a pod in a few): a
+	// replacement that does not within the budget is retried at the next
+	// check rather than holding the GPU's lock, and so its co-tenants'
+	// prepares, for a minute.
+	timeout := min(s.opts.MPSReadyTimeout, restartReadyBudget)
 	if timeout == 0 {
-		timeout = defaultMPSReadyTimeout
+		timeout = restartReadyBudget
 	}
 	return mps.WaitReady(ctx, daemon, timeout)
 }
