@@ -28,10 +28,12 @@ func processGone(pid int) bool {
 // one has exited, and returns the new one.
 func waitReplaced(t *testing.T, c *Cluster, old int, within time.Duration) int {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	start := time.Now()
+	deadline := start.Add(within)
 	for {
 		pid := daemonPID(c, "gpu-0")
 		if pid != 0 && pid != old && processGone(old) {
+			t.Logf("figure: the daemon was replaced %v after the wait began", time.Since(start).Round(time.Millisecond))
 			return pid
 		}
 		if time.Now().After(deadline) {
@@ -41,12 +43,16 @@ func waitReplaced(t *testing.T, c *Cluster, old int, within time.Duration) int {
 	}
 }
 
-// timed runs f and fails the test if it takes longer than limit.
+// timed runs f, logs how long it took (the figures of the closing
+// notes: go test -v -run 'Hung|Wedged|Wiped' ./pkg/simulate | grep figure)
+// and fails the test if it takes longer than limit.
 func timed(t *testing.T, what string, limit time.Duration, f func() error) {
 	t.Helper()
 	start := time.Now()
 	err := f()
-	if took := time.Since(start); took > limit {
+	took := time.Since(start)
+	t.Logf("figure: %s took %v", what, took.Round(time.Millisecond))
+	if took > limit {
 		t.Errorf("%s took %v, want at most %v", what, took.Round(time.Millisecond), limit)
 	}
 	if err != nil {
@@ -79,6 +85,7 @@ func TestHungMPSDaemonIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(old, syscall.SIGCONT) })
+	stopped := time.Now()
 
 	done := make(chan struct{})
 	go func() {
@@ -92,6 +99,7 @@ func TestHungMPSDaemonIsReplaced(t *testing.T) {
 	})
 	<-done
 	pid := waitReplaced(t, c, old, 10*time.Second)
+	t.Logf("figure: the hung daemon was replaced %v after its SIGSTOP", time.Since(stopped).Round(time.Millisecond))
 	if joined != nil && !exists(filepath.Join(mountOf(joined.Containers[0], "/tmp/nvidia-mps"), "control")) {
 		t.Errorf("the new claim's pipe directory has no control socket")
 	}
