@@ -84,9 +84,9 @@ func quoted(names []string) string {
 	return strings.Join(out, ", ")
 }
 
-// MinShareMemory is the smallest memory share the slice builder's request
+// minShareMemory is the smallest memory share the slice builder's request
 // policy allows (1 MiB, in steps of 1 MiB).
-const MinShareMemory = 1 << 20
+const minShareMemory = 1 << 20
 
 // staleShare ends the refusals of shares the scheduler never hands out.
 const staleShare = "; the allocation is stale or not the scheduler's, so nothing was prepared"
@@ -114,7 +114,7 @@ func checkShares(opts Options, planned []Device) error {
 			r.Msg = where + ", but MIG partitions are never shared"
 		case !ok:
 			r.Msg = where + " without a share of its memory"
-		case mem.Value() < MinShareMemory:
+		case mem.Value() < minShareMemory:
 			r.Msg = fmt.Sprintf("%s of %s of memory, below the smallest share of 1Mi", where, mem.String())
 		case uint64(mem.Value()) > p.GPU.MemoryBytes:
 			r.Msg = fmt.Sprintf("%s of %s of memory, more than the GPU's %d bytes", where, mem.String(), p.GPU.MemoryBytes)
