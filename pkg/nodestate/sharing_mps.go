@@ -135,7 +135,7 @@ func (s *State) prepareSharing(ctx context.Context, rec *checkpoint.Claim, i int
 		if d.Mig != nil {
 			return nil // MIG devices take only the default interval
 		}
-		return s.applyTimeSliceLocked(ctx, rec.UID, d.GPUUUID, d.Sharing.TimeSlice, false)
+		return s.applyTimeSliceLocked(ctx, rec.UID, d.GPUUUID, d.Sharing.TimeSlice)
 	case checkpoint.SharingMPS:
 		return s.ensureDaemonLocked(ctx, rec.UID, d)
 	}

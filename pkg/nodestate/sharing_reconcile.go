@@ -99,7 +99,7 @@ func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
 				return s.restoreTimeSliceLocked(ctx, "", uuid)
 			}
 			if rebooted {
-				return s.applyTimeSliceLocked(ctx, "", uuid, level, true)
+				return s.applyTimeSliceLocked(ctx, "", uuid, level)
 			}
 			return nil
 		}()

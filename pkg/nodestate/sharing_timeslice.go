@@ -18,24 +18,25 @@ import (
 // fails (see claimplan.HeldConflict). NVML cannot read the setting back, so
 // gpudra assumes a GPU it never set runs at the default.
 
-// applyTimeSliceLocked sets the GPU's level. force sets it even when the
-// record says so already (after a reboot, which resets it). The caller
-// holds the GPU lock.
-func (s *State) applyTimeSliceLocked(ctx context.Context, claimUID, uuid string, level int, force bool) error {
+// applyTimeSliceLocked sets the GPU's level. It sets the hardware even
+// when the record says the level is set already: the record may be ahead
+// of the GPU (a restore that set the default and failed before it forgot
+// the level; a reboot, which resets it), and NVML cannot read the setting
+// back to tell. The caller holds the GPU lock.
+func (s *State) applyTimeSliceLocked(ctx context.Context, claimUID, uuid string, level int) error {
 	s.mu.Lock()
 	cur, recorded := s.cp.TimeSlices[uuid]
 	s.mu.Unlock()
 	if !recorded && level == 0 {
 		return nil // the default, which nobody changed
 	}
-	if recorded && cur == level && !force {
-		return nil
-	}
-	if err := s.putTimeSlice(uuid, &level); err != nil {
-		return err
-	}
-	if err := s.step(claimUID, StepTimeSliceRecorded); err != nil {
-		return err
+	if !recorded || cur != level {
+		if err := s.putTimeSlice(uuid, &level); err != nil {
+			return err
+		}
+		if err := s.step(claimUID, StepTimeSliceRecorded); err != nil {
+			return err
+		}
 	}
 	if err := s.opts.Hardware.SetTimeSlice(uuid, level); err != nil {
 		return err
