@@ -130,8 +130,10 @@ type sharingChaos struct {
 
 	mu sync.Mutex
 	// failAt, when set, fails the failAt-th sharing step of the next
-	// kubelet call (steps counts them), as a crash or as an error.
+	// kubelet call (steps counts them), as a crash or as an error;
+	// failStep, when set, fails its first step of that name instead.
 	failAt, steps int
+	failStep      string
 	crash         bool
 	fired         bool
 	// calm turns faults off (the end of the run).
@@ -195,7 +197,7 @@ func (ch *sharingChaos) hook(_ string, step string) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	ch.steps++
-	if ch.failAt == 0 || ch.steps != ch.failAt || ch.fired {
+	if ch.fired || (ch.failAt == 0 || ch.steps != ch.failAt) && (ch.failStep == "" || step != ch.failStep) {
 		return nil
 	}
 	ch.fired = true
@@ -208,14 +210,21 @@ func (ch *sharingChaos) hook(_ string, step string) error {
 }
 
 // arm picks whether the next kubelet call meets a fault (two in three
-// do), and at which of its sharing steps (the first to the fourth: a call
-// that takes fewer meets none).
+// do), and where: at one of its sharing steps by position (the first to
+// the fourth: a call that takes fewer meets none), or, one time in three,
+// at a step by name (nodestate.SharingSteps), so that the steps few calls
+// reach (the compute mode set by a new daemon's prepare, restored by the
+// last claim's unprepare) meet faults too.
 func (ch *sharingChaos) arm() {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	ch.failAt, ch.steps, ch.fired = 0, 0, false
+	ch.failAt, ch.failStep, ch.steps, ch.fired = 0, "", 0, false
 	if !ch.calm && ch.rng.IntN(3) > 0 {
-		ch.failAt = 1 + ch.rng.IntN(4)
+		if ch.rng.IntN(3) == 0 {
+			ch.failStep = nodestate.SharingSteps[ch.rng.IntN(len(nodestate.SharingSteps))]
+		} else {
+			ch.failAt = 1 + ch.rng.IntN(4)
+		}
 		ch.crash = ch.rng.IntN(2) == 0
 	}
 }
@@ -225,7 +234,7 @@ func (ch *sharingChaos) disarm() (fired, crash bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	fired, crash = ch.fired, ch.crash
-	ch.failAt, ch.fired = 0, false
+	ch.failAt, ch.failStep, ch.fired = 0, "", false
 	return fired, fired && crash
 }
 
