@@ -177,7 +177,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return checkCDI(be, node, o.DriverName, filepath.Join(scratch, "cdi"), s)
 	})
 	_ = step(fmt.Sprintf("watch health events for %s", o.Health), func(s *Step) error {
-		return watchHealth(ctx, be, o.Health, s)
+		return watchHealth(ctx, be, node, o.Health, s)
 	})
 	_ = step("MIG profiles and placements (read-only NVML queries)", func(s *Step) error {
 		s.Result = Info
@@ -366,13 +366,13 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// watchHealth runs the plugin's health watch for d.
-func watchHealth(ctx context.Context, be *backend.Backend, d time.Duration, s *Step) error {
+// watchHealth runs the plugin's health watch over the node's GPUs for d.
+func watchHealth(ctx context.Context, be *backend.Backend, node gpu.Node, d time.Duration, s *Step) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	events := make(chan gpu.HealthEvent, 64)
 	done := make(chan error, 1)
-	go func() { done <- be.WatchHealth(ctx, backend.HealthOptions{}, events) }()
+	go func() { done <- be.WatchHealth(ctx, node, backend.HealthOptions{}, events) }()
 	var seen []string
 	for {
 		select {
