@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -24,11 +25,13 @@ func TestTwoSharesOfOneGPUAdmitted(t *testing.T) {
 		}}
 	}
 	c.Spec.Devices.Requests = []resourceapi.DeviceRequest{share("weights", "10Gi"), share("activations", "20Gi")}
-	var ar admissionv1.AdmissionReview
+	var ar struct {
+		Request *request `json:"request"`
+	}
 	if err := json.Unmarshal(review(t, admissionv1.Create, c, nil), &ar); err != nil {
 		t.Fatal(err)
 	}
-	resp, result := Validator{DriverName: driver}.Review(ar.Request)
+	resp, result := Validator{DriverName: driver}.review(context.Background(), ar.Request)
 	if !resp.Allowed || result != Allowed {
 		t.Fatalf("a claim of two shares under one MPS config: %s, %+v", result, resp.Result)
 	}
