@@ -7,6 +7,10 @@ export CGO_ENABLED := 1
 # go-nvml's header marks many NVML calls deprecated; the warnings are noise.
 export CGO_CFLAGS  := -Wno-deprecated-declarations
 GOTESTFLAGS ?= -count=1
+# Per-package limit for make test: pkg/simulate runs the real plugin through
+# many failure paths and takes ~7 min on an idle 2-core machine (10+ under
+# load), past go test's default 10 min; GOTESTFLAGS from .ci/run keep it.
+GOTESTTIMEOUT ?= 30m
 # Tools built once, outside the repository, keyed by version (hack/localcluster/build.sh).
 GPUDRA_CACHE ?= $(HOME)/.cache/gpudra
 HELM_VERSION ?= v3.22.0
@@ -40,7 +44,7 @@ test: test-unit chart-check
 
 ## test-unit: gofmt, go vet and every Go test, without building helm (no cluster, no GPU)
 test-unit: fmt-check vet verify-generate
-	$(GO) test $(GOTESTFLAGS) ./...
+	$(GO) test -timeout $(GOTESTTIMEOUT) $(GOTESTFLAGS) ./...
 
 ## test-race: the packages that hold locks and goroutines under the race detector: node state, checkpoint, plugin, MPS launchers and stand-in, CDI writer, health, fake GPUs, controller, fleet, and the in-process pipeline's concurrency, crash and sharing tests (.ci/run runs it)
 RACE_PACKAGES ?= ./pkg/nodestate/ ./pkg/checkpoint/ ./pkg/plugin/ ./pkg/mps/ ./pkg/mpspod/ ./pkg/mpsstandin/ ./pkg/cdispec/ ./pkg/discovery/ ./pkg/nvmlfake/ ./pkg/controller/... ./pkg/fleet/
