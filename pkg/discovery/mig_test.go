@@ -13,20 +13,17 @@ import (
 )
 
 // TestMigProfiles pins, per MIG-capable model, the profile names (as
-// nvidia-smi spells them), their placements and what the GPU can hold at
-// once: the names become device names, the rest becomes counters.
+// nvidia-smi spells them) and their placements: the names become device
+// names, the placements counters.
 func TestMigProfiles(t *testing.T) {
 	tests := []struct {
 		profile string
 		want    string
-		usage   gpu.MigUsage
 	}{
-		{"dgx-a100", "1g.5gb@0-6 2g.10gb@0,2,4 3g.20gb@0,4 4g.20gb@0 7g.40gb@0 1g.5gb+me@0-6 1g.10gb@0,2,4,6",
-			gpu.MigUsage{MemoryBytes: 40192 << 20, Multiprocessors: 98, CopyEngines: 7, Decoders: 5, JPEGEngines: 1, OFAEngines: 1}},
-		{"dgx-h100", "1g.10gb@0-6 2g.20gb@0,2,4 3g.40gb@0,4 4g.40gb@0 7g.80gb@0 1g.10gb+me@0-6 1g.20gb@0,2,4,6",
-			gpu.MigUsage{MemoryBytes: 81152 << 20, Multiprocessors: 132, CopyEngines: 8, Decoders: 7, JPEGEngines: 7, OFAEngines: 1}},
-		{"dgx-h200", "1g.18gb@0-6 2g.35gb@0,2,4 3g.71gb@0,4 4g.71gb@0 7g.141gb@0 1g.18gb+me@0-6 1g.35gb@0,2,4,6", gpu.MigUsage{}},
-		{"dgx-b200", "1g.23gb@0-6 2g.45gb@0,2,4 3g.90gb@0,4 4g.90gb@0 7g.180gb@0 1g.23gb+me@0-6 1g.45gb@0,2,4,6", gpu.MigUsage{}},
+		{"dgx-a100", "1g.5gb@0-6 2g.10gb@0,2,4 3g.20gb@0,4 4g.20gb@0 7g.40gb@0 1g.5gb+me@0-6 1g.10gb@0,2,4,6"},
+		{"dgx-h100", "1g.10gb@0-6 2g.20gb@0,2,4 3g.40gb@0,4 4g.40gb@0 7g.80gb@0 1g.10gb+me@0-6 1g.20gb@0,2,4,6"},
+		{"dgx-h200", "1g.18gb@0-6 2g.35gb@0,2,4 3g.71gb@0,4 4g.71gb@0 7g.141gb@0 1g.18gb+me@0-6 1g.35gb@0,2,4,6"},
+		{"dgx-b200", "1g.23gb@0-6 2g.45gb@0,2,4 3g.90gb@0,4 4g.90gb@0 7g.180gb@0 1g.23gb+me@0-6 1g.45gb@0,2,4,6"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.profile, func(t *testing.T) {
@@ -47,10 +44,10 @@ func TestMigProfiles(t *testing.T) {
 			if got := describeProfiles(m); got != tc.want {
 				t.Errorf("profiles\n got %s\nwant %s", got, tc.want)
 			}
-			if tc.usage != (gpu.MigUsage{}) {
-				if got := m.MaxConcurrentUsage(); got != tc.usage {
-					t.Errorf("MaxConcurrentUsage = %+v, want %+v", got, tc.usage)
-				}
+			// The memory slices and instance counts bound what the GPU
+			// holds: the slice builder publishes no compute counter.
+			if m.ComputeLimitBinds() {
+				t.Errorf("ComputeLimitBinds = true: a set of instances that fits the memory slices takes more than %d compute slices", m.ComputeSlices)
 			}
 			if limited := m.LimitedProfiles(); len(limited) != 1 || !strings.HasSuffix(limited[0].Name, "+me") {
 				t.Errorf("limited profiles %v, want the +me one", limited)

@@ -223,50 +223,16 @@ func (n Node) MigDeviceByName(name string) (MigDevice, bool) {
 	return MigDevice{}, false
 }
 
-// MigUsage is what a set of MIG instances takes from a GPU, per dimension.
-type MigUsage struct {
-	MemoryBytes     uint64
-	Multiprocessors int
-	CopyEngines     int
-	Decoders        int
-	Encoders        int
-	JPEGEngines     int
-	OFAEngines      int
-}
-
-// Add returns u plus the profile's share.
-func (u MigUsage) Add(p MigProfile) MigUsage {
-	return MigUsage{
-		MemoryBytes:     u.MemoryBytes + p.MemoryBytes,
-		Multiprocessors: u.Multiprocessors + p.Multiprocessors,
-		CopyEngines:     u.CopyEngines + p.CopyEngines,
-		Decoders:        u.Decoders + p.Decoders,
-		Encoders:        u.Encoders + p.Encoders,
-		JPEGEngines:     u.JPEGEngines + p.JPEGEngines,
-		OFAEngines:      u.OFAEngines + p.OFAEngines,
-	}
-}
-
-func (u MigUsage) max(v MigUsage) MigUsage {
-	return MigUsage{
-		MemoryBytes:     max(u.MemoryBytes, v.MemoryBytes),
-		Multiprocessors: max(u.Multiprocessors, v.Multiprocessors),
-		CopyEngines:     max(u.CopyEngines, v.CopyEngines),
-		Decoders:        max(u.Decoders, v.Decoders),
-		Encoders:        max(u.Encoders, v.Encoders),
-		JPEGEngines:     max(u.JPEGEngines, v.JPEGEngines),
-		OFAEngines:      max(u.OFAEngines, v.OFAEngines),
-	}
-}
-
-// MaxConcurrentUsage is, per dimension, the most that any set of instances
-// the GPU can hold at once takes: no two sharing a memory slice, at most
-// ComputeSlices compute slices, at most InstanceCount of each profile. A
-// counter set with these values never rejects a combination the hardware
-// accepts; the memory slices, the multiprocessors (SMs per compute slice
-// are the same for every profile) and the per-profile instance counters
-// (see LimitedProfiles) reject every combination it refuses.
-func (m *MIG) MaxConcurrentUsage() MigUsage {
+// ComputeLimitBinds reports whether the GPU's compute slices limit what
+// it holds beyond what its memory slices and instance counts already do:
+// whether some set of instances, no two sharing a memory slice and at most
+// InstanceCount of each profile, takes more than ComputeSlices compute
+// slices. On every GPU gpudra knows (A100, H100, H200, B200) none does:
+// a placement never takes more compute slices than memory slices, and the
+// placements that reach the eighth memory slice take fewer. Where it
+// returns false, counters for the memory slices and the instance counts
+// accept exactly what the hardware accepts.
+func (m *MIG) ComputeLimitBinds() bool {
 	type cand struct {
 		p  int
 		pl MigPlacement
@@ -277,27 +243,29 @@ func (m *MIG) MaxConcurrentUsage() MigUsage {
 			byStart[pl.Start] = append(byStart[pl.Start], cand{i, pl})
 		}
 	}
-	var best MigUsage
 	counts := make([]int, len(m.Profiles))
-	var walk func(pos, compute int, u MigUsage)
-	walk = func(pos, compute int, u MigUsage) {
-		best = best.max(u)
-		if pos >= m.MemorySlices {
+	binds := false
+	var walk func(pos, compute int)
+	walk = func(pos, compute int) {
+		if compute > m.ComputeSlices {
+			binds = true
+		}
+		if binds || pos >= m.MemorySlices {
 			return
 		}
-		walk(pos+1, compute, u)
+		walk(pos+1, compute)
 		for _, c := range byStart[pos] {
 			p := m.Profiles[c.p]
-			if counts[c.p] >= p.InstanceCount || compute+p.ComputeSlices > m.ComputeSlices {
+			if counts[c.p] >= p.InstanceCount {
 				continue
 			}
 			counts[c.p]++
-			walk(pos+c.pl.Size, compute+p.ComputeSlices, u.Add(p))
+			walk(pos+c.pl.Size, compute+p.ComputeSlices)
 			counts[c.p]--
 		}
 	}
-	walk(0, 0, MigUsage{})
-	return best
+	walk(0, 0)
+	return binds
 }
 
 // LimitedProfiles are the profiles of which the GPU holds fewer instances
