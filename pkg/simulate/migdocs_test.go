@@ -91,18 +91,15 @@ func writeModelDoc(t *testing.T, w *bytes.Buffer, key string) {
 		for _, pl := range p.Placements {
 			names = append(names, fmt.Sprintf("`%s`", gpu.MigDeviceName(0, p.Name, pl.Start)))
 		}
-		consumed := []string{fmt.Sprintf("memory %dMi", p.MemoryBytes>>20), fmt.Sprintf("multiprocessors %d", p.Multiprocessors)}
-		for _, e := range []struct {
-			name string
-			v    int
-		}{{slicebuilder.CounterCopyEngines, p.CopyEngines}, {slicebuilder.CounterDecoders, p.Decoders}, {slicebuilder.CounterEncoders, p.Encoders},
-			{slicebuilder.CounterJPEGEngines, p.JPEGEngines}, {slicebuilder.CounterOFAEngines, p.OFAEngines}} {
-			if e.v > 0 {
-				consumed = append(consumed, fmt.Sprintf("%s %d", e.name, e.v))
-			}
+		var consumed []string
+		if m.ComputeLimitBinds() {
+			consumed = append(consumed, fmt.Sprintf("%s %d", slicebuilder.CounterComputeSlices, p.ComputeSlices))
 		}
 		if limited[p.ID] {
 			consumed = append(consumed, slicebuilder.InstancesCounter(p.Name)+" 1")
+		}
+		if len(consumed) == 0 {
+			consumed = []string{"—"}
 		}
 		fmt.Fprintf(w, "| `%s` | %s | %dMi | %d | %d | %d | %d | %d | %d | %d | %s |\n", p.Name, strings.Join(names, " "),
 			p.MemoryBytes>>20, p.Multiprocessors, p.CopyEngines, p.Decoders, p.Encoders, p.JPEGEngines, p.OFAEngines, p.InstanceCount, strings.Join(consumed, ", "))

@@ -4,13 +4,15 @@
 //
 // # Pool and slice layout
 //
-// One pool per node, named after the node. Whole GPUs come first, sorted by
-// minor number, cut into slices of at most
-// ResourceSliceMaxDevicesWithAdvancedFeatures (64) devices; a node with no
-// GPUs publishes one empty slice. The allocator walks slices in name order,
-// first fit, and the ResourceSlice controller names slices by their position,
-// so the position is a priority: later sections (MIG counter sets, then MIG
-// placements) go after the whole GPUs. See poolLayout.
+// One pool per node, named after the node, in a number of slices that
+// depends on the GPUs only: whole GPUs first, sorted by minor number, cut
+// into slices of at most ResourceSliceMaxDevicesWithAdvancedFeatures (64)
+// devices; then the MIG counter sets; then one slice per partitionable
+// GPU for its MIG placements, highest minor first, empty while the GPU
+// does not publish them; then the monitoring devices. A node with no GPUs
+// publishes one empty slice. The allocator walks slices in name order,
+// first fit, and the ResourceSlice controller names slices by their
+// position, so the position is a priority. See poolLayout.
 //
 // # Whole-GPU devices
 //
@@ -49,19 +51,19 @@
 //
 // A MIG-capable GPU that can be partitioned (Partitionable: MIG mode on, or
 // switchable without a reset) also gets a counter set gpu-<minor>-counters
-// that its whole-GPU device consumes entirely, and one device of type "mig"
-// per profile × placement, gpu-<minor>-mig-<profile token>-<start>
-// (gpu.MigDeviceName), consuming its profile's share and its memory slices.
-// Attributes: type, profile, parentUUID, parentIndex, placementStart,
-// placementSize, and every attribute of the GPU that is true of the
-// partition (productName, brand, architecture, cudaComputeCapability,
-// driverVersion, cudaDriverVersion, migCapable, nvlinkGroup and the
-// standard pciBusID, pcieRoot, numaNode), so that a selector written for
-// whole GPUs evaluates on partitions without a run-time error; capacities: memory,
-// multiprocessors, copyEngines, decoders, encoders, jpegEngines,
-// ofaEngines. Options.AdminInstances hides what an admin's instances
-// overlap; Options.WholeGPUsOnly publishes no counters at all. See
-// docs/mig.md.
+// that its whole-GPU device consumes entirely: one counter per memory
+// slice, and one per profile the GPU holds fewer instances of than it has
+// placements (the counters that can refuse a combination; buildMIG). Its
+// placements, one device of type "mig" per profile × placement,
+// gpu-<minor>-mig-<profile token>-<start> (gpu.MigDeviceName), each
+// consuming its memory slices, are published only while the GPU can take
+// the next partition claims (Plan, ready.go): while claims hold partitions
+// of it, and on SpareGPUs free GPUs of the node. Attributes: type,
+// profile, parentUUID, productName, architecture, cudaComputeCapability;
+// capacities: memory, multiprocessors, copyEngines, decoders, encoders,
+// jpegEngines, ofaEngines. Options.AdminInstances hides what an admin's
+// instances overlap; Options.WholeGPUsOnly publishes no counters at all.
+// See docs/mig.md.
 //
 // # Health
 //
@@ -72,7 +74,10 @@
 //
 // # Steady state
 //
-// Build is deterministic: the same node and health give DeepEqual output,
-// so republishing it causes no API writes, and one GPU's health change
-// rewrites only the slice that holds it.
+// Build is deterministic: the same node, health and use give DeepEqual
+// output, so republishing it causes no API writes. One GPU's health
+// change rewrites the slice of its whole GPU and, if its placements are
+// published, their slice; a GPU taken or given back rewrites its
+// partition slice at most, and a spare taken makes the next GPU a spare,
+// which rewrites that GPU's slice.
 package slicebuilder

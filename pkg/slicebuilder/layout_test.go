@@ -87,8 +87,10 @@ func TestHealthDoesNotRechunk(t *testing.T) {
 	}
 }
 
-// TestLayoutOrder pins the section order that MIG will fill in: whole GPUs,
-// then counter sets (at most 8 per slice, no devices), then partitions.
+// TestLayoutOrder pins the section order: whole GPUs, then counter sets
+// (at most 8 per slice, no devices), then each GPU's partitions in a slice
+// of its own (empty while hidden: the number of slices never changes),
+// then the monitors.
 func TestLayoutOrder(t *testing.T) {
 	dev := func(name string) resourceapi.Device { return resourceapi.Device{Name: name} }
 	var layout poolLayout
@@ -98,10 +100,18 @@ func TestLayoutOrder(t *testing.T) {
 	for i := range 9 {
 		layout.counterSets = append(layout.counterSets, resourceapi.CounterSet{Name: fmt.Sprintf("gpu-%d-counters", i)})
 	}
-	layout.partitions = [][]resourceapi.Device{{dev("gpu-0-mig-1g10gb-0")}}
+	var many []resourceapi.Device
+	for i := range 70 {
+		many = append(many, dev(fmt.Sprintf("gpu-1-mig-x-%d", i)))
+	}
+	layout.partitions = []gpuPartitions{
+		{uuid: "GPU-1", devices: many},
+		{uuid: "GPU-0", devices: []resourceapi.Device{dev("gpu-0-mig-1g10gb-0")}, hidden: true},
+	}
+	layout.monitors = []resourceapi.Device{dev("gpu-0-monitor")}
 
 	type shape struct{ devices, counterSets int }
-	want := []shape{{64, 0}, {6, 0}, {0, 8}, {0, 1}, {1, 0}}
+	want := []shape{{64, 0}, {6, 0}, {0, 8}, {0, 1}, {64, 0}, {6, 0}, {0, 0}, {1, 0}}
 	got := layout.pool().Slices
 	if len(got) != len(want) {
 		t.Fatalf("%d slices, want %d", len(got), len(want))
@@ -111,8 +121,8 @@ func TestLayoutOrder(t *testing.T) {
 			t.Errorf("slice %d: %+v, want %+v", i, g, want[i])
 		}
 	}
-	if got[0].Devices[0].Name != "gpu-0" || got[4].Devices[0].Name != "gpu-0-mig-1g10gb-0" {
-		t.Errorf("whole GPUs must come first and partitions last")
+	if got[0].Devices[0].Name != "gpu-0" || got[4].Devices[0].Name != "gpu-1-mig-x-0" || got[7].Devices[0].Name != "gpu-0-monitor" {
+		t.Errorf("whole GPUs must come first, partitions after the counters, monitors last")
 	}
 }
 
@@ -128,36 +138,5 @@ func TestChunk(t *testing.T) {
 	}
 	if chunk([]int(nil), 2) != nil {
 		t.Errorf("chunk(nil) should be nil")
-	}
-}
-
-// TestPack: a GPU's placements stay in one slice; groups are packed in
-// order up to the limit.
-func TestPack(t *testing.T) {
-	group := func(n int) []int { return make([]int, n) }
-	sizes := func(out [][]int) []int {
-		var s []int
-		for _, o := range out {
-			s = append(s, len(o))
-		}
-		return s
-	}
-	for _, tc := range []struct {
-		groups []int
-		want   []int
-	}{
-		{[]int{25, 25, 25, 25, 25, 25, 25, 25}, []int{50, 50, 50, 50}},
-		{[]int{64}, []int{64}},
-		{[]int{40, 30}, []int{40, 30}},
-		{[]int{10, 70}, []int{10, 64, 6}},
-		{nil, nil},
-	} {
-		var groups [][]int
-		for _, n := range tc.groups {
-			groups = append(groups, group(n))
-		}
-		if got := sizes(pack(groups, 64)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("pack(%v) = %v, want %v", tc.groups, got, tc.want)
-		}
 	}
 }

@@ -11,19 +11,14 @@ import (
 )
 
 // MIG attribute names (type=mig devices). They are few on purpose: every
-// attribute costs CEL time on every device the scheduler looks at.
+// attribute is bytes in every ResourceSlice the API server and each
+// informer hold, and a map entry in every CEL evaluation of the device.
 const (
 	// AttrProfile is the MIG profile, e.g. "1g.10gb".
 	AttrProfile resourceapi.QualifiedName = "profile"
 	// AttrParentUUID is the UUID of the GPU the partition is cut from; use
 	// it with matchAttribute to get several partitions of one GPU.
 	AttrParentUUID resourceapi.QualifiedName = "parentUUID"
-	// AttrParentIndex is the NVML index of that GPU.
-	AttrParentIndex resourceapi.QualifiedName = "parentIndex"
-	// AttrPlacementStart and AttrPlacementSize are the placement, in
-	// memory slices.
-	AttrPlacementStart resourceapi.QualifiedName = "placementStart"
-	AttrPlacementSize  resourceapi.QualifiedName = "placementSize"
 )
 
 // MIG capacity names besides memory and multiprocessors.
@@ -38,16 +33,10 @@ const (
 // TypeMIG is the value of AttrType on a MIG partition.
 const TypeMIG = "mig"
 
-// Counter names in a GPU's counter set.
-const (
-	CounterMemory          = "memory"
-	CounterMultiprocessors = "multiprocessors"
-	CounterCopyEngines     = "copy-engines"
-	CounterDecoders        = "decoders"
-	CounterEncoders        = "encoders"
-	CounterJPEGEngines     = "jpeg-engines"
-	CounterOFAEngines      = "ofa-engines"
-)
+// CounterComputeSlices is the counter of a GPU's compute slices, published
+// only on a GPU whose compute slices bind beyond its memory slices
+// (gpu.MIG.ComputeLimitBinds; none that gpudra knows).
+const CounterComputeSlices = "compute-slices"
 
 // CounterSetName is the counter set of the GPU with the given minor.
 func CounterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", minor) }
@@ -77,34 +66,33 @@ type migGPU struct {
 	// admin's instances are on it, or MIG mode is on and needs a reset to
 	// turn off.
 	wholeUsable bool
-	placements  []resourceapi.Device
+	// placements are every placement that can be published, in profile
+	// and placement order; slots is how many slices they take.
+	placements []resourceapi.Device
 }
 
 // buildMIG describes a partitionable GPU: its counter set, what the whole
 // GPU consumes, and one device per profile × placement that no admin
 // instance overlaps.
-func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health gpu.Health, driverName string, choice MigProfiles) (migGPU, error) {
+//
+// The counter set holds only counters that can refuse a combination: one
+// per memory slice (placements that share one never go together), one per
+// profile the GPU holds fewer instances of than it has placements, and
+// the compute slices where they bind beyond the memory slices (on no GPU
+// gpudra knows). Counters for memory, multiprocessors and engines sized
+// for the most any combination takes would never refuse one, and each
+// is a counter reference on every device, which the scheduler's allocator
+// converts and checks on every Filter call (docs/performance.md).
+func buildMIG(g gpu.GPU, cc string, admin []gpu.MigInstance, health gpu.Health, driverName string, choice MigProfiles) migGPU {
 	m := g.MIG
-	// The counters are sized for every profile of the GPU, published or
-	// not: what accepts every combination the hardware accepts accepts
-	// every combination of the published ones. Only the placements (and
-	// the instance counters) are limited to the published profiles.
 	published := slices.DeleteFunc(slices.Clone(m.Profiles), func(p gpu.MigProfile) bool { return !choice.publishes(p.Name) })
-	max := m.MaxConcurrentUsage()
-	var taken gpu.MigUsage
 	adminCount := map[uint32]int{}
+	adminCompute := 0
 	for _, inst := range admin {
 		if p, ok := m.ProfileByID(inst.ProfileID); ok {
-			taken = taken.Add(p)
 			adminCount[p.ID]++
+			adminCompute += p.ComputeSlices
 		}
-	}
-	// The memory counter never binds harder than the memory slices: some
-	// GPUs hold combinations whose nominal sizes add up to more than the
-	// GPU's memory (3g.71gb twice on an H200).
-	memory := max.MemoryBytes
-	if g.MemoryBytes > memory {
-		memory = g.MemoryBytes
 	}
 	counters := map[string]resourceapi.Counter{}
 	put := func(name string, v int64) {
@@ -112,13 +100,6 @@ func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health g
 			counters[name] = resourceapi.Counter{Value: *resource.NewQuantity(v, resource.DecimalSI)}
 		}
 	}
-	counters[CounterMemory] = resourceapi.Counter{Value: *resource.NewQuantity(int64(memory-minU(memory, taken.MemoryBytes)), resource.BinarySI)}
-	put(CounterMultiprocessors, int64(max.Multiprocessors-taken.Multiprocessors))
-	put(CounterCopyEngines, int64(max.CopyEngines-taken.CopyEngines))
-	put(CounterDecoders, int64(max.Decoders-taken.Decoders))
-	put(CounterEncoders, int64(max.Encoders-taken.Encoders))
-	put(CounterJPEGEngines, int64(max.JPEGEngines-taken.JPEGEngines))
-	put(CounterOFAEngines, int64(max.OFAEngines-taken.OFAEngines))
 	for i := range m.MemorySlices {
 		free := int64(1)
 		for _, inst := range admin {
@@ -127,6 +108,10 @@ func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health g
 			}
 		}
 		put(MemorySliceCounter(i), free)
+	}
+	computeBinds := m.ComputeLimitBinds()
+	if computeBinds {
+		put(CounterComputeSlices, int64(m.ComputeSlices-adminCompute))
 	}
 	limited := map[uint32]bool{}
 	for _, p := range m.LimitedProfiles() {
@@ -146,24 +131,18 @@ func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health g
 	}
 	out.wholeConsumes = []resourceapi.DeviceCounterConsumption{{CounterSet: setName, Counters: all}}
 
+	taints := healthTaints(driverName, health)
 	for _, p := range published {
 		for _, pl := range p.Placements {
 			if overlapsAny(pl, admin) {
 				continue
 			}
-			d := migDevice(g, shared, p, pl, limited[p.ID], counters)
-			d.Taints = healthTaints(driverName, health)
+			d := migDevice(g, cc, p, pl, limited[p.ID], counters)
+			d.Taints = taints
 			out.placements = append(out.placements, d)
 		}
 	}
-	return out, nil
-}
-
-func minU(a, b uint64) uint64 {
-	if a < b {
-		return a
-	}
-	return b
+	return out
 }
 
 func overlapsAny(pl gpu.MigPlacement, insts []gpu.MigInstance) bool {
@@ -175,24 +154,26 @@ func overlapsAny(pl gpu.MigPlacement, insts []gpu.MigInstance) bool {
 	return false
 }
 
-// migAttributes is how many attributes a MIG placement has: 6 of its own
-// and its GPU's shared ones (gpuAttributes).
-const migAttributes = 6 + 11
+// migAttributes is how many attributes a MIG placement has.
+const migAttributes = 6
 
 // migDevice is one MIG placement as a device of type TypeMIG. It carries
-// its own attributes and every attribute of its GPU that is true of it
-// (gpuAttributes), so that selectors written for whole GPUs evaluate on
-// it; not the GPU's uuid, index and minor, which name the GPU (the
-// partition has parentUUID and parentIndex).
-func migDevice(g gpu.GPU, shared gpuAttributes, p gpu.MigProfile, pl gpu.MigPlacement, limited bool, available map[string]resourceapi.Counter) resourceapi.Device {
+// what users select partitions by: the profile, the GPU it is cut from
+// (parentUUID, for matchAttribute), and the few attributes of the GPU a
+// selector for a partition reads (product, architecture, compute
+// capability). Not the GPU's driver versions, NVLink island, PCI and NUMA
+// placement or brand: they are on the whole GPU, and a DeviceClass of
+// gpudra's selects one type of device, so a claim's selectors never see a
+// partition unless they ask for partitions (docs/mig.md, "Attributes").
+// The placement is in the device's name (gpu.MigDeviceName).
+func migDevice(g gpu.GPU, cc string, p gpu.MigProfile, pl gpu.MigPlacement, limited bool, available map[string]resourceapi.Counter) resourceapi.Device {
 	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, migAttributes)
 	attrs[AttrType] = stringAttr(TypeMIG)
 	attrs[AttrProfile] = stringAttr(p.Name)
 	attrs[AttrParentUUID] = stringAttr(g.UUID)
-	attrs[AttrParentIndex] = intAttr(int64(g.Index))
-	attrs[AttrPlacementStart] = intAttr(int64(pl.Start))
-	attrs[AttrPlacementSize] = intAttr(int64(pl.Size))
-	shared.into(attrs)
+	attrs[AttrProductName] = stringAttr(g.ProductName)
+	attrs[AttrArchitecture] = stringAttr(g.Architecture)
+	attrs[AttrCUDAComputeCapability] = versionAttr(cc)
 	count := func(n int) resourceapi.DeviceCapacity {
 		return resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(n), resource.DecimalSI)}
 	}
@@ -211,13 +192,7 @@ func migDevice(g gpu.GPU, shared gpuAttributes, p gpu.MigProfile, pl gpu.MigPlac
 			consumed[name] = resourceapi.Counter{Value: *resource.NewQuantity(v, format)}
 		}
 	}
-	use(CounterMemory, int64(p.MemoryBytes), resource.BinarySI)
-	use(CounterMultiprocessors, int64(p.Multiprocessors), resource.DecimalSI)
-	use(CounterCopyEngines, int64(p.CopyEngines), resource.DecimalSI)
-	use(CounterDecoders, int64(p.Decoders), resource.DecimalSI)
-	use(CounterEncoders, int64(p.Encoders), resource.DecimalSI)
-	use(CounterJPEGEngines, int64(p.JPEGEngines), resource.DecimalSI)
-	use(CounterOFAEngines, int64(p.OFAEngines), resource.DecimalSI)
+	use(CounterComputeSlices, int64(p.ComputeSlices), resource.DecimalSI)
 	for i := pl.Start; i < pl.Start+pl.Size; i++ {
 		use(MemorySliceCounter(i), 1, resource.DecimalSI)
 	}

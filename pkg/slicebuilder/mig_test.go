@@ -51,17 +51,23 @@ func TestBuildMIG(t *testing.T) {
 		t.Fatal(err)
 	}
 	sl := res.Pools["node-a"].Slices
-	// whole GPUs, counter sets, placements (2 × 16 in one slice), monitors
-	if len(sl) != 4 || len(sl[0].Devices) != 2 || len(sl[1].SharedCounters) != 2 || len(sl[2].Devices) != 32 || len(sl[3].Devices) != 2 {
+	// whole GPUs, counter sets, GPU 1's placements (the spare: the highest
+	// minor), GPU 0's (empty: not a spare), monitors
+	if len(sl) != 5 || len(sl[0].Devices) != 2 || len(sl[1].SharedCounters) != 2 || len(sl[2].Devices) != 16 || len(sl[3].Devices) != 0 || len(sl[4].Devices) != 2 {
 		t.Fatalf("layout: %d slices", len(sl))
 	}
-	cs := sl[1].SharedCounters[0]
-	if cs.Name != "gpu-0-counters" {
+	cs := sl[1].SharedCounters[1]
+	if cs.Name != "gpu-1-counters" {
 		t.Errorf("counter set %s", cs.Name)
 	}
-	want := map[string]string{
-		"memory-slice-0": "1", "memory-slice-7": "1", "multiprocessors": "112", "1g10gbme-instances": "1",
-		"copy-engines": "7", "decoders": "7", "jpeg-engines": "1", "ofa-engines": "1",
+	// Only counters that can refuse a combination: the memory slices and
+	// the instance count of +me (one of seven placements).
+	want := map[string]string{"1g10gbme-instances": "1"}
+	for i := range 8 {
+		want[MemorySliceCounter(i)] = "1"
+	}
+	if len(cs.Counters) != len(want) {
+		t.Errorf("counters %v, want %v", cs.Counters, want)
 	}
 	for k, v := range want {
 		q, ok := cs.Counters[k]
@@ -69,19 +75,19 @@ func TestBuildMIG(t *testing.T) {
 			t.Errorf("counter %s = %v, want %s", k, q.Value.String(), v)
 		}
 	}
-	if _, ok := cs.Counters["encoders"]; ok {
-		t.Error("a counter of value 0 is published")
-	}
-	whole := sl[0].Devices[0]
-	if len(whole.ConsumesCounters) != 1 || len(whole.ConsumesCounters[0].Counters) != len(cs.Counters) {
+	whole := sl[0].Devices[1]
+	if whole.Name != "gpu-1" || len(whole.ConsumesCounters) != 1 || len(whole.ConsumesCounters[0].Counters) != len(cs.Counters) {
 		t.Errorf("the whole GPU does not consume the whole counter set: %+v", whole.ConsumesCounters)
 	}
+	if w0 := sl[0].Devices[0]; len(w0.ConsumesCounters) != 1 {
+		t.Errorf("%s consumes %+v: a whole GPU consumes its counters whether or not its placements are published", w0.Name, w0.ConsumesCounters)
+	}
 	me := sl[2].Devices[9] // 7 × 1g, 2 × 3g, then the first +me
-	if me.Name != "gpu-0-mig-1g10gbme-0" || *me.Attributes[AttrType].StringValue != TypeMIG || *me.Attributes[AttrProfile].StringValue != "1g.10gb+me" {
+	if me.Name != "gpu-1-mig-1g10gbme-0" || *me.Attributes[AttrType].StringValue != TypeMIG || *me.Attributes[AttrProfile].StringValue != "1g.10gb+me" {
 		t.Fatalf("device %s %v", me.Name, me.Attributes)
 	}
 	c := me.ConsumesCounters[0].Counters
-	for _, k := range []string{"memory-slice-0", "1g10gbme-instances", "ofa-engines", "multiprocessors"} {
+	for _, k := range []string{"memory-slice-0", "1g10gbme-instances"} {
 		if _, ok := c[k]; !ok {
 			t.Errorf("%s does not consume %s", me.Name, k)
 		}
@@ -89,21 +95,58 @@ func TestBuildMIG(t *testing.T) {
 	if _, ok := c["memory-slice-1"]; ok {
 		t.Errorf("%s consumes a memory slice outside its placement", me.Name)
 	}
-	// Every attribute of the whole GPU that is true of a partition is on
-	// it, with the GPU's value; the ones that name the GPU are not.
-	for name, want := range whole.Attributes {
-		got, ok := me.Attributes[name]
-		switch name {
-		case AttrUUID, AttrIndex, AttrMinor:
-			if ok {
-				t.Errorf("%s carries the GPU's %s", me.Name, name)
-			}
-		case AttrType:
-		default:
-			if !ok || !equality.Semantic.DeepEqual(got, want) {
-				t.Errorf("%s: attribute %s = %v, the GPU's is %v", me.Name, name, got, want)
-			}
+	// A partition carries what partitions are selected by, with the GPU's
+	// values; nothing that names or places the GPU.
+	wantAttrs := map[resourceapi.QualifiedName]string{
+		AttrType: "string mig", AttrProfile: "string 1g.10gb+me", AttrParentUUID: "string GPU-h100-0001",
+		AttrProductName: "string NVIDIA H100 80GB HBM3", AttrArchitecture: "string Hopper", AttrCUDAComputeCapability: "version 9.0.0",
+	}
+	if len(me.Attributes) != len(wantAttrs) {
+		t.Errorf("%s: %d attributes, want %d", me.Name, len(me.Attributes), len(wantAttrs))
+	}
+	for name, v := range wantAttrs {
+		if got := attrString(me.Attributes[name]); got != v {
+			t.Errorf("%s: attribute %s = %q, want %q", me.Name, name, got, v)
 		}
+	}
+	for _, name := range []resourceapi.QualifiedName{CapMemory, CapMultiprocessors, CapCopyEngines, CapDecoders, CapEncoders, CapJPEGEngines, CapOFAEngines} {
+		if _, ok := me.Capacity[name]; !ok {
+			t.Errorf("%s has no capacity %s", me.Name, name)
+		}
+	}
+}
+
+// TestComputeCounter: a GPU whose compute slices bind beyond its memory
+// slices gets a compute-slices counter that every placement consumes its
+// share of, and an admin's instance takes its share out.
+func TestComputeCounter(t *testing.T) {
+	mig := h100MIG()
+	mig.ComputeSlices = 3 // three 1g and a 3g fit the memory slices, not the compute
+	if !mig.ComputeLimitBinds() {
+		t.Fatal("ComputeLimitBinds = false on a GPU with 3 compute slices")
+	}
+	if h100MIG().ComputeLimitBinds() {
+		t.Fatal("ComputeLimitBinds = true on the H100's table")
+	}
+	node := migNode(mig, true)
+	admin := map[string][]gpu.MigInstance{node.GPUs[1].UUID: {{GIID: 1, ProfileID: 19, Placement: gpu.MigPlacement{Start: 0, Size: 1}}}}
+	res, err := Build(node, Options{DriverName: testDriver, SysfsRoot: noSysfs, AdminInstances: admin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := res.Pools["node-a"].Slices
+	for i, want := range []string{"3", "2"} {
+		q := sl[1].SharedCounters[i].Counters[CounterComputeSlices]
+		if got := q.Value.String(); got != want {
+			t.Errorf("GPU %d: compute-slices = %s, want %s", i, got, want)
+		}
+	}
+	d := deviceNamed(sl, "gpu-1-mig-3g40gb-4")
+	if d == nil {
+		t.Fatal("gpu-1-mig-3g40gb-4 is not published")
+	}
+	if q := d.ConsumesCounters[0].Counters[CounterComputeSlices]; q.Value.String() != "3" {
+		t.Errorf("a 3g consumes %s compute slices", q.Value.String())
 	}
 }
 
@@ -159,10 +202,6 @@ func TestBuildMIGAdminAndFallback(t *testing.T) {
 			t.Errorf("%s is not published", kept)
 		}
 	}
-	mp := cs.Counters["multiprocessors"]
-	if v := mp.Value.String(); v != "64" {
-		t.Errorf("GPU 1 multiprocessors counter %s, want 112-48", v)
-	}
 	if _, ok := cs.Counters["memory-slice-5"]; ok {
 		t.Error("an admin's memory slice is still counted as free")
 	}
@@ -184,6 +223,9 @@ func TestValidateCounterReferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := res.Pools["node-a"]
+	if len(pool.Slices[2].Devices) == 0 {
+		t.Fatal("the spare's placements are not in slice 2")
+	}
 	pool.Slices[2].Devices[0].ConsumesCounters[0].Counters["no-such-counter"] = resourceapi.Counter{}
 	if err := Validate(testDriver, res); err == nil || !strings.Contains(err.Error(), "no-such-counter") {
 		t.Errorf("Validate = %v", err)

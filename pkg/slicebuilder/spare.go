@@ -1,0 +1,61 @@
+package slicebuilder
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// DefaultSpareGPUs is how many free GPUs of a node publish their MIG
+// placements by default, beside the GPUs already partitioned: one, the
+// fewest that still lets any node take a partition claim. Every placement
+// published is a device that the scheduler converts on every Filter call
+// for every pod it places, and that the API server and every informer
+// hold; one spare H100 is 25 placements, every GPU 200 (docs/mig.md,
+// "What is published").
+const DefaultSpareGPUs = 1
+
+// SpareGPUs says how many free GPUs of a node publish their MIG
+// placements beside the partitioned ones (--mig-spare-gpus). The zero
+// value is DefaultSpareGPUs.
+type SpareGPUs struct {
+	// All publishes the placements of every partitionable GPU that no
+	// claim holds whole, as gpudra did before spares.
+	All bool
+	// N is the number of free GPUs kept ready for the next partition
+	// claims (0: DefaultSpareGPUs).
+	N int
+}
+
+// ParseSpareGPUs reads the --mig-spare-gpus flag: "all", or a number of
+// GPUs from 1 up.
+func ParseSpareGPUs(s string) (SpareGPUs, error) {
+	s = strings.TrimSpace(s)
+	if s == "all" {
+		return SpareGPUs{All: true}, nil
+	}
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		return SpareGPUs{}, fmt.Errorf("%q: want all, or a number of GPUs such as %d", s, DefaultSpareGPUs)
+	case n < 1:
+		return SpareGPUs{}, fmt.Errorf("%d: at least one free GPU must publish its placements, or no node could take a first partition claim; --mig-profiles=none publishes no MIG at all", n)
+	}
+	return SpareGPUs{N: n}, nil
+}
+
+// String is the flag's spelling.
+func (s SpareGPUs) String() string {
+	if s.All {
+		return "all"
+	}
+	return strconv.Itoa(s.count())
+}
+
+// count is the number of spare GPUs, the default filled in.
+func (s SpareGPUs) count() int {
+	if s.N <= 0 {
+		return DefaultSpareGPUs
+	}
+	return s.N
+}
