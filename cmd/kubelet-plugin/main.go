@@ -62,6 +62,7 @@ type flags struct {
 	podUID         string
 	healthPort     int
 	migProfiles    string
+	migSpareGPUs   string
 	deviceMetadata bool
 	namespace      string
 	// Sharing.
@@ -109,6 +110,7 @@ func newFlags() (*flags, *pflag.FlagSet) {
 	fs.StringVar(&f.registrarDir, "registrar-dir", envOr("REGISTRAR_DIR", kubeletplugin.KubeletRegistryDir), "The kubelet's plugin registration directory (env REGISTRAR_DIR).")
 	fs.StringVar(&f.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the plugin's pod, from the downward API; enables seamless rolling updates (env POD_UID).")
 	fs.StringVar(&f.migProfiles, "mig-profiles", envOr("MIG_PROFILES", "all"), "MIG profiles to publish: all, none, or a comma-separated list such as 1g.10gb,3g.40gb,7g.80gb; each published placement costs the scheduler on every claim (env MIG_PROFILES).")
+	fs.StringVar(&f.migSpareGPUs, "mig-spare-gpus", envOr("MIG_SPARE_GPUS", strconv.Itoa(slicebuilder.DefaultSpareGPUs)), "How many free GPUs of the node publish their MIG placements beside the GPUs already partitioned, refilled as partitions take them: a number from 1, or all; one claim gets at most the partitions these GPUs hold (env MIG_SPARE_GPUS).")
 	fs.BoolVar(&f.deviceMetadata, "device-metadata", envOr("DEVICE_METADATA", "true") == "true", "Hand each prepared device's attributes (UUID, MIG UUID and profile, NVLink group, PCI bus ID, …) to its containers as a JSON file at /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json (KEP-5304 device metadata, API metadata.resource.k8s.io/v1beta1) (env DEVICE_METADATA).")
 	fs.IntVar(&f.healthPort, "healthcheck-port", envInt("HEALTHCHECK_PORT", 51515), "TCP port of the gRPC health service (grpc.health.v1, services \"liveness\" and \"readiness\") for the kubelet's probes; -1 turns it off (env HEALTHCHECK_PORT).")
 	fs.StringVar(&f.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The plugin's namespace, from the downward API: MPS daemon pods run there (env POD_NAMESPACE).")
@@ -149,6 +151,10 @@ func run() error {
 	migProfiles, err := slicebuilder.ParseMigProfiles(f.migProfiles)
 	if err != nil {
 		return fmt.Errorf("--mig-profiles: %w", err)
+	}
+	spareGPUs, err := slicebuilder.ParseSpareGPUs(f.migSpareGPUs)
+	if err != nil {
+		return fmt.Errorf("--mig-spare-gpus: %w", err)
 	}
 	if f.idleThreshold <= 0 || f.idleThreshold > 1 || f.idleAfter <= 0 {
 		return fmt.Errorf("--idle-threshold must be in (0, 1] and --idle-after positive, got %v and %v", f.idleThreshold, f.idleAfter)
@@ -213,6 +219,7 @@ func run() error {
 		RollingUpdateUID:   types.UID(f.podUID),
 		HealthcheckAddr:    healthcheckAddr(f.healthPort),
 		MigProfiles:        migProfiles,
+		SpareGPUs:          spareGPUs,
 		DeviceMetadata:     f.deviceMetadata,
 		ConsumableCapacity: f.consumableCapacity,
 		ShareSharing:       shareSharing,

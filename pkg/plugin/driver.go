@@ -75,6 +75,9 @@ type Config struct {
 	DeviceMetadata bool
 	// MigProfiles selects the MIG profiles published (the zero value: all).
 	MigProfiles slicebuilder.MigProfiles
+	// SpareGPUs is how many free GPUs publish their MIG placements beside
+	// the partitioned ones (the zero value: slicebuilder.DefaultSpareGPUs).
+	SpareGPUs slicebuilder.SpareGPUs
 	// StateHooks inject faults into the node state in tests.
 	StateHooks nodestate.Hooks
 	// ConsumableCapacity publishes whole GPUs that several claims share,
@@ -131,8 +134,12 @@ type Driver struct {
 	wholeGPUsOnly bool
 	// inUse is how the prepared claims held the GPUs at the last publish.
 	inUse map[string]gpu.Use
-	// publishMu serializes publishes.
+	// migReady are the GPUs whose MIG placements the last publish built
+	// (slicebuilder.Publication.MigReady), by UUID.
+	migReady map[string]bool
+	// publishMu serializes publishes and guards pub.
 	publishMu sync.Mutex
+	pub       publisher
 	// republish wakes republishLoop; republishAsked counts the changes of
 	// the GPUs in use asked to be published, republishDone those covered
 	// by a finished publish.
@@ -239,6 +246,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		health:        map[string]gpu.HealthEvent{},
 		healthChanged: make(chan struct{}),
 		republish:     make(chan struct{}, 1),
+		pub:           publisher{wake: make(chan struct{}, 1)},
 		daemonTrouble: map[string]string{},
 		telemetry: telemetry{
 			tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
@@ -318,6 +326,12 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		logger.Info("GPU is unhealthy at start-up", "uuid", ev.UUID, "reason", ev.Reason)
 		d.recordHealth(ev)
 	}
+	// A restarted plugin keeps publishing the MIG placements its earlier
+	// run published, and steps from the slices the API server holds.
+	ready := d.waitForStoredSlices(ctx)
+	d.mu.Lock()
+	d.migReady = ready
+	d.mu.Unlock()
 	if err := d.publish(ctx); err != nil {
 		d.Stop()
 		return nil, err
@@ -327,7 +341,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, err
 	}
 
-	d.wg.Add(5)
+	d.wg.Add(6)
 	go func() {
 		defer d.wg.Done()
 		d.watchHealth(ctx)
@@ -335,6 +349,10 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	go func() {
 		defer d.wg.Done()
 		d.status.run(ctx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.stepLoop(ctx)
 	}()
 	go func() {
 		defer d.wg.Done()

@@ -47,6 +47,9 @@ type Options struct {
 	// MigProfiles selects the MIG profiles the plugin publishes
 	// (--mig-profiles; the zero value: all).
 	MigProfiles slicebuilder.MigProfiles
+	// SpareGPUs is how many free GPUs publish their MIG placements
+	// (--mig-spare-gpus; the zero value: the default).
+	SpareGPUs slicebuilder.SpareGPUs
 	// Hooks inject faults into the plugin's node state (tests only).
 	Hooks nodestate.Hooks
 	// Healthcheck serves the plugin's gRPC health service on a free port
@@ -223,6 +226,7 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		HealthResend:   time.Second,
 		StateHooks:     opts.Hooks,
 		MigProfiles:    opts.MigProfiles,
+		SpareGPUs:      opts.SpareGPUs,
 		DeviceMetadata: opts.DeviceMetadata,
 
 		HealthcheckAddr:    healthcheckAddr(opts.Healthcheck),

@@ -4,36 +4,47 @@ import (
 	"context"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
-// TestXIDTaintsDevice: a critical XID on one GPU taints exactly that device
-// in the ResourceSlices, reports it Unhealthy to the kubelet, and the
-// scheduler stops picking it. On a node without MIG placements (an A100
-// with MIG off) that is one API write. Where the GPU's MIG placements are
-// published too (H100), they are tainted with it: two slices change, so
-// the ResourceSlice controller starts a new pool generation and rewrites
-// every slice of the node once.
+// TestXIDTaintsDevice: a critical XID on one GPU taints exactly that
+// device in the ResourceSlices, reports it Unhealthy to the kubelet, and
+// the scheduler stops picking it: one API write where the GPU's MIG
+// placements are not published (an A100 with MIG off; an H100 that is not
+// the spare). Where they are (the spare), they are tainted with it, and
+// the next GPU becomes the spare: three slices change, one write each, and
+// the pool keeps its generation.
 func TestXIDTaintsDevice(t *testing.T) {
-	t.Run("whole GPUs only", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-a100") })
-	t.Run("with MIG placements", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-h100") })
+	t.Run("whole GPUs only", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-a100", 3, 1) })
+	t.Run("placements not published", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-h100", 3, 1) })
+	t.Run("the spare", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-h100", 7, 3) })
 }
 
-func testXIDTaintsDevice(t *testing.T, profile string) {
+func testXIDTaintsDevice(t *testing.T, profile string, gpuIndex, wantWrites int) {
 	ctx, c := startCluster(t, profile)
-	if _, err := c.Slices(ctx); err != nil {
+	published, err := c.Slices(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	sick := c.Driver.Node().GPUs[3]
+	sick := c.Driver.Node().GPUs[gpuIndex]
+	generation := published[0].Spec.Pool.Generation
+	placements := map[string]bool{}
+	for _, s := range published {
+		for _, d := range s.Spec.Devices {
+			if strings.HasPrefix(d.Name, sick.DeviceName()+"-mig-") {
+				placements[d.Name] = true
+			}
+		}
+	}
 
 	reports := make(chan kubeletplugin.DeviceHealthReport, 16)
 	watchCtx, cancel := context.WithCancel(ctx)
@@ -69,25 +80,23 @@ func testXIDTaintsDevice(t *testing.T, profile string) {
 	time.Sleep(500 * time.Millisecond)
 	tainted = taintedDevices(ctx, t, c)
 	want := []string{sick.DeviceName()}
-	if sick.MIG != nil && sick.MigCapable && !sick.MIG.ModeChangeNeedsReset {
-		for _, p := range sick.MIG.Profiles {
-			for _, pl := range p.Placements {
-				want = append(want, gpu.MigDeviceName(sick.Minor, p.Name, pl.Start))
-			}
-		}
+	for name := range placements {
+		want = append(want, name)
 	}
 	sort.Strings(tainted)
 	sort.Strings(want)
 	if !reflect.DeepEqual(tainted, want) {
 		t.Fatalf("tainted devices %v, want %v", tainted, want)
 	}
-	wantWrites := 1
-	if len(want) > 1 {
-		slices, _ := c.Slices(ctx)
-		wantWrites = len(slices)
-	}
 	if got := countWrites(c.Client.Actions()) - before; got != wantWrites {
 		t.Errorf("one GPU's health change issued %d ResourceSlice writes, want %d", got, wantWrites)
+	}
+	after, err := c.Slices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := after[0].Spec.Pool.Generation; g != generation || len(after) != len(published) {
+		t.Errorf("pool generation %d → %d, %d → %d slices; want neither to change", generation, g, len(published), len(after))
 	}
 
 	// The scheduler no longer hands out the tainted GPU: 7 fit, 8 do not.

@@ -9,7 +9,8 @@ import (
 
 // TestDeviceMetadata: with --device-metadata, a container gets, for each
 // request, a JSON file with its devices' attributes (KEP-5304): the
-// published attributes, and a MIG partition's own MIG-… UUID.
+// published attributes, and for a MIG partition its GPU's (which the
+// slices leave out), its placement and its own MIG-… UUID.
 func TestDeviceMetadata(t *testing.T) {
 	ctx, c := startClusterWith(t, Options{Profile: "dgx-h100", DeviceMetadata: true})
 	res, err := runClaim(ctx, t, c, migClaim("small", false, "1g.10gb"))
@@ -52,9 +53,18 @@ func TestDeviceMetadata(t *testing.T) {
 	if want := ctr.FakeDevices(); !strings.HasPrefix(uuid, "MIG-") || len(want) != 1 || uuid != want[0] {
 		t.Errorf("metadata uuid %q, want the MIG device's %v", uuid, want)
 	}
-	for _, name := range []string{"profile", "parentUUID", "nvlinkGroup", "resource.kubernetes.io/pciBusID", "productName"} {
+	for _, name := range []string{"profile", "parentUUID", "parentIndex", "placementStart", "placementSize", "nvlinkGroup", "resource.kubernetes.io/pciBusID", "productName", "driverVersion"} {
 		if _, ok := attrs[name]; !ok {
 			t.Errorf("metadata lacks %s: %v", name, attrs)
+		}
+	}
+	for _, name := range []string{"index", "minor", "type"} {
+		if name == "type" {
+			if v, _ := attrs[name]["string"].(string); v != "mig" {
+				t.Errorf("metadata type %q, want mig", v)
+			}
+		} else if _, ok := attrs[name]; ok {
+			t.Errorf("metadata of a partition carries the GPU's %s: %v", name, attrs)
 		}
 	}
 }

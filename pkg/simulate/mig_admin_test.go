@@ -3,6 +3,7 @@ package simulate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -80,7 +81,7 @@ func TestMigAdminInstances(t *testing.T) {
 
 	// The rest of GPU 1 (4 memory slices, 4 compute slices) is usable:
 	// a 2g.20gb and two 1g.10gb fill it.
-	onGPU1 := "device.attributes['gpu.gpudra.io'].parentIndex == 1"
+	onGPU1 := fmt.Sprintf("device.attributes['gpu.gpudra.io'].parentUUID == %q", g1.UUID)
 	claim := migClaim("beside-admin", true, "2g.20gb", "1g.10gb", "1g.10gb")
 	for i := range claim.Spec.Devices.Requests {
 		claim.Spec.Devices.Requests[i].Exactly.Selectors = append(claim.Spec.Devices.Requests[i].Exactly.Selectors,

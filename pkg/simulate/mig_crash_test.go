@@ -33,10 +33,10 @@ func TestMigCrashAtEachStep(t *testing.T) {
 	}{
 		{"after MIG mode enabled", func(once func() error) nodestate.Hooks {
 			return nodestate.Hooks{AfterMigModeEnabled: func(string, string) error { return once() }}
-		}, []string{"gpu-0:mig-on"}},
+		}, []string{"gpu-7:mig-on"}},
 		{"after the first GPU instance is created", func(once func() error) nodestate.Hooks {
 			return nodestate.Hooks{AfterGPUInstanceCreated: func(string, string) error { return once() }}
-		}, []string{"gpu-0:4g.40gb@0", "gpu-0:mig-on"}},
+		}, []string{"gpu-7:4g.40gb@0", "gpu-7:mig-on"}},
 		{"after the second compute instance is created", func(once func() error) nodestate.Hooks {
 			n := 0
 			return nodestate.Hooks{AfterComputeInstanceCreated: func(string, string) error {
@@ -45,10 +45,10 @@ func TestMigCrashAtEachStep(t *testing.T) {
 				}
 				return nil
 			}}
-		}, []string{"gpu-0:2g.20gb@4", "gpu-0:4g.40gb@0", "gpu-0:mig-on"}},
+		}, []string{"gpu-7:2g.20gb@4", "gpu-7:4g.40gb@0", "gpu-7:mig-on"}},
 		{"before PrepareCompleted is written", func(once func() error) nodestate.Hooks {
 			return nodestate.Hooks{BeforePrepareCompleted: func(string) error { return once() }}
-		}, []string{"gpu-0:2g.20gb@4", "gpu-0:4g.40gb@0", "gpu-0:mig-on"}},
+		}, []string{"gpu-7:2g.20gb@4", "gpu-7:4g.40gb@0", "gpu-7:mig-on"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -106,14 +106,17 @@ func profileDevices(t *testing.T, profile string) []resourceapi.Device {
 }
 
 // TestSelectorsEvaluateOnEveryDevice evaluates every selector gpudra
-// ships, and a selector on each attribute a whole GPU has (but those that
-// name the GPU itself: uuid, index, minor), on every device of every fake
-// profile, whole GPUs and MIG partitions alike, without the guard of a
-// DeviceClass: none may fail with a run-time error. The scheduler
-// evaluates a claim's selectors on every device it considers, and one
-// run-time error (an attribute the device lacks, a type mismatch) fails
-// the whole allocation attempt, so a selector written for whole GPUs must
-// evaluate on partitions too.
+// ships on every device of its DeviceClass, and, for each type of device
+// (whole GPU, MIG partition, monitor), a selector on each attribute the
+// type has on every device of that type, on every fake profile: none may
+// fail with a run-time error. The scheduler evaluates a claim's selectors
+// on every device its class admits, and one run-time error (an attribute
+// the device lacks, a type mismatch) fails the whole allocation attempt;
+// so every device of one type carries the same attribute keys, and
+// gpudra's DeviceClasses admit one type each. (A MIG partition carries
+// fewer attributes than its GPU: a selector that reads a whole GPU's
+// attribute without a class that selects whole GPUs fails on partitions,
+// and gpudra check says so.)
 func TestSelectorsEvaluateOnEveryDevice(t *testing.T) {
 	selectors := shippedSelectors(t)
 	if len(selectors) < 10 {
@@ -125,26 +128,27 @@ func TestSelectorsEvaluateOnEveryDevice(t *testing.T) {
 		t.Run(filepath.Base(profile), func(t *testing.T) {
 			devices := profileDevices(t, profile)
 			tests := slices.Clone(selectors)
-			// One selector per attribute of the whole GPUs.
-			seen := map[resourceapi.QualifiedName]bool{}
+			// One selector per attribute of each type, guarded by the type.
+			seen := map[string]bool{}
 			migs := 0
 			for _, d := range devices {
-				if *d.Attributes[slicebuilder.AttrType].StringValue == slicebuilder.TypeMIG {
+				typ := *d.Attributes[slicebuilder.AttrType].StringValue
+				if typ == slicebuilder.TypeMIG {
 					migs++
-					continue
 				}
 				for name := range d.Attributes {
-					if seen[name] || name == slicebuilder.AttrUUID || name == slicebuilder.AttrIndex || name == slicebuilder.AttrMinor {
+					if seen[typ+"/"+string(name)] {
 						continue
 					}
-					seen[name] = true
+					seen[typ+"/"+string(name)] = true
 					domain, id := "gpu.gpudra.io", string(name)
 					if dom, short, ok := cutQualified(string(name)); ok {
 						domain, id = dom, short
 					}
 					tests = append(tests, namedSelector{
-						where: "whole-GPU attribute " + string(name),
-						expr:  fmt.Sprintf("device.attributes[%q].%s == device.attributes[%q].%s", domain, id, domain, id),
+						where: typ + " attribute " + string(name),
+						expr: fmt.Sprintf("device.attributes['gpu.gpudra.io'].type == %q && device.attributes[%q].%s == device.attributes[%q].%s",
+							typ, domain, id, domain, id),
 					})
 				}
 			}

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,15 +55,15 @@ func TestMigClaimOfVanishedGPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			applyClasses(ctx, t, c)
+			parent := c.Driver.Node().GPUs[7].UUID
 			claim := migClaim("on-gpu-7", false, "1g.10gb")
 			claim.Spec.Devices.Requests[0].Exactly.Selectors = append(claim.Spec.Devices.Requests[0].Exactly.Selectors,
-				celSelector("device.attributes['gpu.gpudra.io'].parentIndex == 7"))
+				celSelector(fmt.Sprintf("device.attributes['gpu.gpudra.io'].parentUUID == %q", parent)))
 			res, err := runClaim(ctx, t, c, claim)
 			if err != nil {
 				t.Fatal(err)
 			}
 			prepared := res.Claims[0].Claim
-			parent := c.Driver.Node().GPUs[7].UUID
 
 			c.Stop()
 			tc.vanish(t, c, parent)
