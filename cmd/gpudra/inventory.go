@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,7 +27,7 @@ import (
 type inventoryOptions struct {
 	nodeName, driverName, driverRoot string
 	backend, fakeProfile             string
-	migProfiles                      string
+	migProfiles, migSpareGPUs        string
 	compare                          string
 	output                           string
 }
@@ -77,6 +78,7 @@ failed).`,
 	f.StringVar(&o.backend, "device-backend", "nvml", "nvml (the real driver) or fake (a fake profile, e.g. to see what it publishes)")
 	f.StringVar(&o.fakeProfile, "fake-profile", fakenodes.DefaultProfile, "with --device-backend=fake: "+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file")
 	f.StringVar(&o.migProfiles, "mig-profiles", "all", "the MIG profiles the plugin publishes (its --mig-profiles)")
+	f.StringVar(&o.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "the free GPUs that publish their MIG placements (the plugin's --mig-spare-gpus); the node is shown as the plugin publishes it with nothing prepared")
 	f.StringVar(&o.compare, "compare", "", "a fake profile ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file) to list the differences from")
 	outputFlag(cmd, &o.output, "yaml", "yaml", "json", "none")
 	return cmd
@@ -94,6 +96,10 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	if !slices.Contains(backend.Kinds, o.backend) {
 		return usageErrorf("--device-backend %q: want %s", o.backend, strings.Join(backend.Kinds, " or "))
 	}
+	spare, err := slicebuilder.ParseSpareGPUs(o.migSpareGPUs)
+	if err != nil {
+		return usageErrorf("--mig-spare-gpus: %w", err)
+	}
 	dir, err := os.MkdirTemp("", "gpudra-inventory-")
 	if err != nil {
 		return err
@@ -102,7 +108,7 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	published, err := inventorySlices(ctx, backend.Options{
 		Kind: o.backend, NodeName: o.nodeName, DriverRoot: o.driverRoot,
 		FakeProfile: o.fakeProfile, FakeStateDir: dir, InventoryOnly: true, ReadOnly: true,
-	}, o.driverName, choice)
+	}, o.driverName, choice, spare)
 	if err != nil {
 		if o.backend == "fake" { // a bad --fake-profile
 			return usageErrorf("%w", err)
@@ -141,7 +147,7 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	}
 	want, err := inventorySlices(ctx, backend.Options{
 		Kind: "fake", NodeName: o.nodeName, FakeProfile: o.compare, FakeStateDir: dir + "/compare", InventoryOnly: true,
-	}, o.driverName, choice)
+	}, o.driverName, choice, spare)
 	if err != nil {
 		return usageErrorf("--compare: %w", err)
 	}
@@ -163,7 +169,7 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 
 // inventorySlices opens the backend read-only, discovers the GPUs and
 // builds the node's slices as the plugin does.
-func inventorySlices(ctx context.Context, opts backend.Options, driverName string, choice slicebuilder.MigProfiles) ([]*resourceapi.ResourceSlice, error) {
+func inventorySlices(ctx context.Context, opts backend.Options, driverName string, choice slicebuilder.MigProfiles, spare slicebuilder.SpareGPUs) ([]*resourceapi.ResourceSlice, error) {
 	be, err := backend.Open(ctx, opts)
 	if err != nil {
 		if opts.Kind == "nvml" {
@@ -177,7 +183,7 @@ func inventorySlices(ctx context.Context, opts backend.Options, driverName strin
 		return nil, err
 	}
 	node.Name = opts.NodeName
-	res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: be.SysfsRoot(), MigProfiles: choice})
+	res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: be.SysfsRoot(), MigProfiles: choice, SpareGPUs: spare})
 	if err != nil {
 		return nil, err
 	}

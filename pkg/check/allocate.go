@@ -153,13 +153,16 @@ func (r *runner) record(ce *claimEval, node string, res *resourceapi.AllocationR
 	ce.done, ce.node = true, node
 	r.report.Claims[ce.idx].Allocation = a
 	r.prepare(ce, res)
+	r.republish(node, res)
 }
 
 // resetState forgets every allocation of the inputs: the next claims see
-// an empty cluster, or what a live cluster's claims hold (Options.Held).
+// an empty cluster, or what a live cluster's claims hold (Options.Held),
+// and the nodes publish what they published before.
 func (r *runner) resetState() {
 	r.state = r.clusterState.Clone()
 	r.held = slices.Clone(r.clusterHeld)
+	r.restorePublished(nil)
 }
 
 func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
@@ -183,6 +186,9 @@ func (r *runner) free(i int) bool {
 // request has enough matching, free devices there. It spares the
 // allocator nodes that cannot work.
 func (r *runner) mayFit(claims []*claimEval, node string) bool {
+	if _, ok := r.republished[node]; ok {
+		return true // devices the inventory does not hold may be published now
+	}
 	for _, ce := range claims {
 		for _, re := range ce.reqs {
 			if !r.requestMayFit(re, node) {

@@ -42,6 +42,15 @@ type Options struct {
 	// the earlier ones hold; otherwise each is allocated on an empty
 	// inventory.
 	Sequential bool
+	// Republish, when set, is what a node publishes once the claims
+	// allocated on it so far are prepared (prepared: one entry per claim,
+	// in the order they were allocated, each the devices it holds): in
+	// sequential mode, and within a gang, the node's slices are replaced
+	// by it after each allocation, as gpudra's plugin republishes after
+	// each prepare (a MIG partition taken from a node's spare GPU makes
+	// the next GPU a spare; docs/mig.md). pkg/fakenodes.Republisher
+	// provides it for fake nodes; nil keeps every node's slices as given.
+	Republish func(ctx context.Context, node string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error)
 	// BuiltinClasses makes gpudra's shipped DeviceClasses known, as the
 	// Helm chart installs them: a claim may use them without defining
 	// them, and an input class of the same name is compared with them.
@@ -113,6 +122,9 @@ type runner struct {
 	// see it: where each allocation starts.
 	clusterState *scheduler.State
 	clusterHeld  []heldDevice
+	// republished is, per node, what it published since its slices were
+	// replaced (Options.Republish).
+	republished map[string]*republishedNode
 	// group is the unit group the state is of, without --sequential.
 	group string
 	// pending are the workloads' Pending replicas, by owner and claim

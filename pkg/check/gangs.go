@@ -159,9 +159,9 @@ func (r *runner) allocateAll(units []*unit) {
 // takes every allocation back when one pod does not fit, or when fewer
 // pods than minCount are there to place.
 func (r *runner) allocateGang(g *gangInfo, members []*unit) {
-	// What the nodes' plugins hold is taken back with the scheduler's
-	// state when the gang does not fit.
-	saved, savedHeld, sequential := r.state.Clone(), slices.Clone(r.held), r.opts.Sequential
+	// What the nodes' plugins hold, and what they republished for it, is
+	// taken back with the scheduler's state when the gang does not fit.
+	saved, savedHeld, savedPublished, sequential := r.state.Clone(), slices.Clone(r.held), r.savePublished(), r.opts.Sequential
 	if !sequential {
 		r.resetState()
 	}
@@ -185,6 +185,7 @@ func (r *runner) allocateGang(g *gangInfo, members []*unit) {
 		msg = fmt.Sprintf("PodGroup %s is a gang of at least %d pods and the inputs have %d: none is placed until the rest exist", g.obj.Name, g.minCount, len(members))
 	}
 	r.state, r.held = saved, savedHeld
+	r.restorePublished(savedPublished)
 	for _, u := range members {
 		for _, ce := range r.unitClaims(u) {
 			ci := &r.report.Claims[ce.idx]

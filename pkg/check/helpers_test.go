@@ -57,8 +57,21 @@ func onProfile(t testing.TB, profile string, nodes int, o Options) Options {
 	if profile != "" {
 		o.Slices = fakeInventory(t, profile, nodes)
 		o.SlicesSource = fmt.Sprintf("profile %s × %d node(s)", profile, nodes)
+		o.Republish = republisher(t, profile, fakenodes.Pool{})
 	}
 	return o
+}
+
+// republisher is what fake nodes of the profile publish once claims are
+// prepared on them (Options.Republish).
+func republisher(t testing.TB, profile string, pool fakenodes.Pool) func(context.Context, string, [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error) {
+	t.Helper()
+	r, err := fakenodes.NewRepublisher(profile, gpu.DefaultDriverName, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r.Slices
 }
 
 func sliceJSONSpec(t *testing.T, s *resourceapi.ResourceSlice) string {

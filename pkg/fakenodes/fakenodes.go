@@ -45,6 +45,11 @@ type Pool struct {
 	// MigProfiles are the MIG profiles published, as the plugin's
 	// --mig-profiles (the zero value: all).
 	MigProfiles slicebuilder.MigProfiles
+	// SpareGPUs is how many free GPUs publish their MIG placements, as the
+	// plugin's --mig-spare-gpus (the zero value: the default). The fake
+	// nodes are idle, as the plugin publishes a node nothing is prepared
+	// on: only the spares' placements are published.
+	SpareGPUs slicebuilder.SpareGPUs
 	// WholeGPUsOnly publishes whole GPUs without MIG placements, as the
 	// plugin does once the API server dropped its counters (a cluster
 	// without DRAPartitionableDevices).
@@ -129,7 +134,7 @@ func Node(ctx context.Context, profile, nodeName, driverName, dir string, pool P
 	var out []*resourceapi.ResourceSlice
 	err := WithNode(ctx, profile, nodeName, dir, func(node gpu.Node, sysfsRoot string) error {
 		res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot, ConsumableCapacity: pool.ConsumableCapacity,
-			MigProfiles: pool.MigProfiles, WholeGPUsOnly: pool.WholeGPUsOnly})
+			MigProfiles: pool.MigProfiles, WholeGPUsOnly: pool.WholeGPUsOnly, SpareGPUs: pool.SpareGPUs})
 		if err != nil {
 			return err
 		}
@@ -192,7 +197,10 @@ func scratchDir() string {
 // PoolSlices turns the DriverResources of one node into the ResourceSlice
 // objects the ResourceSlice controller (k8s.io/dynamic-resource-allocation/
 // resourceslice) creates for them: one object per Slice, in order, owned by
-// the node, with the pool's generation and slice count filled in.
+// the node, with the pool's generation and slice count filled in, and
+// named as the controller names them, after their index in hexadecimal,
+// zero-padded to five digits (the allocator walks a pool's slices in name
+// order; "10" would sort before "2").
 func PoolSlices(driverName, nodeName string, res resourceslice.DriverResources) []*resourceapi.ResourceSlice {
 	pools := make([]string, 0, len(res.Pools))
 	for name := range res.Pools {
@@ -202,9 +210,10 @@ func PoolSlices(driverName, nodeName string, res resourceslice.DriverResources) 
 	var out []*resourceapi.ResourceSlice
 	for _, poolName := range pools {
 		pool := res.Pools[poolName]
+		width := max(5, len(strconv.FormatInt(int64(len(pool.Slices)-1), 16)))
 		for i, s := range pool.Slices {
 			slice := &resourceapi.ResourceSlice{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", nodeName, driverName, i)},
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%0*x-%s-%s", width, i, driverName, nodeName)},
 				Spec: resourceapi.ResourceSliceSpec{
 					Driver: driverName,
 					Pool: resourceapi.ResourcePool{
@@ -227,6 +236,94 @@ func PoolSlices(driverName, nodeName string, res resourceslice.DriverResources) 
 				slice.Spec.NodeName = new(nodeName)
 			}
 			out = append(out, slice)
+		}
+	}
+	return out
+}
+
+// Republisher says what fake nodes publish once claims are prepared on
+// them, as the plugin republishes after each prepare: a GPU held whole
+// hides its MIG placements, a spare partitioned makes the next GPU a
+// spare, and a GPU that published its placements keeps them while it is
+// free. What a node publishes depends on the order its claims were
+// prepared in, so Slices replays them one at a time. It is safe for
+// concurrent use.
+type Republisher struct {
+	profile, driverName string
+	pool                Pool
+	mu                  sync.Mutex // one fake backend per node directory at a time
+	dir                 string
+}
+
+// NewRepublisher returns a Republisher for fake nodes of the profile; Close
+// it to remove its scratch directory.
+func NewRepublisher(profile, driverName string, pool Pool) (*Republisher, error) {
+	dir, err := os.MkdirTemp(scratchDir(), "gpudra-fakenodes-")
+	if err != nil {
+		return nil, fmt.Errorf("a directory for the fake GPUs' state: %w", err)
+	}
+	return &Republisher{profile: profile, driverName: driverName, pool: pool, dir: dir}, nil
+}
+
+// Close removes the scratch directory.
+func (r *Republisher) Close() error { return os.RemoveAll(r.dir) }
+
+// Slices returns the slices fake node nodeName publishes once the claims
+// in prepared (one entry per claim, in the order they were prepared, each
+// the devices it holds) are prepared. Results of other drivers and
+// admin-access results hold nothing, as on the plugin.
+func (r *Republisher) Slices(ctx context.Context, nodeName string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*resourceapi.ResourceSlice
+	err := WithNode(ctx, r.profile, nodeName, r.dir, func(node gpu.Node, sysfsRoot string) error {
+		opts := slicebuilder.Options{DriverName: r.driverName, SysfsRoot: sysfsRoot, ConsumableCapacity: r.pool.ConsumableCapacity,
+			MigProfiles: r.pool.MigProfiles, WholeGPUsOnly: r.pool.WholeGPUsOnly, SpareGPUs: r.pool.SpareGPUs}
+		// What the node published before anything was prepared, then
+		// after each prepare.
+		plan, err := slicebuilder.Plan(node, opts)
+		if err != nil {
+			return err
+		}
+		var held []resourceapi.DeviceRequestAllocationResult
+		for _, claim := range prepared {
+			held = append(held, claim...)
+			opts.MigReady, opts.InUse = plan.MigReady, inUse(node, r.driverName, held)
+			if plan, err = slicebuilder.Plan(node, opts); err != nil {
+				return err
+			}
+		}
+		out = PoolSlices(r.driverName, nodeName, plan.Resources)
+		if r.pool.Features != nil {
+			for _, s := range out {
+				scheduler.DropDisabledFields(s, *r.pool.Features)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// inUse is how the allocated devices hold the node's GPUs, as the plugin's
+// node state says once their claims are prepared.
+func inUse(node gpu.Node, driverName string, held []resourceapi.DeviceRequestAllocationResult) map[string]gpu.Use {
+	byMinor := map[int]string{}
+	for _, g := range node.GPUs {
+		byMinor[g.Minor] = g.UUID
+	}
+	out := map[string]gpu.Use{}
+	for _, d := range held {
+		if d.Driver != driverName || (d.AdminAccess != nil && *d.AdminAccess) {
+			continue
+		}
+		name, ok := gpu.ParseDeviceName(d.Device)
+		uuid, known := byMinor[name.Minor]
+		switch {
+		case !ok || !known || name.Monitor:
+		case name.MIG:
+			out[uuid] = gpu.UsedByMIG
+		default:
+			out[uuid] = gpu.UsedWhole
 		}
 	}
 	return out

@@ -70,6 +70,59 @@ func NewOver(features Features, classes *Classes, nodes []string, slicesFor func
 	return s
 }
 
+// NodeSlices are the slices local to one node (spec.nodeName), as the
+// scheduler holds them.
+func (s *Scheduler) NodeSlices(node string) []*resourceapi.ResourceSlice {
+	all := s.slices
+	if s.slicesFor != nil {
+		all = s.slicesFor(node)
+	}
+	var out []*resourceapi.ResourceSlice
+	for _, sl := range all {
+		if sl.Spec.NodeName != nil && *sl.Spec.NodeName == node {
+			out = append(out, sl)
+		}
+	}
+	return out
+}
+
+// ReplaceNodeSlices replaces the slices local to one node (spec.nodeName)
+// with slices: what the node publishes after a change, such as gpudra's
+// plugin republishing once claims are prepared on it. The taint rules the
+// scheduler was given taint them too; the nodes tried, and their order,
+// stay.
+func (s *Scheduler) ReplaceNodeSlices(node string, slices []*resourceapi.ResourceSlice) {
+	if s.slicesFor != nil {
+		// The allocator reads the node's own slices through slicesFor,
+		// and the taint rules are applied there.
+		others := s.slicesFor
+		s.slicesFor = func(n string) []*resourceapi.ResourceSlice {
+			all := others(n)
+			if n != node {
+				return all
+			}
+			out := make([]*resourceapi.ResourceSlice, 0, len(all)+len(slices))
+			for _, sl := range all {
+				if sl.Spec.NodeName == nil || *sl.Spec.NodeName != node {
+					out = append(out, sl)
+				}
+			}
+			return append(out, slices...)
+		}
+		return
+	}
+	if s.features.DeviceTaintRules && len(s.taintRules) > 0 {
+		slices = ApplyTaintRules(slices, s.taintRules)
+	}
+	out := make([]*resourceapi.ResourceSlice, 0, len(s.slices))
+	for _, sl := range s.slices {
+		if sl.Spec.NodeName == nil || *sl.Spec.NodeName != node {
+			out = append(out, sl)
+		}
+	}
+	s.slices = append(out, slices...)
+}
+
 // Features returns the feature set the scheduler uses.
 func (s *Scheduler) Features() Features { return s.features }
 

@@ -2,17 +2,32 @@ package slicebuilder
 
 import (
 	"sort"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
+// memorySlices is how many memory slices a MIG placement consumes.
+func memorySlices(d resourceapi.Device) int {
+	n := 0
+	for _, cc := range d.ConsumesCounters {
+		for name := range cc.Counters {
+			if strings.HasPrefix(name, "memory-slice-") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // NodeOf reads the devices of one pool, as Build published them for the
 // driver, back into the device model: each GPU (from its whole device,
 // its monitoring device or its MIG placements, whichever are published),
 // with its UUID, memory and multiprocessors, and for each MIG profile the
-// placements published. It is what gpudra check hands to the prepare-time
+// placements published (from their names and the memory slices they
+// consume). It is what gpudra check hands to the prepare-time
 // checks (pkg/claimplan) for ResourceSlices it did not build itself, e.g.
 // a cluster's: the names resolve exactly as the plugin resolves them on
 // its node. Pass only the devices of gpudra's driver.
@@ -63,11 +78,9 @@ func NodeOf(pool string, devices []resourceapi.Device) gpu.Node {
 			if g.UUID == "" {
 				g.UUID = str(d, AttrParentUUID)
 			}
-			if i, ok := num(d, AttrParentIndex); ok && g.Index < 0 {
-				g.Index = i
-			}
-			start, _ := num(d, AttrPlacementStart)
-			size, _ := num(d, AttrPlacementSize)
+			// A placement is published by its name and the memory slices
+			// it consumes (its attributes do not repeat them).
+			start, size := p.Start, memorySlices(d)
 			if g.MIG == nil {
 				g.MIG = &gpu.MIG{}
 				g.MigCapable, g.MigEnabled = true, true
