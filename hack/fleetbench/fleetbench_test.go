@@ -129,12 +129,20 @@ func deviceNames(pool []resourceslice.Slice) []string {
 }
 
 // TestLayouts: every layout publishes what it says, and the NVIDIA-shaped
-// one holds exactly gpudra's devices, regrouped.
+// one holds exactly the devices of gpudra's layout with every spare,
+// regrouped.
 func TestLayouts(t *testing.T) {
 	gpudra := h100Pool(t, layoutGpudra)
-	names := deviceNames(gpudra)
 	if first := gpudra[0].Devices; len(first) != 8 || first[0].Name != "gpu-0" {
 		t.Errorf("gpudra's first slice: %d devices, want the 8 whole GPUs first", len(first))
+	}
+	// 8 whole GPUs, the spare's 25 placements, 8 monitors.
+	if n := len(deviceNames(gpudra)); n != 41 {
+		t.Errorf("gpudra: %d devices, want 41", n)
+	}
+	all := deviceNames(h100Pool(t, layoutAllSpares))
+	if len(all) != 216 {
+		t.Errorf("%s: %d devices, want 216", layoutAllSpares, len(all))
 	}
 
 	nv := h100Pool(t, layoutNVIDIA)
@@ -151,11 +159,11 @@ func TestLayouts(t *testing.T) {
 			}
 		}
 	}
-	got, want := deviceNames(nv), slices.Clone(names)
+	got, want := deviceNames(nv), slices.Clone(all)
 	sort.Strings(got)
 	sort.Strings(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("NVIDIA-shaped devices differ from gpudra's")
+		t.Errorf("NVIDIA-shaped devices differ from gpudra's with every spare")
 	}
 
 	// The 8 whole GPUs and the monitoring device of each (gpu-<minor>-monitor,
@@ -164,15 +172,8 @@ func TestLayouts(t *testing.T) {
 		t.Errorf("whole GPUs only: %d devices, want 8 GPUs and 8 monitoring devices", len(whole))
 	}
 	few := deviceNames(h100Pool(t, layoutFewProfiles))
-	if len(few) == 0 || len(few) >= len(names) {
-		t.Errorf("%s: %d devices, want fewer than gpudra's %d", layoutFewProfiles, len(few), len(names))
-	}
-	for _, s := range h100Pool(t, layoutLean) {
-		for _, d := range s.Devices {
-			if name, _ := gpu.ParseDeviceName(d.Name); name.MIG && len(d.Attributes) != len(leanMigAttributes) {
-				t.Errorf("%s: %s has %d attributes, want %d", layoutLean, d.Name, len(d.Attributes), len(leanMigAttributes))
-			}
-		}
+	if len(few) == 0 || len(few) >= len(deviceNames(gpudra)) {
+		t.Errorf("%s: %d devices, want fewer than gpudra's", layoutFewProfiles, len(few))
 	}
 }
 
@@ -215,9 +216,13 @@ func TestReplaceGenerated(t *testing.T) {
 // of gpudra's slices, as the benchmark does when it fills the fleet, gives
 // exactly the slices gpudra's slice builder builds for those GPUs in use.
 func TestHideBusyIsTheBuilders(t *testing.T) {
-	for _, busy := range []int{7, 8} {
+	for _, tc := range []struct {
+		layout string
+		busy   int
+	}{{layoutGpudra, 7}, {layoutGpudra, 8}, {layoutAllSpares, 7}, {layoutAllSpares, 8}} {
+		busy := tc.busy
 		err := fakenodes.WithNode(context.Background(), "dgx-h100", "node-a", t.TempDir(), func(node gpu.Node, sysfsRoot string) error {
-			full, err := nodeSlices(node, sysfsRoot, driverName, layoutGpudra)
+			full, err := nodeSlices(node, sysfsRoot, driverName, tc.layout)
 			if err != nil {
 				return err
 			}
@@ -227,7 +232,16 @@ func TestHideBusyIsTheBuilders(t *testing.T) {
 					inUse[g.UUID] = gpu.UsedWhole
 				}
 			}
-			res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: sysfsRoot, InUse: inUse})
+			opts, err := layoutOptions(driverName, sysfsRoot, tc.layout)
+			if err != nil {
+				return err
+			}
+			idle, err := slicebuilder.Plan(node, opts)
+			if err != nil {
+				return err
+			}
+			opts.InUse, opts.MigReady = inUse, idle.MigReady
+			res, err := slicebuilder.Build(node, opts)
 			if err != nil {
 				return err
 			}

@@ -12,20 +12,17 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
-// layoutPublishAll is gpudra's layout as the plugin published it before it
-// left out the devices of GPUs its prepared claims hold: on the 90% fleet,
-// the placements of every GPU taken whole stay published. (On an empty
-// fleet it is gpudra's layout.) The gpudra layouts leave them out, as the
-// plugin does once the busy claims are prepared: the benchmark takes them
-// out of the slices when it fills the fleet (hideBusy), exactly as the
-// slice builder leaves them out (TestHideBusyIsTheBuilders).
-const layoutPublishAll = "gpudra-publish-all"
-
 // hidesBusy says whether the layout leaves out the placements of GPUs
-// held whole, as gpudra's plugin does.
+// held whole, as gpudra's plugin does once the claims that hold them are
+// prepared: the benchmark takes them out of the slices when it fills the
+// fleet (hideBusy), exactly as the slice builder leaves them out
+// (TestHideBusyIsTheBuilders). No kubelet runs, so nothing else changes
+// what a node publishes: the spares a partition claim takes are not
+// refilled during a cell (the cells take far fewer partitions than the
+// spares hold).
 func hidesBusy(layout string) bool {
 	switch layout {
-	case layoutGpudra, layoutFewProfiles, layoutLean:
+	case layoutGpudra, layoutAllSpares, layoutFewProfiles:
 		return true
 	}
 	return false

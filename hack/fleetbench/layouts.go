@@ -16,73 +16,84 @@ import (
 // The ResourceSlice layouts compared, all built from gpudra's slice builder
 // for the same discovered GPUs, so that only the layout differs.
 const (
-	// layoutGpudra is what gpudra publishes: whole GPUs first, then the
-	// counter sets, then the MIG placements.
+	// layoutGpudra is what gpudra publishes by default: whole GPUs first,
+	// the counter sets, then one slice per GPU for its MIG placements,
+	// published only on the GPUs that can take the next partition claims
+	// (--mig-spare-gpus=1: one free GPU per node on an idle fleet).
 	layoutGpudra = "gpudra"
 	// layoutWhole is what gpudra publishes where the cluster does not
 	// serve partitionable devices: whole GPUs only, no MIG.
 	layoutWhole = "whole-gpus"
-	// layoutNVIDIA is gpudra's devices in the split layout NVIDIA's DRA
-	// driver publishes with dynamic MIG on Kubernetes >= 1.35: one slice
-	// with every counter set, then one slice per GPU holding the whole GPU
-	// and its placements, GPU after GPU. A whole-GPU claim on a busy node
-	// walks the placements of every taken GPU before the next free one.
+	// layoutNVIDIA is every MIG placement of every GPU, gpudra's devices,
+	// in the split layout NVIDIA's DRA driver publishes with dynamic MIG
+	// on Kubernetes >= 1.35: one slice with every counter set, then one
+	// slice per GPU holding the whole GPU and its placements, GPU after
+	// GPU. A whole-GPU claim on a busy node walks the placements of every
+	// taken GPU before the next free one.
 	layoutNVIDIA = "nvidia-shaped"
 )
 
-// Two levers on gpudra's side, measured as layouts of their own:
+// Levers on gpudra's side, measured as layouts of their own:
 const (
+	// layoutAllSpares is gpudra's layout with --mig-spare-gpus=all: every
+	// free GPU publishes its placements (200 on an idle DGX H100), as
+	// gpudra did before spares.
+	layoutAllSpares = "gpudra-all-spares"
 	// layoutFewProfiles is gpudra's layout with --mig-profiles=
-	// 1g.10gb,3g.40gb,7g.80gb (the choice docs/mig.md shows): 88 devices
-	// per DGX H100 node instead of 208.
+	// 1g.10gb,3g.40gb,7g.80gb (the choice docs/mig.md shows): 11
+	// placements per spare GPU instead of 25.
 	layoutFewProfiles = "gpudra-3-profiles"
-	// layoutLean is gpudra's layout with the MIG placements cut to the
-	// attributes DESIGN.md asks for (type, profile, parent UUID and index,
-	// placement, product name, compute capability): every attribute costs
-	// a map entry in every CEL evaluation of every device.
-	layoutLean = "gpudra-lean-mig"
 )
 
 // layouts in the order the report shows them: the three compared, then
 // the levers.
 var (
 	compared = []string{layoutGpudra, layoutWhole, layoutNVIDIA}
-	levers   = []string{layoutPublishAll, layoutFewProfiles, layoutLean}
+	levers   = []string{layoutAllSpares, layoutFewProfiles}
 	layouts  = append(append([]string{}, compared...), levers...)
 )
 
 // fewProfiles is what layoutFewProfiles passes as --mig-profiles.
 const fewProfiles = "1g.10gb,3g.40gb,7g.80gb"
 
-// leanMigAttributes are the attributes a MIG placement keeps in layoutLean.
-var leanMigAttributes = []string{"type", "profile", "parentUUID", "parentIndex", "placementStart", "placementSize", "productName", "cudaComputeCapability"}
-
 // hasMIG says whether the layout publishes MIG placements.
 func hasMIG(layout string) bool { return layout != layoutWhole }
 
-// nodeSlices returns the slices one node publishes in the layout.
-func nodeSlices(node gpu.Node, sysfsRoot, driver, layout string) ([]resourceslice.Slice, error) {
-	opts := slicebuilder.Options{DriverName: driver, SysfsRoot: sysfsRoot, WholeGPUsOnly: layout == layoutWhole}
-	if layout == layoutFewProfiles {
+// layoutOptions are the slice builder's options for a layout.
+func layoutOptions(driver, sysfsRoot, layout string) (slicebuilder.Options, error) {
+	opts := slicebuilder.Options{DriverName: driver, SysfsRoot: sysfsRoot}
+	switch layout {
+	case layoutGpudra:
+	case layoutWhole:
+		opts.WholeGPUsOnly = true
+	case layoutNVIDIA, layoutAllSpares:
+		opts.SpareGPUs = slicebuilder.SpareGPUs{All: true}
+	case layoutFewProfiles:
 		var err error
 		if opts.MigProfiles, err = slicebuilder.ParseMigProfiles(fewProfiles); err != nil {
-			return nil, err
+			return opts, err
 		}
+	default:
+		return opts, fmt.Errorf("unknown layout %q (want one of %s)", layout, strings.Join(layouts, ", "))
+	}
+	return opts, nil
+}
+
+// nodeSlices returns the slices one idle node publishes in the layout.
+func nodeSlices(node gpu.Node, sysfsRoot, driver, layout string) ([]resourceslice.Slice, error) {
+	opts, err := layoutOptions(driver, sysfsRoot, layout)
+	if err != nil {
+		return nil, err
 	}
 	res, err := slicebuilder.Build(node, opts)
 	if err != nil {
 		return nil, err
 	}
 	pool := res.Pools[node.Name].Slices
-	switch layout {
-	case layoutGpudra, layoutWhole, layoutFewProfiles, layoutPublishAll:
-		return pool, nil
-	case layoutNVIDIA:
+	if layout == layoutNVIDIA {
 		return nvidiaShaped(pool)
-	case layoutLean:
-		return leanMig(driver, pool), nil
 	}
-	return nil, fmt.Errorf("unknown layout %q (want one of %s)", layout, strings.Join(layouts, ", "))
+	return pool, nil
 }
 
 // nvidiaShaped regroups gpudra's slices of one node: counter sets first
@@ -122,31 +133,6 @@ func nvidiaShaped(pool []resourceslice.Slice) ([]resourceslice.Slice, error) {
 		out = append(out, resourceslice.Slice{Devices: devs})
 	}
 	return out, nil
-}
-
-// leanMig drops every attribute of the MIG placements but
-// leanMigAttributes; whole GPUs keep theirs.
-func leanMig(driver string, pool []resourceslice.Slice) []resourceslice.Slice {
-	keep := map[resourceapi.QualifiedName]bool{}
-	for _, a := range leanMigAttributes {
-		keep[resourceapi.QualifiedName(a)] = true
-	}
-	for _, s := range pool {
-		for i := range s.Devices {
-			d := &s.Devices[i]
-			if name, ok := gpu.ParseDeviceName(d.Name); !ok || !name.MIG {
-				continue
-			}
-			attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
-			for k, v := range d.Attributes {
-				if keep[k] || keep[resourceapi.QualifiedName(strings.TrimPrefix(string(k), driver+"/"))] {
-					attrs[k] = v
-				}
-			}
-			d.Attributes = attrs
-		}
-	}
-	return pool
 }
 
 // sliceObjects turns one node's slices into the objects the ResourceSlice

@@ -136,6 +136,8 @@ func runCmd(ctx context.Context, args []string) error {
 	apiserverPID := fs.Int("apiserver-pid", 0, "kube-apiserver's PID, for its memory")
 	schedulerPID := fs.Int("scheduler-pid", 0, "kube-scheduler's PID, for its memory")
 	only := fs.String("only", "", "comma-separated cells to run, as workload/state (e.g. gpu1/90%); default: all")
+	churnDuration := fs.Duration("churn-duration", time.Minute, "how long the steady-state churn workload runs")
+	churnPods := fs.Int("churn-pods", 10, "pods the steady-state churn workload keeps in flight")
 	_ = fs.Parse(args)
 	if *metricsURL == "" || *apiserverPID == 0 || *schedulerPID == 0 {
 		return fmt.Errorf("run needs --scheduler-metrics, --apiserver-pid and --scheduler-pid")
@@ -161,7 +163,8 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r := &runner{fleet: f, metrics: metrics, maxPods: *maxPods, cellTimeout: *cellTimeout, binds: binds, only: map[string]bool{}}
+	r := &runner{fleet: f, metrics: metrics, maxPods: *maxPods, cellTimeout: *cellTimeout, binds: binds, only: map[string]bool{},
+		schedulerPID: *schedulerPID, churnDuration: *churnDuration, churnPods: *churnPods}
 	for _, c := range strings.Split(*only, ",") {
 		if c != "" {
 			r.only[c] = true

@@ -208,3 +208,35 @@ func loadAverage() float64 {
 	}
 	return v
 }
+
+// clockTicks is the kernel's USER_HZ, the unit of the CPU times in
+// /proc/<pid>/stat: 100 on every Linux architecture gpudra builds for.
+const clockTicks = 100
+
+// processCPU is the CPU time (user and system) the process has used, in
+// seconds.
+func processCPU(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; the fields after it are
+	// plain numbers: state, ppid, ..., utime (14) and stime (15).
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	fields := strings.Fields(string(data[i+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	var ticks float64
+	for _, f := range fields[11:13] {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += v
+	}
+	return ticks / clockTicks, nil
+}

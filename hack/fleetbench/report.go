@@ -357,10 +357,8 @@ func (r report) leversTable(b *strings.Builder) {
 		switch l {
 		case layoutFewProfiles:
 			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-profiles=%s`. ", l, fewProfiles)
-		case layoutPublishAll:
-			fmt.Fprintf(b, "`%s`: gpudra's layout as published before the plugin left out the placements of GPUs its claims hold whole (on the 90%% fleet, every placement stays published). ", l)
-		case layoutLean:
-			fmt.Fprintf(b, "`%s`: gpudra's layout with the MIG placements' attributes cut to `%s`. ", l, strings.Join(leanMigAttributes, "`, `"))
+		case layoutAllSpares:
+			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-spare-gpus=all` (every free GPU publishes its placements, as before spares). ", l)
 		}
 	}
 	b.WriteString("Pods scheduled per second, and each layout's rate as a fraction of the whole-GPUs-only layout's.\n\n")

@@ -64,9 +64,14 @@ type cellResult struct {
 	FilterP99    millis `json:"draFilterP99ms"`
 	// UnschedulableAttempts counts attempts that found no node.
 	UnschedulableAttempts float64 `json:"unschedulableAttempts"`
-	TimedOut              bool    `json:"timedOut,omitempty"`
-	Load1Start            float64 `json:"load1Start"`
-	Load1End              float64 `json:"load1End"`
+	// SchedulerCPUSeconds is the CPU time kube-scheduler used during the
+	// cell (from /proc), CPUMsPerPod that per pod bound: steadier on a
+	// loaded machine than pods/s, which waits for the CPU too.
+	SchedulerCPUSeconds float64 `json:"schedulerCPUSeconds"`
+	CPUMsPerPod         float64 `json:"cpuMsPerPod"`
+	TimedOut            bool    `json:"timedOut,omitempty"`
+	Load1Start          float64 `json:"load1Start"`
+	Load1End            float64 `json:"load1End"`
 }
 
 // runner runs the cells of one run against one fleet.
@@ -76,6 +81,11 @@ type runner struct {
 	maxPods     int
 	cellTimeout time.Duration
 	binds       *bindTracker
+	// schedulerPID is kube-scheduler's, for its CPU time.
+	schedulerPID int
+	// churn is the steady-state workload's length and pods in flight.
+	churnDuration time.Duration
+	churnPods     int
 	// only, when not empty, lists the cells to run as "workload/state"
 	// (for a profile of one of them).
 	only map[string]bool
@@ -206,7 +216,13 @@ func (r *runner) run(ctx context.Context, layout string) ([]cellResult, error) {
 				out = append(out, cellResult{Workload: w.name, State: ph.state, Skipped: "no MIG in this layout"})
 				continue
 			}
-			res, err := r.cell(ctx, w, ph.busy, ph.state)
+			var res cellResult
+			var err error
+			if w.churn {
+				res, err = r.churnCell(ctx, w, ph.busy, ph.state)
+			} else {
+				res, err = r.cell(ctx, w, ph.busy, ph.state)
+			}
 			if err != nil {
 				return out, fmt.Errorf("%s, %s: %w", w.name, ph.state, err)
 			}
@@ -256,6 +272,7 @@ func (r *runner) cell(ctx context.Context, w workload, busy bool, state string) 
 		return res, err
 	}
 	res.Load1Start = loadAverage()
+	cpu0, _ := processCPU(r.schedulerPID)
 
 	start := time.Now()
 	err = parallel(n, apiWorkers, func(i int) error {
@@ -293,9 +310,28 @@ func (r *runner) cell(ctx context.Context, w workload, busy bool, state string) 
 		res.PodsPerSecond = float64(len(bound)) / res.Seconds
 	}
 
+	if err := r.measure(ctx, &res, before, cpu0); err != nil {
+		return res, err
+	}
+	if err := f.release(ctx, names); err != nil {
+		return res, fmt.Errorf("release: %w", err)
+	}
+	time.Sleep(settle)
+	return res, nil
+}
+
+// measure fills in what the scheduler's histograms and its CPU time say
+// about the cell since before and cpu0 were read.
+func (r *runner) measure(ctx context.Context, res *cellResult, before scrape, cpu0 float64) error {
+	if cpu1, err := processCPU(r.schedulerPID); err == nil {
+		res.SchedulerCPUSeconds = round(cpu1-cpu0, 2)
+		if res.Scheduled > 0 {
+			res.CPUMsPerPod = round((cpu1-cpu0)*1000/float64(res.Scheduled), 2)
+		}
+	}
 	after, err := r.metrics.scrape(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
 	ms := func(h histogram, q float64) millis { return millis(round(h.quantile(q)*1000, 3)) }
 	algorithm := after.histogram("scheduler_scheduling_algorithm_duration_seconds", nil).
@@ -313,12 +349,7 @@ func (r *runner) cell(ctx context.Context, w workload, busy bool, state string) 
 	res.FilterP50, res.FilterP99 = ms(filter, 0.5), ms(filter, 0.99)
 	unsched := map[string]string{"result": "unschedulable"}
 	res.UnschedulableAttempts = after.counter("scheduler_schedule_attempts_total", unsched) - before.counter("scheduler_schedule_attempts_total", unsched)
-
-	if err := f.release(ctx, names); err != nil {
-		return res, fmt.Errorf("release: %w", err)
-	}
-	time.Sleep(settle)
-	return res, nil
+	return nil
 }
 
 // millis is a duration in milliseconds from a histogram; NaN (nothing was

@@ -35,8 +35,7 @@ var palette = map[string]string{
 	layoutWhole:       "#2166ac",
 	layoutNVIDIA:      "#b2182b",
 	layoutFewProfiles: "#7fbc41",
-	layoutLean:        "#e08214",
-	layoutPublishAll:  "#8073ac",
+	layoutAllSpares:   "#8073ac",
 }
 
 const (

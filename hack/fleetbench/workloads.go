@@ -35,6 +35,10 @@ type workload struct {
 	// busyPacked: the 90% state leaves whole nodes free instead of one GPU
 	// on most nodes (the only way a 90% allocated fleet runs 8-GPU pods).
 	busyPacked bool
+	// churn: pods are created and deleted for a fixed time, a constant
+	// number in flight, their claims freed and reused (churn.go), instead
+	// of one burst.
+	churn bool
 }
 
 var workloads = []workload{
@@ -46,6 +50,9 @@ var workloads = []workload{
 	{name: "mixed", title: "mixed stream",
 		kinds:     []claimKind{kindGPU, kindMIG, kindGPU, kindGPU8, kindGPU, kindMIG, kindGPU, kindGPU, kindMIG, kindGPU},
 		busyKinds: []claimKind{kindGPU, kindMIG, kindGPU}},
+	// Kubernetes' scheduler_perf DRA steady-state case: one GPU per pod,
+	// pods deleted once scheduled and replaced.
+	{name: "churn", title: "steady-state churn, 1 GPU per pod", kinds: []claimKind{kindGPU}, busyKinds: []claimKind{kindGPU}, churn: true},
 }
 
 func workloadByName(name string) (workload, bool) {
