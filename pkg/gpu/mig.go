@@ -233,39 +233,37 @@ func (n Node) MigDeviceByName(name string) (MigDevice, bool) {
 // returns false, counters for the memory slices and the instance counts
 // accept exactly what the hardware accepts.
 func (m *MIG) ComputeLimitBinds() bool {
-	type cand struct {
-		p  int
-		pl MigPlacement
-	}
-	byStart := map[int][]cand{}
-	for i, p := range m.Profiles {
-		for _, pl := range p.Placements {
-			byStart[pl.Start] = append(byStart[pl.Start], cand{i, pl})
-		}
-	}
 	counts := make([]int, len(m.Profiles))
-	binds := false
-	var walk func(pos, compute int)
-	walk = func(pos, compute int) {
+	var binds func(pos, compute int) bool
+	binds = func(pos, compute int) bool {
 		if compute > m.ComputeSlices {
-			binds = true
+			return true
 		}
-		if binds || pos >= m.MemorySlices {
-			return
+		if pos >= m.MemorySlices {
+			return false
 		}
-		walk(pos+1, compute)
-		for _, c := range byStart[pos] {
-			p := m.Profiles[c.p]
-			if counts[c.p] >= p.InstanceCount {
+		if binds(pos+1, compute) {
+			return true
+		}
+		for i, p := range m.Profiles {
+			if counts[i] >= p.InstanceCount {
 				continue
 			}
-			counts[c.p]++
-			walk(pos+c.pl.Size, compute+p.ComputeSlices)
-			counts[c.p]--
+			for _, pl := range p.Placements {
+				if pl.Start != pos {
+					continue
+				}
+				counts[i]++
+				b := binds(pos+pl.Size, compute+p.ComputeSlices)
+				counts[i]--
+				if b {
+					return true
+				}
+			}
 		}
+		return false
 	}
-	walk(0, 0)
-	return binds
+	return binds(0, 0)
 }
 
 // LimitedProfiles are the profiles of which the GPU holds fewer instances

@@ -177,7 +177,7 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 			healthy:  health != gpu.Unhealthy,
 			wasReady: opts.MigReady[g.UUID],
 		})
-		partitions = append(partitions, gpuPartitions{uuid: g.UUID, devices: mig.placements})
+		partitions = append(partitions, gpuPartitions{uuid: g.UUID, count: len(mig.placements), build: mig.devices})
 	}
 	ready := readyGPUs(candidates, opts.SpareGPUs)
 	// Placements go last GPU first: the allocator walks slices in order,
@@ -187,7 +187,9 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 	// first, from the whole-GPU slices).
 	for i := len(partitions) - 1; i >= 0; i-- {
 		p := partitions[i]
-		p.hidden = !ready[p.uuid]
+		if ready[p.uuid] {
+			p.devices = p.build()
+		}
 		layout.partitions = append(layout.partitions, p)
 	}
 	return layout, ready, nil

@@ -54,11 +54,14 @@ type poolLayout struct {
 
 // gpuPartitions are one GPU's placements.
 type gpuPartitions struct {
-	uuid    string
+	uuid string
+	// count is how many placements the GPU has: its slices hold up to
+	// count devices, whether it publishes them or not.
+	count int
+	// devices are the placements, nil while the GPU does not publish
+	// them (its slices stay, empty); build makes them.
 	devices []resourceapi.Device
-	// hidden: the GPU does not publish its placements now; its slices
-	// stay, empty.
-	hidden bool
+	build   func() []resourceapi.Device
 }
 
 // pool turns the layout into the controller's Pool. A node without devices
@@ -74,9 +77,10 @@ func (l poolLayout) pool() resourceslice.Pool {
 		out = append(out, resourceslice.Slice{SharedCounters: sets})
 	}
 	for _, p := range l.partitions {
-		for _, devs := range chunk(p.devices, devicesPerSlice) {
-			if p.hidden {
-				devs = []resourceapi.Device{}
+		for i := 0; i < p.count; i += devicesPerSlice {
+			devs := []resourceapi.Device{}
+			if p.devices != nil {
+				devs = p.devices[i:min(i+devicesPerSlice, len(p.devices)):min(i+devicesPerSlice, len(p.devices))]
 			}
 			out = append(out, resourceslice.Slice{Devices: devs})
 		}

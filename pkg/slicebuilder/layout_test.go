@@ -105,8 +105,8 @@ func TestLayoutOrder(t *testing.T) {
 		many = append(many, dev(fmt.Sprintf("gpu-1-mig-x-%d", i)))
 	}
 	layout.partitions = []gpuPartitions{
-		{uuid: "GPU-1", devices: many},
-		{uuid: "GPU-0", devices: []resourceapi.Device{dev("gpu-0-mig-1g10gb-0")}, hidden: true},
+		{uuid: "GPU-1", count: len(many), devices: many},
+		{uuid: "GPU-0", count: 1}, // not published: an empty slice
 	}
 	layout.monitors = []resourceapi.Device{dev("gpu-0-monitor")}
 

@@ -67,8 +67,17 @@ type migGPU struct {
 	// turn off.
 	wholeUsable bool
 	// placements are every placement that can be published, in profile
-	// and placement order; slots is how many slices they take.
-	placements []resourceapi.Device
+	// and placement order; devices builds them (only for the GPUs that
+	// publish them: building all 200 of a DGX H100 on every publish was
+	// most of the slice builder's work).
+	placements []migPlacement
+	devices    func() []resourceapi.Device
+}
+
+// migPlacement is one profile × placement of a GPU.
+type migPlacement struct {
+	profile gpu.MigProfile
+	at      gpu.MigPlacement
 }
 
 // buildMIG describes a partitionable GPU: its counter set, what the whole
@@ -131,16 +140,22 @@ func buildMIG(g gpu.GPU, cc string, admin []gpu.MigInstance, health gpu.Health, 
 	}
 	out.wholeConsumes = []resourceapi.DeviceCounterConsumption{{CounterSet: setName, Counters: all}}
 
-	taints := healthTaints(driverName, health)
 	for _, p := range published {
 		for _, pl := range p.Placements {
-			if overlapsAny(pl, admin) {
-				continue
+			if !overlapsAny(pl, admin) {
+				out.placements = append(out.placements, migPlacement{p, pl})
 			}
-			d := migDevice(g, cc, p, pl, limited[p.ID], counters)
-			d.Taints = taints
-			out.placements = append(out.placements, d)
 		}
+	}
+	out.devices = func() []resourceapi.Device {
+		taints := healthTaints(driverName, health)
+		devs := make([]resourceapi.Device, 0, len(out.placements))
+		for _, pl := range out.placements {
+			d := migDevice(g, cc, pl.profile, pl.at, limited[pl.profile.ID], counters)
+			d.Taints = taints
+			devs = append(devs, d)
+		}
+		return devs
 	}
 	return out
 }
