@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -90,20 +91,32 @@ func benchPrepare(b *testing.B, n int, newClaim func(name string) *resourceapi.R
 	}
 }
 
-func allocatedClaim(b *testing.B, c *Cluster, claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+// allocatedClaim creates the claim and allocates it as the scheduler
+// would. The devices it needs may be on their way back: a released claim
+// frees its devices at once, but the slices the plugin republishes after
+// the unprepare (a spare's placements) reach the API server a moment
+// later; a scheduler would retry the pod, so this waits and retries too,
+// up to a bound, instead of failing.
+func allocatedClaim(b testing.TB, c *Cluster, claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
 	ctx := b.Context()
 	claim, err := c.CreateClaim(ctx, claim)
 	if err != nil {
 		b.Fatal(err)
 	}
-	claim, err = c.Allocate(ctx, claim)
-	if err != nil {
-		b.Fatal(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		allocated, err := c.Allocate(ctx, claim)
+		if err == nil {
+			return allocated
+		}
+		if !errors.Is(err, ErrUnschedulable) || time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return claim
 }
 
-func releaseClaim(b *testing.B, c *Cluster, claim *resourceapi.ResourceClaim) {
+func releaseClaim(b testing.TB, c *Cluster, claim *resourceapi.ResourceClaim) {
 	ctx := b.Context()
 	if _, err := c.NodeUnprepareResources(ctx, claim); err != nil {
 		b.Fatal(err)
