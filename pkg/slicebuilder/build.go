@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
@@ -123,6 +124,13 @@ func Plan(node gpu.Node, opts Options) (Publication, error) {
 	return Publication{Resources: res, MigReady: ready}, nil
 }
 
+// wholeConsumption is where a partitionable GPU's whole device is in the
+// layout (-1: not published) and what it consumes.
+type wholeConsumption struct {
+	index    int
+	consumes []resourceapi.DeviceCounterConsumption
+}
+
 // buildLayout returns one device per usable whole GPU, in minor order,
 // and for each partitionable GPU its counter set and, if it is ready, its
 // MIG placements.
@@ -137,6 +145,7 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 
 	var candidates []migCandidate
 	var partitions []gpuPartitions
+	var wholeOf []wholeConsumption
 	for _, g := range gpus {
 		health := opts.Health[g.UUID]
 		shared, err := newGPUAttributes(g, vers, opts.SysfsRoot)
@@ -161,8 +170,9 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 		}
 		admin := opts.AdminInstances[g.UUID]
 		mig := buildMIG(g, shared.cc, admin, health, opts.DriverName, opts.MigProfiles)
+		whole := -1
 		if mig.wholeUsable {
-			d.ConsumesCounters = mig.wholeConsumes
+			whole = len(layout.wholeGPUs)
 			layout.wholeGPUs = append(layout.wholeGPUs, d)
 		}
 		layout.counterSets = append(layout.counterSets, mig.counterSet)
@@ -178,8 +188,19 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 			wasReady: opts.MigReady[g.UUID],
 		})
 		partitions = append(partitions, gpuPartitions{uuid: g.UUID, count: len(mig.placements), build: mig.devices})
+		wholeOf = append(wholeOf, wholeConsumption{index: whole, consumes: mig.wholeConsumes})
 	}
 	ready := readyGPUs(candidates, opts.SpareGPUs)
+	// A whole GPU consumes its counters while its placements are
+	// published, so that the scheduler never gives both; otherwise it
+	// consumes none, and costs the scheduler no counter checks (its
+	// counter set stays published, so that the counters need not be
+	// published again when the GPU becomes a spare).
+	for i, p := range partitions {
+		if w := wholeOf[i]; ready[p.uuid] && w.index >= 0 {
+			layout.wholeGPUs[w.index].ConsumesCounters = w.consumes
+		}
+	}
 	// Placements go last GPU first: the allocator walks slices in order,
 	// first fit, and the spares are taken from the highest minor down, so
 	// a partition claim lands on a GPU already partitioned before it

@@ -50,8 +50,10 @@
 // # MIG partitions
 //
 // A MIG-capable GPU that can be partitioned (Partitionable: MIG mode on, or
-// switchable without a reset) also gets a counter set gpu-<minor>-counters
-// that its whole-GPU device consumes entirely: one counter per memory
+// switchable without a reset) also gets a counter set gpu-<minor>-counters,
+// which its whole-GPU device consumes entirely while the GPU's placements
+// are published (and not otherwise: a whole GPU without counters costs
+// the scheduler no counter checks): one counter per memory
 // slice, and one per profile the GPU holds fewer instances of than it has
 // placements (the counters that can refuse a combination; buildMIG). Its
 // placements, one device of type "mig" per profile × placement,
@@ -77,7 +79,7 @@
 // Build is deterministic: the same node, health and use give DeepEqual
 // output, so republishing it causes no API writes. One GPU's health
 // change rewrites the slice of its whole GPU and, if its placements are
-// published, their slice; a GPU taken or given back rewrites its
-// partition slice at most, and a spare taken makes the next GPU a spare,
-// which rewrites that GPU's slice.
+// published, their slice; a GPU whose placements are not published costs
+// no write taken or given back; a spare taken makes the next GPU a spare,
+// which rewrites the whole GPUs' slice and that GPU's partition slice.
 package slicebuilder

@@ -39,10 +39,11 @@ const (
 // new pool generation, and rewrites every slice of the pool, whenever a
 // sync would add a slice, drop one, or update more than one; while it
 // does, the allocator sees an incomplete pool and allocates nothing on the
-// node. With a fixed number of slices, and whole GPUs, counters and
-// monitors that change only with health, taking or freeing one GPU
-// changes one partition slice, and the plugin hands the controller one
-// changed slice at a time (pkg/plugin, publish.go).
+// node. With a fixed number of slices, a GPU that starts or stops
+// publishing its placements changes its partition slice and the whole
+// GPUs' slice (its whole device consumes its counters exactly while its
+// placements are published), and the plugin hands the controller one
+// changed slice at a time, in a safe order (NextStep).
 type poolLayout struct {
 	wholeGPUs   []resourceapi.Device
 	counterSets []resourceapi.CounterSet

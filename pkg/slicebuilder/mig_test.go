@@ -79,8 +79,8 @@ func TestBuildMIG(t *testing.T) {
 	if whole.Name != "gpu-1" || len(whole.ConsumesCounters) != 1 || len(whole.ConsumesCounters[0].Counters) != len(cs.Counters) {
 		t.Errorf("the whole GPU does not consume the whole counter set: %+v", whole.ConsumesCounters)
 	}
-	if w0 := sl[0].Devices[0]; len(w0.ConsumesCounters) != 1 {
-		t.Errorf("%s consumes %+v: a whole GPU consumes its counters whether or not its placements are published", w0.Name, w0.ConsumesCounters)
+	if w0 := sl[0].Devices[0]; len(w0.ConsumesCounters) != 0 {
+		t.Errorf("%s consumes %+v: a whole GPU whose placements are not published consumes no counters", w0.Name, w0.ConsumesCounters)
 	}
 	me := sl[2].Devices[9] // 7 × 1g, 2 × 3g, then the first +me
 	if me.Name != "gpu-1-mig-1g10gbme-0" || *me.Attributes[AttrType].StringValue != TypeMIG || *me.Attributes[AttrProfile].StringValue != "1g.10gb+me" {

@@ -107,10 +107,12 @@ func TestParseSpareGPUs(t *testing.T) {
 // TestPlanChanges walks one 8-GPU node through the changes a node sees
 // and checks, for each, which slices change: the number of slices never
 // does (so the ResourceSlice controller never starts a new pool
-// generation), taking or freeing a GPU changes at most its own partition
-// slice, and a spare taken changes the slice of the GPU that becomes the
-// next spare. The plugin hands such a pair to the controller one slice at
-// a time.
+// generation); taking or freeing a GPU whose placements are not published
+// changes nothing; a GPU that starts or stops publishing its placements
+// changes its partition slice and the whole GPUs' (its whole device
+// consumes its counters exactly while its placements are published). The
+// plugin hands such changes to the controller one slice at a time, in a
+// safe order (TestNextStepOrder).
 func TestPlanChanges(t *testing.T) {
 	node := h100Node("node-a", 8)
 	for i := range node.GPUs {
@@ -139,10 +141,10 @@ func TestPlanChanges(t *testing.T) {
 		changed []int
 	}{
 		{"a whole GPU taken", map[string]gpu.Use{uuid(0): gpu.UsedWhole}, nil, nil},
-		{"the spare partitioned: GPU 6 becomes the next spare", map[string]gpu.Use{uuid(0): gpu.UsedWhole, uuid(7): gpu.UsedByMIG}, nil, []int{partitionSlice(6)}},
+		{"the spare partitioned: GPU 6 becomes the next spare (its whole GPU consumes its counters)", map[string]gpu.Use{uuid(0): gpu.UsedWhole, uuid(7): gpu.UsedByMIG}, nil, []int{0, partitionSlice(6)}},
 		{"the partitions freed: GPU 7 stays published", map[string]gpu.Use{uuid(0): gpu.UsedWhole}, nil, nil},
 		{"the whole GPU freed", nil, nil, nil},
-		{"a spare taken whole: hidden, and GPU 5 the next spare", map[string]gpu.Use{uuid(6): gpu.UsedWhole}, nil, []int{partitionSlice(6)}},
+		{"a spare taken whole: hidden, its whole GPU consumes nothing", map[string]gpu.Use{uuid(6): gpu.UsedWhole}, nil, []int{0, partitionSlice(6)}},
 		{"GPU 6 freed: GPU 7 is still a spare", nil, nil, nil},
 		{"a GPU whose placements are hidden turns unhealthy", nil, map[string]gpu.Health{uuid(2): gpu.Unhealthy}, []int{0}},
 		{"the spare turns unhealthy: tainted, and GPU 6 the next spare", nil, map[string]gpu.Health{uuid(2): gpu.Unhealthy, uuid(7): gpu.Unhealthy}, []int{0, partitionSlice(7), partitionSlice(6)}},
@@ -162,5 +164,62 @@ func TestPlanChanges(t *testing.T) {
 			t.Errorf("%s: slices %v changed, want %v", st.name, changed, st.changed)
 		}
 		prev = got
+	}
+}
+
+// TestNextStepOrder: the steps towards a pool keep every intermediate pool
+// safe. A GPU made a spare consumes its counters (whole-GPU slice) before
+// its placements appear; a GPU taken whole loses its placements before its
+// whole device stops consuming.
+func TestNextStepOrder(t *testing.T) {
+	node := h100Node("node-a", 8)
+	for i := range node.GPUs {
+		node.GPUs[i].MIG = h100MIG()
+	}
+	uuid := func(i int) string { return node.GPUs[i].UUID }
+	plan := func(inUse map[string]gpu.Use, ready map[string]bool) (resourceslice.Pool, map[string]bool) {
+		t.Helper()
+		p, err := Plan(node, Options{DriverName: testDriver, SysfsRoot: noSysfs, InUse: inUse, MigReady: ready})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Resources.Pools["node-a"], p.MigReady
+	}
+	idle, ready := plan(nil, nil)
+	// The spare (GPU 7) taken whole: GPU 6 becomes the spare.
+	wanted, _ := plan(map[string]gpu.Use{uuid(7): gpu.UsedWhole}, ready)
+	const whole, gpu7, gpu6 = 0, 2, 3
+	var order []int
+	for cur := idle; ; {
+		next, done := NextStep(&cur, wanted)
+		if done {
+			break
+		}
+		for i := range next.Slices {
+			if !SliceEqual(next.Slices[i], cur.Slices[i]) {
+				order = append(order, i)
+			}
+		}
+		// Safe: every published placement's GPU consumes its counters.
+		consumes := map[string]bool{}
+		for _, d := range next.Slices[whole].Devices {
+			if len(d.ConsumesCounters) > 0 {
+				consumes[d.Name] = true
+			}
+		}
+		for _, s := range next.Slices {
+			for _, d := range s.Devices {
+				if n, _ := gpu.ParseDeviceName(d.Name); n.MIG && !consumes[gpu.WholeDeviceName(n.Minor)] {
+					t.Errorf("after steps %v, %s is published while its whole GPU consumes no counters", order, d.Name)
+				}
+			}
+		}
+		cur = next
+		if len(order) > 10 {
+			t.Fatal("no end of steps")
+		}
+	}
+	if fmt.Sprint(order) != fmt.Sprint([]int{gpu7, whole, gpu6}) {
+		t.Errorf("slices changed in order %v, want %v: GPU 7's placements hidden, the whole GPUs' counters, GPU 6's placements", order, []int{gpu7, whole, gpu6})
 	}
 }

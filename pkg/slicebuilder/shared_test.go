@@ -32,14 +32,15 @@ func TestConsumableCapacity(t *testing.T) {
 		if p := sms.RequestPolicy; p == nil || !p.Default.IsZero() || !p.ValidRange.Min.IsZero() || p.ValidRange.Step.String() != "1" {
 			t.Errorf("%s: multiprocessors request policy %+v: want default 0, from 0 in steps of 1", d.Name, p)
 		}
-		// A shared GPU still takes its whole MIG counter set: shares
-		// and partitions of one GPU exclude each other.
-		if len(d.ConsumesCounters) != 1 {
-			t.Errorf("%s consumes %d counter sets, want its own", d.Name, len(d.ConsumesCounters))
+		// A shared GPU whose placements are published (the spare,
+		// gpu-1) still takes its whole MIG counter set: shares and
+		// partitions of one GPU exclude each other.
+		if want := map[string]int{"gpu-0": 0, "gpu-1": 1}[d.Name]; len(d.ConsumesCounters) != want {
+			t.Errorf("%s consumes %d counter sets, want %d", d.Name, len(d.ConsumesCounters), want)
 		}
 	}
 	// MIG placements are not shareable.
-	for _, d := range sl[len(sl)-1].Devices {
+	for _, d := range sl[2].Devices {
 		if d.AllowMultipleAllocations != nil {
 			t.Errorf("MIG placement %s allows multiple allocations", d.Name)
 		}

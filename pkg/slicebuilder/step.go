@@ -21,9 +21,15 @@ import (
 // tainted. The plugin therefore never hands the controller more than one
 // changed slice: NextStep is the pool to hand it next, and the plugin
 // waits until the API server holds it before it asks for the next step.
-// Every intermediate pool is one a node may publish: whole GPUs always
-// consume their counters, so no order of the partition slices ever lets
-// a partition be allocated beside its whole GPU.
+//
+// The steps go in an order that keeps every intermediate pool safe: a
+// whole GPU consumes its counters only while its placements are published
+// (Plan), so a GPU that becomes a spare must consume them before its
+// placements appear, and a GPU taken whole must lose its placements before
+// it stops consuming. NextStep hands over first the slices that only lose
+// devices, then those whose devices stay the same (the whole GPUs, with
+// counters added or dropped, taints; counter sets before devices), then
+// those that gain devices; within each, in slice order.
 
 // NextStep returns the pool to hand the ResourceSlice controller on the way
 // from current (what it holds; nil if nothing, or not known) to wanted:
@@ -38,15 +44,48 @@ func NextStep(current *resourceslice.Pool, wanted resourceslice.Pool) (next reso
 		!equality.Semantic.DeepEqual(current.NodeSelector, wanted.NodeSelector) || current.AllNodes != wanted.AllNodes {
 		return wanted, false
 	}
+	first, rank := -1, 0
 	for i := range wanted.Slices {
-		if !SliceEqual(current.Slices[i], wanted.Slices[i]) {
-			next = *current
-			next.Slices = append([]resourceslice.Slice(nil), current.Slices...)
-			next.Slices[i] = wanted.Slices[i]
-			return next, false
+		if SliceEqual(current.Slices[i], wanted.Slices[i]) {
+			continue
+		}
+		if r := stepRank(current.Slices[i], wanted.Slices[i]); first < 0 || r < rank {
+			first, rank = i, r
 		}
 	}
-	return wanted, true
+	if first < 0 {
+		return wanted, true
+	}
+	next = *current
+	next.Slices = append([]resourceslice.Slice(nil), current.Slices...)
+	next.Slices[first] = wanted.Slices[first]
+	return next, false
+}
+
+// stepRank orders the changed slices (see above): 0 for a slice that only
+// loses devices, 1 for counter sets changed, 2 for the same devices
+// changed, 3 for a slice that gains devices.
+func stepRank(current, wanted resourceslice.Slice) int {
+	have := make(map[string]bool, len(current.Devices))
+	for _, d := range current.Devices {
+		have[d.Name] = true
+	}
+	gains := false
+	for _, d := range wanted.Devices {
+		if !have[d.Name] {
+			gains = true
+		}
+		delete(have, d.Name)
+	}
+	switch {
+	case gains:
+		return 3
+	case len(have) > 0:
+		return 0
+	case !equality.Semantic.DeepEqual(current.SharedCounters, wanted.SharedCounters):
+		return 1
+	}
+	return 2
 }
 
 // SliceEqual says whether the ResourceSlice controller would write

@@ -46,8 +46,11 @@ func TestStepsKeepTheGeneration(t *testing.T) {
 		health map[string]gpu.Health
 		writes int
 	}{
-		{"the spare partitioned", map[string]gpu.Use{node.GPUs[7].UUID: gpu.UsedByMIG}, nil, 1},
-		{"the next spare taken whole", map[string]gpu.Use{node.GPUs[7].UUID: gpu.UsedByMIG, node.GPUs[6].UUID: gpu.UsedWhole}, nil, 2},
+		// the next spare's whole GPU consumes its counters, then its placements
+		{"the spare partitioned", map[string]gpu.Use{node.GPUs[7].UUID: gpu.UsedByMIG}, nil, 2},
+		// its placements hidden; the whole GPUs' counters (GPU 6's dropped,
+		// GPU 5's taken); GPU 5's placements
+		{"the next spare taken whole", map[string]gpu.Use{node.GPUs[7].UUID: gpu.UsedByMIG, node.GPUs[6].UUID: gpu.UsedWhole}, nil, 3},
 		{"all freed: the published GPUs stay", nil, nil, 0},
 		{"a spare turns unhealthy", nil, map[string]gpu.Health{node.GPUs[5].UUID: gpu.Unhealthy}, 2},
 	}
