@@ -164,7 +164,7 @@ expect nvml.yaml 'value: "/var/lib/gpudra/bin/nvidia-cdi-hook"'
 expect nvml.yaml 'mountPath: /driver-root'
 expect fake.yaml 'name: install-cdi-hook'
 # What the schema must reject.
-for bad in migProfiles=1g10gb deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
+for bad in migProfiles=1g10gb migSpareGPUs=0 migSpareGPUs=some deviceBackend=cuda fakeProfile=dgx-x100 driverName=NoDots image.pullPolicy=Sometimes \
   logVerbosity=11 kubeletDir=relative/path featureGates.lowercase=true unknownValue=1 \
   kubeletPlugin.updateStrategy.type=Recreate kubeletPlugin.healthcheckPort=0 'kubeletPlugin.gpuNodeLabels={bad label}' \
   consumableCapacity.sharing=mps mps.replicas=1 \

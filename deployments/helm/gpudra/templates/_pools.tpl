@@ -14,7 +14,7 @@ pools.
 
 {{/* The values a pool may set. */}}
 {{- define "gpudra.poolKeys" -}}
-{{- toJson (list "fakeProfile" "fakeProfileFile" "fakeStateDir" "driverRoot" "cdiHookDir" "migProfiles" "deviceMetadata" "kubeletDir" "cdiDir" "featureGates" "logVerbosity" "consumableCapacity" "kubeletPlugin") -}}
+{{- toJson (list "fakeProfile" "fakeProfileFile" "fakeStateDir" "driverRoot" "cdiHookDir" "migProfiles" "migSpareGPUs" "deviceMetadata" "kubeletDir" "cdiDir" "featureGates" "logVerbosity" "consumableCapacity" "kubeletPlugin") -}}
 {{- end -}}
 
 {{/* The release's pools, as a JSON list (include "gpudra.pools" . | fromJsonArray). */}}
