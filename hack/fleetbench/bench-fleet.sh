@@ -18,18 +18,32 @@
 #     docs/img/fleet-*.svg, the quick one $BENCH_FLEET_OUT/performance.md.
 #
 # Environment:
-#   BENCH_FLEET_MODE=full|quick  full: 100, 500, 1000 nodes, at most 40
-#                                pods and 2 minutes per workload (35-45
-#                                minutes on 2 cores); quick: 100
-#                                nodes, 20 pods (about 15 minutes)
+#   BENCH_FLEET_MODE=full|quick  full: 100, 500, 1000 and 2000 nodes, at
+#                                most 40 pods and 2 minutes per workload, a
+#                                minute of churn (about 100 minutes on 2
+#                                cores: run it in pieces with
+#                                BENCH_FLEET_NODES and BENCH_FLEET_APPEND);
+#                                quick: 100 nodes, 20 pods, 30 s of churn
+#                                (about 15 minutes)
 #   BENCH_FLEET_NODES, BENCH_FLEET_LAYOUTS, BENCH_FLEET_MAX_PODS,
-#   BENCH_FLEET_CELL_TIMEOUT     override the mode's sizes, layouts
+#   BENCH_FLEET_CELL_TIMEOUT, BENCH_FLEET_CHURN
+#                                override the mode's sizes, layouts
 #                                (gpudra whole-gpus nvidia-shaped), pods per
-#                                workload and time per workload
-#   BENCH_FLEET_LEVERS           layouts run at the largest size only, to
-#                                measure a lever on gpudra's side (default
-#                                gpudra-publish-all gpudra-3-profiles; also
-#                                gpudra-lean-mig; empty: none)
+#                                workload, time per workload, churn time
+#   BENCH_FLEET_BIG_LAYOUTS      the layouts run above 1000 nodes (default
+#                                gpudra whole-gpus: every placement of 16,000
+#                                GPUs would hold over 15 GiB in the API
+#                                server)
+#   BENCH_FLEET_LEVERS           layouts run at BENCH_FLEET_LEVER_NODES
+#                                (1000) only, to measure a lever on gpudra's
+#                                side (default gpudra-all-spares
+#                                gpudra-3-profiles; empty: none)
+#   BENCH_FLEET_APPEND=1         keep the runs of earlier pieces in
+#                                $BENCH_FLEET_OUT/runs: the report covers them
+#                                all
+#   BENCH_FLEET_DOCS=1           write docs/performance.md and docs/img even
+#                                with the overrides above (the last piece of
+#                                a full run)
 #   BENCH_FLEET_OUT, GPUDRA_CACHE, GPUDRA_BENCH_STATE (default
 #   /var/lib/gpudra-bench-fleet)
 #   BENCH_FLEET_LOCK=0           do not take the lock (to debug the
@@ -41,15 +55,18 @@ lc=$root/hack/localcluster
 
 mode=${BENCH_FLEET_MODE:-full}
 case $mode in
-  full) sizes="100 500 1000" max_pods=40 cell_timeout=120s ;;
-  quick) sizes="100" max_pods=20 cell_timeout=60s ;;
+  full) sizes="100 500 1000 2000" max_pods=40 cell_timeout=120s churn=60s ;;
+  quick) sizes="100" max_pods=20 cell_timeout=60s churn=30s ;;
   *) echo "bench-fleet: BENCH_FLEET_MODE must be full or quick" >&2; exit 2 ;;
 esac
 sizes=${BENCH_FLEET_NODES:-$sizes}
 layouts=${BENCH_FLEET_LAYOUTS:-gpudra whole-gpus nvidia-shaped}
-levers=${BENCH_FLEET_LEVERS-gpudra-publish-all gpudra-3-profiles}
+big_layouts=${BENCH_FLEET_BIG_LAYOUTS:-gpudra whole-gpus}
+levers=${BENCH_FLEET_LEVERS-gpudra-all-spares gpudra-3-profiles}
+lever_nodes=${BENCH_FLEET_LEVER_NODES:-1000}
 max_pods=${BENCH_FLEET_MAX_PODS:-$max_pods}
 cell_timeout=${BENCH_FLEET_CELL_TIMEOUT:-$cell_timeout}
+churn=${BENCH_FLEET_CHURN:-$churn}
 out=$(mkdir -p "${BENCH_FLEET_OUT:-$root/bench-fleet}" && cd "${BENCH_FLEET_OUT:-$root/bench-fleet}" && pwd)
 
 # A control plane of its own beside the e2e cluster's.
@@ -88,20 +105,28 @@ cleanup() {
 trap cleanup EXIT
 cleanup
 
-rm -rf "$out/runs" "$out/logs"
+if [ "${BENCH_FLEET_APPEND:-0}" != 1 ]; then rm -rf "$out/runs"; fi
+rm -rf "$out/logs"
 mkdir -p "$out/runs" "$out/logs"
-# Every fleet size with every layout, back to back; the levers at the
-# largest size, right after it.
+# Every fleet size with every layout, back to back (above 1000 nodes only
+# the big layouts); the levers at their size, right after it.
 runs=() failed=()
 largest=0
 for n in $sizes; do if [ "$n" -gt "$largest" ]; then largest=$n; fi; done
 for n in $sizes; do
-  for layout in $layouts; do runs+=("$n $layout"); done
-  if [ "$n" -eq "$largest" ]; then
+  these=$layouts
+  if [ "$n" -gt 1000 ]; then
+    these=""
+    for layout in $layouts; do
+      case " $big_layouts " in *" $layout "*) these="$these $layout" ;; esac
+    done
+  fi
+  for layout in $these; do runs+=("$n $layout"); done
+  if [ "$n" -eq "$lever_nodes" ] || { [ "$n" -eq "$largest" ] && [ "$largest" -lt "$lever_nodes" ]; }; then
     for layout in $levers; do runs+=("$n $layout"); done
   fi
 done
-log "bench-fleet ($mode): nodes [$sizes], layouts [$layouts], levers [$levers] at $largest nodes, at most $max_pods pods and $cell_timeout per workload; $(uptime)"
+log "bench-fleet ($mode): nodes [$sizes], layouts [$layouts] ([$big_layouts] above 1000 nodes), levers [$levers], at most $max_pods pods and $cell_timeout per workload, $churn of churn; $(uptime)"
 for spec in "${runs[@]}"; do
   read -r n layout <<<"$spec"
   run=$n-$layout
@@ -141,7 +166,7 @@ CONFIG
   lc_wait_for "kube-scheduler ready" 120 curl -skf "https://127.0.0.1:$SCHED_PORT/healthz"
   set +e
   "$out/fleetbench" run --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
-    --max-pods "$max_pods" --cell-timeout "$cell_timeout" \
+    --max-pods "$max_pods" --cell-timeout "$cell_timeout" --churn-duration "$churn" \
     --scheduler-metrics "https://127.0.0.1:$SCHED_PORT/metrics" \
     --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --scheduler-pid "$(cat "$STATE/pids/kube-scheduler.pid")" \
     --out "$out/runs/$run.json" 2>&1 | tee -a "$out/logs/$run.log"
@@ -155,11 +180,12 @@ done
 stop_control_plane
 
 md=$out/performance.md img=$out/img
-if [ "$mode" = full ] && [ -z "${BENCH_FLEET_NODES:-}${BENCH_FLEET_LAYOUTS:-}${BENCH_FLEET_MAX_PODS:-}" ]; then
+if [ "${BENCH_FLEET_DOCS:-0}" = 1 ] || { [ "$mode" = full ] && [ -z "${BENCH_FLEET_NODES:-}${BENCH_FLEET_LAYOUTS:-}${BENCH_FLEET_MAX_PODS:-}" ]; }; then
   md=$root/docs/performance.md img=$root/docs/img
 fi
 command="make bench-fleet"
 [ "$mode" = full ] || command="BENCH_FLEET_MODE=$mode make bench-fleet"
+command=${BENCH_FLEET_COMMAND:-$command}
 "$out/fleetbench" report --in "$out/runs" --md "$md" --img "$img" --command "$command" --kubernetes "$k8s_version"
 log "report: $md ($(uptime))"
 if [ ${#failed[@]} -gt 0 ]; then log "failed runs (not in the report): ${failed[*]}"; exit 1; fi

@@ -129,10 +129,13 @@ func (f *fleet) createNode(ctx context.Context, name string) error {
 
 // publishStats is what publishing a layout cost.
 type publishStats struct {
-	Slices  int     `json:"slices"`
-	Devices int     `json:"devices"`
-	Bytes   int     `json:"bytes"`
-	Seconds float64 `json:"seconds"`
+	Slices  int `json:"slices"`
+	Devices int `json:"devices"`
+	// Bytes of JSON, ProtoBytes of protobuf (what the API server stores
+	// and sends its watchers).
+	Bytes      int     `json:"bytes"`
+	ProtoBytes int     `json:"protoBytes"`
+	Seconds    float64 `json:"seconds"`
 }
 
 // publish creates every node's ResourceSlices in the layout, built from a
@@ -165,6 +168,7 @@ func (f *fleet) publish(ctx context.Context, profile, layout string) (publishSta
 		}
 		for _, s := range objs {
 			data, _ := json.Marshal(s)
+			proto, _ := s.Marshal()
 			if _, err := f.client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("create ResourceSlice of %s: %w", name, err)
 			}
@@ -172,6 +176,7 @@ func (f *fleet) publish(ctx context.Context, profile, layout string) (publishSta
 			stats.Slices++
 			stats.Devices += len(s.Spec.Devices)
 			stats.Bytes += len(data)
+			stats.ProtoBytes += len(proto)
 			mu.Unlock()
 		}
 		return nil
