@@ -31,10 +31,15 @@ import (
 //	plain       whole GPUs only (what a cluster without partitionable
 //	            devices gets)
 //	mig         gpudra's layout: whole GPUs first, counter sets, then the
-//	            200 MIG placements
+//	            MIG placements of the one spare GPU (GPU 7, the only one
+//	            free)
+//	mig-all     every GPU's placements published (--mig-spare-gpus=all,
+//	            what gpudra published before spares; the placements of
+//	            the GPUs held whole are published too, as on a node whose
+//	            claims were not prepared yet)
 //	mig-partitions-first
-//	            the same devices with the MIG placements before the whole
-//	            GPUs (NVIDIA's order): what the slice order saves
+//	            mig-all with the MIG placements before the whole GPUs
+//	            (NVIDIA's order): what the slice order saves
 //
 // Allocators: incubating (what a 1.37 scheduler with default feature gates
 // runs) and stable (GA features plus partitionable devices).
@@ -47,6 +52,7 @@ type allocShape string
 const (
 	shapePlain           allocShape = "plain"
 	shapeMIG             allocShape = "mig"
+	shapeMIGAll          allocShape = "mig-all"
 	shapePartitionsFirst allocShape = "mig-partitions-first"
 )
 
@@ -92,15 +98,21 @@ func h100Inventory(tb testing.TB) gpu.Node {
 func newAllocCluster(tb testing.TB, shape allocShape, n, busy int) *allocCluster {
 	tb.Helper()
 	inv := h100Inventory(tb)
-	res, err := slicebuilder.Build(inv, slicebuilder.Options{DriverName: "gpu.gpudra.io", SysfsRoot: "/nonexistent", WholeGPUsOnly: shape == shapePlain})
+	opts := slicebuilder.Options{DriverName: "gpu.gpudra.io", SysfsRoot: "/nonexistent", WholeGPUsOnly: shape == shapePlain}
+	if shape == shapeMIGAll || shape == shapePartitionsFirst {
+		opts.SpareGPUs = slicebuilder.SpareGPUs{All: true}
+	}
+	res, err := slicebuilder.Build(inv, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	pool := res.Pools["node-0"].Slices
 	if shape == shapePartitionsFirst {
+		// The partition slices, then the rest (whole GPUs, counter sets,
+		// monitors).
 		var parts, rest []resourceslice.Slice
-		for i, s := range pool {
-			if i > 1 && len(s.Devices) > 0 {
+		for _, s := range pool {
+			if isPartitionSlice(s) {
 				parts = append(parts, s)
 			} else {
 				rest = append(rest, s)
@@ -109,6 +121,16 @@ func newAllocCluster(tb testing.TB, shape allocShape, n, busy int) *allocCluster
 		pool = append(parts, rest...)
 	}
 	return newAllocClusterFrom(tb, pool, n, busy)
+}
+
+// isPartitionSlice says whether a slice holds MIG placements.
+func isPartitionSlice(s resourceslice.Slice) bool {
+	for _, d := range s.Devices {
+		if n, ok := gpu.ParseDeviceName(d.Name); ok && n.MIG {
+			return true
+		}
+	}
+	return false
 }
 
 // newAllocClusterFrom is n nodes with the pool's slices, busy whole GPUs
@@ -205,7 +227,7 @@ func BenchmarkAllocateBusyNode(b *testing.B) {
 	}
 	for _, kind := range []string{"incubating", "stable"} {
 		for _, nodes := range []int{1, 1000} {
-			for _, shape := range []allocShape{shapePlain, shapeMIG, shapePartitionsFirst} {
+			for _, shape := range []allocShape{shapePlain, shapeMIG, shapeMIGAll, shapePartitionsFirst} {
 				for _, claimName := range []string{"gpu1", "gpu1-bare", "mig1g10gb"} {
 					if shape == shapePlain && claimName == "mig1g10gb" {
 						continue

@@ -2,7 +2,10 @@ package simulate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +14,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 // sliceWatch follows every write to the node's ResourceSlices: how many
@@ -244,4 +249,44 @@ func mustRun(ctx context.Context, t testing.TB, c *Cluster, claim *resourceapi.R
 		t.Fatal(err)
 	}
 	return res
+}
+
+// TestSpareLimits: one pod gets at most the partitions published at that
+// moment. With one spare (the default), a claim for two 4g.40gb (two GPUs'
+// worth) is unschedulable on an idle node, and stays so: nothing
+// republishes for a pending claim. With two spares it fits, on the two
+// highest minors.
+func TestSpareLimits(t *testing.T) {
+	for _, tc := range []struct {
+		spares string
+		fits   bool
+	}{{"1", false}, {"2", true}} {
+		t.Run("spares="+tc.spares, func(t *testing.T) {
+			spare, err := slicebuilder.ParseSpareGPUs(tc.spares)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, c := startClusterWith(t, Options{Profile: "dgx-h100", SpareGPUs: spare})
+			claim, err := c.CreateClaim(ctx, migClaim("two-halves", false, "4g.40gb", "4g.40gb"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			allocated, err := c.Allocate(ctx, claim)
+			switch {
+			case tc.fits && err != nil:
+				t.Fatalf("two 4g.40gb with %s spares: %v", tc.spares, err)
+			case !tc.fits && !errors.Is(err, ErrUnschedulable):
+				t.Fatalf("two 4g.40gb with %s spare: %v, want unschedulable", tc.spares, err)
+			case tc.fits:
+				var got []string
+				for _, r := range allocated.Status.Allocation.Devices.Results {
+					got = append(got, r.Device)
+				}
+				sort.Strings(got)
+				if want := []string{"gpu-6-mig-4g40gb-0", "gpu-7-mig-4g40gb-0"}; !slices.Equal(got, want) {
+					t.Errorf("allocated %v, want %v", got, want)
+				}
+			}
+		})
+	}
 }
