@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
 const (
@@ -120,7 +122,12 @@ func (e *env) migPartition(ctx context.Context, t *testing.T) {
 		t.Errorf("allocated %s: type %q, profile %q; want mig %s", d.name, ptr.Deref(d.attrs["type"].StringValue, ""), ptr.Deref(d.attrs["profile"].StringValue, ""), migProfile)
 	}
 	uuid, minor := assertSeesMIG(t, "mig-1g", e.whatPodSees(ctx, t, "mig-1g"))
-	if want := fmt.Sprint(ptr.Deref(d.attrs["parentIndex"].IntValue, -1)); minor != want {
+	// The device name says where the partition is: gpu-<minor>-mig-<profile>-<start>.
+	name, ok := gpu.ParseDeviceName(d.name)
+	if !ok || !name.MIG {
+		t.Fatalf("allocated %s: not a MIG device name", d.name)
+	}
+	if want := fmt.Sprint(name.Minor); minor != want {
 		t.Errorf("pod mig-1g sees a MIG device on GPU %s, allocated %s is on GPU %s", minor, d.name, want)
 	}
 	if specs := e.cdiSpecsOf(ctx, t, string(claim.UID)); len(specs) != 1 {
@@ -131,7 +138,7 @@ func (e *env) migPartition(ctx context.Context, t *testing.T) {
 	if countInstances(inst) != before+1 {
 		t.Errorf("the node has MIG instances %v with the pod running, want %d in all", inst, before+1)
 	}
-	start := uint32(ptr.Deref(d.attrs["placementStart"].IntValue, -1))
+	start := uint32(name.Start)
 	// The fake's state is keyed by GPU UUID.
 	if parent := ptr.Deref(d.attrs["parentUUID"].StringValue, ""); !containsStart(inst[parent], start) {
 		t.Errorf("GPU %s has instances at %v, none at the allocated placement %d", parent, inst[parent], start)
