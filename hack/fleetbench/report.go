@@ -499,7 +499,6 @@ func fmtRatio(v float64) string {
 	return fmt.Sprintf("%.2f×", v)
 }
 
-
 func ms(v millis) string {
 	if math.IsNaN(float64(v)) {
 		return "—"
