@@ -469,6 +469,10 @@ func (r report) leversTable(b *strings.Builder) {
 }
 
 func throughputCell(c cellResult, ok bool) string {
+	churn := false
+	if w, found := workloadByName(c.Workload); found {
+		churn = w.churn
+	}
 	switch {
 	case !ok:
 		return "(not run)"
@@ -476,6 +480,9 @@ func throughputCell(c cellResult, ok bool) string {
 		return "—"
 	case c.Scheduled == 0:
 		return fmt.Sprintf("0 (0/%d)", c.Pods)
+	case churn:
+		// The pods still in flight when the time is up are not counted.
+		return fmt.Sprintf("%.2f", c.PodsPerSecond)
 	case c.Scheduled < c.Pods:
 		return fmt.Sprintf("%.2f (%d/%d, timed out)", c.PodsPerSecond, c.Scheduled, c.Pods)
 	}
