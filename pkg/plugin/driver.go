@@ -155,6 +155,9 @@ type Driver struct {
 	// unhealthyAtStart are the GPUs found unhealthy before the first
 	// publish; the health watch starts from them.
 	unhealthyAtStart []gpu.HealthEvent
+	// disabledFeatures are the features whose fields the API server
+	// dropped from the published slices: it holds the slices without them.
+	disabledFeatures map[string]bool
 	// daemonTrouble says, by device name, why the device's MPS daemon
 	// does not answer; such devices are reported unhealthy.
 	daemonTrouble map[string]string
@@ -445,6 +448,14 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	if errors.As(err, &dropped) {
 		features := dropped.DisabledFeatures()
 		logger.Error(err, "The API server dropped fields of the published ResourceSlices; enable these features on the cluster", "features", features)
+		d.mu.Lock()
+		if d.disabledFeatures == nil {
+			d.disabledFeatures = map[string]bool{}
+		}
+		for _, f := range features {
+			d.disabledFeatures[f] = true
+		}
+		d.mu.Unlock()
 		if slices.Contains(features, "DRAConsumableCapacity") && d.fallBackToExclusiveGPUs(ctx) {
 			d.wg.Add(1)
 			go func() {

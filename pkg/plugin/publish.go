@@ -56,6 +56,11 @@ type publisher struct {
 func (d *Driver) publish(ctx context.Context) error {
 	d.publishMu.Lock()
 	defer d.publishMu.Unlock()
+	return d.publishLocked(ctx)
+}
+
+// publishLocked is publish with publishMu held.
+func (d *Driver) publishLocked(ctx context.Context) error {
 	inUse := d.state.GPUsInUse()
 	d.mu.Lock()
 	d.inUse = inUse

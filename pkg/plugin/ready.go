@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,8 +193,12 @@ func (d *Driver) sameAsStored(pool resourceslice.Pool) error {
 	if int(count) != len(pool.Slices) {
 		return fmt.Errorf("the API server holds %d ResourceSlices of the node, the plugin publishes %d", count, len(pool.Slices))
 	}
+	d.mu.Lock()
+	disabled := maps.Clone(d.disabledFeatures)
+	d.mu.Unlock()
 	changed := 0
 	for i, want := range pool.Slices {
+		want = slicebuilder.WithoutFeatures(want, disabled)
 		s := byIndex[i]
 		have := resourceslice.Slice{
 			Devices:                s.Spec.Devices,

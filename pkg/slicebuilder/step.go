@@ -1,6 +1,7 @@
 package slicebuilder
 
 import (
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
@@ -98,4 +99,50 @@ func SliceEqual(a, b resourceslice.Slice) bool {
 		equality.Semantic.DeepEqual(a.PerDeviceNodeSelection, b.PerDeviceNodeSelection) &&
 		equality.Semantic.DeepEqual(a.PartitionTypeAttribute, b.PartitionTypeAttribute) &&
 		equality.Semantic.DeepEqual(a.SkipNodeOperations, b.SkipNodeOperations)
+}
+
+// WithoutFeatures is the slice as an API server that has the named
+// features disabled stores it (the names resourceslice.DroppedFieldsError
+// reports): the fields of those features dropped. Comparing what was
+// published with what the API server holds goes through it, since such a
+// server never holds the fields, however often they are written.
+func WithoutFeatures(s resourceslice.Slice, disabled map[string]bool) resourceslice.Slice {
+	if len(disabled) == 0 {
+		return s
+	}
+	if disabled["DRAPartitionableDevices"] {
+		s.SharedCounters, s.PerDeviceNodeSelection = nil, nil
+	}
+	if disabled["DRAPartitionableDevicesType"] {
+		s.PartitionTypeAttribute = nil
+	}
+	if disabled["DRAOptionalNodeOperations"] {
+		s.SkipNodeOperations = nil
+	}
+	devices := make([]resourceapi.Device, len(s.Devices))
+	for i, d := range s.Devices {
+		if disabled["DRADeviceTaints"] {
+			d.Taints = nil
+		}
+		if disabled["DRAPartitionableDevices"] {
+			d.ConsumesCounters, d.NodeName, d.NodeSelector, d.AllNodes = nil, nil, nil, nil
+		}
+		if disabled["DRADeviceBindingConditions"] {
+			d.BindingConditions, d.BindingFailureConditions, d.BindsToNode = nil, nil, nil
+		}
+		if disabled["DRAConsumableCapacity"] {
+			d.AllowMultipleAllocations = nil
+			if len(d.Capacity) > 0 {
+				capacity := make(map[resourceapi.QualifiedName]resourceapi.DeviceCapacity, len(d.Capacity))
+				for name, c := range d.Capacity {
+					c.RequestPolicy = nil
+					capacity[name] = c
+				}
+				d.Capacity = capacity
+			}
+		}
+		devices[i] = d
+	}
+	s.Devices = devices
+	return s
 }

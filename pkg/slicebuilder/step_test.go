@@ -14,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
 // TestStepsKeepTheGeneration runs upstream's ResourceSlice controller on a
@@ -163,4 +164,48 @@ func completePool(slices []resourceapi.ResourceSlice) bool {
 		}
 	}
 	return n > 0
+}
+
+// TestWithoutFeaturesIsWhatTheAPIServerStores: on every Kubernetes version
+// check knows, a slice with counters, taints and shareable GPUs, with the
+// fields of the version's disabled features dropped as its API server
+// drops them (scheduler.DropDisabledFields), is WithoutFeatures of the
+// slice: what the plugin compares with the API server once it was told
+// those features are off, so that its steps do not wait for fields the
+// server never stores.
+func TestWithoutFeaturesIsWhatTheAPIServerStores(t *testing.T) {
+	node := h100Node("node-a", 8)
+	for i := range node.GPUs {
+		node.GPUs[i].MIG = h100MIG()
+	}
+	health := map[string]gpu.Health{node.GPUs[7].UUID: gpu.Unhealthy}
+	res, err := Build(node, Options{DriverName: testDriver, SysfsRoot: noSysfs, Health: health, ConsumableCapacity: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range scheduler.KubernetesVersions {
+		f, err := scheduler.FeaturesFor(version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		disabled := map[string]bool{
+			"DRAPartitionableDevices": !f.Allocator.PartitionableDevices,
+			"DRADeviceTaints":         !f.Allocator.DeviceTaints,
+			"DRAConsumableCapacity":   !f.Allocator.ConsumableCapacity,
+		}
+		dropped := false
+		for i, s := range res.Pools["node-a"].Slices {
+			stored := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: s.Devices, SharedCounters: s.SharedCounters,
+				PerDeviceNodeSelection: s.PerDeviceNodeSelection}}
+			stored = stored.DeepCopy()
+			dropped = scheduler.DropDisabledFields(stored, f) || dropped
+			have := resourceslice.Slice{Devices: stored.Spec.Devices, SharedCounters: stored.Spec.SharedCounters, PerDeviceNodeSelection: stored.Spec.PerDeviceNodeSelection}
+			if !SliceEqual(WithoutFeatures(s, disabled), have) {
+				t.Errorf("Kubernetes %s, slice %d: WithoutFeatures differs from what the API server stores", version, i)
+			}
+		}
+		if want := disabled["DRAPartitionableDevices"] || disabled["DRADeviceTaints"] || disabled["DRAConsumableCapacity"]; dropped != want {
+			t.Errorf("Kubernetes %s: the API server drops fields %v, want %v (the test's slices must use every feature)", version, dropped, want)
+		}
+	}
 }
