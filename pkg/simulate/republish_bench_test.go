@@ -49,7 +49,7 @@ func allocatableNow(ctx context.Context, c *Cluster, claim *resourceapi.Resource
 	for i := range claimList.Items {
 		claims = append(claims, &claimList.Items[i])
 	}
-	sched := scheduler.New(Features, scheduler.NewClasses(classes), slices, nil)
+	sched := scheduler.New(c.features, scheduler.NewClasses(classes), slices, nil)
 	_, err = sched.Schedule(ctx, scheduler.StateOf(claims), []*resourceapi.ResourceClaim{claim}, nil)
 	switch {
 	case err == nil:
