@@ -45,9 +45,9 @@ type Options struct {
 	// Republish, when set, is what a node publishes once the claims
 	// allocated on it so far are prepared (prepared: one entry per claim,
 	// in the order they were allocated, each the devices it holds): in
-	// sequential mode, and within a gang, the node's slices are replaced
-	// by it after each allocation, as gpudra's plugin republishes after
-	// each prepare (a MIG partition taken from a node's spare GPU makes
+	// sequential mode, within a gang and among a workload's replicas, the
+	// node's slices are replaced by it after each allocation, as gpudra's
+	// plugin republishes after each prepare (a MIG partition taken from a node's spare GPU makes
 	// the next GPU a spare; docs/mig.md). pkg/fakenodes.Republisher
 	// provides it for fake nodes; nil keeps every node's slices as given.
 	Republish func(ctx context.Context, node string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error)

@@ -236,6 +236,7 @@ func (c corpusCase) options(t testing.TB, o Options) Options {
 	o.ShareSharing, o.MPSDisabled = c.shareSharing, c.noMPS
 	pool, notes := c.poolFor(t)
 	o.Slices = fakePoolInventory(t, c.profile, 1, pool)
+	o.Republish = republisher(t, c.profile, pool)
 	o.SlicesSource = fmt.Sprintf("profile %s × 1 node(s)", c.profile)
 	o.SlicesNotes = notes
 	return o

@@ -449,8 +449,11 @@ func (r *runner) countersHeld(node string, re *reqEval) string {
 	if len(parts) > 4 {
 		parts = append(parts[:3:3], fmt.Sprintf("… (%d in all)", len(parts)))
 	}
-	return fmt.Sprintf("all %d GPUs (counter sets) the matching free devices draw from are held by earlier claims: %s; a GPU held whole uses all of its counters, so none of its free partitions fits",
-		len(sets), strings.Join(parts, "; "))
+	which := fmt.Sprintf("all %d GPUs (counter sets) the matching free devices draw from are held by earlier claims", len(sets))
+	if len(sets) == 1 {
+		which = "the one GPU (counter set) the matching free devices draw from is held by an earlier claim"
+	}
+	return fmt.Sprintf("%s: %s; a GPU held whole uses all of its counters, so none of its free partitions fits", which, strings.Join(parts, "; "))
 }
 
 // finish orders the findings and sets the exit code.

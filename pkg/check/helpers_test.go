@@ -35,7 +35,7 @@ func fakeInventory(t testing.TB, profile string, nodes int) []*resourceapi.Resou
 // fakePoolInventory is fakeInventory on a node pool with these settings.
 func fakePoolInventory(t testing.TB, profile string, nodes int, pool fakenodes.Pool) []*resourceapi.ResourceSlice {
 	t.Helper()
-	key := fmt.Sprintf("%s/%d/%v/%v/%v", profile, nodes, pool.ConsumableCapacity, pool.MigProfiles, pool.WholeGPUsOnly)
+	key := fmt.Sprintf("%s/%d/%v/%v/%v/%v", profile, nodes, pool.ConsumableCapacity, pool.MigProfiles, pool.WholeGPUsOnly, pool.SpareGPUs)
 	if pool.Features != nil {
 		key += "/" + pool.Features.Version
 	}

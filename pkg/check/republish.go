@@ -16,7 +16,8 @@ import (
 // (docs/mig.md). Where claims see what earlier ones hold (--sequential,
 // the pods of a gang), later claims see the node's slices as its plugin
 // republished them (Options.Republish); the report's inventory stays the
-// one given.
+// one given. Within a group of claims that hold their devices together
+// (the replicas of a workload without --sequential) too.
 
 // republishedNode is what one node published since its slices were first
 // replaced.
@@ -30,8 +31,8 @@ type republishedNode struct {
 // republish replaces the node's slices with what it publishes once the
 // claim allocated there (res) is prepared, beside those before it.
 func (r *runner) republish(node string, res *resourceapi.AllocationResult) {
-	if !r.opts.Sequential || r.opts.Republish == nil || node == "" {
-		return
+	if r.opts.Republish == nil || node == "" || (!r.opts.Sequential && r.group == "") {
+		return // the next claim sees an empty cluster: nothing to republish
 	}
 	if r.republished == nil {
 		r.republished = map[string]*republishedNode{}
