@@ -29,13 +29,8 @@ func (r *runner) churnCell(ctx context.Context, w workload, busy bool, state str
 	for i := range claimNames {
 		claimNames[i] = fmt.Sprintf("churn-claim-%d", i)
 	}
-	err := parallel(n, apiWorkers, func(i int) error {
-		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, Name: claimNames[i]}, Spec: claimSpec(kinds[i%len(kinds)])}
-		_, err := f.client.ResourceV1().ResourceClaims(f.namespace).Create(ctx, claim, metav1.CreateOptions{})
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("create claims: %w", err)
+	if err := f.createClaims(ctx, claimNames, kinds); err != nil {
+		return res, err
 	}
 	before, err := r.metrics.scrape(ctx)
 	if err != nil {

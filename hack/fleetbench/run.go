@@ -259,13 +259,8 @@ func (r *runner) cell(ctx context.Context, w workload, busy bool, state string) 
 	res := cellResult{Workload: w.name, State: state, Pods: n}
 	defer r.binds.forget(names)
 
-	err := parallel(n, apiWorkers, func(i int) error {
-		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, Name: names[i]}, Spec: claimSpec(kinds[i%len(kinds)])}
-		_, err := f.client.ResourceV1().ResourceClaims(f.namespace).Create(ctx, claim, metav1.CreateOptions{})
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("create claims: %w", err)
+	if err := f.createClaims(ctx, names, kinds); err != nil {
+		return res, err
 	}
 	before, err := r.metrics.scrape(ctx)
 	if err != nil {
@@ -378,4 +373,17 @@ func round(v float64, decimals int) float64 {
 	}
 	p := math.Pow(10, float64(decimals))
 	return math.Round(v*p) / p
+}
+
+// createClaims creates one claim per name, of the kinds in turn.
+func (f *fleet) createClaims(ctx context.Context, names []string, kinds []claimKind) error {
+	err := parallel(len(names), apiWorkers, func(i int) error {
+		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, Name: names[i]}, Spec: claimSpec(kinds[i%len(kinds)])}
+		_, err := f.client.ResourceV1().ResourceClaims(f.namespace).Create(ctx, claim, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create claims: %w", err)
+	}
+	return nil
 }
