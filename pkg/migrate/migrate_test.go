@@ -105,7 +105,14 @@ func runCheck(t *testing.T, name string, data []byte, profile, driverName string
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := check.Run(context.Background(), check.Options{Inputs: in, Slices: slices, BuiltinClasses: true, DriverName: driverName})
+	// The fake node republishes as the plugin does once claims are
+	// prepared (a workload's replicas each take a spare's partitions).
+	rp, err := fakenodes.NewRepublisher(profile, driverName, fakenodes.Pool{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rp.Close() })
+	rep, err := check.Run(context.Background(), check.Options{Inputs: in, Slices: slices, Republish: rp.Slices, BuiltinClasses: true, DriverName: driverName})
 	if err != nil {
 		t.Fatal(err)
 	}
