@@ -245,7 +245,9 @@ func Build(resourceSlices []resourceapi.ResourceSlice, claims []resourceapi.Reso
 			part := Partition{Device: dk.device, PlacementStart: n.Start, PlacementSize: 1}
 			if p, ok := devices[dk]; ok {
 				part.Profile = stringAttr(p.dev, slicebuilder.AttrProfile)
-				part.PlacementSize = int(intAttr(p.dev, slicebuilder.AttrPlacementSize, 1))
+				if _, size, ok := slicebuilder.Placement(p.dev); ok && size > 0 {
+					part.PlacementSize = size
+				}
 			}
 			for _, h := range hs {
 				if h.Status != nil && h.Status.MIG != nil {
@@ -427,7 +429,9 @@ func room(placements []published, isHeld func(string) bool, heldDevs []resourcea
 	var out map[string]int
 	for prof, devs := range byProfile {
 		slices.SortFunc(devs, func(a, b resourceapi.Device) int {
-			return cmp.Compare(intAttr(a, slicebuilder.AttrPlacementStart, 0), intAttr(b, slicebuilder.AttrPlacementStart, 0))
+			sa, _, _ := slicebuilder.Placement(a)
+			sb, _, _ := slicebuilder.Placement(b)
+			return cmp.Compare(sa, sb)
 		})
 		rem := map[string]map[string]resource.Quantity{}
 		for name, set := range left {
@@ -440,7 +444,8 @@ func room(placements []published, isHeld func(string) bool, heldDevs []resourcea
 		used := slices.Clone(taken)
 		n := 0
 		for _, d := range devs {
-			sp := span{int(intAttr(d, slicebuilder.AttrPlacementStart, 0)), int(intAttr(d, slicebuilder.AttrPlacementSize, 1))}
+			start, size, _ := slicebuilder.Placement(d)
+			sp := span{start, max(size, 1)}
 			if slices.ContainsFunc(used, sp.overlaps) || !fits(rem, d) {
 				continue
 			}

@@ -61,7 +61,10 @@ func result(device string) resourceapi.DeviceRequestAllocationResult {
 }
 
 func TestBuild(t *testing.T) {
-	sl := fakeSlices(t, "dgx-h100", fakenodes.Pool{})
+	// Every free GPU publishes its placements (--mig-spare-gpus=all): the
+	// room of each GPU is counted from what its node publishes, and the
+	// partitioned gpu-1 publishes its placements under any setting.
+	sl := fakeSlices(t, "dgx-h100", fakenodes.Pool{SpareGPUs: slicebuilder.SpareGPUs{All: true}})
 	// gpu-7 gets the health taint, as the plugin taints a GPU after an XID.
 	for i := range sl {
 		for j := range sl[i].Spec.Devices {

@@ -9,17 +9,23 @@ import (
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
-// memorySlices is how many memory slices a MIG placement consumes.
-func memorySlices(d resourceapi.Device) int {
-	n := 0
+// Placement is where a published MIG placement lies on its GPU, in memory
+// slices: its first from its name, its size from the memory slices it
+// consumes (its attributes do not repeat them). ok is false for a device
+// that is not a MIG placement.
+func Placement(d resourceapi.Device) (start, size int, ok bool) {
+	p, ok := gpu.ParseDeviceName(d.Name)
+	if !ok || !p.MIG {
+		return 0, 0, false
+	}
 	for _, cc := range d.ConsumesCounters {
 		for name := range cc.Counters {
 			if strings.HasPrefix(name, "memory-slice-") {
-				n++
+				size++
 			}
 		}
 	}
-	return n
+	return p.Start, size, true
 }
 
 // NodeOf reads the devices of one pool, as Build published them for the
@@ -80,7 +86,7 @@ func NodeOf(pool string, devices []resourceapi.Device) gpu.Node {
 			}
 			// A placement is published by its name and the memory slices
 			// it consumes (its attributes do not repeat them).
-			start, size := p.Start, memorySlices(d)
+			start, size, _ := Placement(d)
 			if g.MIG == nil {
 				g.MIG = &gpu.MIG{}
 				g.MigCapable, g.MigEnabled = true, true
