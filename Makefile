@@ -26,7 +26,7 @@ IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 # deepcopy-gen, run from the module proxy at a pinned version (make generate).
 DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
-.PHONY: all build cli test test-unit test-race chaos-sharing golden demo fmt fmt-check vet lint bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
+.PHONY: all build cli test test-unit test-race chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
 
 all: build
 
@@ -60,14 +60,9 @@ chaos-sharing:
 	bash -o pipefail -c 'GPUDRA_SHARING_CHAOS_ITERATIONS=$(SHARING_CHAOS_ITERATIONS) GPUDRA_SHARING_CHAOS_SEED=$(SHARING_CHAOS_SEED) \
 		$(GO) test -count=1 -timeout 60m -run "^TestSharingChaos$$" -v ./pkg/simulate/ | grep -E "^(gpudra sharing chaos|  [a-z]|--- |ok|FAIL|panic|\s+sharing_chaos_test)"'
 
-## golden: rewrite every golden file from the current code (published slices, doc tables, gpudra check's expectations); review the diff before committing
+## golden: rewrite every golden file from the current code (published slices, doc tables, gpudra check's and migrate's expectations: the tests listed in hack/golden-tests); review the diff before committing
 golden:
-	$(GO) test -count=1 ./pkg/simulate -run '^(TestGoldenSlices|TestMigDocs)$$' -update
-	$(GO) test -count=1 ./pkg/nvmlfake -run '^TestProfileDocs$$' -update
-	$(GO) test -count=1 ./pkg/check -run '^(TestGoldenShipped|TestCorpus)$$' -update
-	$(GO) test -count=1 ./pkg/controller -run '^TestMetricDocs$$' -update
-	$(GO) test -count=1 ./deployments/helm/gpudra -run '^TestReadmeValues$$' -update
-	@git status --short -- '*testdata*' docs README.md deployments/helm/gpudra/README.md
+	hack/golden.sh update
 
 ## generate: the generated code (deep-copy functions of the config API; the read-only NVML wrapper)
 generate:
@@ -136,12 +131,21 @@ fuzz:
 	$(GO) test ./pkg/api/resource/v1alpha1 -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./pkg/api/resource/v1alpha1 -run '^$$' -fuzz FuzzMergeParameters -fuzztime 30s
 
+## fmt: gofmt -s every Go file
 fmt:
-	gofmt -w $$(git ls-files '*.go')
+	gofmt -s -w $$(git ls-files '*.go')
 
 fmt-check:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
-	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -s -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt -s needed on:"; echo "$$out"; exit 1; fi
+
+## fix: the mechanical fixes make verify asks for, on every Go file (re-runnable): the license header, gofmt -s, the three import groups
+fix:
+	hack/fix.sh
+
+## verify: every static check, on all modules (hack/verify.sh): license header, gofmt -s, import groups, go vet, staticcheck, logcheck, go mod tidy, generated code, golden files; linters are built once into $(GPUDRA_CACHE)/tools
+verify:
+	hack/verify.sh
 
 vet:
 	$(GO) vet ./...
@@ -150,8 +154,8 @@ vet:
 	$(GO) vet -tags 'e2e chaos' ./e2e/
 	$(GO) vet -tags 'e2e multinode' ./e2e/
 
-## lint: gofmt and go vet (golangci-lint takes over 10 minutes to build and run on 2 cores; see README)
-lint: fmt-check vet
+## lint: an alias of verify
+lint: verify
 
 clean:
 	rm -rf $(BIN)
