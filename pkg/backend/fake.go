@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
@@ -30,7 +31,7 @@ func openFake(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.FakeStateDir == "" {
 		return nil, errors.New("the fake backend needs a state directory: the fake GPUs keep their MIG state there")
 	}
-	srv, err := nvmlfake.New(nvmlfake.Options{Profile: opts.FakeProfile, NodeName: opts.NodeName, StateDir: opts.FakeStateDir})
+	srv, err := nvmlfake.New(nvmlfake.Options{Profile: opts.FakeProfile, NodeName: opts.NodeName, StateDir: opts.FakeStateDir, Logger: klog.FromContext(ctx)})
 	if err != nil {
 		// nvmlfake's errors name the profile, or the state file that
 		// failed; the directory is the caller's to name (a throw-away one

@@ -152,7 +152,6 @@ type evalResult struct {
 
 type classEval struct {
 	obj       *resourceapi.DeviceClass
-	info      *ClassInfo
 	source    scheduler.Source
 	selectors []*selector
 	broken    bool   // a selector does not compile

@@ -334,15 +334,6 @@ func mustPrepare(t *testing.T, ctx context.Context, s *State, claim *resourceapi
 	return devs
 }
 
-// cdiIDs returns the CDI device IDs of the prepared devices, in order.
-func cdiIDs(devs []PreparedDevice) []string {
-	var ids []string
-	for _, d := range devs {
-		ids = append(ids, d.CDIDeviceIDs...)
-	}
-	return ids
-}
-
 // deviceID is the CDI ID the kubelet must receive for a claim's device.
 func deviceID(claimName string, minor int) string {
 	return "k8s." + testDriver + "/claim=" + uidOf(claimName) + "-" + gpu.WholeDeviceName(minor)

@@ -111,7 +111,7 @@ func (es *eventSet) next() (nvml.EventData, bool, nvml.Return) {
 	}
 	recs, err := es.s.events.readFrom(es.offset)
 	if err != nil {
-		logStoreError(err)
+		logStoreError(es.s.opts.Logger, err)
 		return nvml.EventData{}, false, nvml.ERROR_UNKNOWN
 	}
 	for _, r := range recs {

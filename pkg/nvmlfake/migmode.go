@@ -14,7 +14,7 @@ func (g *fakeGPU) view(fn func(gs *gpuState)) nvml.Return {
 		fn(gs)
 	})
 	if err != nil {
-		logStoreError(err)
+		logStoreError(g.s.opts.Logger, err)
 		return nvml.ERROR_UNKNOWN
 	}
 	return nvml.SUCCESS

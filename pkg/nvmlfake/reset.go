@@ -3,6 +3,8 @@ package nvmlfake
 import (
 	"errors"
 	"fmt"
+
+	"k8s.io/klog/v2"
 )
 
 // ResetGPU does to the GPU with the given UUID in stateDir what
@@ -41,7 +43,7 @@ func mutateStateDir(stateDir string, fn func(*state) error) error {
 	if stateDir == "" {
 		return errors.New("nvmlfake: no state directory")
 	}
-	st, err := newStore(stateDir)
+	st, err := newStore(stateDir, klog.Logger{}) // mutate returns its errors
 	if err != nil {
 		return fmt.Errorf("nvmlfake: %w", err)
 	}

@@ -24,6 +24,10 @@ type Options struct {
 	// and the injected XID events. Empty keeps the state in memory: then
 	// nothing survives the Server, and only Server.InjectXID reaches it.
 	StateDir string
+	// Logger gets what the fake cannot answer through NVML's return
+	// codes: a state file it cannot read or write. The zero value logs
+	// nothing.
+	Logger klog.Logger
 }
 
 // Server is a node's fake GPUs behind nvml.Interface. It is safe for
@@ -57,11 +61,11 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nvmlfake: %w", err)
 	}
-	st, err := newStore(opts.StateDir)
+	st, err := newStore(opts.StateDir, opts.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("nvmlfake: %w", err)
 	}
-	s := &Server{opts: opts, profile: prof, store: st, events: newEventLog(opts.StateDir), telemetry: &telemetrySource{}}
+	s := &Server{opts: opts, profile: prof, store: st, events: newEventLog(opts.StateDir), telemetry: &telemetrySource{log: opts.Logger}}
 	if opts.StateDir != "" {
 		s.telemetry.path = filepath.Join(opts.StateDir, telemetryFileName)
 	}
@@ -154,13 +158,6 @@ func (l *lifecycle) ready() bool {
 	return l.refs > 0
 }
 
-// complete finishes a mock object the fake has configured: unset methods
-// answer ERROR_NOT_SUPPORTED, and all fail before Init.
-func (s *Server) complete(mockPtr any) {
-	fillNotSupported(mockPtr)
-	guardInit(mockPtr, s.life.ready)
-}
-
-func logStoreError(err error) {
-	klog.Background().Error(err, "nvmlfake: GPU state unavailable; answering ERROR_UNKNOWN")
+func logStoreError(logger klog.Logger, err error) {
+	logger.Error(err, "nvmlfake: GPU state unavailable; answering ERROR_UNKNOWN")
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
 )
 
 // Files in the state directory.
@@ -35,6 +36,7 @@ var errAbort = errors.New("mutation aborted")
 type store struct {
 	// dir is the state directory; empty keeps the state in memory only.
 	dir string
+	log klog.Logger
 
 	mu  sync.Mutex
 	cur *state
@@ -43,8 +45,8 @@ type store struct {
 	stamp os.FileInfo
 }
 
-func newStore(dir string) (*store, error) {
-	st := &store{dir: dir, cur: &state{Version: stateVersion, GPUs: map[string]*gpuState{}}}
+func newStore(dir string, logger klog.Logger) (*store, error) {
+	st := &store{dir: dir, log: logger, cur: &state{Version: stateVersion, GPUs: map[string]*gpuState{}}}
 	if dir == "" {
 		return st, nil
 	}
@@ -79,7 +81,7 @@ func (st *store) update(fn func(*state) nvml.Return) nvml.Return {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errAbort) {
-		logStoreError(err)
+		logStoreError(st.log, err)
 		return nvml.ERROR_UNKNOWN
 	}
 	return ret

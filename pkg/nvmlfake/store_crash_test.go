@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // writerEnv makes the test binary a process that rewrites the state in a
@@ -25,7 +27,7 @@ func TestMain(m *testing.M) {
 // writeForever rewrites a state of 64 GPUs (a large file, so that kills
 // land inside writes), counting in BootID as "<round>-<n>".
 func writeForever(dir, round string) {
-	st, err := newStore(dir)
+	st, err := newStore(dir, klog.Logger{})
 	if err != nil {
 		panic(err)
 	}
@@ -71,7 +73,7 @@ func TestStateFileSurvivesKill(t *testing.T) {
 		}
 		_ = cmd.Wait()
 
-		st, err := newStore(dir)
+		st, err := newStore(dir, klog.Logger{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +91,7 @@ func TestStateFileSurvivesKill(t *testing.T) {
 // readBootID reads the BootID from the state file, "" while there is none.
 func readBootID(t *testing.T, dir string) string {
 	t.Helper()
-	st, err := newStore(dir)
+	st, err := newStore(dir, klog.Logger{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"k8s.io/klog/v2"
 )
 
 // A fake GPU is idle unless told otherwise: Telemetry says how busy it is,
@@ -114,6 +115,7 @@ func readTelemetry(path string) (map[string]Telemetry, error) {
 // telemetrySource reads the telemetry file, again only when it changed.
 type telemetrySource struct {
 	path string
+	log  klog.Logger
 
 	mu    sync.Mutex
 	mem   map[string]Telemetry // without a state directory
@@ -132,13 +134,13 @@ func (t *telemetrySource) get(uuid string) (Telemetry, nvml.Return) {
 	case errors.Is(err, fs.ErrNotExist):
 		return Telemetry{}, nvml.SUCCESS
 	case err != nil:
-		logStoreError(err)
+		logStoreError(t.log, err)
 		return Telemetry{}, nvml.ERROR_UNKNOWN
 	}
 	if t.stamp == nil || !os.SameFile(t.stamp, fi) || !t.stamp.ModTime().Equal(fi.ModTime()) || t.stamp.Size() != fi.Size() {
 		all, err := readTelemetry(t.path)
 		if err != nil {
-			logStoreError(err)
+			logStoreError(t.log, err)
 			return Telemetry{}, nvml.ERROR_UNKNOWN
 		}
 		t.cur, t.stamp = all, fi

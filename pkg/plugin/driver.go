@@ -176,6 +176,8 @@ type Driver struct {
 	// status writes prepared claims' status.devices.
 	status *claimStatus
 
+	// logger is Start's, for Stop, which has no context.
+	logger klog.Logger
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -245,6 +247,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	d := &Driver{
 		cfg:           cfg,
+		logger:        logger,
 		node:          node,
 		health:        map[string]gpu.HealthEvent{},
 		healthChanged: make(chan struct{}),
@@ -394,7 +397,7 @@ func (d *Driver) Stop() {
 	d.wg.Wait()
 	d.events.stop()
 	if err := d.cfg.Backend.Close(); err != nil {
-		klog.Background().Error(err, "Close NVML backend")
+		d.logger.Error(err, "Close NVML backend")
 	}
 }
 

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
-	"k8s.io/klog/v2"
 )
 
 // Classes are the DeviceClasses the scheduler sees. They serve the
@@ -24,7 +24,9 @@ type Classes struct {
 // NewClasses indexes classes by name; a later class replaces an earlier
 // one of the same name, as a later apply does.
 func NewClasses(classes []*resourceapi.DeviceClass) *Classes {
-	c := &Classes{byName: map[string]*resourceapi.DeviceClass{}, extended: extendedresourcecache.NewExtendedResourceCache(klog.Background())}
+	// The cache logs each class it indexes at V(5), and objects that are
+	// no DeviceClass, which cannot happen here: nothing worth a logger.
+	c := &Classes{byName: map[string]*resourceapi.DeviceClass{}, extended: extendedresourcecache.NewExtendedResourceCache(logr.Discard())}
 	for _, dc := range classes {
 		if old, ok := c.byName[dc.Name]; ok {
 			c.extended.OnUpdate(old, dc)

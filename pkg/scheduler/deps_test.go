@@ -2,8 +2,6 @@ package scheduler
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -16,9 +14,10 @@ import (
 // --cluster reads it with pkg/clusterread): neither package loads a
 // kubeconfig or talks to an API server.
 func TestNoPluginGRPCOrNVML(t *testing.T) {
+	// go test puts the go command that runs it first on PATH.
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatal(err)
 	}
 	forbidden := []string{
 		"k8s.io/dynamic-resource-allocation/kubeletplugin",

@@ -72,7 +72,7 @@ func FeaturesFor(version string) (Features, error) {
 			DeviceTaintRules: version == "1.37",
 		}, nil
 	}
-	return Features{}, fmt.Errorf("Kubernetes version %q is not supported (valid: %s)", version, strings.Join(KubernetesVersions, ", "))
+	return Features{}, fmt.Errorf("version %q of Kubernetes is not supported (valid: %s)", version, strings.Join(KubernetesVersions, ", "))
 }
 
 // DefaultFeatures is the feature set of DefaultKubernetesVersion.

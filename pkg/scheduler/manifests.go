@@ -371,10 +371,6 @@ func (m *Manifests) addObject(src Source, js []byte) error {
 		return nil
 	}
 	if pod, owner, replicas, path, ok := podTemplate(obj); ok {
-		name := meta.name()
-		if name == "" {
-			name = meta.Metadata.Name
-		}
 		pod.Namespace = namespaceOr(pod.Namespace, meta.Metadata.Namespace)
 		rejected := m.validate(src, object, meta.Kind, validateObject(obj), "")
 		rejected = m.validate(src, object, meta.Kind, validatePodTemplate(pod), path+".") || rejected

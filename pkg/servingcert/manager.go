@@ -89,7 +89,7 @@ func (m *Manager) use(ctx context.Context, data map[string][]byte) error {
 	}
 	cert, err := tls.X509KeyPair(data[KeyCert], data[KeyKey])
 	if err != nil {
-		return fmt.Errorf("Secret %s/%s: %w", m.cfg.Namespace, m.cfg.SecretName, err)
+		return fmt.Errorf("the certificate in Secret %s/%s: %w", m.cfg.Namespace, m.cfg.SecretName, err)
 	}
 	m.current.Store(&cert)
 	klog.FromContext(ctx).Info("Serving certificate loaded", "secret", m.cfg.Namespace+"/"+m.cfg.SecretName,

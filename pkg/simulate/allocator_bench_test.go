@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,7 +182,7 @@ func (c *allocCluster) allocator(tb testing.TB, kind string, claim *resourceapi.
 	tb.Helper()
 	structured.EnableAllocators(kind)
 	tb.Cleanup(func() { structured.EnableAllocators() })
-	ctx := klog.NewContext(context.Background(), klog.Background().V(5)) // quiet
+	ctx := klog.NewContext(context.Background(), logr.Discard()) // quiet
 	alloc, err := structured.NewAllocator(ctx, allocatorFeatures[kind], c.state, c.classes, c.slices, cel.NewCache(100, cel.Features{}))
 	if err != nil {
 		tb.Fatal(err)

@@ -76,10 +76,7 @@ func TestLivenessWhenFilesVanish(t *testing.T) {
 					t.Errorf("%s after %s was removed: %v, want NOT_SERVING", svc, path, got)
 				}
 			}
-			want := tc.wantMsg
-			if strings.Contains(want, "%s") {
-				want = strings.Replace(want, "%s", c.Opts.PluginDataDir(), 1)
-			}
+			want := strings.Replace(tc.wantMsg, "%s", c.Opts.PluginDataDir(), 1)
 			deadline := time.Now().Add(10 * time.Second)
 			for {
 				mu.Lock()

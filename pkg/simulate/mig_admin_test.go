@@ -147,10 +147,9 @@ func TestFallbackWithoutPartitionableDevices(t *testing.T) {
 	client := NewClientset()
 	strip := func(action k8stesting.Action) (bool, runtime.Object, error) {
 		var obj runtime.Object
-		switch a := action.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject()
-		case k8stesting.UpdateAction:
+		// Creates and updates: k8stesting.UpdateAction has the same
+		// methods as CreateAction.
+		if a, ok := action.(k8stesting.CreateAction); ok {
 			obj = a.GetObject()
 		}
 		if s, ok := obj.(*resourceapi.ResourceSlice); ok {

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/pkg/checkpoint"
@@ -167,23 +166,6 @@ func TestMigRebootRecreates(t *testing.T) {
 	if got := instancesOn(hardware(t, c2)); len(got) != 0 {
 		t.Errorf("after unprepare the hardware holds %v", got)
 	}
-}
-
-// allocatedClaims returns the claims in the fake API server that are
-// allocated.
-func allocatedClaims(t testing.TB, c *Cluster) []*resourceapi.ResourceClaim {
-	t.Helper()
-	list, err := c.Client.ResourceV1().ResourceClaims("").List(t.Context(), metav1ListOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*resourceapi.ResourceClaim
-	for i := range list.Items {
-		if list.Items[i].Status.Allocation != nil {
-			out = append(out, &list.Items[i])
-		}
-	}
-	return out
 }
 
 // TestMigCrashDuringUnprepare: a plugin killed after destroying the first

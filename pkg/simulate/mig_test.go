@@ -16,7 +16,6 @@ import (
 var (
 	metav1GetOptions    = metav1.GetOptions{}
 	metav1DeleteOptions = metav1.DeleteOptions{}
-	metav1ListOptions   = metav1.ListOptions{}
 )
 
 // TestMigOnDemand: a pod asking for a 1g.10gb partition gets exactly that

@@ -292,10 +292,9 @@ type resourceSliceSpec = resourceapi.ResourceSliceSpec
 func dropFieldsReactor(drop func(*resourceSliceSpec)) k8stesting.ReactionFunc {
 	return func(action k8stesting.Action) (bool, runtime.Object, error) {
 		var obj runtime.Object
-		switch a := action.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject()
-		case k8stesting.UpdateAction:
+		// Creates and updates: k8stesting.UpdateAction has the same
+		// methods as CreateAction.
+		if a, ok := action.(k8stesting.CreateAction); ok {
 			obj = a.GetObject()
 		}
 		if s, ok := obj.(*resourceapi.ResourceSlice); ok {
