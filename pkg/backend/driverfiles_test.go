@@ -1,9 +1,7 @@
 package backend
 
 import (
-	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,12 +11,11 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/driver-edits/*.yaml")
 
 // capabilitySets are the driverCapabilities the golden files show.
 var capabilitySets = [][]string{nil, {"compute"}, {"utility", "video"}, {"graphics", "display", "compat32"}, {"all"}}
@@ -52,23 +49,7 @@ func TestDriverEditsGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", "driver-edits", profile+".yaml")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./pkg/backend -run TestDriverEditsGolden -update)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("driver edits differ from %s; got:\n%s", path, got)
-			}
+			gpudratest.GoldenFile(t, filepath.Join("testdata", "driver-edits", profile+".yaml"), got)
 		})
 	}
 }

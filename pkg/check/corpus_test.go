@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/claimplan"
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/scheduler"
@@ -210,7 +211,7 @@ func TestCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			compareGolden(t, filepath.Join("testdata", "corpus", "golden", name+".json"), append(got, '\n'), "TestCorpus")
+			gpudratest.GoldenFile(t, filepath.Join("testdata", "corpus", "golden", name+".json"), append(got, '\n'))
 		})
 	}
 }

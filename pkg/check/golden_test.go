@@ -1,24 +1,20 @@
 package check
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/scheduler"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/golden/*.json from the current DeviceClasses, examples and slice builder")
 
 // golden is what the shipped DeviceClasses and examples promise on one
 // node of a fake profile: which devices each class and request matches,
@@ -124,30 +120,8 @@ func TestGoldenShipped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			compareGolden(t, filepath.Join("testdata", "golden", profile+".json"), append(got, '\n'), "TestGoldenShipped")
+			gpudratest.GoldenFile(t, filepath.Join("testdata", "golden", profile+".json"), append(got, '\n'))
 		})
-	}
-}
-
-// compareGolden compares got with a golden file, or rewrites the file
-// with -update; test names the test to rerun.
-func compareGolden(t *testing.T, file string, got []byte, test string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (new case? run go test ./pkg/check -run %s -update and review the result)", err, test)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("the report differs from %s; if intended, run\n  go test ./pkg/check -run %s -update\nand review the diff.\n%s", file, test, lineDiff(string(want), string(got)))
 	}
 }
 
@@ -186,50 +160,4 @@ func TestExamplesRunOnDemoNode(t *testing.T) {
 			t.Errorf("finding: %s %s: %s", f.Kind, f.Object, f.Message)
 		}
 	}
-}
-
-// lineDiff is a unified-style diff of two texts (longest common
-// subsequence of lines), at most 60 lines of it.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	// lcs[i][j]: length of the LCS of w[i:] and g[j:].
-	lcs := make([][]int, len(w)+1)
-	for i := range lcs {
-		lcs[i] = make([]int, len(g)+1)
-	}
-	for i := len(w) - 1; i >= 0; i-- {
-		for j := len(g) - 1; j >= 0; j-- {
-			if w[i] == g[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	var b strings.Builder
-	lines := 0
-	emit := func(prefix, line string) {
-		if lines < 60 {
-			b.WriteString(prefix + line + "\n")
-		}
-		lines++
-	}
-	i, j := 0, 0
-	for i < len(w) || j < len(g) {
-		switch {
-		case i < len(w) && j < len(g) && w[i] == g[j]:
-			i++
-			j++
-		case i < len(w) && (j == len(g) || lcs[i+1][j] >= lcs[i][j+1]):
-			emit("- ", w[i])
-			i++
-		default:
-			emit("+ ", g[j])
-			j++
-		}
-	}
-	if lines > 60 {
-		fmt.Fprintf(&b, "… %d more changed lines\n", lines-60)
-	}
-	return b.String()
 }

@@ -3,7 +3,6 @@ package controller
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,12 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/componentmetrics"
 	"github.com/gpudra/gpudra/pkg/metricdoc"
 	"github.com/gpudra/gpudra/pkg/plugin"
 )
-
-var update = flag.Bool("update", false, "rewrite the generated sections of docs/observability.md")
 
 const (
 	metricDocsBegin = "<!-- BEGIN GENERATED: go test ./pkg/controller -run TestMetricDocs -update -->\n"
@@ -36,25 +34,9 @@ func TestMetricDocs(t *testing.T) {
 	buf.WriteString("\n### Both\n\n")
 	buf.WriteString(metricdoc.Table(componentmetrics.Metrics))
 	buf.WriteString("\n")
-	path := filepath.FromSlash(observability)
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	begin, end := bytes.Index(doc, []byte(metricDocsBegin)), bytes.Index(doc, []byte(metricDocsEnd))
-	if begin < 0 || end < begin {
-		t.Fatalf("%s has no generated section (%q … %q)", path, metricDocsBegin, metricDocsEnd)
-	}
-	got := slices.Concat(doc[:begin+len(metricDocsBegin)], buf.Bytes(), doc[end:])
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if !bytes.Equal(got, doc) {
-		t.Errorf("%s is out of date: run go test ./pkg/controller -run TestMetricDocs -update and review the diff", path)
-	}
+	gpudratest.GoldenRewrite(t, filepath.FromSlash(observability), func(doc []byte) []byte {
+		return gpudratest.ReplaceSection(t, doc, metricDocsBegin, metricDocsEnd, buf.Bytes())
+	})
 }
 
 // TestChartQueriesUseExportedMetrics: every gpudra_ metric the chart's

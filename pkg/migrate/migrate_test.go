@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,12 +13,11 @@ import (
 	"testing"
 
 	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/check"
 	"github.com/gpudra/gpudra/pkg/fakenodes"
 	"github.com/gpudra/gpudra/pkg/scheduler"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/out from the current code")
 
 // migrateCase is one file of testdata/in: manifests shaped like NVIDIA's
 // demos (written for these tests), with a header that says on which fake
@@ -137,23 +135,7 @@ func TestMigrateGolden(t *testing.T) {
 			res, out := migrateOne(t, c.file, Options{})
 			got := map[string]string{base + ".yaml": string(out), base + ".notes": notesText(res)}
 			for name, text := range got {
-				path := filepath.Join("testdata", "out", name)
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (run go test ./pkg/migrate -update)", err)
-				}
-				if string(want) != text {
-					t.Errorf("%s differs from the golden file; run go test ./pkg/migrate -update and review the diff.\ngot:\n%s", path, text)
-				}
+				gpudratest.GoldenFile(t, filepath.Join("testdata", "out", name), []byte(text))
 			}
 		})
 	}

@@ -3,17 +3,14 @@ package nvmlfake
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite docs/fake-gpus.md and the chart schema's list of fake profiles from the catalog")
+	"github.com/gpudra/gpudra/internal/gpudratest"
+)
 
 const (
 	profileDocsBegin = "<!-- BEGIN GENERATED: go test ./pkg/nvmlfake -run TestProfileDocs -update -->\n"
@@ -29,12 +26,8 @@ func TestProfileDocs(t *testing.T) {
 	var buf bytes.Buffer
 	writeProfileTable(&buf)
 	writeModelTable(&buf)
-	regenerate(t, filepath.Join(root, "docs", "fake-gpus.md"), func(doc []byte) []byte {
-		begin, end := bytes.Index(doc, []byte(profileDocsBegin)), bytes.Index(doc, []byte(profileDocsEnd))
-		if begin < 0 || end < begin {
-			t.Fatalf("docs/fake-gpus.md has no generated section (%q … %q)", profileDocsBegin, profileDocsEnd)
-		}
-		return slices.Concat(doc[:begin+len(profileDocsBegin)], buf.Bytes(), doc[end:])
+	gpudratest.GoldenRewrite(t, filepath.Join(root, "docs", "fake-gpus.md"), func(doc []byte) []byte {
+		return gpudratest.ReplaceSection(t, doc, profileDocsBegin, profileDocsEnd, buf.Bytes())
 	})
 	enum, err := json.Marshal(Profiles())
 	if err != nil {
@@ -42,32 +35,12 @@ func TestProfileDocs(t *testing.T) {
 	}
 	// The fakeProfile property's one-line enum.
 	re := regexp.MustCompile(`("fakeProfile": \{[^}]*"enum": )\[[^\]]*\]`)
-	regenerate(t, filepath.Join(root, "deployments", "helm", "gpudra", "values.schema.json"), func(doc []byte) []byte {
+	gpudratest.GoldenRewrite(t, filepath.Join(root, "deployments", "helm", "gpudra", "values.schema.json"), func(doc []byte) []byte {
 		if !re.Match(doc) {
 			t.Fatal("values.schema.json: no fakeProfile enum found")
 		}
 		return re.ReplaceAll(doc, []byte("${1}"+strings.ReplaceAll(string(enum), ",", ", ")))
 	})
-}
-
-// regenerate compares path with what gen makes of it, or with -update
-// writes it.
-func regenerate(t *testing.T, path string, gen func([]byte) []byte) {
-	t.Helper()
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := gen(doc)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if !bytes.Equal(got, doc) {
-		t.Errorf("%s is out of date: run go test ./pkg/nvmlfake -run TestProfileDocs -update and review the diff", path)
-	}
 }
 
 func writeProfileTable(w *bytes.Buffer) {

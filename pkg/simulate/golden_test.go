@@ -2,21 +2,16 @@ package simulate
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
-	"slices"
 	"sort"
-	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // profileFiles are the golden profiles that are files under
 // testdata/profiles, not built in.
@@ -38,7 +33,7 @@ func goldenProfiles() []string {
 // names, capacities or layout shows up as a diff here; rerun with -update
 // after checking it is intended, and update the docs with it.
 func TestGoldenSlices(t *testing.T) {
-	checkNoStaleGoldens(t, filepath.Join("testdata", "slices"), ".yaml", goldenProfiles())
+	gpudratest.NoStaleGoldens(t, filepath.Join("testdata", "slices"), ".yaml", goldenProfiles())
 	for _, profile := range goldenProfiles() {
 		t.Run(profile, func(t *testing.T) {
 			source := profile
@@ -50,40 +45,8 @@ func TestGoldenSlices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := renderSlices(t, slices)
-			path := filepath.Join("testdata", "slices", profile+".yaml")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -run TestGoldenSlices -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("published slices differ from %s; got:\n%s", path, got)
-			}
+			gpudratest.GoldenFile(t, filepath.Join("testdata", "slices", profile+".yaml"), renderSlices(t, slices))
 		})
-	}
-}
-
-// checkNoStaleGoldens fails for a golden file of a profile that no longer
-// exists: it would be kept, unchecked, forever.
-func checkNoStaleGoldens(t *testing.T, dir, ext string, profiles []string) {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*"+ext))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if name := strings.TrimSuffix(filepath.Base(f), ext); !slices.Contains(profiles, name) {
-			t.Errorf("%s is the golden file of %q, which is no fake profile: delete it", f, name)
-		}
 	}
 }
 

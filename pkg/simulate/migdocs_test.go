@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/discovery"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
@@ -31,25 +31,9 @@ func TestMigDocs(t *testing.T) {
 	for _, key := range nvmlfake.Models() {
 		writeModelDoc(t, &buf, key)
 	}
-	path := filepath.Join("..", "..", "docs", "mig.md")
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	begin, end := bytes.Index(doc, []byte(docsBegin)), bytes.Index(doc, []byte(docsEnd))
-	if begin < 0 || end < begin {
-		t.Fatalf("%s has no generated section (%q … %q)", path, docsBegin, docsEnd)
-	}
-	got := slices.Concat(doc[:begin+len(docsBegin)], buf.Bytes(), doc[end:])
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if !bytes.Equal(got, doc) {
-		t.Errorf("%s is out of date: run go test ./pkg/simulate -run TestMigDocs -update and review the diff", path)
-	}
+	gpudratest.GoldenRewrite(t, filepath.Join("..", "..", "docs", "mig.md"), func(doc []byte) []byte {
+		return gpudratest.ReplaceSection(t, doc, docsBegin, docsEnd, buf.Bytes())
+	})
 }
 
 func writeModelDoc(t *testing.T, w *bytes.Buffer, key string) {

@@ -3,7 +3,6 @@ package chart
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -11,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
+
 	"sigs.k8s.io/yaml"
 )
-
-var update = flag.Bool("update", false, "rewrite the generated values table of README.md")
 
 const (
 	readmeBegin = "<!-- BEGIN GENERATED: go test ./deployments/helm/gpudra -run TestReadmeValues -update -->\n"
@@ -132,22 +131,7 @@ func TestReadmeValues(t *testing.T) {
 		b.WriteString(r + "\n")
 	}
 	b.WriteString("\n")
-	doc, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	begin, end := bytes.Index(doc, []byte(readmeBegin)), bytes.Index(doc, []byte(readmeEnd))
-	if begin < 0 || end < begin {
-		t.Fatalf("README.md has no generated section (%q … %q)", readmeBegin, readmeEnd)
-	}
-	got := slices.Concat(doc[:begin+len(readmeBegin)], b.Bytes(), doc[end:])
-	if *update {
-		if err := os.WriteFile("README.md", got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if !bytes.Equal(got, doc) {
-		t.Error("README.md's values table is out of date: run go test ./deployments/helm/gpudra -run TestReadmeValues -update and review the diff")
-	}
+	gpudratest.GoldenRewrite(t, "README.md", func(doc []byte) []byte {
+		return gpudratest.ReplaceSection(t, doc, readmeBegin, readmeEnd, b.Bytes())
+	})
 }
