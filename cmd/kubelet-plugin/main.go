@@ -18,24 +18,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/logs"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
-	baseversion "k8s.io/component-base/version"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 	"github.com/gpudra/gpudra/pkg/backend"
+	"github.com/gpudra/gpudra/pkg/cmdline"
 	"github.com/gpudra/gpudra/pkg/componentmetrics"
+	"github.com/gpudra/gpudra/pkg/discovery"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/mps"
 	"github.com/gpudra/gpudra/pkg/mpspod"
@@ -78,8 +72,6 @@ type flags struct {
 	idleAfter     time.Duration
 	ignoredXIDs   []uint
 	healthRecheck time.Duration
-	logging       *logsapi.LoggingConfiguration
-	featureGate   featuregate.MutableVersionedFeatureGate
 }
 
 func main() {
@@ -89,54 +81,77 @@ func main() {
 	}
 }
 
-func newFlags() (*flags, *pflag.FlagSet) {
-	f := &flags{logging: logsapi.NewLoggingConfiguration(), featureGate: featuregate.NewVersionedFeatureGate(version.MustParse(baseversion.DefaultKubeBinaryVersion))}
-	if err := logsapi.AddFeatureGates(f.featureGate); err != nil {
-		panic(err)
-	}
-	fs := pflag.NewFlagSet("gpudra-kubelet-plugin", pflag.ContinueOnError)
-	fs.StringVar(&f.driverName, "driver-name", envOr("DRIVER_NAME", gpu.DefaultDriverName), "DRA driver name published in ResourceSlices and matched in DeviceClasses (env DRIVER_NAME).")
-	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of the node this plugin runs on; also the ResourceSlice pool name (env NODE_NAME, required).")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Kubeconfig file; empty means in-cluster config (env KUBECONFIG).")
-	fs.StringVar(&f.deviceBackend, "device-backend", envOr("DEVICE_BACKEND", "nvml"), "Where GPUs come from: nvml (the real driver library) or fake (simulated GPUs, for tests and demos) (env DEVICE_BACKEND).")
-	fs.StringVar(&f.fakeProfile, "fake-profile", envOr("FAKE_PROFILE", "dgx-h100"), "With --device-backend=fake: "+strings.Join(nvmlfake.Profiles(), ", ")+", or the path of a profile file (see docs/fake-gpus.md) (env FAKE_PROFILE).")
-	fs.StringVar(&f.fakeStateDir, "fake-state-dir", envOr("FAKE_STATE_DIR", "/var/lib/gpudra/fake"), "With --device-backend=fake: where the fake GPUs keep their state (MIG instances, health) across plugin restarts (env FAKE_STATE_DIR).")
-	fs.StringVar(&f.driverRoot, "driver-root", envOr("NVIDIA_DRIVER_ROOT", "/"), "Root of the NVIDIA driver installation on the host: / normally, /run/nvidia/driver with the GPU Operator (env NVIDIA_DRIVER_ROOT).")
-	fs.StringVar(&f.hostDriverRoot, "host-driver-root", os.Getenv("HOST_DRIVER_ROOT"), "Where --driver-root is on the host, when the plugin sees the driver installation at another path (the chart mounts the host's at /driver-root); the CDI specs name host paths. Empty: the same as --driver-root (env HOST_DRIVER_ROOT).")
-	fs.StringVar(&f.cdiHookPath, "nvidia-cdi-hook-path", envOr("NVIDIA_CDI_HOOK_PATH", backend.DefaultCDIHookPath), "Path on the host of NVIDIA's nvidia-cdi-hook, which the container runtime runs to update each container's ld cache and library links (env NVIDIA_CDI_HOOK_PATH).")
+// newFlags defines the plugin's flags, their defaults (those of
+// plugin.Config where it has one) and the environment variables the chart
+// sets them with.
+func newFlags() (*flags, *cmdline.Command) {
+	f := &flags{}
+	cmd := cmdline.New("gpudra-kubelet-plugin")
+	fs := cmd.Flags
+	fs.StringVar(&f.driverName, "driver-name", gpu.DefaultDriverName, "DRA driver name published in ResourceSlices and matched in DeviceClasses.")
+	fs.StringVar(&f.nodeName, "node-name", "", "Name of the node this plugin runs on; also the ResourceSlice pool name (required).")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig file; empty means in-cluster config.")
+	fs.StringVar(&f.deviceBackend, "device-backend", "nvml", "Where GPUs come from: nvml (the real driver library) or fake (simulated GPUs, for tests and demos).")
+	fs.StringVar(&f.fakeProfile, "fake-profile", "dgx-h100", "With --device-backend=fake: "+strings.Join(nvmlfake.Profiles(), ", ")+", or the path of a profile file (see docs/fake-gpus.md).")
+	fs.StringVar(&f.fakeStateDir, "fake-state-dir", "/var/lib/gpudra/fake", "With --device-backend=fake: where the fake GPUs keep their state (MIG instances, health) across plugin restarts.")
+	fs.StringVar(&f.driverRoot, "driver-root", "/", "Root of the NVIDIA driver installation on the host: / normally, /run/nvidia/driver with the GPU Operator.")
+	fs.StringVar(&f.hostDriverRoot, "host-driver-root", "", "Where --driver-root is on the host, when the plugin sees the driver installation at another path (the chart mounts the host's at /driver-root); the CDI specs name host paths. Empty: the same as --driver-root.")
+	fs.StringVar(&f.cdiHookPath, "nvidia-cdi-hook-path", backend.DefaultCDIHookPath, "Path on the host of NVIDIA's nvidia-cdi-hook, which the container runtime runs to update each container's ld cache and library links.")
 	fs.StringVar(&f.installCDIHook, "install-cdi-hook", "", "Copy the nvidia-cdi-hook shipped beside this binary into this directory and exit (the chart's init container does this with a host directory).")
-	fs.StringVar(&f.cdiDir, "cdi-dir", envOr("CDI_DIR", kubeletplugin.DefaultCDIDir), "Directory for the per-claim CDI specs; must be one the container runtime reads (env CDI_DIR).")
-	fs.StringVar(&f.pluginDataDir, "plugin-data-dir", os.Getenv("PLUGIN_DATA_DIR"), "Directory for the DRA socket and the checkpoint; default /var/lib/kubelet/plugins/<driver-name>. Must be the same path inside and outside the container (env PLUGIN_DATA_DIR).")
-	fs.StringVar(&f.registrarDir, "registrar-dir", envOr("REGISTRAR_DIR", kubeletplugin.KubeletRegistryDir), "The kubelet's plugin registration directory (env REGISTRAR_DIR).")
-	fs.StringVar(&f.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the plugin's pod, from the downward API; enables seamless rolling updates (env POD_UID).")
-	fs.StringVar(&f.migProfiles, "mig-profiles", envOr("MIG_PROFILES", "all"), "MIG profiles to publish: all, none, or a comma-separated list such as 1g.10gb,3g.40gb,7g.80gb; each published placement costs the scheduler on every claim (env MIG_PROFILES).")
-	fs.StringVar(&f.migSpareGPUs, "mig-spare-gpus", envOr("MIG_SPARE_GPUS", strconv.Itoa(slicebuilder.DefaultSpareGPUs)), "How many free GPUs of the node publish their MIG placements beside the GPUs already partitioned, refilled as partitions take them: a number from 1, or all; one claim gets at most the partitions these GPUs hold (env MIG_SPARE_GPUS).")
-	fs.BoolVar(&f.deviceMetadata, "device-metadata", envOr("DEVICE_METADATA", "true") == "true", "Hand each prepared device's attributes (UUID, MIG UUID and profile, NVLink group, PCI bus ID, …) to its containers as a JSON file at /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json (KEP-5304 device metadata, API metadata.resource.k8s.io/v1beta1) (env DEVICE_METADATA).")
-	fs.IntVar(&f.healthPort, "healthcheck-port", envInt("HEALTHCHECK_PORT", 51515), "TCP port of the gRPC health service (grpc.health.v1, services \"liveness\" and \"readiness\") for the kubelet's probes; -1 turns it off (env HEALTHCHECK_PORT).")
-	fs.StringVar(&f.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The plugin's namespace, from the downward API: MPS daemon pods run there (env POD_NAMESPACE).")
-	fs.BoolVar(&f.consumableCapacity, "consumable-capacity", envBool("CONSUMABLE_CAPACITY"), "Publish whole GPUs that several claims share, each taking a share of their memory and multiprocessors (DRAConsumableCapacity) (env CONSUMABLE_CAPACITY).")
-	fs.StringVar(&f.shareSharing, "consumable-capacity-sharing", envOr("CONSUMABLE_CAPACITY_SHARING", "MPS"), "How a claim holding a share of a GPU shares it when its config does not say: MPS (the share is enforced), TimeSlicing or None (env CONSUMABLE_CAPACITY_SHARING).")
-	fs.StringVar(&f.mpsImage, "mps-daemon-image", os.Getenv("MPS_DAEMON_IMAGE"), "Image of the MPS control daemon pods, the plugin's own; empty refuses claims that ask for MPS (env MPS_DAEMON_IMAGE).")
-	fs.StringVar(&f.mpsPullPolicy, "mps-daemon-image-pull-policy", envOr("MPS_DAEMON_IMAGE_PULL_POLICY", string(v1.PullIfNotPresent)), "Pull policy of the MPS control daemon pods (env MPS_DAEMON_IMAGE_PULL_POLICY).")
-	fs.StringSliceVar(&f.mpsPullSecrets, "mps-daemon-image-pull-secrets", splitList(os.Getenv("MPS_DAEMON_IMAGE_PULL_SECRETS")), "Image pull secrets of the MPS control daemon pods, the plugin's own (env MPS_DAEMON_IMAGE_PULL_SECRETS, comma-separated).")
-	fs.StringVar(&f.metricsAddr, "metrics-address", envOr("METRICS_ADDRESS", ":8080"), "Address of the HTTP server for /metrics (Prometheus); empty turns it off (env METRICS_ADDRESS).")
-	fs.DurationVar(&f.telemetry, "telemetry-interval", 10*time.Second, "How often every GPU's utilization, memory, temperature and power is read from NVML for the metrics; 0 turns sampling off.")
-	fs.Float64Var(&f.idleThreshold, "idle-threshold", 0.05, "Utilization (0-1) below which a device counts as idle.")
-	fs.DurationVar(&f.idleAfter, "idle-after", 30*time.Minute, "How long every device of a claim must stay below --idle-threshold for the claim to count as idle (gpudra_claims_idle).")
-	fs.UintSliceVar(&f.ignoredXIDs, "ignored-xids", nil, "XIDs that leave a GPU healthy (comma-separated); default: the application XIDs 13, 31, 43, 45, 68, 109.")
-	fs.DurationVar(&f.healthRecheck, "health-recheck-interval", 30*time.Second, "How often an unhealthy GPU is asked whether it recovered (the driver asks for no recovery action, or a lost GPU answers again); its taint goes when it has.")
-	logsapi.AddFlags(f.logging, fs)
-	f.featureGate.AddFlag(fs) // --feature-gates=Name=true,... (chart value featureGates)
-	return f, fs
+	fs.StringVar(&f.cdiDir, "cdi-dir", kubeletplugin.DefaultCDIDir, "Directory for the per-claim CDI specs; must be one the container runtime reads.")
+	fs.StringVar(&f.pluginDataDir, "plugin-data-dir", "", "Directory for the DRA socket and the checkpoint; default "+kubeletplugin.KubeletPluginsDir+"/<driver-name>. Must be the same path inside and outside the container.")
+	fs.StringVar(&f.registrarDir, "registrar-dir", kubeletplugin.KubeletRegistryDir, "The kubelet's plugin registration directory.")
+	fs.StringVar(&f.podUID, "pod-uid", "", "UID of the plugin's pod, from the downward API; enables seamless rolling updates.")
+	fs.StringVar(&f.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "How many free GPUs of the node publish their MIG placements beside the GPUs already partitioned, refilled as partitions take them: a number from 1, or all; one claim gets at most the partitions these GPUs hold.")
+	fs.StringVar(&f.migProfiles, "mig-profiles", "all", "MIG profiles to publish: all, none, or a comma-separated list such as 1g.10gb,3g.40gb,7g.80gb; each published placement costs the scheduler on every claim.")
+	fs.BoolVar(&f.deviceMetadata, "device-metadata", true, "Hand each prepared device's attributes (UUID, MIG UUID and profile, NVLink group, PCI bus ID, …) to its containers as a JSON file at /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json (KEP-5304 device metadata, API metadata.resource.k8s.io/v1beta1).")
+	fs.IntVar(&f.healthPort, "healthcheck-port", 51515, "TCP port of the gRPC health service (grpc.health.v1, services \"liveness\" and \"readiness\") for the kubelet's probes; 0 turns it off.")
+	fs.StringVar(&f.namespace, "namespace", "", "The plugin's namespace, from the downward API: MPS daemon pods run there.")
+	fs.BoolVar(&f.consumableCapacity, "consumable-capacity", false, "Publish whole GPUs that several claims share, each taking a share of their memory and multiprocessors (DRAConsumableCapacity).")
+	fs.StringVar(&f.shareSharing, "consumable-capacity-sharing", "MPS", "How a claim holding a share of a GPU shares it when its config does not say: MPS (the share is enforced), TimeSlicing or None.")
+	fs.StringVar(&f.mpsImage, "mps-daemon-image", "", "Image of the MPS control daemon pods, the plugin's own; empty refuses claims that ask for MPS.")
+	fs.StringVar(&f.mpsPullPolicy, "mps-daemon-image-pull-policy", string(v1.PullIfNotPresent), "Pull policy of the MPS control daemon pods.")
+	cmd.ListVar(&f.mpsPullSecrets, "mps-daemon-image-pull-secrets", nil, "Image pull secrets of the MPS control daemon pods, the plugin's own (comma-separated).")
+	fs.StringVar(&f.metricsAddr, "metrics-address", ":8080", "Address of the HTTP server for /metrics (Prometheus); empty turns it off.")
+	fs.DurationVar(&f.telemetry, "telemetry-interval", plugin.DefaultTelemetryInterval, "How often every GPU's utilization, memory, temperature and power is read from NVML for the metrics; 0 turns sampling off.")
+	fs.Float64Var(&f.idleThreshold, "idle-threshold", plugin.DefaultIdleThreshold, "Utilization (0-1) below which a device counts as idle.")
+	fs.DurationVar(&f.idleAfter, "idle-after", plugin.DefaultIdleAfter, "How long every device of a claim must stay below --idle-threshold for the claim to count as idle (gpudra_claims_idle).")
+	fs.UintSliceVar(&f.ignoredXIDs, "ignored-xids", nil, "XIDs that leave a GPU healthy (comma-separated); default: the application XIDs "+xidList(discovery.DefaultIgnoredXIDs)+".")
+	fs.DurationVar(&f.healthRecheck, "health-recheck-interval", discovery.DefaultRecheckInterval, "How often an unhealthy GPU is asked whether it recovered (the driver asks for no recovery action, or a lost GPU answers again); its taint goes when it has.")
+	// What the chart sets through the environment (daemonset.yaml).
+	cmd.Env(map[string]string{
+		"driver-name":                   "DRIVER_NAME",
+		"node-name":                     "NODE_NAME",
+		"kubeconfig":                    "KUBECONFIG",
+		"device-backend":                "DEVICE_BACKEND",
+		"fake-profile":                  "FAKE_PROFILE",
+		"fake-state-dir":                "FAKE_STATE_DIR",
+		"driver-root":                   "NVIDIA_DRIVER_ROOT",
+		"host-driver-root":              "HOST_DRIVER_ROOT",
+		"nvidia-cdi-hook-path":          "NVIDIA_CDI_HOOK_PATH",
+		"cdi-dir":                       "CDI_DIR",
+		"plugin-data-dir":               "PLUGIN_DATA_DIR",
+		"registrar-dir":                 "REGISTRAR_DIR",
+		"pod-uid":                       "POD_UID",
+		"mig-profiles":                  "MIG_PROFILES",
+		"mig-spare-gpus":                "MIG_SPARE_GPUS",
+		"device-metadata":               "DEVICE_METADATA",
+		"healthcheck-port":              "HEALTHCHECK_PORT",
+		"namespace":                     "POD_NAMESPACE",
+		"consumable-capacity":           "CONSUMABLE_CAPACITY",
+		"consumable-capacity-sharing":   "CONSUMABLE_CAPACITY_SHARING",
+		"mps-daemon-image":              "MPS_DAEMON_IMAGE",
+		"mps-daemon-image-pull-policy":  "MPS_DAEMON_IMAGE_PULL_POLICY",
+		"mps-daemon-image-pull-secrets": "MPS_DAEMON_IMAGE_PULL_SECRETS",
+		"metrics-address":               "METRICS_ADDRESS",
+	})
+	return f, cmd
 }
 
 func run() error {
-	f, fs := newFlags()
-	if done, err := gpudraversion.ParseFlags(fs, os.Args[1:], "gpudra-kubelet-plugin", os.Stdout); done {
-		return err // --help, --version, or a bad command line
-	}
-	if err := logsapi.ValidateAndApply(f.logging, f.featureGate); err != nil {
-		return fmt.Errorf("logging flags: %w", err)
+	f, cmd := newFlags()
+	if exit, err := cmd.Parse(os.Args[1:]); exit || err != nil {
+		return err
 	}
 	defer logs.FlushLogs()
 	if f.installCDIHook != "" {
@@ -159,9 +174,12 @@ func run() error {
 	if f.idleThreshold <= 0 || f.idleThreshold > 1 || f.idleAfter <= 0 {
 		return fmt.Errorf("--idle-threshold must be in (0, 1] and --idle-after positive, got %v and %v", f.idleThreshold, f.idleAfter)
 	}
-	telemetry := f.telemetry
-	if telemetry == 0 {
-		telemetry = -1 // plugin.Config: negative turns sampling off
+	if f.telemetry < 0 {
+		return fmt.Errorf("--telemetry-interval must not be negative (0 turns sampling off), got %v", f.telemetry)
+	}
+	healthcheck, err := healthcheckAddr(f.healthPort)
+	if err != nil {
+		return err
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -181,7 +199,7 @@ func run() error {
 		defer func() { _ = srv.Close() }()
 	}
 
-	client, err := kubeClient(f.kubeconfig)
+	client, err := cmd.KubeClient(f.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -217,14 +235,14 @@ func run() error {
 		RegistrarDir:       f.registrarDir,
 		CDIDir:             f.cdiDir,
 		RollingUpdateUID:   types.UID(f.podUID),
-		HealthcheckAddr:    healthcheckAddr(f.healthPort),
+		HealthcheckAddr:    healthcheck,
 		MigProfiles:        migProfiles,
 		SpareGPUs:          spareGPUs,
 		DeviceMetadata:     f.deviceMetadata,
 		ConsumableCapacity: f.consumableCapacity,
 		ShareSharing:       shareSharing,
 		MPS:                launcher,
-		TelemetryInterval:  telemetry,
+		TelemetryInterval:  f.telemetry,
 		IgnoredXIDs:        ignoredXIDs(f.ignoredXIDs),
 		HealthRecheck:      f.healthRecheck,
 		IdleThreshold:      f.idleThreshold,
@@ -246,37 +264,16 @@ func run() error {
 	return fatal
 }
 
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.UserAgent = "gpudra-kubelet-plugin"
-	return kubernetes.NewForConfig(cfg)
-}
-
 // healthcheckAddr listens on every address of the pod, where the kubelet's
-// gRPC probe connects; a negative port turns the service off.
-func healthcheckAddr(port int) string {
-	if port < 0 {
-		return ""
+// gRPC probe connects; port 0 turns the service off.
+func healthcheckAddr(port int) (string, error) {
+	switch {
+	case port == 0:
+		return "", nil
+	case port < 0 || port > 65535:
+		return "", fmt.Errorf("--healthcheck-port must be a TCP port, or 0 to turn the health service off; got %d", port)
 	}
-	return fmt.Sprintf(":%d", port)
-}
-
-// envInt is the integer in the environment variable key, or def when it is
-// unset or not a number.
-func envInt(key string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
-		return n
-	}
-	return def
+	return fmt.Sprintf(":%d", port), nil
 }
 
 // mpsLauncher runs MPS daemons as pods on this node, or returns nil (MPS
@@ -304,25 +301,6 @@ func mpsLauncher(ctx context.Context, f *flags, client kubernetes.Interface) (mp
 	return l, nil
 }
 
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
-
-func envBool(key string) bool {
-	v, _ := strconv.ParseBool(os.Getenv(key))
-	return v
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
 // serveMetrics serves /metrics on addr until the returned server is closed.
 func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
@@ -334,6 +312,15 @@ func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return srv, nil
+}
+
+// xidList writes XIDs for a flag's help: "13, 31, 43".
+func xidList(xids []uint64) string {
+	out := make([]string, len(xids))
+	for i, x := range xids {
+		out[i] = fmt.Sprint(x)
+	}
+	return strings.Join(out, ", ")
 }
 
 // ignoredXIDs converts --ignored-xids; nil keeps the plugin's default.

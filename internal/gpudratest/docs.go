@@ -20,8 +20,14 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gpudra/gpudra/pkg/cmdline"
 )
 
 // MarkdownTable returns the body rows of the first table under the heading
@@ -80,4 +86,61 @@ func splitRow(line string) []string {
 		}
 	}
 	return append(cells, strings.TrimSpace(cell.String()))
+}
+
+// flagCellRe finds, in order, the flags of a table cell ("`--a`") and
+// the parenthesized environment variables that follow them ("(`A`)").
+var flagCellRe = regexp.MustCompile("`(--?[a-z0-9-]+)`|\\(([^)]*)\\)")
+
+var envRe = regexp.MustCompile("`([A-Z][A-Z0-9_]+)`")
+
+// CheckFlagTable compares a binary's flags with their table in the docs:
+// each row's first cell names flags ("`--a`, `--b`") and, in parentheses,
+// the environment variables that set them, in the same order. Every flag
+// of the binary is in the table with its variable, except the logging
+// flags every binary has (component-base documents those); every flag
+// the table names exists.
+func CheckFlagTable(t testing.TB, cmd *cmdline.Command, path, heading string) {
+	t.Helper()
+	common := cmdline.New("common").Flags
+	documented := map[string]string{} // flag → variable ("" for none)
+	for _, row := range MarkdownTable(t, path, heading) {
+		// "`--a`, `--b` (`A`, `B`)" or "`--a` (`A`), `--b` (`B`)": the
+		// variables in parentheses go with the flags before them.
+		var pending []string
+		for _, m := range flagCellRe.FindAllStringSubmatch(row[0], -1) {
+			if m[1] != "" {
+				name := strings.TrimLeft(m[1], "-")
+				if cmd.Flags.Lookup(name) == nil {
+					t.Errorf("%s documents %s, which %s does not have", path, m[1], cmd.Name)
+				}
+				documented[name] = ""
+				pending = append(pending, name)
+				continue
+			}
+			envs := envRe.FindAllStringSubmatch(m[2], -1)
+			if len(envs) != len(pending) {
+				t.Errorf("%s: in the row %q, %d flags come before %d variables", path, row[0], len(pending), len(envs))
+				continue
+			}
+			for i, e := range envs {
+				documented[pending[i]] = e[1]
+			}
+			pending = nil
+		}
+	}
+	var missing []string
+	cmd.Flags.VisitAll(func(f *pflag.Flag) {
+		env, ok := documented[f.Name]
+		switch {
+		case !ok && common.Lookup(f.Name) == nil:
+			missing = append(missing, "--"+f.Name)
+		case ok && env != cmd.EnvOf(f.Name):
+			t.Errorf("%s: --%s is documented with the variable %q, but %s reads %q", path, f.Name, env, cmd.Name, cmd.EnvOf(f.Name))
+		}
+	})
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("%s: the table under %q lacks %s's flags %s", path, heading, cmd.Name, strings.Join(missing, ", "))
+	}
 }

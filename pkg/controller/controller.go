@@ -31,7 +31,9 @@ type Config struct {
 	Identity string
 
 	// LeaseName is the leader election Lease; empty turns leader
-	// election off (one replica only).
+	// election off (one replica only). LeaseDuration, RenewDeadline and
+	// RetryPeriod are client-go's leader election timing (0: the
+	// Default* constants).
 	LeaseName     string
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
@@ -55,14 +57,27 @@ type Config struct {
 	// (cert-manager).
 	Certificates CertificateSource
 	// CertReload is how often every replica re-reads its certificate;
-	// CertRotate how often the leader checks whether one is due.
+	// CertRotate how often the leader checks whether one is due (0:
+	// DefaultCertReload, DefaultCertRotate).
 	CertReload, CertRotate time.Duration
 
-	// RecomputeInterval is the least time between two fleet recomputes.
+	// RecomputeInterval is the least time between two fleet recomputes
+	// (0: DefaultRecomputeInterval).
 	RecomputeInterval time.Duration
 	// ResyncPeriod re-delivers every object to the informers' handlers.
 	ResyncPeriod time.Duration
 }
+
+// The defaults of Config's fields, which gpudra-controller's flags show and
+// use too.
+const (
+	DefaultLeaseDuration     = 15 * time.Second
+	DefaultRenewDeadline     = 10 * time.Second
+	DefaultRetryPeriod       = 2 * time.Second
+	DefaultCertReload        = 30 * time.Second
+	DefaultCertRotate        = 10 * time.Minute
+	DefaultRecomputeInterval = 10 * time.Second
+)
 
 // CertificateSource serves the webhook's certificate.
 type CertificateSource interface {
@@ -97,18 +112,7 @@ var ErrLostLeadership = errors.New("lost the leader lease")
 // Run serves until ctx is done or leadership is lost.
 func Run(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx)
-	if cfg.RecomputeInterval <= 0 {
-		cfg.RecomputeInterval = 10 * time.Second
-	}
-	if cfg.CertReload <= 0 {
-		cfg.CertReload = 30 * time.Second
-	}
-	if cfg.CertRotate <= 0 {
-		cfg.CertRotate = 10 * time.Minute
-	}
-	if cfg.WebhookLimits == (admission.Limits{}) {
-		cfg.WebhookLimits = admission.DefaultLimits()
-	}
+	cfg.setDefaults()
 	if !cfg.FleetAccounting && cfg.WebhookListener == nil {
 		return errors.New("neither the fleet accounting nor the webhook is on: nothing to do")
 	}
@@ -259,6 +263,29 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		return nil
+	}
+}
+
+// setDefaults gives the durations left zero, and the webhook limits left
+// unset, their defaults.
+func (cfg *Config) setDefaults() {
+	for _, d := range []struct {
+		field *time.Duration
+		def   time.Duration
+	}{
+		{&cfg.LeaseDuration, DefaultLeaseDuration},
+		{&cfg.RenewDeadline, DefaultRenewDeadline},
+		{&cfg.RetryPeriod, DefaultRetryPeriod},
+		{&cfg.CertReload, DefaultCertReload},
+		{&cfg.CertRotate, DefaultCertRotate},
+		{&cfg.RecomputeInterval, DefaultRecomputeInterval},
+	} {
+		if *d.field <= 0 {
+			*d.field = d.def
+		}
+	}
+	if cfg.WebhookLimits == (admission.Limits{}) {
+		cfg.WebhookLimits = admission.DefaultLimits()
 	}
 }
 

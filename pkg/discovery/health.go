@@ -29,7 +29,7 @@ type HealthOptions struct {
 	// DefaultIgnoredXIDs.
 	IgnoredXIDs []uint64
 	// RecheckInterval is how often an unhealthy GPU is asked whether it
-	// has recovered; 0 means 30s.
+	// has recovered (0: DefaultRecheckInterval).
 	RecheckInterval time.Duration
 	// Unhealthy are the GPUs the caller already holds unhealthy (from
 	// CurrentHealth, before the watch began): the watch starts from them,
@@ -37,6 +37,10 @@ type HealthOptions struct {
 	// before the watch began.
 	Unhealthy []gpu.HealthEvent
 }
+
+// DefaultRecheckInterval is how often an unhealthy GPU is asked whether it
+// recovered, unless HealthOptions say otherwise.
+const DefaultRecheckInterval = 30 * time.Second
 
 // WatchHealth follows the NVML events of node's GPUs and sends a
 // HealthEvent each time one's health (or the reason for it) changes:
@@ -52,7 +56,7 @@ func WatchHealth(ctx context.Context, lib nvml.Interface, node gpu.Node, opts He
 		opts.IgnoredXIDs = DefaultIgnoredXIDs
 	}
 	if opts.RecheckInterval <= 0 {
-		opts.RecheckInterval = 30 * time.Second
+		opts.RecheckInterval = DefaultRecheckInterval
 	}
 	set, ret := lib.EventSetCreate()
 	if ret != nvml.SUCCESS {

@@ -54,11 +54,13 @@ type Config struct {
 	// pods run side by side during a DaemonSet rolling update.
 	RollingUpdateUID types.UID
 	// HealthResend is how often an unchanged health report is re-sent to the
-	// kubelet, which treats reports older than 30s as unknown.
+	// kubelet, which treats reports older than 30s as unknown (0:
+	// DefaultHealthResend).
 	HealthResend time.Duration
 	// IgnoredXIDs are XIDs that leave a GPU healthy (nil: the default
-	// list of application XIDs); HealthRecheck is how often an unhealthy
-	// GPU is asked whether it recovered (0: 30s).
+	// list of application XIDs, discovery.DefaultIgnoredXIDs);
+	// HealthRecheck is how often an unhealthy GPU is asked whether it
+	// recovered (0: discovery.DefaultRecheckInterval).
 	IgnoredXIDs   []uint64
 	HealthRecheck time.Duration
 	// HealthcheckAddr is the TCP address of the gRPC health service
@@ -66,7 +68,7 @@ type Config struct {
 	// empty turns it off.
 	HealthcheckAddr string
 	// FileWatchInterval is how often the sockets and the data directory are
-	// checked (default 5s); the plugin exits when they are gone.
+	// checked (0: 5s); the plugin exits when they are gone.
 	FileWatchInterval time.Duration
 	// DeviceMetadata hands each prepared device's attributes to its
 	// containers (KEP-5304, the DRA device metadata "downward API"): the
@@ -93,15 +95,16 @@ type Config struct {
 	MPS mps.Launcher
 	// MPSDir holds the daemons' directories; empty means <PluginDataDir>/mps.
 	MPSDir string
-	// MPSCheckInterval is how often running MPS daemons are checked;
-	// zero means 5 seconds.
+	// MPSCheckInterval is how often running MPS daemons are checked (0:
+	// DefaultMPSCheckInterval).
 	MPSCheckInterval time.Duration
 	// TelemetryInterval is how often every device's use is read from
-	// NVML for the metrics; 0 means 10s, negative turns sampling off.
+	// NVML for the metrics; 0 turns sampling off (gpudra-kubelet-plugin's
+	// default is DefaultTelemetryInterval).
 	TelemetryInterval time.Duration
 	// IdleThreshold (a utilization, 0-1) and IdleAfter say when a claim
-	// counts as idle: all its devices below the threshold for that long.
-	// 0 means 0.05 and 30 minutes.
+	// counts as idle: all its devices below the threshold for that long
+	// (0: DefaultIdleThreshold and DefaultIdleAfter).
 	IdleThreshold float64
 	IdleAfter     time.Duration
 	// Instruments are the metrics /metrics serves; nil makes new ones.
@@ -112,6 +115,16 @@ type Config struct {
 	// caller typically cancels its main context and exits).
 	Fatal func(error)
 }
+
+// The defaults of Config's fields, which gpudra-kubelet-plugin's flags
+// show and use too.
+const (
+	DefaultHealthResend      = 15 * time.Second
+	DefaultMPSCheckInterval  = 5 * time.Second
+	DefaultTelemetryInterval = 10 * time.Second
+	DefaultIdleThreshold     = 0.05
+	DefaultIdleAfter         = 30 * time.Minute
+)
 
 // Driver is a running kubelet plugin.
 type Driver struct {
@@ -200,7 +213,7 @@ const MPSDirName = "mps"
 func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	logger := klog.FromContext(ctx)
 	if cfg.HealthResend == 0 {
-		cfg.HealthResend = 15 * time.Second
+		cfg.HealthResend = DefaultHealthResend
 	}
 	if cfg.Fatal == nil {
 		cfg.Fatal = func(err error) { logger.Error(err, "Fatal error") }
@@ -208,14 +221,11 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.FileWatchInterval == 0 {
 		cfg.FileWatchInterval = fileWatchInterval
 	}
-	if cfg.TelemetryInterval == 0 {
-		cfg.TelemetryInterval = 10 * time.Second
-	}
 	if cfg.IdleThreshold == 0 {
-		cfg.IdleThreshold = 0.05
+		cfg.IdleThreshold = DefaultIdleThreshold
 	}
 	if cfg.IdleAfter == 0 {
-		cfg.IdleAfter = 30 * time.Minute
+		cfg.IdleAfter = DefaultIdleAfter
 	}
 	if err := os.MkdirAll(cfg.PluginDataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create plugin data dir: %w", err)

@@ -114,7 +114,7 @@ func countDaemons(daemons map[string]checkpoint.MPSDaemon, trouble map[string]st
 func (d *Driver) watchDaemons(ctx context.Context) {
 	interval := d.cfg.MPSCheckInterval
 	if interval == 0 {
-		interval = 5 * time.Second
+		interval = DefaultMPSCheckInterval
 	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()

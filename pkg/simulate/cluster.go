@@ -61,7 +61,8 @@ type Options struct {
 	// it recovered (default: the plugin's).
 	HealthRecheck time.Duration
 	// TelemetryInterval, IdleThreshold and IdleAfter tune the plugin's
-	// per-device metrics (default: the plugin's).
+	// per-device metrics (plugin.Config's: a TelemetryInterval of 0, the
+	// default, samples nothing; the thresholds default to the plugin's).
 	TelemetryInterval time.Duration
 	IdleThreshold     float64
 	IdleAfter         time.Duration

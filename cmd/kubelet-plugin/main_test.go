@@ -1,0 +1,89 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpudra/gpudra/internal/gpudratest"
+)
+
+// TestFlagsDocumented: README.md's table lists every flag with the
+// environment variable the chart sets it with.
+func TestFlagsDocumented(t *testing.T) {
+	_, cmd := newFlags()
+	gpudratest.CheckFlagTable(t, cmd, filepath.Join("..", "..", "README.md"), "## `gpudra-kubelet-plugin` flags")
+}
+
+// TestEnvironment: the chart's environment reaches the flags, parsed as
+// the flags parse them; bad values fail instead of falling back to the
+// default.
+func TestEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		check   func(*flags) bool
+		wantErr string
+	}{
+		{name: "defaults", check: func(f *flags) bool {
+			return f.deviceMetadata && f.healthPort == 51515 && f.telemetry.String() == "10s" && f.mpsPullSecrets == nil
+		}},
+		// DEVICE_METADATA=1 used to turn device metadata off.
+		{name: "DEVICE_METADATA=1", env: map[string]string{"DEVICE_METADATA": "1"}, check: func(f *flags) bool { return f.deviceMetadata }},
+		{name: "DEVICE_METADATA=false", env: map[string]string{"DEVICE_METADATA": "false"}, check: func(f *flags) bool { return !f.deviceMetadata }},
+		{name: "DEVICE_METADATA=yes", env: map[string]string{"DEVICE_METADATA": "yes"}, wantErr: "DEVICE_METADATA"},
+		{name: "HEALTHCHECK_PORT not a number", env: map[string]string{"HEALTHCHECK_PORT": "port"}, wantErr: "HEALTHCHECK_PORT"},
+		{name: "CONSUMABLE_CAPACITY=on", env: map[string]string{"CONSUMABLE_CAPACITY": "on"}, wantErr: "CONSUMABLE_CAPACITY"},
+		{name: "pull secrets", env: map[string]string{"MPS_DAEMON_IMAGE_PULL_SECRETS": "a, b"}, check: func(f *flags) bool {
+			return strings.Join(f.mpsPullSecrets, "|") == "a|b"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, cmd := newFlags()
+			cmd.LookupEnv = func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+			// Parse without applying the logging flags: a process does
+			// that once.
+			err := cmd.Flags.Parse(nil)
+			if err == nil {
+				err = cmd.ParseEnv()
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !tc.check(f) {
+				t.Errorf("error %v, flags %+v", err, *f)
+			}
+		})
+	}
+}
+
+func TestHealthcheckAddr(t *testing.T) {
+	for port, want := range map[int]string{51515: ":51515", 0: "", -1: "error", 70000: "error"} {
+		got, err := healthcheckAddr(port)
+		if err != nil {
+			got = "error"
+		}
+		if got != want {
+			t.Errorf("healthcheckAddr(%d) = %q, want %q", port, got, want)
+		}
+	}
+}
