@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/gpudra/gpudra/internal/gpudratest"
 )
 
 const (
@@ -58,59 +57,23 @@ func (e *env) runningPods(ctx context.Context, selector string) ([]v1.Pod, error
 
 // metrics scrapes a pod's /metrics on port 8080 through the API server's
 // pod proxy (no Prometheus on the local cluster, and no route to pod IPs
-// from outside a kind node) and returns "name{labels}" → value.
-func (e *env) metrics(ctx context.Context, pod v1.Pod, port string) (map[string]float64, error) {
+// from outside a kind node).
+func (e *env) metrics(ctx context.Context, pod v1.Pod, port string) (gpudratest.Samples, error) {
 	raw, err := e.cs.CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, port, "metrics", nil).DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", pod.Name, err)
 	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
+	m, err := gpudratest.ParseText(raw)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s's metrics: %w", pod.Name, err)
+		return nil, fmt.Errorf("%s: %w", pod.Name, err)
 	}
-	out := map[string]float64{}
-	for name, f := range families {
-		for _, m := range f.Metric {
-			var labels []string
-			for _, l := range m.Label {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			sort.Strings(labels)
-			key := name
-			if len(labels) > 0 {
-				key += "{" + strings.Join(labels, ",") + "}"
-			}
-			switch {
-			case m.Gauge != nil:
-				out[key] = m.Gauge.GetValue()
-			case m.Counter != nil:
-				out[key] = m.Counter.GetValue()
-			case m.Histogram != nil:
-				out[key+"_count"] = float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return out, nil
+	return m, nil
 }
 
-// sumMetric adds up every series of a metric whose labels contain all of
+// sumMetric adds up every series of a metric whose labels include all of
 // the given label="value" pairs.
-func sumMetric(m map[string]float64, name string, labels ...string) float64 {
-	total := 0.0
-	for k, v := range m {
-		if k != name && !strings.HasPrefix(k, name+"{") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(k, l)
-		}
-		if ok {
-			total += v
-		}
-	}
-	return total
+func sumMetric(m gpudratest.Samples, name string, labels ...string) float64 {
+	return m.Sum(name, labels...)
 }
 
 // leader returns the controller pod that holds the lease, and its

@@ -7,13 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -24,6 +21,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/admission"
 	"github.com/gpudra/gpudra/pkg/servingcert"
 )
@@ -95,37 +93,17 @@ func (r *replica) get(path string) (int, string, error) {
 }
 
 // scrape returns every sample as "name{labels}" → value.
-func (r *replica) scrape(t *testing.T) map[string]float64 {
+func (r *replica) scrape(t *testing.T) gpudratest.Samples {
 	t.Helper()
 	code, body, err := r.get("/metrics")
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("scrape: %d %v", code, err)
 	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	m, err := gpudratest.ParseText([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
-	for name, f := range families {
-		for _, m := range f.Metric {
-			var labels []string
-			for _, l := range m.Label {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			key := name
-			if len(labels) > 0 {
-				key += "{" + strings.Join(labels, ",") + "}"
-			}
-			switch {
-			case m.Gauge != nil:
-				out[key] = m.Gauge.GetValue()
-			case m.Counter != nil:
-				out[key] = m.Counter.GetValue()
-			}
-		}
-	}
-	return out
+	return m
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

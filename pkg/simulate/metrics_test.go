@@ -1,78 +1,20 @@
 package simulate
 
 import (
-	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/checkpoint"
 	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/plugin"
+	"github.com/prometheus/client_golang/prometheus"
 )
-
-// samples gathers a registry into "name{label=value,...}" → value, labels
-// sorted by name.
-func samples(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%s", l.GetName(), l.GetValue()))
-			}
-			sort.Strings(labels)
-			key := f.GetName() + "{" + strings.Join(labels, ",") + "}"
-			switch {
-			case m.Gauge != nil:
-				out[key] = m.GetGauge().GetValue()
-			case m.Counter != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.Histogram != nil:
-				out[key] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
-}
-
-// find returns the value of the one series of name whose labels include
-// all the given "label=value" pairs.
-func find(t *testing.T, s map[string]float64, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	var hits []string
-	for k := range s {
-		if !strings.HasPrefix(k, name+"{") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && (strings.Contains(k, "{"+l+",") || strings.Contains(k, ","+l+",") || strings.Contains(k, ","+l+"}") || strings.Contains(k, "{"+l+"}"))
-		}
-		if ok {
-			hits = append(hits, k)
-		}
-	}
-	if len(hits) > 1 {
-		t.Fatalf("%d series of %s match %v: %v", len(hits), name, labels, hits)
-	}
-	if len(hits) == 0 {
-		return 0, false
-	}
-	return s[hits[0]], true
-}
 
 // TestPluginMetrics: the plugin exports each GPU's use as the fake reports
 // it, labelled with the claim holding the GPU and its pod; MIG devices with
@@ -131,10 +73,10 @@ func TestPluginMetrics(t *testing.T) {
 	claimOf := func(name, pod string) []string {
 		return []string{"namespace=default", "claim=" + name, "pod=" + pod}
 	}
-	var s map[string]float64
+	var s gpudratest.Samples
 	waitFor(t, "the busy GPU's utilization", func() bool {
-		s = samples(t, reg)
-		v, ok := find(t, s, plugin.MetricDeviceUtilization.Name, append(claimOf("busy", "pod-busy"), "device="+busyGPU)...)
+		s = gpudratest.Gather(t, reg)
+		v, ok := s.Value(t, plugin.MetricDeviceUtilization.Name, append(claimOf("busy", "pod-busy"), "device="+busyGPU)...)
 		return ok && v == 0.87
 	})
 	for _, tc := range []struct {
@@ -155,11 +97,11 @@ func TestPluginMetrics(t *testing.T) {
 		{plugin.MetricMigCreated.Name, nil, 1},
 		{plugin.MetricClaimsIdle.Name, nil, 1}, // quiet; busy is busy, small is a MIG device (unknown)
 	} {
-		got, ok := find(t, s, tc.metric, tc.labels...)
+		got, ok := s.Value(t, tc.metric, tc.labels...)
 		if tc.metric == plugin.MetricClaimsIdle.Name && (!ok || got != tc.want) {
 			waitFor(t, "the quiet claim to count as idle", func() bool {
-				s = samples(t, reg)
-				got, ok = find(t, s, tc.metric, tc.labels...)
+				s = gpudratest.Gather(t, reg)
+				got, ok = s.Value(t, tc.metric, tc.labels...)
 				return ok && got == tc.want
 			})
 		}
@@ -168,29 +110,29 @@ func TestPluginMetrics(t *testing.T) {
 		}
 		// Every series carries the node.
 		if ok {
-			if _, withNode := find(t, s, tc.metric, append(tc.labels, "node=gpu-node")...); !withNode {
+			if _, withNode := s.Value(t, tc.metric, append(tc.labels, "node=gpu-node")...); !withNode {
 				t.Errorf("%s%v has no node label", tc.metric, tc.labels)
 			}
 		}
 	}
 	// A 1g.10gb's memory is its GPU instance's (9984 MiB on an H100 80GB),
 	// not the GPU's.
-	if v, _ := find(t, s, plugin.MetricDeviceMemoryTotal.Name, "device="+migDevice); v < 9<<30 || v > 10<<30 {
+	if v, _ := s.Value(t, plugin.MetricDeviceMemoryTotal.Name, "device="+migDevice); v < 9<<30 || v > 10<<30 {
 		t.Errorf("%s of %s = %v, want the 1g.10gb instance's memory", plugin.MetricDeviceMemoryTotal.Name, migDevice, v)
 	}
 	// NVML reports no utilization for a MIG device, nor for a GPU in MIG
 	// mode: no series rather than a made-up 0.
 	parent, _ := node.MigDeviceByName(migDevice)
-	if v, ok := find(t, s, plugin.MetricDeviceUtilization.Name, "device="+migDevice); ok {
+	if v, ok := s.Value(t, plugin.MetricDeviceUtilization.Name, "device="+migDevice); ok {
 		t.Errorf("a MIG device reports utilization %v", v)
 	}
-	if v, ok := find(t, s, plugin.MetricDeviceUtilization.Name, "device="+parent.Parent.DeviceName()); ok {
+	if v, ok := s.Value(t, plugin.MetricDeviceUtilization.Name, "device="+parent.Parent.DeviceName()); ok {
 		t.Errorf("a GPU in MIG mode reports utilization %v", v)
 	}
-	if _, ok := find(t, s, plugin.MetricClaimIdleSeconds.Name, "claim=small"); ok {
+	if _, ok := s.Value(t, plugin.MetricClaimIdleSeconds.Name, "claim=small"); ok {
 		t.Error("a MIG claim has an idle time though its utilization is unknown")
 	}
-	if v, _ := find(t, s, plugin.MetricClaimIdleSeconds.Name, "claim=busy"); v != 0 {
+	if v, _ := s.Value(t, plugin.MetricClaimIdleSeconds.Name, "claim=busy"); v != 0 {
 		t.Errorf("the busy claim is idle for %vs", v)
 	}
 	// A free GPU is exported without a claim.
@@ -201,7 +143,7 @@ func TestPluginMetrics(t *testing.T) {
 			break
 		}
 	}
-	if _, ok := find(t, s, plugin.MetricDeviceUtilization.Name, "device="+free, "claim=", "pod="); !ok {
+	if _, ok := s.Value(t, plugin.MetricDeviceUtilization.Name, "device="+free, "claim=", "pod="); !ok {
 		t.Errorf("free GPU %s has no utilization series without a claim", free)
 	}
 
@@ -210,7 +152,7 @@ func TestPluginMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "both claims idle", func() bool {
-		v, _ := find(t, samples(t, reg), plugin.MetricClaimsIdle.Name)
+		v, _ := gpudratest.Gather(t, reg).Value(t, plugin.MetricClaimsIdle.Name)
 		return v == 2
 	})
 
@@ -218,14 +160,14 @@ func TestPluginMetrics(t *testing.T) {
 	if err := c.StopPod(ctx, small); err != nil {
 		t.Fatal(err)
 	}
-	s = samples(t, reg)
-	if v, _ := find(t, s, plugin.MetricMigDestroyed.Name); v != 1 {
+	s = gpudratest.Gather(t, reg)
+	if v, _ := s.Value(t, plugin.MetricMigDestroyed.Name); v != 1 {
 		t.Errorf("%s = %v, want 1", plugin.MetricMigDestroyed.Name, v)
 	}
-	if v, _ := find(t, s, plugin.MetricRequests.Name, "operation=unprepare", "result=success"); v != 1 {
+	if v, _ := s.Value(t, plugin.MetricRequests.Name, "operation=unprepare", "result=success"); v != 1 {
 		t.Errorf("unprepare requests = %v, want 1", v)
 	}
-	if v, _ := find(t, s, plugin.MetricPreparedClaims.Name); v != 2 {
+	if v, _ := s.Value(t, plugin.MetricPreparedClaims.Name); v != 2 {
 		t.Errorf("prepared claims after one release = %v, want 2", v)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/nodestate"
 	"github.com/gpudra/gpudra/pkg/plugin"
 )
@@ -183,9 +184,9 @@ func TestMPSOneDaemonPerDevice(t *testing.T) {
 // assertDaemonMetric checks gpudra_plugin_mps_daemons as scraped.
 func assertDaemonMetric(t *testing.T, c *Cluster, running, unhealthy float64) {
 	t.Helper()
-	s := samples(t, c.Driver.Registry())
+	s := gpudratest.Gather(t, c.Driver.Registry())
 	for state, want := range map[string]float64{"running": running, "unhealthy": unhealthy} {
-		if got, ok := find(t, s, plugin.MetricMPSDaemons.Name, "state="+state); !ok || got != want {
+		if got, ok := s.Value(t, plugin.MetricMPSDaemons.Name, "state="+state); !ok || got != want {
 			t.Errorf("%s{state=%s} = %v (exported: %v), want %v", plugin.MetricMPSDaemons.Name, state, got, ok, want)
 		}
 	}
