@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/pkg/servingcert"
 )
 
@@ -55,8 +56,7 @@ func claim(configs ...resourceapi.DeviceClaimConfiguration) *resourceapi.Resourc
 }
 
 func opaque(drv, p string) resourceapi.DeviceClaimConfiguration {
-	return resourceapi.DeviceClaimConfiguration{DeviceConfiguration: resourceapi.DeviceConfiguration{
-		Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: drv, Parameters: params(p)}}}
+	return gpudratest.Opaque(drv, p)
 }
 
 func template(configs ...resourceapi.DeviceClaimConfiguration) *resourceapi.ResourceClaimTemplate {
@@ -71,8 +71,7 @@ func class(p string) *resourceapi.DeviceClass {
 	return &resourceapi.DeviceClass{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "DeviceClass"},
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-graphics.gpudra.io"},
-		Spec: resourceapi.DeviceClassSpec{Config: []resourceapi.DeviceClassConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{
-			Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: driver, Parameters: params(p)}}}}},
+		Spec:       resourceapi.DeviceClassSpec{Config: []resourceapi.DeviceClassConfiguration{{DeviceConfiguration: gpudratest.OpaqueConfig(driver, p)}}},
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpudra/gpudra/internal/gpudratest"
 )
 
 const driver = "gpu.gpudra.io"
@@ -58,35 +60,28 @@ func node(name string, ready, schedulable bool) *corev1.Node {
 }
 
 func class(name, drv string) *resourceapi.DeviceClass {
-	return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
-		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: fmt.Sprintf("device.driver == '%s' && device.attributes['%s'].type == 'gpu'", drv, drv)}}},
-	}}
+	return gpudratest.Class(name, fmt.Sprintf("device.driver == '%s' && device.attributes['%s'].type == 'gpu'", drv, drv))
 }
 
 // claim is a claim in namespace ns for count devices of class, created age
 // ago.
 func claim(ns, name, className string, age time.Duration) *resourceapi.ResourceClaim {
-	return &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name),
-			CreationTimestamp: metav1.NewTime(now.Add(-age))},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: className, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
-		}}}},
-	}
+	c := gpudratest.WithUID(gpudratest.Claim(ns, name, gpudratest.Request("gpu", className, 1)), "uid-"+ns+"-"+name)
+	c.CreationTimestamp = metav1.NewTime(now.Add(-age))
+	return c
 }
 
 // allocated gives the claim an allocation of the devices (pool/device).
 func allocated(c *resourceapi.ResourceClaim, admin bool, devs ...DeviceID) *resourceapi.ResourceClaim {
-	c.Status.Allocation = &resourceapi.AllocationResult{}
+	var results []resourceapi.DeviceRequestAllocationResult
 	for _, d := range devs {
-		r := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: driver, Pool: d.Pool, Device: d.Device}
+		r := gpudratest.Result("gpu", driver, d.Pool, d.Device)
 		if admin {
 			r.AdminAccess = ptr.To(true)
 		}
-		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, r)
+		results = append(results, r)
 	}
-	return c
+	return gpudratest.Allocate(c, results...)
 }
 
 // pod uses the claims by name; phase "" is Pending.

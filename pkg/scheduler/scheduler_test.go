@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/gpudra/gpudra/internal/gpudratest"
 )
 
 const driver = "gpu.example.com"
@@ -43,8 +45,7 @@ func inventory(devicesPerNode ...int) []*resourceapi.ResourceSlice {
 }
 
 func class(name string, extended string) *resourceapi.DeviceClass {
-	dc := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	dc.Spec.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.driver == '" + driver + "'"}}}
+	dc := gpudratest.Class(name, "device.driver == '"+driver+"'")
 	if extended != "" {
 		dc.Spec.ExtendedResourceName = &extended
 	}
@@ -52,8 +53,7 @@ func class(name string, extended string) *resourceapi.DeviceClass {
 }
 
 func claim(name string, count int64) *resourceapi.ResourceClaim {
-	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
-	c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", Count: count}}}
+	c := gpudratest.Claim("default", name, gpudratest.Request("gpu", "gpu", count))
 	DefaultClaimSpec(&c.Spec)
 	return c
 }

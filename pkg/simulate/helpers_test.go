@@ -7,11 +7,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 )
 
 // startCluster starts a simulated node with the shipped DeviceClasses.
@@ -60,24 +59,10 @@ func applyClasses(ctx context.Context, t testing.TB, c *Cluster) {
 	}
 }
 
-// gpuRequest is a claim spec asking for count whole GPUs with optional CEL
+// gpuClaim is a claim asking for count whole GPUs with optional CEL
 // selectors and an optional matchAttribute constraint.
 func gpuClaim(name string, count int64, constraint string, selectors ...string) *resourceapi.ResourceClaim {
-	req := resourceapi.DeviceRequest{
-		Name: "gpu",
-		Exactly: &resourceapi.ExactDeviceRequest{
-			DeviceClassName: "gpu.gpudra.io",
-			AllocationMode:  resourceapi.DeviceAllocationModeExactCount,
-			Count:           count,
-		},
-	}
-	for _, s := range selectors {
-		req.Exactly.Selectors = append(req.Exactly.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: s}})
-	}
-	claim := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{req}}},
-	}
+	claim := gpudratest.Claim("default", name, gpudratest.Request("gpu", "gpu.gpudra.io", count, selectors...))
 	if constraint != "" {
 		attr := resourceapi.FullyQualifiedName(constraint)
 		claim.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{Requests: []string{"gpu"}, MatchAttribute: &attr}}
@@ -87,27 +72,13 @@ func gpuClaim(name string, count int64, constraint string, selectors ...string) 
 
 // withConfig adds an opaque config for the driver to the claim.
 func withConfig(claim *resourceapi.ResourceClaim, params string) *resourceapi.ResourceClaim {
-	claim.Spec.Devices.Config = append(claim.Spec.Devices.Config, resourceapi.DeviceClaimConfiguration{
-		Requests: []string{"gpu"},
-		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-			Driver:     "gpu.gpudra.io",
-			Parameters: runtime.RawExtension{Raw: []byte(params)},
-		}},
-	})
+	claim.Spec.Devices.Config = append(claim.Spec.Devices.Config, gpudratest.Opaque("gpu.gpudra.io", params, "gpu"))
 	return claim
 }
 
 // podUsing is a one-container pod that uses the named existing claims.
 func podUsing(name string, claims ...string) *v1.Pod {
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
-	ctr := v1.Container{Name: "ctr"}
-	for _, c := range claims {
-		c := c
-		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, v1.PodResourceClaim{Name: c, ResourceClaimName: &c})
-		ctr.Resources.Claims = append(ctr.Resources.Claims, v1.ResourceClaim{Name: c})
-	}
-	pod.Spec.Containers = []v1.Container{ctr}
-	return pod
+	return gpudratest.Pod("default", name, claims...)
 }
 
 // createAndRun creates the claim and runs a pod that uses it.
