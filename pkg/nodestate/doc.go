@@ -16,6 +16,32 @@
 // created, its ID, compute instance, MIG UUID), so that a rollback destroys
 // exactly what was created and nothing else; see mig.go and docs/mig.md.
 //
+// # Locks, and the order they are taken in
+//
+// Prepares and unprepares of different claims run concurrently. Four locks
+// keep them apart, always taken in this order, and a lock is never taken
+// while one that comes after it is held:
+//
+//  1. the claim lock (State.claimLocks, by claim UID): held across a
+//     claim's whole Prepare, Unprepare, rollback or spec repair, so one
+//     claim changes in one goroutine at a time;
+//  2. a GPU lock (State.gpuLocks, by GPU UUID): held across each change of
+//     one GPU's hardware state (MIG mode, GPU and compute instances, the
+//     compute mode and time slice, its MPS daemon) and the checkpoint
+//     records of it; one GPU at a time, never two;
+//  3. State.mu: guards the in-memory checkpoint and the commit
+//     generations; held only to read or change them, never across a
+//     hardware, CDI, MPS or checkpoint call, a commit, or another lock;
+//  4. commits.mu (commit.go): guards the group commit's bookkeeping; the
+//     writer releases it before it takes State.mu to snapshot, so the two
+//     are never held together.
+//
+// A change is made under State.mu and made durable after it is released:
+// commit waits for the batch that carries it (commit.go). A function named
+// ...Locked expects a lock its caller holds: its comment says which
+// (State.mu, or the GPU's lock). TestLockOrder checks these rules on the
+// source.
+//
 // The package knows nothing of gRPC or the kubelet: the plugin layer calls
 // Prepare and Unprepare and translates the results.
 package nodestate
