@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -207,11 +208,11 @@ func Run(ctx context.Context, cfg Config) error {
 				case <-time.After(time.Second):
 				}
 			}
-			every(ctx, cfg.CertReload, func(ctx context.Context) {
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
 				if err := cfg.Certificates.Load(ctx); err != nil {
 					logger.Error(err, "Loading the webhook's serving certificate")
 				}
-			})
+			}, cfg.CertReload)
 		}()
 	}
 	errs := make(chan error, len(servers))
@@ -295,11 +296,11 @@ func lead(ctx context.Context, cfg Config, m *metrics) error {
 	logger := klog.FromContext(ctx)
 	if r, ok := cfg.Certificates.(rotator); ok && cfg.WebhookListener != nil {
 		logger.Info("Leading: renewing the webhook's certificate")
-		go every(ctx, cfg.CertRotate, func(ctx context.Context) {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
 			if err := r.Rotate(ctx); err != nil {
 				logger.Error(err, "Renewing the webhook's certificates")
 			}
-		})
+		}, cfg.CertRotate)
 	}
 	if !cfg.FleetAccounting {
 		<-ctx.Done()
@@ -307,18 +308,4 @@ func lead(ctx context.Context, cfg Config, m *metrics) error {
 	}
 	logger.Info("Leading: exporting fleet metrics")
 	return watchFleet(ctx, cfg, m)
-}
-
-// every calls fn at once and then every interval until ctx is done.
-func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		fn(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

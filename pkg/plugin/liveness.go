@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -239,25 +240,17 @@ func (h *healthServer) clients() (registerapi.RegistrationClient, drapb.DRAPlugi
 // ends the plugin (Fatal) when they are gone; while they are there, it
 // rewrites the CDI specs of prepared claims that were deleted.
 func (d *Driver) watchFiles(ctx context.Context, interval time.Duration) {
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	_ = wait.PollUntilContextCancel(ctx, interval, false, func(ctx context.Context) (done bool, _ error) {
 		err := d.endpoints.filesProblem()
 		if err == nil {
 			d.ensureSpecs(ctx)
-			continue
+			return false, nil
 		}
-		if ctx.Err() != nil {
-			return // Stop removes the sockets itself
+		if ctx.Err() == nil { // else Stop removed the sockets itself
+			d.cfg.Fatal(fmt.Errorf("the kubelet can no longer reach the plugin, exiting so that it is restarted: %w", err))
 		}
-		d.cfg.Fatal(fmt.Errorf("the kubelet can no longer reach the plugin, exiting so that it is restarted: %w", err))
-		return
-	}
+		return true, nil
+	})
 }
 
 // ensureSpecs rewrites deleted CDI specs of prepared claims: a running

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/pkg/checkpoint"
@@ -81,16 +82,7 @@ func reservedPods(claim *resourceapi.ResourceClaim) string {
 
 // sampleLoop samples once per interval until ctx is done.
 func (d *Driver) sampleLoop(ctx context.Context) {
-	t := time.NewTicker(d.cfg.TelemetryInterval)
-	defer t.Stop()
-	for {
-		d.sample(ctx, time.Now())
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) { d.sample(ctx, time.Now()) }, d.cfg.TelemetryInterval)
 }
 
 // sample reads every device once and replaces what the collector exports.
