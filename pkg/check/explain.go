@@ -113,6 +113,19 @@ func (r *runner) finishReplicas() {
 	}
 }
 
+// explainRequest says why a request cannot be allocated, or nil when
+// nothing here rules it out. Its checks run in the order of the
+// diagnosis priority, and the first that fails is the one reason given:
+// the earlier a check, the more basic the problem it finds, and no fix of
+// a later one helps while it fails. So: a firstAvailable request fails
+// only when every subrequest does; then a class or selector that does not
+// compile; no device of the class; no device the selectors match; too few
+// on any one node; the capacity the request asks for; the claim's
+// constraints; taints it does not tolerate; devices earlier claims hold
+// (with --sequential, or replicas of one workload); and the counters left
+// on the best node. Moving a check changes what gpudra check reports for
+// an input that fails two of them (the corpus and golden tests pin the
+// reports).
 func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []string {
 	if re.sub != nil {
 		var parts []string
@@ -165,73 +178,94 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 		return []string{prefix + msg}
 	}
 	// Taints (admin access does not get past them either).
-	if r.feats.Allocator.DeviceTaints {
-		bestUntainted, taints := 0, map[string]int{}
-		for _, n := range nodes {
-			c := 0
-			for _, i := range r.onNode(n) {
-				if !re.match[i] {
-					continue
-				}
-				if t := untolerated(r.inv.devices[i].dev.Taints, re.tolerates); t != "" {
-					taints[t]++
-					continue
-				}
-				c++
-			}
-			bestUntainted = max(bestUntainted, c)
-		}
-		if int64(bestUntainted) < need && len(taints) > 0 {
-			var ts []string
-			for _, t := range sortedKeys(taints) {
-				ts = append(ts, fmt.Sprintf("%s on %d", t, taints[t]))
-			}
-			key, rest, _ := strings.Cut(sortedKeys(taints)[0], "=")
-			effect := rest[strings.LastIndex(rest, ":")+1:]
-			return []string{prefix + fmt.Sprintf("matching devices carry taints the request does not tolerate (%s); at most %d untainted on one node, %d needed: if the request is meant for them, tolerate the taint (tolerations: [{key: %s, operator: Exists, effect: %s}])",
-				strings.Join(ts, ", "), bestUntainted, need, key, effect)}
-		}
+	if msg := r.explainTaints(re, nodes, need); msg != "" {
+		return []string{prefix + msg}
 	}
-	// Held by earlier claims (--sequential, or replicas of one workload):
-	// whole, or, for a device that allows multiple allocations, so much of
-	// its capacity that this request's share (its capacity requests, or
-	// the device's defaults) no longer fits.
-	if !re.admin {
-		bestFree, freeNode := -1, ""
-		for _, n := range nodes {
-			c := 0
-			for _, i := range r.onNode(n) {
-				if re.match[i] && r.freeFor(i, re) {
-					c++
-				}
-			}
-			if c > bestFree {
-				bestFree, freeNode = c, n
-			}
-		}
-		if int64(bestFree) < need {
-			holders := map[string]bool{}
-			for _, i := range r.onNode(freeNode) {
-				if re.match[i] && !r.freeFor(i, re) {
-					for _, h := range r.state.Holders(r.inv.devices[i].id) {
-						holders[h] = true
-					}
-				}
-			}
-			held := sortedKeys(holders)
-			sort.SliceStable(held, func(i, j int) bool { return scheduler.NaturalLess(held[i], held[j]) })
-			if len(held) > 4 {
-				held = append(held[:3:3], fmt.Sprintf("… (%d claims)", len(holders)))
-			}
-			return []string{prefix + fmt.Sprintf("needs %d free device(s) on one node; at most %d of the matching ones are free (%s); earlier claims hold the rest: %s",
-				need, bestFree, freeNode, strings.Join(held, ", "))}
-		}
+	// Held by earlier claims.
+	if msg := r.explainHeld(re, nodes, need); msg != "" {
+		return []string{prefix + msg}
 	}
 	// Shared counters (partitionable devices).
 	if msg := r.explainCounters(re, nodes, need); msg != "" {
 		return []string{prefix + msg}
 	}
 	return nil
+}
+
+// explainTaints: the matching devices carry taints the request does not
+// tolerate, so that too few untainted ones are on any node (admin access
+// does not get past them either).
+func (r *runner) explainTaints(re *reqEval, nodes []string, need int64) string {
+	if !r.feats.Allocator.DeviceTaints {
+		return ""
+	}
+	bestUntainted, taints := 0, map[string]int{}
+	for _, n := range nodes {
+		c := 0
+		for _, i := range r.onNode(n) {
+			if !re.match[i] {
+				continue
+			}
+			if t := untolerated(r.inv.devices[i].dev.Taints, re.tolerates); t != "" {
+				taints[t]++
+				continue
+			}
+			c++
+		}
+		bestUntainted = max(bestUntainted, c)
+	}
+	if int64(bestUntainted) >= need || len(taints) == 0 {
+		return ""
+	}
+	var ts []string
+	for _, t := range sortedKeys(taints) {
+		ts = append(ts, fmt.Sprintf("%s on %d", t, taints[t]))
+	}
+	key, rest, _ := strings.Cut(sortedKeys(taints)[0], "=")
+	effect := rest[strings.LastIndex(rest, ":")+1:]
+	return fmt.Sprintf("matching devices carry taints the request does not tolerate (%s); at most %d untainted on one node, %d needed: if the request is meant for them, tolerate the taint (tolerations: [{key: %s, operator: Exists, effect: %s}])",
+		strings.Join(ts, ", "), bestUntainted, need, key, effect)
+}
+
+// explainHeld: claims earlier in the input (--sequential, or replicas of
+// one workload) hold so many of the matching devices that too few are
+// free on any node: whole, or, for a device that allows multiple
+// allocations, so much of its capacity that this request's share (its
+// capacity requests, or the device's defaults) no longer fits.
+func (r *runner) explainHeld(re *reqEval, nodes []string, need int64) string {
+	if re.admin {
+		return ""
+	}
+	bestFree, freeNode := -1, ""
+	for _, n := range nodes {
+		c := 0
+		for _, i := range r.onNode(n) {
+			if re.match[i] && r.freeFor(i, re) {
+				c++
+			}
+		}
+		if c > bestFree {
+			bestFree, freeNode = c, n
+		}
+	}
+	if int64(bestFree) >= need {
+		return ""
+	}
+	holders := map[string]bool{}
+	for _, i := range r.onNode(freeNode) {
+		if re.match[i] && !r.freeFor(i, re) {
+			for _, h := range r.state.Holders(r.inv.devices[i].id) {
+				holders[h] = true
+			}
+		}
+	}
+	held := sortedKeys(holders)
+	sort.SliceStable(held, func(i, j int) bool { return scheduler.NaturalLess(held[i], held[j]) })
+	if len(held) > 4 {
+		held = append(held[:3:3], fmt.Sprintf("… (%d claims)", len(holders)))
+	}
+	return fmt.Sprintf("needs %d free device(s) on one node; at most %d of the matching ones are free (%s); earlier claims hold the rest: %s",
+		need, bestFree, freeNode, strings.Join(held, ", "))
 }
 
 func (r *runner) candidateNodes(pinned string) []string {
