@@ -1,7 +1,8 @@
 // Command gpudra-controller is gpudra's cluster-side component: it
 // validates gpudra's opaque configs at admission (a webhook with its own
 // serving certificate, or cert-manager's) and exports fleet metrics
-// (devices published and allocated, pending claims, tainted devices).
+// (devices published, allocated and tainted, pending claims, stranded
+// GPUs).
 // Run it as a Deployment (see deployments/helm/gpudra); with more than one
 // replica, leader election picks the one that exports the fleet metrics.
 package main

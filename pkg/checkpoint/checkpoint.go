@@ -53,9 +53,10 @@ const (
 	// PrepareCompleted is recorded once every device of the claim is ready
 	// and its CDI spec is written.
 	PrepareCompleted State = "PrepareCompleted"
-	// UnprepareStarted is recorded before MIG devices of a claim are
-	// destroyed: a plugin that dies half-way finishes the job at its next
-	// start instead of recreating what was already gone. (Older gpudra
+	// UnprepareStarted is recorded before a claim's MIG devices are
+	// destroyed and its sharing (MPS daemon, time slice) released: a
+	// plugin that dies half-way finishes the job at its next start
+	// instead of recreating what was already gone. (Older gpudra
 	// versions treat it like PrepareStarted, which rolls back the same way.)
 	UnprepareStarted State = "UnprepareStarted"
 )

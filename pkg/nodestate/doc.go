@@ -15,6 +15,14 @@
 // one recorded step at a time (MIG mode switched on, GPU instance being
 // created, its ID, compute instance, MIG UUID), so that a rollback destroys
 // exactly what was created and nothing else; see mig.go and docs/mig.md.
+// Sharing is set up in the same window and the same way: a time slice or
+// an MPS control daemon (compute mode, daemon started, answering) is
+// recorded before it is applied and reference-counted across the claims
+// that share it, so that a rollback or the last unprepare restores exactly
+// what gpudra changed; see sharing_*.go and docs/sharing.md. MIG and
+// sharing combine (MPS on a MIG partition; shares of a GPU through MPS or
+// time slices); what the hardware cannot do, such as a time-slice interval
+// of a MIG partition's own, the config API refuses with the reason.
 //
 // # Locks, and the order they are taken in
 //

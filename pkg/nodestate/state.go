@@ -16,9 +16,11 @@ import (
 
 // Hardware is everything the node state needs from the NVML layer (the
 // real or fake backend implements it; pkg/plugin has the compiler check
-// that): what a container needs for each device, and the MIG operations
-// that create and destroy partitions. Every MIG call names the parent GPU
-// by UUID (indices can change); IDs are NVML's GPU and compute instance IDs.
+// that): what a container needs for each device, the MIG operations that
+// create and destroy partitions, and the settings sharing changes (compute
+// mode, time slice, how to run an MPS control daemon). Every call names
+// the GPU by UUID (indices can change); IDs are NVML's GPU and compute
+// instance IDs.
 type Hardware interface {
 	// CommonEdits is what every container with at least one of this
 	// driver's devices needs: control device nodes, and the driver files
@@ -77,7 +79,8 @@ type Options struct {
 	DriverName string
 	// Node is the inventory the plugin published. Its name is the pool.
 	Node gpu.Node
-	// Hardware supplies container edits and MIG operations.
+	// Hardware supplies container edits, MIG operations and the sharing
+	// settings.
 	Hardware Hardware
 	// CDI writes and removes the per-claim CDI specs.
 	CDI *cdispec.Writer
@@ -163,7 +166,9 @@ type State struct {
 	commits commits
 
 	claimLocks keyedMutex
-	// gpuLocks serialize MIG operations and MIG mode changes per GPU UUID.
+	// gpuLocks serialize, per GPU UUID, every change of a GPU's hardware
+	// state: MIG mode and instances, compute mode, time slice, its MPS
+	// daemon (doc.go: the lock order).
 	gpuLocks keyedMutex
 }
 
@@ -325,9 +330,10 @@ func toPrepared(devs []checkpoint.Device) []PreparedDevice {
 }
 
 // GPUsInUse returns, by GPU UUID, how the claims recorded on this node hold
-// the GPUs: whole, or through MIG partitions. Devices with admin access
-// are left out: they take nothing from other claims. The plugin publishes
-// from it: a GPU held whole has no placement anyone could be given, and one
+// the GPUs: through the whole-GPU device (alone or as shares of it), or
+// through MIG partitions. Devices with admin access are left out: they
+// take nothing from other claims. The plugin publishes from it: a GPU held
+// through its whole device has no placement anyone could be given, and one
 // whose partitions are held has no whole device anyone could be given.
 func (s *State) GPUsInUse() map[string]gpu.Use {
 	s.mu.Lock()

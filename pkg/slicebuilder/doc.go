@@ -67,6 +67,14 @@
 // instances overlap; Options.WholeGPUsOnly publishes no counters at all.
 // See docs/mig.md.
 //
+// # Shared GPUs and monitoring devices
+//
+// With Options.ConsumableCapacity a whole GPU allows multiple allocations
+// and each claim consumes a share of its memory and multiprocessors
+// (shared.go). Every GPU is also published as gpu-<minor>-monitor, of type
+// "monitor", for monitoring pods with admin access: no counters, no
+// health taint, and a taint that keeps workloads off it (monitor.go).
+//
 // # Health
 //
 // A GPU whose health is gpu.Unhealthy carries the device taint
