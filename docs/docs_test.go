@@ -1,0 +1,396 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package docs holds the tests that keep the documentation true to the
+// code: the layer table and the recipes of development.md, and README.md's
+// tables of attributes, config fields and e2e scenarios. (Generated tables
+// are kept by the golden tests of hack/golden-tests; the flag tables by
+// each binary's tests.)
+package docs
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpudra/gpudra/internal/gpudratest"
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+	"github.com/gpudra/gpudra/pkg/fakenodes"
+	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	"github.com/gpudra/gpudra/pkg/slicebuilder"
+)
+
+const (
+	module      = "github.com/gpudra/gpudra"
+	development = "development.md"
+	readme      = "../README.md"
+)
+
+var backquoted = regexp.MustCompile("`([^`]+)`")
+
+// quoted is every backquoted word of a table cell.
+func quoted(cell string) []string {
+	var out []string
+	for _, m := range backquoted.FindAllStringSubmatch(cell, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestLayers: every package of the module is in one layer of
+// development.md's table and imports only its own layer and the layers its
+// row lists; go-nvml, kubeletplugin and client-go stay where the page
+// says.
+func TestLayers(t *testing.T) {
+	layerOf := map[string]string{}     // package dir → layer
+	mayImport := map[string][]string{} // layer → layers
+	for _, row := range gpudratest.MarkdownTable(t, development, "## How the code is laid out") {
+		layer := quoted(row[0])
+		if len(layer) != 1 {
+			t.Fatalf("layer row %q: want one layer name in backquotes", row[0])
+		}
+		for _, pkg := range quoted(row[1]) {
+			if other, ok := layerOf[pkg]; ok {
+				t.Errorf("%s is in two layers, %s and %s", pkg, other, layer[0])
+			}
+			layerOf[pkg] = layer[0]
+		}
+		mayImport[layer[0]] = append(quoted(row[2]), layer[0])
+	}
+	for layer, allowed := range mayImport {
+		for _, l := range allowed {
+			if _, ok := mayImport[l]; !ok {
+				t.Errorf("layer %s may import %q, which is no layer", layer, l)
+			}
+		}
+	}
+
+	// Product code only: go list's Imports leave the tests out. The e2e
+	// suite and the docs are test files alone.
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	onlyIn := []struct {
+		prefix string
+		layers []string
+	}{
+		{"github.com/NVIDIA/go-nvml", []string{"NVML backends"}},
+		{"k8s.io/dynamic-resource-allocation/kubeletplugin", []string{"kubelet plugin", "in-process nodes", "commands", "tests"}},
+	}
+	noClientGo := []string{"device model", "NVML backends", "config API", "slice builder", "node state"}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		seen[pkg] = true
+		layer, ok := layerOf[pkg]
+		if !ok {
+			t.Errorf("package %s is in no layer of %s: give it a row (or add it to one)", pkg, development)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if dep, ok := strings.CutPrefix(imp, module+"/"); ok {
+				depLayer, known := layerOf[dep]
+				if known && !slices.Contains(mayImport[layer], depLayer) {
+					t.Errorf("%s (%s) imports %s (%s), which its layer may not", pkg, layer, dep, depLayer)
+				}
+				continue
+			}
+			for _, rule := range onlyIn {
+				if strings.HasPrefix(imp, rule.prefix) && !slices.Contains(rule.layers, layer) {
+					t.Errorf("%s (%s) imports %s, which only %s may", pkg, layer, imp, strings.Join(rule.layers, ", "))
+				}
+			}
+			if strings.HasPrefix(imp, "k8s.io/client-go/") && !strings.HasPrefix(imp, "k8s.io/client-go/kubernetes/scheme") && slices.Contains(noClientGo, layer) {
+				t.Errorf("%s (%s) imports %s: that layer must not talk to the API server", pkg, layer, imp)
+			}
+		}
+	}
+	for pkg := range layerOf {
+		if !seen[pkg] {
+			t.Errorf("%s lists %s, which is no package of the module", development, pkg)
+		}
+	}
+}
+
+// TestRecipeFilesExist: every repository path development.md names exists,
+// so that a recipe does not send anyone to a file that moved.
+func TestRecipeFilesExist(t *testing.T) {
+	data, err := os.ReadFile(development)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := []string{"pkg/", "cmd/", "deviceclasses/", "deployments/", "hack/", "e2e/", "docs/", "internal/"}
+	checked := 0
+	for _, word := range quoted(string(data)) {
+		path, _, _ := strings.Cut(word, " ")
+		if strings.ContainsAny(path, "<*") || !slices.ContainsFunc(roots, func(r string) bool { return strings.HasPrefix(path, r) }) {
+			continue
+		}
+		checked++
+		if _, err := os.Stat(filepath.Join("..", path)); err != nil {
+			t.Errorf("%s names %s, which does not exist", development, path)
+		}
+	}
+	if checked < 20 {
+		t.Errorf("only %d paths found in %s: is the check still reading it?", checked, development)
+	}
+}
+
+// TestE2EScenariosDocumented: README.md's e2e table has a row for every
+// scenario of TestGPUDRA, and no row for a scenario that is gone.
+func TestE2EScenariosDocumented(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "e2e", "e2e_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(src)
+	start := strings.Index(body, "func TestGPUDRA(")
+	if start < 0 {
+		t.Fatal("e2e/e2e_test.go has no TestGPUDRA")
+	}
+	end := strings.Index(body[start:], "\n}\n")
+	var scenarios []string
+	for _, m := range regexp.MustCompile(`t\.Run\("([A-Za-z0-9]+)"`).FindAllStringSubmatch(body[start:start+end], -1) {
+		scenarios = append(scenarios, m[1])
+	}
+	if len(scenarios) < 10 {
+		t.Fatalf("found only %d scenarios in TestGPUDRA", len(scenarios))
+	}
+	var documented []string
+	for _, row := range gpudratest.MarkdownTable(t, readme, "## End-to-end tests on a real cluster") {
+		documented = append(documented, quoted(row[0])...)
+	}
+	compareSets(t, "TestGPUDRA's scenarios", scenarios, "README.md's e2e table", documented)
+}
+
+// TestAttributesDocumented: README.md's tables of whole-GPU attributes and
+// capacities name exactly what the plugin publishes on the whole GPUs of
+// the fake profiles.
+func TestAttributesDocumented(t *testing.T) {
+	attrs, caps := map[string]bool{}, map[string]bool{}
+	for _, profile := range nvmlfake.Profiles() {
+		slices, err := fakenodes.Slices(context.Background(), profile, 1, gpu.DefaultDriverName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range slices {
+			for _, d := range s.Spec.Devices {
+				if typ := d.Attributes[slicebuilder.AttrType]; typ.StringValue == nil || *typ.StringValue != slicebuilder.TypeGPU {
+					continue
+				}
+				for name := range d.Attributes {
+					attrs[string(name)] = true
+				}
+				for name := range d.Capacity {
+					caps[string(name)] = true
+				}
+			}
+		}
+	}
+	docAttrs, docCaps := firstColumn(t, "| attribute | type | meaning |"), firstColumn(t, "| capacity | unit | meaning |")
+	compareSets(t, "the attributes of whole GPUs", keys(attrs), "README.md's attribute table", docAttrs)
+	compareSets(t, "the capacities of whole GPUs", keys(caps), "README.md's capacity table", docCaps)
+}
+
+// firstColumn is the backquoted first cell of each row of the README table
+// whose header row is header.
+func firstColumn(t *testing.T, header string) []string {
+	t.Helper()
+	data, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	i := strings.Index(text, "\n"+header+"\n")
+	if i < 0 {
+		t.Fatalf("README.md has no table %q", header)
+	}
+	var out []string
+	for _, line := range strings.Split(text[i+len(header)+2:], "\n") {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		if cells := strings.Split(line, "|"); len(cells) > 1 && !strings.HasPrefix(strings.TrimSpace(cells[1]), "---") {
+			out = append(out, quoted(cells[1])...)
+		}
+	}
+	return out
+}
+
+// TestEveryMigProfileHasItsDeviceClass: each MIG profile of a model in the
+// fake's catalog has its DeviceClass in deviceclasses/mig-profiles.yaml,
+// named mig-<profile>.gpudra.io, mapped to nvidia.com/mig-<profile> and
+// selecting that profile; and every class there is a profile of some model.
+// Profiles with "+" (media extensions) have none: "+" is valid in neither a
+// class name nor an extended resource name.
+func TestEveryMigProfileHasItsDeviceClass(t *testing.T) {
+	dir := t.TempDir()
+	profiles := map[string]string{} // profile → a model that has it
+	for _, model := range nvmlfake.Models() {
+		file := filepath.Join(dir, model+".yaml")
+		if err := os.WriteFile(file, []byte("gpus:\n- model: "+model+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := fakenodes.WithNode(context.Background(), file, "docs", dir, func(node gpu.Node, _ string) error {
+			if m := node.GPUs[0].MIG; m != nil {
+				for _, p := range m.Profiles {
+					if !strings.Contains(p.Name, "+") {
+						profiles[p.Name] = model
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(profiles) == 0 {
+		t.Fatal("no MIG profile in the catalog")
+	}
+	data, err := os.ReadFile(filepath.Join("..", "deviceclasses", "mig-profiles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]resourceapi.DeviceClass{}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var dc resourceapi.DeviceClass
+		if err := yaml.UnmarshalStrict([]byte(doc), &dc); err != nil {
+			t.Fatal(err)
+		}
+		if dc.Name != "" {
+			classes[dc.Name] = dc
+		}
+	}
+	for profile, model := range profiles {
+		name := "mig-" + profile + ".gpudra.io"
+		dc, ok := classes[name]
+		if !ok {
+			t.Errorf("MIG profile %s (model %s) has no DeviceClass %s in deviceclasses/mig-profiles.yaml", profile, model, name)
+			continue
+		}
+		delete(classes, name)
+		if dc.Spec.ExtendedResourceName == nil || *dc.Spec.ExtendedResourceName != "nvidia.com/mig-"+profile {
+			t.Errorf("DeviceClass %s: extendedResourceName %v, want nvidia.com/mig-%s", name, dc.Spec.ExtendedResourceName, profile)
+		}
+		if len(dc.Spec.Selectors) != 1 || !strings.Contains(dc.Spec.Selectors[0].CEL.Expression, ".profile == '"+profile+"'") {
+			t.Errorf("DeviceClass %s does not select profile %s: %+v", name, profile, dc.Spec.Selectors)
+		}
+	}
+	for name := range classes {
+		t.Errorf("deviceclasses/mig-profiles.yaml has %s, which is no MIG profile of any model in the catalog", name)
+	}
+}
+
+// TestConfigFieldsDocumented: every JSON field of GpuConfig and MigConfig,
+// nested ones included, is named in README.md's section on the config API.
+func TestConfigFieldsDocumented(t *testing.T) {
+	data, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	start := strings.Index(text, "\n## Device configuration")
+	if start < 0 {
+		t.Fatal("README.md has no section ## Device configuration")
+	}
+	end := strings.Index(text[start+1:], "\n## ")
+	section := text[start : start+1+end]
+	// Words in backquotes, and in the code blocks (whose fences would
+	// pair the backquotes wrongly).
+	var words []string
+	for i, part := range strings.Split(section, "```") {
+		if i%2 == 1 {
+			words = append(words, part)
+		} else {
+			words = append(words, quoted(part)...)
+		}
+	}
+	named := map[string]bool{}
+	for _, w := range words {
+		for _, part := range regexp.MustCompile(`[A-Za-z]+`).FindAllString(w, -1) {
+			named[part] = true
+		}
+	}
+	fields := map[string]bool{}
+	for _, v := range []any{configapi.GpuConfig{}, configapi.MigConfig{}} {
+		jsonFields(reflect.TypeOf(v), fields)
+	}
+	if len(fields) < 5 {
+		t.Fatalf("found only %d config fields", len(fields))
+	}
+	for _, f := range keys(fields) {
+		if !named[f] {
+			t.Errorf("config field %s is not named in README.md's section on the config API", f)
+		}
+	}
+}
+
+// jsonFields adds the JSON names of t's fields, and of the structs they
+// hold, to out; the embedded TypeMeta (apiVersion, kind) is left out.
+func jsonFields(t reflect.Type, out map[string]bool) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeOf(configapi.GpuConfig{}).PkgPath() {
+		return
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous || name == "" || name == "-" {
+			continue
+		}
+		out[name] = true
+		jsonFields(f.Type, out)
+	}
+}
+
+func compareSets(t *testing.T, whatCode string, code []string, whatDoc string, doc []string) {
+	t.Helper()
+	for _, c := range code {
+		if !slices.Contains(doc, c) {
+			t.Errorf("%s has no row for %s (one of %s)", whatDoc, c, whatCode)
+		}
+	}
+	for _, d := range doc {
+		if !slices.Contains(code, d) {
+			t.Errorf("%s has a row for %s, which is none of %s", whatDoc, d, whatCode)
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
