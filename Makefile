@@ -23,8 +23,6 @@ VERSION      ?= $(shell hack/version.sh version)
 REVISION     ?= $(shell hack/version.sh revision)
 LDFLAGS      := -X github.com/gpudra/gpudra/pkg/version.version=$(VERSION) -X github.com/gpudra/gpudra/pkg/version.revision=$(REVISION)
 IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
-# deepcopy-gen, run from the module proxy at a pinned version (make generate).
-DEEPCOPY_GEN ?= k8s.io/code-generator/cmd/deepcopy-gen@v0.37.2
 
 .PHONY: all build cli test test-unit test-race chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
 
@@ -64,9 +62,9 @@ chaos-sharing:
 golden:
 	hack/golden.sh update
 
-## generate: the generated code (deep-copy functions of the config API; the read-only NVML wrapper)
+## generate: the generated code (deep-copy functions of the config API, deepcopy-gen built once into $(GPUDRA_CACHE)/tools by hack/tools.sh; the read-only NVML wrapper)
 generate:
-	$(GO) run $(DEEPCOPY_GEN) --output-file zz_generated.deepcopy.go --go-header-file hack/boilerplate.go.txt ./pkg/api/resource/v1alpha1
+	$$(hack/tools.sh deepcopy-gen) --output-file zz_generated.deepcopy.go --go-header-file hack/boilerplate.go.txt ./pkg/api/resource/v1alpha1
 	$(GO) run ./hack/readonlygen > pkg/backend/readonly_generated.go
 
 ## verify-generate: fail when generated code is out of date (part of make test)
