@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
 )
 
 // The scheduler places a pod only on a node that its other filters admit
@@ -33,7 +33,7 @@ func PodFitsNode(pod *v1.Pod, node *v1.Node) (bool, string) {
 	if !ok {
 		return false, "node(s) didn't match Pod's node affinity/selector"
 	}
-	taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
+	taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(noLog, node.Spec.Taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
 		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
 	}, true)
 	if untolerated {
@@ -47,8 +47,13 @@ func PodFitsNode(pod *v1.Pod, node *v1.Node) (bool, string) {
 // node.
 func toleratesUnschedulable(pod *v1.Pod) bool {
 	taint := &v1.Taint{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule}
-	return corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, taint, true)
+	return corev1helpers.TolerationsTolerateTaint(noLog, pod.Spec.Tolerations, taint, true)
 }
+
+// noLog is the logger of the toleration helpers: they log only a value
+// that is no integer under the Gt and Lt operators, which API validation
+// refuses, and such a toleration does not match, as in the scheduler.
+var noLog = logr.Discard()
 
 // HasNodeConstraints says whether the pod restricts its nodes beyond DRA:
 // a nodeSelector, required node affinity, or tolerations (which only ever
