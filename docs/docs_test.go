@@ -162,31 +162,45 @@ func TestRecipeFilesExist(t *testing.T) {
 	}
 }
 
-// TestE2EScenariosDocumented: README.md's e2e table has a row for every
-// scenario of TestGPUDRA, and no row for a scenario that is gone.
+// TestE2EScenariosDocumented: README.md's e2e tables have a row for every
+// scenario of the suites (TestGPUDRA on one node, TestMultiNode on
+// several), and no row for a scenario that is gone.
 func TestE2EScenariosDocumented(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("..", "e2e", "e2e_test.go"))
+	for _, suite := range []struct{ file, test, heading string }{
+		{"e2e_test.go", "TestGPUDRA", "## End-to-end tests on a real cluster"},
+		{"multinode_test.go", "TestMultiNode", "### `make e2e-multinode`"},
+	} {
+		scenarios := scenariosOf(t, suite.file, suite.test)
+		var documented []string
+		for _, row := range gpudratest.MarkdownTable(t, readme, suite.heading) {
+			documented = append(documented, quoted(row[0])...)
+		}
+		compareSets(t, suite.test+"'s scenarios", scenarios, "README.md's table under "+suite.heading, documented)
+	}
+}
+
+// scenariosOf is the names of the t.Run calls in the test function of an
+// e2e file.
+func scenariosOf(t *testing.T, file, test string) []string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "e2e", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := string(src)
-	start := strings.Index(body, "func TestGPUDRA(")
+	start := strings.Index(body, "func "+test+"(")
 	if start < 0 {
-		t.Fatal("e2e/e2e_test.go has no TestGPUDRA")
+		t.Fatalf("e2e/%s has no %s", file, test)
 	}
 	end := strings.Index(body[start:], "\n}\n")
 	var scenarios []string
 	for _, m := range regexp.MustCompile(`t\.Run\("([A-Za-z0-9]+)"`).FindAllStringSubmatch(body[start:start+end], -1) {
 		scenarios = append(scenarios, m[1])
 	}
-	if len(scenarios) < 10 {
-		t.Fatalf("found only %d scenarios in TestGPUDRA", len(scenarios))
+	if len(scenarios) < 5 {
+		t.Fatalf("found only %d scenarios in %s", len(scenarios), test)
 	}
-	var documented []string
-	for _, row := range gpudratest.MarkdownTable(t, readme, "## End-to-end tests on a real cluster") {
-		documented = append(documented, quoted(row[0])...)
-	}
-	compareSets(t, "TestGPUDRA's scenarios", scenarios, "README.md's e2e table", documented)
+	return scenarios
 }
 
 // TestAttributesDocumented: README.md's tables of whole-GPU attributes and

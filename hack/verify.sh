@@ -8,7 +8,8 @@
 #   imports       three import groups: standard library, others, this
 #                 module's (gci; goimports -local accepts a file whose own
 #                 packages sit in the middle group)
-#   vet           go vet, the e2e, chaos and chart build tags included
+#   vet           go vet, the e2e, chaos, multinode and chart build tags
+#                 included
 #   staticcheck   staticcheck's default checks
 #   logcheck      contextual logging (sigs.k8s.io/logtools): no global klog
 #                 calls, and no klog.Background() or klog.TODO() outside
@@ -30,9 +31,9 @@ export CGO_ENABLED=1 CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations} GOWO
 # The modules whose code is checked (hack/localcluster/modules/* only pin
 # what build.sh builds).
 modules=(. hack/kind hack/mkimage)
-# Every build tag of the repository: the e2e and chaos suites, the chart
-# tests that need helm.
-tags=e2e,chaos,chart
+# Every build tag of the repository: the e2e, chaos and multi-node suites,
+# the chart tests that need helm.
+tags=e2e,chaos,multinode,chart
 local_prefix=github.com/gpudra/gpudra
 
 go_files() { git ls-files --cached --others --exclude-standard '*.go' | while read -r f; do [ -f "$f" ] && echo "$f"; done; }
@@ -58,6 +59,7 @@ check_vet() {
   go vet ./... || fail=1
   go vet -tags e2e ./e2e/ || fail=1
   go vet -tags "e2e chaos" ./e2e/ || fail=1
+  go vet -tags "e2e multinode" ./e2e/ || fail=1
   go vet -tags chart ./deployments/helm/gpudra/ || fail=1
   for m in "${modules[@]:1}"; do (cd "$m" && go vet ./...) || fail=1; done
   return $fail

@@ -31,8 +31,9 @@ import (
 )
 
 // MarkdownTable returns the body rows of the first table under the heading
-// (a line such as "## `gpudra-controller` flags") in a Markdown file, each
-// row as its trimmed cells. It fails the test when there is none.
+// (a line that starts with heading, such as "## `gpudra-controller` flags")
+// in a Markdown file, each row as its trimmed cells. It fails the test when
+// there is none.
 func MarkdownTable(t testing.TB, path, heading string) [][]string {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -45,7 +46,7 @@ func MarkdownTable(t testing.TB, path, heading string) [][]string {
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
-		case line == heading:
+		case strings.HasPrefix(line, heading):
 			in = true
 		case !in:
 		case strings.HasPrefix(line, "|"):
