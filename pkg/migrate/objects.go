@@ -324,7 +324,7 @@ func (m *migrator) exactRequest(r *yaml.Node, path string) {
 			k := caps.Content[i]
 			field := fmt.Sprintf("%s.capacity.requests[%s]", path, k.Value)
 			if k.Value == "shares" || k.Value == nvidiaDriverName+"/shares" {
-				m.note(NoEquivalent, k, field, fmt.Sprintf("NVIDIA's integer shares of a GPU (--consumable-shares=<n>): gpudra shares a GPU by its capacities instead: request capacity memory (e.g. memory: 10Gi) and, optionally, multiprocessors, on a node pool with consumableCapacity.enabled"))
+				m.note(NoEquivalent, k, field, "NVIDIA's integer shares of a GPU (--consumable-shares=<n>): gpudra shares a GPU by its capacities instead: request capacity memory (e.g. memory: 10Gi) and, optionally, multiprocessors, on a node pool with consumableCapacity.enabled")
 				continue
 			}
 			m.qualifiedName(k, field)
