@@ -99,7 +99,7 @@ func TestLayers(t *testing.T) {
 		prefix string
 		layers []string
 	}{
-		{"github.com/NVIDIA/go-nvml", []string{"NVML backends"}},
+		{"github.com/NVIDIA/go-nvml", []string{"NVML backends", "code generators"}},
 		{"k8s.io/dynamic-resource-allocation/kubeletplugin", []string{"kubelet plugin", "in-process nodes", "commands", "tests"}},
 	}
 	noClientGo := []string{"device model", "NVML backends", "config API", "slice builder", "node state"}
