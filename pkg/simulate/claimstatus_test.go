@@ -1,3 +1,19 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package simulate
 
 import (
@@ -10,6 +26,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 )
 
@@ -101,11 +118,11 @@ func TestClaimStatusDevices(t *testing.T) {
 	if got, _ := c.Client.ResourceV1().ResourceClaims("default").Get(ctx, "whole", metav1.GetOptions{}); got.Status.Allocation == nil {
 		t.Error("the claim lost its allocation")
 	}
-	s := samples(t, c.Driver.Registry())
-	if n, _ := find(t, s, "gpudra_plugin_claim_status_writes_total", "result=success"); n < 3 {
+	s := gpudratest.Gather(t, c.Driver.Registry())
+	if n, _ := s.Value(t, "gpudra_plugin_claim_status_writes_total", "result=success"); n < 3 {
 		t.Errorf("%v successful status writes, want at least 3", n)
 	}
-	if n, ok := find(t, s, "gpudra_plugin_claim_status_writes_total", "result=error"); !ok || n != 0 {
+	if n, ok := s.Value(t, "gpudra_plugin_claim_status_writes_total", "result=error"); !ok || n != 0 {
 		t.Errorf("failed status writes: %v (exported: %v), want 0", n, ok)
 	}
 }
