@@ -203,6 +203,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	shareSharing, err := configapi.SharingFromFlag(f.shareSharing)
+	if err != nil {
+		return fmt.Errorf("--consumable-capacity-sharing: %w", err)
+	}
+	launcher, err := mpsLauncher(ctx, f, client)
+	if err != nil {
+		return err
+	}
+	// The backend is opened last: plugin.Start owns it from here on, and
+	// closes it whether it fails or, through Stop, after it ran.
 	be, err := backend.Open(ctx, backend.Options{
 		Kind:           f.deviceBackend,
 		NodeName:       f.nodeName,
@@ -214,16 +224,6 @@ func run() error {
 	})
 	if err != nil {
 		return fmt.Errorf("--device-backend=%s (with --fake-profile, --fake-state-dir or --driver-root): %w", f.deviceBackend, err)
-	}
-	shareSharing, err := configapi.SharingFromFlag(f.shareSharing)
-	if err != nil {
-		_ = be.Close()
-		return fmt.Errorf("--consumable-capacity-sharing: %w", err)
-	}
-	launcher, err := mpsLauncher(ctx, f, client)
-	if err != nil {
-		_ = be.Close()
-		return err
 	}
 	var fatal error
 	driver, err := plugin.Start(ctx, plugin.Config{
@@ -254,7 +254,6 @@ func run() error {
 		},
 	})
 	if err != nil {
-		_ = be.Close()
 		return err
 	}
 	logger.Info("gpudra kubelet plugin running", "driver", f.driverName, "backend", f.deviceBackend)

@@ -5,6 +5,9 @@
 package backend
 
 import (
+	"errors"
+	"sync/atomic"
+
 	"github.com/gpudra/gpudra/pkg/gpu"
 )
 
@@ -28,6 +31,8 @@ type Backend struct {
 	policy policyTools
 	// refused records the calls a read-only backend refused.
 	refused *refusals
+	// closed is set by the first Close.
+	closed atomic.Bool
 }
 
 // Refused lists the NVML calls that would have changed a GPU and that a
@@ -37,6 +42,22 @@ func (b *Backend) Refused() []string {
 		return nil
 	}
 	return b.refused.list()
+}
+
+// ErrClosed is what Close returns for a backend closed already.
+var ErrClosed = errors.New("NVML backend closed already")
+
+// Close releases NVML. A backend has one owner, which closes it once (the
+// kubelet plugin hands it to plugin.Start, which closes it on a failed
+// start or on Stop); a second Close is the owner's bug: it returns
+// ErrClosed instead of shutting NVML down again, which would take away
+// another user's reference to the library (NVML counts them per
+// process).
+func (b *Backend) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	return b.library.Close()
 }
 
 // deviceFiles is what the two backends give a container for a device:

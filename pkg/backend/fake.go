@@ -53,21 +53,28 @@ func openFake(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.InventoryOnly {
 		return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, policy: newFakePolicy(srv), refused: refused}, nil
 	}
-	version, ret := srv.SystemGetDriverVersion()
-	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("fake driver version: %w", ret)
-	}
-	root := filepath.Join(opts.FakeStateDir, fakeDriverRootDir)
-	if err := writeFakeDriverRoot(root, version); err != nil {
-		return nil, fmt.Errorf("fake driver root in %s: %w", opts.FakeStateDir, err)
-	}
-	// The fake state directory has the same path on the host.
-	driver, err := driverEdits(ctx, lib, driverRoot{path: root}, opts.CDIHookPath)
+	driver, err := fakeDriverEdits(ctx, srv, lib, opts)
 	if err != nil {
 		_ = l.Close()
 		return nil, err
 	}
 	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, driver: driver, policy: newFakePolicy(srv), refused: refused}, nil
+}
+
+// fakeDriverEdits writes the fake driver installation into the state
+// directory and finds in it what every container needs, as on a real
+// node.
+func fakeDriverEdits(ctx context.Context, srv *nvmlfake.Server, lib nvml.Interface, opts Options) (gpu.Edits, error) {
+	version, ret := srv.SystemGetDriverVersion()
+	if ret != nvml.SUCCESS {
+		return gpu.Edits{}, fmt.Errorf("fake driver version: %w", ret)
+	}
+	root := filepath.Join(opts.FakeStateDir, fakeDriverRootDir)
+	if err := writeFakeDriverRoot(root, version); err != nil {
+		return gpu.Edits{}, fmt.Errorf("fake driver root in %s: %w", opts.FakeStateDir, err)
+	}
+	// The fake state directory has the same path on the host.
+	return driverEdits(ctx, lib, driverRoot{path: root}, opts.CDIHookPath)
 }
 
 // fakeDriverRootDir is the fake driver installation's directory in the

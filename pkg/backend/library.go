@@ -51,7 +51,7 @@ func (l library) CurrentHealth(node gpu.Node) []gpu.HealthEvent {
 	return discovery.CurrentHealth(l.lib, node)
 }
 
-// Close releases NVML.
+// Close releases NVML (Backend.Close, once).
 func (l library) Close() error {
 	if ret := l.lib.Shutdown(); ret != nvml.SUCCESS {
 		return fmt.Errorf("shut down NVML: %w", ret)

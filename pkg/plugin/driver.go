@@ -37,7 +37,8 @@ type Config struct {
 	DriverName string
 	NodeName   string
 	KubeClient kubernetes.Interface
-	// Backend is the opened NVML layer; the plugin closes it on Stop.
+	// Backend is the opened NVML layer. Start owns it: it closes it when
+	// it fails, Stop when it succeeded; the caller never does.
 	Backend *backend.Backend
 	// PluginDataDir holds the DRA socket and the checkpoint. It must have
 	// the same path inside and outside the plugin's container.
@@ -190,9 +191,10 @@ type Driver struct {
 	status *claimStatus
 
 	// logger is Start's, for Stop, which has no context.
-	logger klog.Logger
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	logger   klog.Logger
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -210,8 +212,72 @@ const MPSDirName = "mps"
 
 // Start discovers the GPUs, reconciles the node state with the checkpoint,
 // starts serving the kubelet and publishes the ResourceSlices.
-func Start(ctx context.Context, cfg Config) (*Driver, error) {
+//
+// Start owns cfg.Backend from the moment it is called: when it fails it
+// has closed the backend, as it has released everything else it had
+// started (one cleanup, the one Stop does, whatever the step that failed);
+// when it succeeds, Stop does. The caller never closes the backend itself.
+func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	d := &Driver{
+		cfg:           cfg.withDefaults(logger),
+		logger:        logger,
+		cancel:        cancel,
+		health:        map[string]gpu.HealthEvent{},
+		healthChanged: make(chan struct{}),
+		republish:     make(chan struct{}, 1),
+		pub:           publisher{wake: make(chan struct{}, 1)},
+		daemonTrouble: map[string]string{},
+		metrics:       cfg.Instruments,
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.stop())
+		}
+	}()
+	cfg = d.cfg
+	if d.metrics == nil {
+		d.metrics = NewInstruments(cfg.NodeName)
+	}
+	d.status = newClaimStatus(cfg.KubeClient, cfg.DriverName, cfg.NodeName, d.metrics)
+	d.telemetry = telemetry{
+		tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
+		pods:    map[string]string{},
+		seen:    map[string]time.Time{},
+	}
+
+	if err := d.discover(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.openState(ctx); err != nil {
+		return nil, err
+	}
+	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
+	d.startSliceWatch(ctx)
+	if err := d.serveKubelet(ctx); err != nil {
+		return nil, err
+	}
+	d.recordHealthAtStart(ctx)
+	// A restarted plugin keeps publishing the MIG placements its earlier
+	// run published, and steps from the slices the API server holds.
+	ready := d.waitForStoredSlices(ctx)
+	d.mu.Lock()
+	d.migReady = ready
+	d.mu.Unlock()
+	if err := d.publish(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.startHealthcheck(ctx); err != nil {
+		return nil, err
+	}
+	d.startLoops(ctx)
+	d.metrics.serve(d)
+	return d, nil
+}
+
+// withDefaults gives the fields left zero their defaults.
+func (cfg Config) withDefaults(logger klog.Logger) Config {
 	if cfg.HealthResend == 0 {
 		cfg.HealthResend = DefaultHealthResend
 	}
@@ -227,57 +293,54 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.IdleAfter == 0 {
 		cfg.IdleAfter = DefaultIdleAfter
 	}
+	if cfg.MPSDir == "" {
+		cfg.MPSDir = filepath.Join(cfg.PluginDataDir, MPSDirName)
+	}
+	return cfg
+}
+
+// discover makes the plugin data directory, whose identity the liveness
+// check follows, and finds the node's GPUs.
+func (d *Driver) discover(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	cfg := d.cfg
 	if err := os.MkdirAll(cfg.PluginDataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("create plugin data dir: %w", err)
+		return fmt.Errorf("create plugin data dir: %w", err)
 	}
 	dataDirID, _, err := statID(cfg.PluginDataDir)
 	if err != nil {
-		return nil, fmt.Errorf("plugin data dir: %w", err)
+		return fmt.Errorf("plugin data dir: %w", err)
 	}
 	draSocket, regSocket := socketPaths(cfg)
+	d.endpoints = endpoints{dataDir: cfg.PluginDataDir, draSocket: draSocket, regSocket: regSocket, dataDirID: dataDirID}
 
 	node, err := cfg.Backend.Discover(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("discover GPUs: %w", err)
+		return fmt.Errorf("discover GPUs: %w", err)
 	}
 	node.Name = cfg.NodeName
 	logger.Info("Discovered GPUs", "node", node.Name, "gpus", len(node.GPUs), "driverVersion", node.DriverVersion)
 	warnUnknownProfiles(ctx, node, cfg.MigProfiles)
+	d.node = node
+	return nil
+}
 
+// openState opens the node state on the checkpoint and reconciles it with
+// the hardware: what a crash or a reboot left half done is finished or
+// rolled back before the kubelet can call.
+func (d *Driver) openState(ctx context.Context) error {
+	cfg := d.cfg
 	cdi, err := cdispec.New(cfg.CDIDir, cfg.DriverName)
 	if err != nil {
-		return nil, fmt.Errorf("CDI spec dir %s: %w", cfg.CDIDir, err)
+		return fmt.Errorf("CDI spec dir %s: %w", cfg.CDIDir, err)
 	}
 	bootID, err := checkpoint.BootID(cfg.BootIDPath)
 	if err != nil {
-		return nil, fmt.Errorf("read boot ID: %w", err)
+		return fmt.Errorf("read boot ID: %w", err)
 	}
-	if cfg.MPSDir == "" {
-		cfg.MPSDir = filepath.Join(cfg.PluginDataDir, MPSDirName)
-	}
-	d := &Driver{
-		cfg:           cfg,
-		logger:        logger,
-		node:          node,
-		health:        map[string]gpu.HealthEvent{},
-		healthChanged: make(chan struct{}),
-		republish:     make(chan struct{}, 1),
-		pub:           publisher{wake: make(chan struct{}, 1)},
-		daemonTrouble: map[string]string{},
-		telemetry: telemetry{
-			tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
-			pods:    map[string]string{},
-			seen:    map[string]time.Time{},
-		},
-	}
-	d.metrics = cfg.Instruments
-	if d.metrics == nil {
-		d.metrics = NewInstruments(cfg.NodeName)
-	}
-	d.status = newClaimStatus(cfg.KubeClient, cfg.DriverName, cfg.NodeName, d.metrics)
 	state, err := nodestate.New(nodestate.Options{
 		DriverName:   cfg.DriverName,
-		Node:         node,
+		Node:         d.node,
 		Hardware:     countingHardware{Hardware: cfg.Backend, m: d.metrics},
 		CDI:          cdi,
 		Checkpoint:   checkpoint.NewStore(filepath.Join(cfg.PluginDataDir, CheckpointFile)),
@@ -291,21 +354,22 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		SharesPublished: d.ConsumableCapacityActive,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	report, err := state.Reconcile(ctx)
 	if err != nil {
 		// Reconcile did what it could; what is left is logged and the
 		// affected claims fail on prepare with a clear error.
-		logger.Error(err, "Reconciling node state left problems")
+		klog.FromContext(ctx).Error(err, "Reconciling node state left problems")
 	}
+	d.state, d.admin = state, report.AdminInstances
+	return nil
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	d.state, d.cancel, d.admin = state, cancel, report.AdminInstances
-	d.endpoints = endpoints{dataDir: cfg.PluginDataDir, draSocket: draSocket, regSocket: regSocket, dataDirID: dataDirID}
-	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
-	d.startSliceWatch(ctx)
-
+// serveKubelet starts the kubelet plugin library: the DRA socket, and
+// registration with the kubelet.
+func (d *Driver) serveKubelet(ctx context.Context) error {
+	cfg := d.cfg
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(cfg.DriverName),
 		kubeletplugin.NodeName(cfg.NodeName),
@@ -317,7 +381,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		// must be serialized (the checkpoint, one claim at a time).
 		kubeletplugin.Serialize(false),
 		// The names the health checks dial (socketPaths).
-		kubeletplugin.PluginSocket(filepath.Base(draSocket)),
+		kubeletplugin.PluginSocket(filepath.Base(d.endpoints.draSocket)),
 	}
 	if cfg.DeviceMetadata {
 		opts = append(opts, kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}))
@@ -325,90 +389,74 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.RollingUpdateUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(cfg.RollingUpdateUID))
 	} else {
-		opts = append(opts, kubeletplugin.RegistrarSocketFilename(filepath.Base(regSocket)))
+		opts = append(opts, kubeletplugin.RegistrarSocketFilename(filepath.Base(d.endpoints.regSocket)))
 	}
 	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("start kubelet plugin: %w", err)
+		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	d.helper = helper
+	return nil
+}
 
-	// What the driver still asks for after an XID from before this start
-	// (a GPU reset, a reboot) is in the first publish: a restart must not
-	// publish a GPU as fit that is not.
-	d.unhealthyAtStart = cfg.Backend.CurrentHealth(node)
+// recordHealthAtStart records what the driver still asks for after an XID
+// from before this start (a GPU reset, a reboot), so that the first
+// publish has it: a restart must not publish a GPU as fit that is not.
+func (d *Driver) recordHealthAtStart(ctx context.Context) {
+	d.unhealthyAtStart = d.cfg.Backend.CurrentHealth(d.node)
 	for _, ev := range d.unhealthyAtStart {
-		logger.Info("GPU is unhealthy at start-up", "uuid", ev.UUID, "reason", ev.Reason)
+		klog.FromContext(ctx).Info("GPU is unhealthy at start-up", "uuid", ev.UUID, "reason", ev.Reason)
 		d.recordHealth(ev)
 	}
-	// A restarted plugin keeps publishing the MIG placements its earlier
-	// run published, and steps from the slices the API server holds.
-	ready := d.waitForStoredSlices(ctx)
-	d.mu.Lock()
-	d.migReady = ready
-	d.mu.Unlock()
-	if err := d.publish(ctx); err != nil {
-		d.Stop()
-		return nil, err
-	}
-	if err := d.startHealthcheck(ctx); err != nil {
-		d.Stop()
-		return nil, err
-	}
+}
 
-	d.wg.Add(6)
-	go func() {
-		defer d.wg.Done()
-		d.watchHealth(ctx)
-	}()
-	go func() {
-		defer d.wg.Done()
-		d.status.run(ctx)
-	}()
-	go func() {
-		defer d.wg.Done()
-		d.stepLoop(ctx)
-	}()
-	go func() {
-		defer d.wg.Done()
-		d.republishLoop(ctx)
-	}()
-	go func() {
-		defer d.wg.Done()
-		d.watchFiles(ctx, cfg.FileWatchInterval)
-	}()
-	go func() {
-		defer d.wg.Done()
-		d.watchDaemons(ctx)
-	}()
-	if cfg.TelemetryInterval > 0 {
+// startLoops starts what runs until Stop: the health watch, the writer of
+// claims' status.devices, the MIG placements' steps, republishing, the
+// watch of the sockets, of the MPS daemons, and telemetry.
+func (d *Driver) startLoops(ctx context.Context) {
+	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons}
+	if d.cfg.TelemetryInterval > 0 {
+		loops = append(loops, d.sampleLoop)
+	}
+	for _, loop := range loops {
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			d.sampleLoop(ctx)
+			loop(ctx)
 		}()
 	}
-	d.metrics.serve(d)
-	return d, nil
 }
 
 // Stop stops serving, stops publishing (the slices stay, so a restarted
 // plugin takes over without the scheduler seeing the GPUs vanish) and
-// releases NVML.
+// releases NVML. Stopping twice is harmless.
 func (d *Driver) Stop() {
-	d.cancel()
-	if d.helper != nil {
-		d.helper.Stop()
+	if err := d.stop(); err != nil {
+		d.logger.Error(err, "Stopping the plugin")
 	}
-	if d.healthcheck != nil {
-		d.healthcheck.stop()
-	}
-	d.wg.Wait()
-	d.events.stop()
-	if err := d.cfg.Backend.Close(); err != nil {
-		d.logger.Error(err, "Close NVML backend")
-	}
+}
+
+// stop releases, in the reverse order of Start, what Start got so far:
+// it is Stop, and the cleanup of a Start that failed at any step.
+func (d *Driver) stop() error {
+	var err error
+	d.stopOnce.Do(func() {
+		d.cancel()
+		if d.helper != nil {
+			d.helper.Stop()
+		}
+		if d.healthcheck != nil {
+			d.healthcheck.stop()
+		}
+		d.wg.Wait()
+		if d.events != nil {
+			d.events.stop()
+		}
+		if cerr := d.cfg.Backend.Close(); cerr != nil {
+			err = fmt.Errorf("close the NVML backend: %w", cerr)
+		}
+	})
+	return err
 }
 
 // fallBackToWholeGPUs switches publishing to whole GPUs only and reports

@@ -236,11 +236,12 @@ func (h *healthServer) clients() (registerapi.RegistrationClient, drapb.DRAPlugi
 	return registerapi.NewRegistrationClient(h.regConn), drapb.NewDRAPluginClient(h.draConn), nil
 }
 
-// watchFiles checks the sockets and the data directory every interval and
-// ends the plugin (Fatal) when they are gone; while they are there, it
-// rewrites the CDI specs of prepared claims that were deleted.
-func (d *Driver) watchFiles(ctx context.Context, interval time.Duration) {
-	_ = wait.PollUntilContextCancel(ctx, interval, false, func(ctx context.Context) (done bool, _ error) {
+// watchFiles checks the sockets and the data directory every
+// FileWatchInterval and ends the plugin (Fatal) when they are gone; while
+// they are there, it rewrites the CDI specs of prepared claims that were
+// deleted.
+func (d *Driver) watchFiles(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, d.cfg.FileWatchInterval, false, func(ctx context.Context) (done bool, _ error) {
 		err := d.endpoints.filesProblem()
 		if err == nil {
 			d.ensureSpecs(ctx)

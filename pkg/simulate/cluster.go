@@ -195,16 +195,6 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		}
 	}
 
-	be, err := backend.Open(ctx, backend.Options{
-		Kind:         "fake",
-		NodeName:     opts.NodeName,
-		FakeProfile:  opts.Profile,
-		FakeStateDir: opts.FakeStateDir(),
-		DriverRoot:   "/",
-	})
-	if err != nil {
-		return nil, err
-	}
 	shareSharing, err := configapi.SharingFromFlag(opts.ShareSharing)
 	if err != nil {
 		return nil, err
@@ -214,6 +204,18 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 	var launcher mps.Launcher = &mps.ProcessLauncher{Root: opts.MPSDir()}
 	if opts.MPSDisabled {
 		launcher = nil
+	}
+	// plugin.Start owns the backend: it closes it when it fails, and on
+	// Stop.
+	be, err := backend.Open(ctx, backend.Options{
+		Kind:         "fake",
+		NodeName:     opts.NodeName,
+		FakeProfile:  opts.Profile,
+		FakeStateDir: opts.FakeStateDir(),
+		DriverRoot:   "/",
+	})
+	if err != nil {
+		return nil, err
 	}
 	driver, err := plugin.Start(ctx, plugin.Config{
 		DriverName:     opts.DriverName,
@@ -244,7 +246,6 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		ShareSharing:       shareSharing,
 	})
 	if err != nil {
-		_ = be.Close()
 		return nil, err
 	}
 	k, err := dialKubelet(filepath.Join(opts.PluginDataDir(), "dra.sock"))
