@@ -110,7 +110,11 @@ type server interface {
 // leader; the process should exit so that it restarts clean.
 var ErrLostLeadership = errors.New("lost the leader lease")
 
-// Run serves until ctx is done or leadership is lost.
+// Run serves until ctx is done or leadership is lost: the metrics and
+// probes, the webhook when it is on, and on the leader the fleet
+// accounting and the certificate's renewal. What it starts, one deferred
+// cleanup stops, in order: the leader's work and the elector (which gives
+// the lease up), then the servers.
 func Run(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx)
 	cfg.setDefaults()
@@ -118,50 +122,119 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.New("neither the fleet accounting nor the webhook is on: nothing to do")
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	var srv *servers
+	var elected chan struct{} // closed when the elector has returned
+	defer func() {
+		cancel(nil)
+		if elected != nil {
+			// With ReleaseOnCancel the elector gives the lease up, so
+			// another replica leads at once instead of after the lease
+			// expires: wait for it, a while.
+			select {
+			case <-elected:
+			case <-time.After(cfg.RenewDeadline):
+			}
+		}
+		if srv != nil {
+			srv.shutdown()
+		}
+	}()
 	m := newMetrics(cfg.FleetAccounting, cfg.WebhookListener != nil)
+	// leading is the leader's work; an error that is not the end of ctx
+	// ends Run.
+	leading := func(ctx context.Context) {
+		m.leader.Set(1)
+		if err := lead(ctx, cfg, m); err != nil && ctx.Err() == nil {
+			cancel(err)
+		}
+	}
 
 	var elector *leaderelection.LeaderElector
 	var watchdog *leaderelection.HealthzAdaptor
 	if cfg.LeaseName != "" {
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(cfg.LeaseDuration)
-		lock, err := resourcelock.New(resourcelock.LeasesResourceLock, cfg.Namespace, cfg.LeaseName,
-			cfg.Client.CoreV1(), cfg.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: cfg.Identity})
-		if err != nil {
-			return fmt.Errorf("leader election lock: %w", err)
-		}
-		elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   cfg.LeaseDuration,
-			RenewDeadline:   cfg.RenewDeadline,
-			RetryPeriod:     cfg.RetryPeriod,
-			ReleaseOnCancel: true,
-			Name:            cfg.LeaseName,
-			WatchDog:        watchdog,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					m.leader.Set(1)
-					if err := lead(ctx, cfg, m); err != nil && ctx.Err() == nil {
-						cancel(err)
-					}
-				},
-				OnStoppedLeading: func() {
-					m.leader.Set(0)
-					if ctx.Err() == nil {
-						cancel(ErrLostLeadership)
-					}
-				},
-				OnNewLeader: func(identity string) {
-					logger.Info("Leader", "identity", identity, "self", identity == cfg.Identity)
-				},
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("leader election: %w", err)
+		var err error
+		if elector, err = newElector(ctx, cfg, watchdog, leading, func() {
+			m.leader.Set(0)
+			if ctx.Err() == nil {
+				cancel(ErrLostLeadership)
+			}
+		}); err != nil {
+			return err
 		}
 	}
+	var err error
+	if srv, err = newServers(ctx, cfg, m, watchdog); err != nil {
+		return err
+	}
+	errs := srv.serve()
+	if cfg.WebhookListener != nil {
+		m.watchCertificate(cfg.Certificates)
+		go loadCertificate(ctx, cfg.Certificates, cfg.CertReload)
+	}
+	logger.Info("gpudra-controller serving", "metrics", cfg.MetricsListener.Addr(), "webhook", cfg.WebhookListener != nil, "fleetAccounting", cfg.FleetAccounting)
+	if elector != nil {
+		elected = make(chan struct{})
+		go func() {
+			defer close(elected)
+			elector.Run(ctx)
+		}()
+	} else {
+		go leading(ctx)
+	}
 
-	// HTTP: metrics and probes.
+	select {
+	case err := <-errs:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+		if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	}
+}
+
+// newElector is the leader election on cfg's Lease: leading runs while
+// this replica leads, stopped when it stops.
+func newElector(ctx context.Context, cfg Config, watchdog *leaderelection.HealthzAdaptor, leading func(context.Context), stopped func()) (*leaderelection.LeaderElector, error) {
+	logger := klog.FromContext(ctx)
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, cfg.Namespace, cfg.LeaseName,
+		cfg.Client.CoreV1(), cfg.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: cfg.Identity})
+	if err != nil {
+		return nil, fmt.Errorf("leader election lock: %w", err)
+	}
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   cfg.LeaseDuration,
+		RenewDeadline:   cfg.RenewDeadline,
+		RetryPeriod:     cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            cfg.LeaseName,
+		WatchDog:        watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: leading,
+			OnStoppedLeading: stopped,
+			OnNewLeader: func(identity string) {
+				logger.Info("Leader", "identity", identity, "self", identity == cfg.Identity)
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leader election: %w", err)
+	}
+	return elector, nil
+}
+
+// servers are what Run serves, each on its listener: the metrics and
+// probes over HTTP, the webhook over HTTPS.
+type servers struct {
+	servers   []server
+	listeners []net.Listener
+}
+
+// newServers makes the metrics and probe server, and the webhook's when
+// it is on. The webhook's reviews run in ctx.
+func newServers(ctx context.Context, cfg Config, m *metrics, watchdog *leaderelection.HealthzAdaptor) (*servers, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", componentmetrics.Handler("controller", m.registry))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -180,91 +253,62 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	servers := []server{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	listeners := []net.Listener{cfg.MetricsListener}
-
-	// HTTPS: the webhook.
+	s := &servers{
+		servers:   []server{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}},
+		listeners: []net.Listener{cfg.MetricsListener},
+	}
 	if cfg.WebhookListener != nil {
 		h, err := admission.NewHandler(admission.Validator{DriverName: cfg.DriverName}, cfg.WebhookLimits)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		h.Observe = m.observeReview
-		servers = append(servers, admission.NewServer(h,
+		s.servers = append(s.servers, admission.NewServer(h,
 			&tls.Config{GetCertificate: cfg.Certificates.GetCertificate, MinVersion: tls.VersionTLS12}, ctx))
-		listeners = append(listeners, cfg.WebhookListener)
-		m.watchCertificate(cfg.Certificates)
-		go func() {
-			// Until a certificate is loaded (the leader may be about to
-			// create it), look every second: the replica is not ready
-			// before.
-			for !cfg.Certificates.Ready() {
-				if err := cfg.Certificates.Load(ctx); err != nil {
-					logger.Error(err, "Loading the webhook's serving certificate")
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Second):
-				}
-			}
-			wait.UntilWithContext(ctx, func(ctx context.Context) {
-				if err := cfg.Certificates.Load(ctx); err != nil {
-					logger.Error(err, "Loading the webhook's serving certificate")
-				}
-			}, cfg.CertReload)
-		}()
+		s.listeners = append(s.listeners, cfg.WebhookListener)
 	}
-	errs := make(chan error, len(servers))
-	for i, srv := range servers {
+	return s, nil
+}
+
+// serve starts every server; the channel gets the error of one that
+// stopped on its own.
+func (s *servers) serve() <-chan error {
+	errs := make(chan error, len(s.servers))
+	for i, srv := range s.servers {
 		go func() {
-			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(s.listeners[i]); !errors.Is(err, http.ErrServerClosed) {
 				errs <- err
 			}
 		}()
 	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		for _, srv := range servers {
-			_ = srv.Shutdown(sctx)
-		}
-	}()
-	logger.Info("gpudra-controller serving", "metrics", cfg.MetricsListener.Addr(), "webhook", cfg.WebhookListener != nil, "fleetAccounting", cfg.FleetAccounting)
+	return errs
+}
 
-	if elector != nil {
-		// Wait for the elector on the way out: with ReleaseOnCancel it
-		// gives the lease up, so another replica leads at once instead of
-		// after the lease expires.
-		elected := make(chan struct{})
-		go func() {
-			defer close(elected)
-			elector.Run(ctx)
-		}()
-		defer func() {
-			select {
-			case <-elected:
-			case <-time.After(cfg.RenewDeadline):
-			}
-		}()
-	} else {
-		m.leader.Set(1)
-		go func() {
-			if err := lead(ctx, cfg, m); err != nil && ctx.Err() == nil {
-				cancel(err)
-			}
-		}()
+// shutdown stops the servers, letting requests in flight finish for a
+// few seconds.
+func (s *servers) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range s.servers {
+		_ = srv.Shutdown(ctx)
 	}
+}
 
-	select {
-	case err := <-errs:
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
-		if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
-			return err
+// loadCertificate loads the webhook's serving certificate every second
+// until there is one (the leader may be about to create it; the replica
+// is not ready before), then re-reads it every reload, until ctx is done.
+func loadCertificate(ctx context.Context, certs CertificateSource, reload time.Duration) {
+	logger := klog.FromContext(ctx)
+	load := func(ctx context.Context) {
+		if err := certs.Load(ctx); err != nil {
+			logger.Error(err, "Loading the webhook's serving certificate")
 		}
-		return nil
 	}
+	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		load(ctx)
+		return certs.Ready(), nil
+	})
+	wait.UntilWithContext(ctx, load, reload)
 }
 
 // setDefaults gives the durations left zero, and the webhook limits left

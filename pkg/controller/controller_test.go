@@ -298,3 +298,48 @@ func TestWebhookAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestServingFailureGivesTheLeaseUp: when a server stops on its own, Run
+// returns its error, and by then this replica has given its lease up, so
+// that another leads at once rather than after the lease expires (the
+// elector used to be waited for before it was told to stop).
+func TestServingFailureGivesTheLeaseUp(t *testing.T) {
+	cs := newCluster()
+	_, ctx := ktesting.NewTestContext(t)
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		DriverName: testDriver, Client: cs, Namespace: "gpudra", Identity: "a",
+		MetricsListener: ml, FleetAccounting: true, RecomputeInterval: 50 * time.Millisecond,
+		LeaseName: "gpudra-controller", LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 100 * time.Millisecond,
+	}
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	holder := func() string {
+		l, err := cs.CoordinationV1().Leases("gpudra").Get(ctx, "gpudra-controller", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	waitFor(t, "the lease", func() bool { return holder() == "a" })
+
+	start := time.Now()
+	_ = ml.Close() // the metrics server stops on its own
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "serving") {
+			t.Errorf("Run: %v, want the serving error", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Run took %v to return", d)
+	}
+	if h := holder(); h != "" {
+		t.Errorf("the lease is still held by %q after Run returned: another replica waits for it to expire", h)
+	}
+}
