@@ -95,7 +95,7 @@ image-name:
 gpu-check:
 	hack/gpu-check.sh
 
-## e2e-local: the e2e suite on a single-node cluster built from source on this machine (root; see README)
+## e2e-local: the e2e suite on a single-node cluster built from source on this machine (root; see docs/development.md)
 e2e-local:
 	hack/localcluster/e2e-local.sh
 
@@ -103,7 +103,7 @@ e2e-local:
 e2e-multinode:
 	GPUDRA_LC_NODES=$${GPUDRA_LC_NODES:-3} hack/localcluster/e2e-local.sh
 
-## chaos-local: the chaos run on the local cluster (root): CHAOS_ITERATIONS (200) iterations of random pods and faults, invariants checked after each (see README)
+## chaos-local: the chaos run on the local cluster (root): CHAOS_ITERATIONS (200) iterations of random pods and faults, invariants checked after each (see docs/development.md)
 chaos-local:
 	hack/localcluster/chaos.sh
 

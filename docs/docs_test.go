@@ -15,8 +15,8 @@ limitations under the License.
 */
 
 // Package docs holds the tests that keep the documentation true to the
-// code: the layer table and the recipes of development.md, and README.md's
-// tables of attributes, config fields and e2e scenarios. (Generated tables
+// code: the layer table, the recipes and the e2e scenarios of
+// development.md, and README.md's tables of attributes and config fields. (Generated tables
 // are kept by the golden tests of hack/golden-tests; the flag tables by
 // each binary's tests.)
 package docs
@@ -162,7 +162,7 @@ func TestRecipeFilesExist(t *testing.T) {
 	}
 }
 
-// TestE2EScenariosDocumented: README.md's e2e tables have a row for every
+// TestE2EScenariosDocumented: development.md's e2e tables have a row for every
 // scenario of the suites (TestGPUDRA on one node, TestMultiNode on
 // several), and no row for a scenario that is gone.
 func TestE2EScenariosDocumented(t *testing.T) {
@@ -172,10 +172,10 @@ func TestE2EScenariosDocumented(t *testing.T) {
 	} {
 		scenarios := scenariosOf(t, suite.file, suite.test)
 		var documented []string
-		for _, row := range gpudratest.MarkdownTable(t, readme, suite.heading) {
+		for _, row := range gpudratest.MarkdownTable(t, development, suite.heading) {
 			documented = append(documented, quoted(row[0])...)
 		}
-		compareSets(t, suite.test+"'s scenarios", scenarios, "README.md's table under "+suite.heading, documented)
+		compareSets(t, suite.test+"'s scenarios", scenarios, "development.md's table under "+suite.heading, documented)
 	}
 }
 
