@@ -1,3 +1,19 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package main
 
 import (
@@ -9,8 +25,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpudra/gpudra/pkg/gpu"
-
 	"github.com/spf13/cobra"
 
 	"github.com/gpudra/gpudra/deviceclasses"
@@ -18,6 +32,7 @@ import (
 	"github.com/gpudra/gpudra/pkg/clusterread"
 	"github.com/gpudra/gpudra/pkg/dryrun"
 	"github.com/gpudra/gpudra/pkg/fakenodes"
+	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/nvmlfake"
 	"github.com/gpudra/gpudra/pkg/scheduler"
 	"github.com/gpudra/gpudra/pkg/slicebuilder"

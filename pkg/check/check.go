@@ -1,3 +1,19 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package check
 
 import (
@@ -10,13 +26,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpudra/gpudra/pkg/gpu"
-
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpudra/gpudra/deviceclasses"
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+	"github.com/gpudra/gpudra/pkg/gpu"
 	"github.com/gpudra/gpudra/pkg/scheduler"
 )
 
