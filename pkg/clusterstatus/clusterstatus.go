@@ -593,13 +593,6 @@ func stringAttr(d resourceapi.Device, name resourceapi.QualifiedName) string {
 	return ""
 }
 
-func intAttr(d resourceapi.Device, name resourceapi.QualifiedName, def int64) int64 {
-	if a, ok := d.Attributes[name]; ok && a.IntValue != nil {
-		return *a.IntValue
-	}
-	return def
-}
-
 func hasNoSchedule(d resourceapi.Device) bool {
 	for _, t := range d.Taints {
 		if t.Effect == resourceapi.DeviceTaintEffectNoSchedule || t.Effect == resourceapi.DeviceTaintEffectNoExecute {
