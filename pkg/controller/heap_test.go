@@ -61,8 +61,9 @@ import (
 //
 //	go test ./pkg/controller -run '^$' -bench BenchmarkFleetHeap -benchtime 1x [-fleet-nodes 100,1000,5000]
 //
-// reports, per layout (every MIG placement, as the plugin publishes by
-// default today; whole GPUs only, --mig-profiles=none) and fleet size:
+// reports, per layout (every free GPU's MIG placements, --mig-spare-gpus=all,
+// the worst case; the plugin's default, one spare GPU's placements; whole
+// GPUs only, --mig-profiles=none) and fleet size:
 // MiB/node held by the informers' caches, MiB/node held after the first
 // recompute (caches and the accounting's own state), and the peak heap
 // during that recompute, per node.
@@ -72,7 +73,8 @@ var fleetLayouts = []struct {
 	name string
 	pool fakenodes.Pool
 }{
-	{"all-placements", fakenodes.Pool{}},
+	{"all-placements", fakenodes.Pool{SpareGPUs: slicebuilder.SpareGPUs{All: true}}},
+	{"default-spare", fakenodes.Pool{}},
 	{"whole-gpus", fakenodes.Pool{MigProfiles: slicebuilder.MigProfiles{None: true}}},
 }
 
