@@ -18,7 +18,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ENV CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
-RUN go build -trimpath -ldflags "-s -w -X github.com/gpudra/gpudra/pkg/version.version=${VERSION} -X github.com/gpudra/gpudra/pkg/version.revision=${REVISION}" \
+RUN go build -trimpath -ldflags "-s -w -X github.com/gpudra/gpudra/internal/version.version=${VERSION} -X github.com/gpudra/gpudra/internal/version.revision=${REVISION}" \
     -o /out/bin/ ./cmd/kubelet-plugin ./cmd/controller ./cmd/gpudra \
  && mv /out/bin/kubelet-plugin /out/bin/gpudra-kubelet-plugin && mv /out/bin/controller /out/bin/gpudra-controller \
  && ln -s gpudra /out/bin/kubectl-gpudra

@@ -7,7 +7,7 @@ export CGO_ENABLED := 1
 # go-nvml's header marks many NVML calls deprecated; the warnings are noise.
 export CGO_CFLAGS  := -Wno-deprecated-declarations
 GOTESTFLAGS ?= -count=1
-# Per-package limit for make test: pkg/simulate runs the real plugin through
+# Per-package limit for make test: internal/simulate runs the real plugin through
 # many failure paths and takes ~7 min on an idle 2-core machine (10+ under
 # load), past go test's default 10 min; GOTESTFLAGS from .ci/run keep it.
 GOTESTTIMEOUT ?= 30m
@@ -21,7 +21,7 @@ export GPUDRA_CACHE HELM_VERSION
 # chart pulls by default.
 VERSION      ?= $(shell hack/version.sh version)
 REVISION     ?= $(shell hack/version.sh revision)
-LDFLAGS      := -X github.com/gpudra/gpudra/pkg/version.version=$(VERSION) -X github.com/gpudra/gpudra/pkg/version.revision=$(REVISION)
+LDFLAGS      := -X github.com/gpudra/gpudra/internal/version.version=$(VERSION) -X github.com/gpudra/gpudra/internal/version.revision=$(REVISION)
 IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 
 .PHONY: all build cli test test-unit test-race chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
@@ -45,18 +45,18 @@ test-unit: fmt-check vet verify-generate
 	$(GO) test -timeout $(GOTESTTIMEOUT) $(GOTESTFLAGS) ./...
 
 ## test-race: the packages that hold locks and goroutines under the race detector: node state, checkpoint, plugin, MPS launchers and stand-in, CDI writer, health, fake GPUs, controller, fleet, and the in-process pipeline's concurrency, crash and sharing tests (.ci/run runs it)
-RACE_PACKAGES ?= ./pkg/nodestate/ ./pkg/checkpoint/ ./pkg/plugin/ ./pkg/mps/ ./pkg/mpspod/ ./pkg/mpsstandin/ ./pkg/cdispec/ ./pkg/discovery/ ./pkg/nvmlfake/ ./pkg/controller/... ./pkg/fleet/
+RACE_PACKAGES ?= ./internal/nodestate/ ./internal/checkpoint/ ./internal/plugin/ ./internal/mps/ ./internal/mpspod/ ./internal/mpsstandin/ ./internal/cdispec/ ./internal/discovery/ ./internal/nvmlfake/ ./internal/controller/... ./internal/fleet/
 RACE_SIMULATE ?= ^(TestMigConcurrentPrepares|TestCrashInsideCheckpointBatch|TestSharingChaos|TestHungMPSDaemonIsReplaced|TestMPSOneDaemonPerDevice|TestMPSSurvivesRestartAndUpgrade|TestMPSDaemonKilledIsRestarted|TestTwoSharesOfOneGPUInOneClaim|TestHealthRecovers|TestSharedClaim)$$
 test-race:
 	$(GO) test -race $(GOTESTFLAGS) $(RACE_PACKAGES)
-	$(GO) test -race $(GOTESTFLAGS) -timeout 30m -run '$(RACE_SIMULATE)' ./pkg/simulate/
+	$(GO) test -race $(GOTESTFLAGS) -timeout 30m -run '$(RACE_SIMULATE)' ./internal/simulate/
 
 ## chaos-sharing: the in-process sharing chaos run, no cluster: SHARING_CHAOS_ITERATIONS (200) iterations of MPS, time-sliced and plain shares with failures injected at every sharing step, daemons killed, stopped and wiped, plugin restarts, the sharing invariants checked after each (make test runs 12)
 SHARING_CHAOS_ITERATIONS ?= 200
 SHARING_CHAOS_SEED ?= 1
 chaos-sharing:
 	bash -o pipefail -c 'GPUDRA_SHARING_CHAOS_ITERATIONS=$(SHARING_CHAOS_ITERATIONS) GPUDRA_SHARING_CHAOS_SEED=$(SHARING_CHAOS_SEED) \
-		$(GO) test -count=1 -timeout 60m -run "^TestSharingChaos$$" -v ./pkg/simulate/ | grep -E "^(gpudra sharing chaos|  [a-z]|--- |ok|FAIL|panic|\s+sharing_chaos_test)"'
+		$(GO) test -count=1 -timeout 60m -run "^TestSharingChaos$$" -v ./internal/simulate/ | grep -E "^(gpudra sharing chaos|  [a-z]|--- |ok|FAIL|panic|\s+sharing_chaos_test)"'
 
 ## golden: rewrite every golden file from the current code (published slices, doc tables, gpudra check's and migrate's expectations: the tests listed in hack/golden-tests); review the diff before committing
 golden:
@@ -65,7 +65,7 @@ golden:
 ## generate: the generated code (deep-copy functions of the config API, deepcopy-gen built once into $(GPUDRA_CACHE)/tools by hack/tools.sh; the read-only NVML wrapper)
 generate:
 	$$(hack/tools.sh deepcopy-gen) --output-file zz_generated.deepcopy.go --go-header-file hack/boilerplate.go.txt ./pkg/api/resource/v1alpha1
-	$(GO) run ./hack/readonlygen > pkg/backend/readonly_generated.go
+	$(GO) run ./hack/readonlygen > internal/backend/readonly_generated.go
 
 ## verify-generate: fail when generated code is out of date (part of make test)
 verify-generate:
@@ -117,7 +117,7 @@ demo:
 
 ## bench: the performance figures quoted in the docs
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/simulate/ ./pkg/slicebuilder/ ./pkg/check/
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/simulate/ ./internal/slicebuilder/ ./internal/check/
 
 ## bench-fleet: the real kube-scheduler on 100, 500 and 1000 fake GPU nodes, ResourceSlice layouts side by side, into docs/performance.md (root; ~1.5 h on 2 cores; BENCH_FLEET_MODE=quick: 100 nodes, ~15 min; see hack/fleetbench/bench-fleet.sh)
 bench-fleet:
@@ -125,7 +125,7 @@ bench-fleet:
 
 ## fuzz: search gpudra check's input path (YAML and CEL) for panics for a minute, and the config decoder for another
 fuzz:
-	$(GO) test ./pkg/check -run '^$$' -fuzz FuzzCheck -fuzztime 1m
+	$(GO) test ./internal/check -run '^$$' -fuzz FuzzCheck -fuzztime 1m
 	$(GO) test ./pkg/api/resource/v1alpha1 -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./pkg/api/resource/v1alpha1 -run '^$$' -fuzz FuzzMergeParameters -fuzztime 30s
 

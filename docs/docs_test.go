@@ -36,12 +36,12 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/gpudratest"
+	"github.com/gpudra/gpudra/internal/nvmlfake"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
-	"github.com/gpudra/gpudra/pkg/fakenodes"
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/nvmlfake"
-	"github.com/gpudra/gpudra/pkg/slicebuilder"
 )
 
 const (

@@ -34,8 +34,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpudra/gpudra/pkg/checkpoint"
-	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpu"
 )
 
 // The invariants, checked on the node itself (the plugin's checkpoint, the

@@ -26,19 +26,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpudra/gpudra/pkg/check"
-	"github.com/gpudra/gpudra/pkg/claimplan"
-	"github.com/gpudra/gpudra/pkg/dryrun"
-	"github.com/gpudra/gpudra/pkg/scheduler"
+	"github.com/gpudra/gpudra/internal/check"
+	"github.com/gpudra/gpudra/internal/claimplan"
+	"github.com/gpudra/gpudra/internal/dryrun"
+	"github.com/gpudra/gpudra/internal/scheduler"
 )
 
 // checkAgreesWithAPIServer: what gpudra check says the API server (with
 // gpudra's webhook) rejects, this cluster's API server rejects, and what
 // it says it accepts, it accepts. The corpus cases of API validation go
-// through a server-side dry run (pkg/dryrun, gpudra check
+// through a server-side dry run (internal/dryrun, gpudra check
 // --server-dry-run), object by object; nothing is stored.
 func (e *env) checkAgreesWithAPIServer(ctx context.Context, t *testing.T) {
-	corpus := filepath.Join("..", "pkg", "check", "testdata", "corpus")
+	corpus := filepath.Join("..", "internal", "check", "testdata", "corpus")
 	files := []string{"invalid-names.yaml", "allocation-mode-all-count.yaml", "msg-match-attribute-empty.yaml",
 		"v1beta1-demo.yaml", "v1alpha3-objects.yaml", "mps-limit-key.yaml", "misspelt-config.yaml", "msg-claim-source.yaml"}
 	start := time.Now()

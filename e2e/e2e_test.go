@@ -41,7 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpudra/gpudra/pkg/simulate"
+	"github.com/gpudra/gpudra/internal/simulate"
 )
 
 // TestGPUDRA runs the scenarios in order on one installation of the chart.
@@ -198,7 +198,7 @@ func (e *env) prepareNamespaces(ctx context.Context, t *testing.T) {
 }
 
 // expectedSlices are the slices the plugin publishes for this node and
-// profile, from the same plugin run in-process (pkg/simulate).
+// profile, from the same plugin run in-process (internal/simulate).
 func (e *env) expectedSlices(ctx context.Context, t *testing.T) []*resourceapi.ResourceSlice {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gpudra-e2e-")
@@ -323,7 +323,7 @@ func (e *env) slicesMatchGolden(ctx context.Context, t *testing.T) {
 		t.Errorf("the cluster's slices differ from the in-process plugin's for node %s:\ngot:\n%s\nwant:\n%s", e.node, strings.Join(g, "---\n"), strings.Join(w, "---\n"))
 	}
 	// ...and, but for the node's name and UUIDs, the golden slices.
-	golden := filepath.Join("..", "pkg", "simulate", "testdata", "slices", e.profile+".yaml")
+	golden := filepath.Join("..", "internal", "simulate", "testdata", "slices", e.profile+".yaml")
 	data, err := os.ReadFile(golden)
 	if err != nil {
 		t.Fatal(err)

@@ -40,8 +40,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/gpudra/gpudra/internal/clusterstatus"
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
-	"github.com/gpudra/gpudra/pkg/clusterstatus"
 )
 
 // repoRoot is the repository the suite runs from (go test runs in e2e/).

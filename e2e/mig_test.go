@@ -30,7 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/internal/gpu"
 )
 
 const (

@@ -39,7 +39,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpudra/gpudra/pkg/simulate"
+	"github.com/gpudra/gpudra/internal/simulate"
 )
 
 // profileLabel is the label the multi-node local cluster (node.sh) puts on

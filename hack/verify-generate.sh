@@ -3,7 +3,7 @@
 # from: regenerates it (make generate) and compares. Part of make test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-files=(pkg/api/resource/v1alpha1/zz_generated.deepcopy.go pkg/backend/readonly_generated.go)
+files=(pkg/api/resource/v1alpha1/zz_generated.deepcopy.go internal/backend/readonly_generated.go)
 saved=$(mktemp -d); trap 'rm -rf "$saved"' EXIT
 for f in "${files[@]}"; do cp "$f" "$saved/$(basename "$f")"; done
 make --no-print-directory generate >/dev/null

@@ -3,7 +3,7 @@
 #
 #   hack/version.sh version    the release: the chart's appVersion (also the image tag the chart pulls)
 #   hack/version.sh revision   the git commit, -dirty with uncommitted changes ("unknown" outside git)
-#   hack/version.sh ldflags    the go build -ldflags -X flags that stamp both into pkg/version
+#   hack/version.sh ldflags    the go build -ldflags -X flags that stamp both into internal/version
 #
 # make build, make image (hack/image.sh), make gpu-check and the e2e image
 # use it; the Dockerfile takes the same two values as build arguments.
@@ -21,7 +21,7 @@ if [ -z "$revision" ]; then
     revision=unknown
   fi
 fi
-pkg=github.com/gpudra/gpudra/pkg/version
+pkg=github.com/gpudra/gpudra/internal/version
 case ${1:-} in
   version) echo "$version" ;;
   revision) echo "$revision" ;;

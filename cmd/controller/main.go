@@ -38,12 +38,12 @@ import (
 	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
 
-	"github.com/gpudra/gpudra/pkg/admission"
-	"github.com/gpudra/gpudra/pkg/cmdline"
-	"github.com/gpudra/gpudra/pkg/controller"
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/servingcert"
-	gpudraversion "github.com/gpudra/gpudra/pkg/version"
+	"github.com/gpudra/gpudra/internal/admission"
+	"github.com/gpudra/gpudra/internal/cmdline"
+	"github.com/gpudra/gpudra/internal/controller"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/servingcert"
+	gpudraversion "github.com/gpudra/gpudra/internal/version"
 )
 
 type flags struct {

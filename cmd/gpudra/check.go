@@ -28,14 +28,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpudra/gpudra/deviceclasses"
-	"github.com/gpudra/gpudra/pkg/check"
-	"github.com/gpudra/gpudra/pkg/clusterread"
-	"github.com/gpudra/gpudra/pkg/dryrun"
-	"github.com/gpudra/gpudra/pkg/fakenodes"
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/nvmlfake"
-	"github.com/gpudra/gpudra/pkg/scheduler"
-	"github.com/gpudra/gpudra/pkg/slicebuilder"
+	"github.com/gpudra/gpudra/internal/check"
+	"github.com/gpudra/gpudra/internal/clusterread"
+	"github.com/gpudra/gpudra/internal/dryrun"
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/nvmlfake"
+	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 func newCheckCommand() *cobra.Command {
@@ -67,7 +67,7 @@ given inventory:
     decoded and validated with the kubelet plugin's own decoder; another
     vendor's config gets a note naming gpudra's equivalent;
   - each allocated claim goes through the kubelet plugin's own prepare-time
-    decision (pkg/claimplan): the config each device gets must be of its
+    decision (internal/claimplan): the config each device gets must be of its
     kind, MPS on one device per claim, per-device limits keyed by a device
     of the claim, claims that share a GPU sharing it alike (--sequential
     feeds it what earlier claims hold), monitoring devices for admin access

@@ -28,10 +28,10 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
-	"github.com/gpudra/gpudra/pkg/backend"
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/gpucheck"
-	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	"github.com/gpudra/gpudra/internal/backend"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/gpucheck"
+	"github.com/gpudra/gpudra/internal/nvmlfake"
 )
 
 func newGPUCheckCommand() *cobra.Command {

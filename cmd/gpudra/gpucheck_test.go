@@ -25,7 +25,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpudra/gpudra/pkg/nvmlfake"
+	"github.com/gpudra/gpudra/internal/nvmlfake"
 )
 
 // runScript runs hack/gpu-check.sh with this test binary as gpudra.

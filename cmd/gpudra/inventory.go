@@ -31,12 +31,12 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpudra/gpudra/pkg/backend"
-	"github.com/gpudra/gpudra/pkg/fakenodes"
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/inventory"
-	"github.com/gpudra/gpudra/pkg/nvmlfake"
-	"github.com/gpudra/gpudra/pkg/slicebuilder"
+	"github.com/gpudra/gpudra/internal/backend"
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/inventory"
+	"github.com/gpudra/gpudra/internal/nvmlfake"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // inventoryOptions are gpudra inventory's flags.

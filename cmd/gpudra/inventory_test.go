@@ -84,7 +84,7 @@ func TestInventory(t *testing.T) {
 // in YAML and in JSON.
 func TestInventoryRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	manifests := filepath.Join("..", "..", "pkg", "check", "testdata", "corpus", "nvlink-mixed-node.yaml")
+	manifests := filepath.Join("..", "..", "internal", "check", "testdata", "corpus", "nvlink-mixed-node.yaml")
 	examples := filepath.Join("..", "..", "deviceclasses", "examples")
 	_, want, _ := runCommand(t, newCheckCommand(), "", "-o", "json", "--sequential", "--profile", "mixed", examples, manifests)
 	for _, format := range []string{"yaml", "json"} {

@@ -33,7 +33,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpudra/gpudra/pkg/version"
+	"github.com/gpudra/gpudra/internal/version"
 )
 
 // kubectlPluginName is the name kubectl finds the plugin by: `kubectl

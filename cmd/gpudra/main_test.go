@@ -27,7 +27,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpudra/gpudra/pkg/version"
+	"github.com/gpudra/gpudra/internal/version"
 )
 
 // runAsGpudra makes this test binary gpudra itself (TestMain), for the

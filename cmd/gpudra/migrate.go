@@ -26,9 +26,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/migrate"
-	"github.com/gpudra/gpudra/pkg/scheduler"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/migrate"
+	"github.com/gpudra/gpudra/internal/scheduler"
 )
 
 func newMigrateCommand() *cobra.Command {

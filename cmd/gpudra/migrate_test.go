@@ -30,7 +30,7 @@ func runMigrateCLI(t *testing.T, stdin string, args ...string) (int, string, str
 	return runCommand(t, newMigrateCommand(), stdin, args...)
 }
 
-const cases = "../../pkg/migrate/testdata/in"
+const cases = "../../internal/migrate/testdata/in"
 
 // TestMigrateCommand: standard output, the report and the exit status;
 // the output passes gpudra check (the command's round trip).

@@ -32,11 +32,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpudra/gpudra/deviceclasses"
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/nvmlfake"
-	"github.com/gpudra/gpudra/pkg/scheduler"
-	"github.com/gpudra/gpudra/pkg/simulate"
-	"github.com/gpudra/gpudra/pkg/slicebuilder"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/nvmlfake"
+	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/simulate"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 func newSimulateCommand() *cobra.Command {

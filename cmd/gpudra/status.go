@@ -23,9 +23,9 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/gpudra/gpudra/pkg/clusterread"
-	"github.com/gpudra/gpudra/pkg/clusterstatus"
-	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/internal/clusterread"
+	"github.com/gpudra/gpudra/internal/clusterstatus"
+	"github.com/gpudra/gpudra/internal/gpu"
 )
 
 // kubeconfigFlags are kubectl's --kubeconfig, --context and -n.

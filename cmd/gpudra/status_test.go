@@ -31,9 +31,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpudra/gpudra/deviceclasses"
-	"github.com/gpudra/gpudra/pkg/clusterstatus"
-	"github.com/gpudra/gpudra/pkg/fakenodes"
-	"github.com/gpudra/gpudra/pkg/scheduler"
+	"github.com/gpudra/gpudra/internal/clusterstatus"
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/scheduler"
 )
 
 // fakeAPIServer serves lists of ResourceSlices, ResourceClaims and

@@ -21,7 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpudra/gpudra/pkg/version"
+	"github.com/gpudra/gpudra/internal/version"
 )
 
 func newVersionCommand() *cobra.Command {

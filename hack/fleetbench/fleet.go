@@ -35,9 +35,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/deviceclasses"
-	"github.com/gpudra/gpudra/pkg/fakenodes"
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/simulate"
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/simulate"
 )
 
 // fleet is the N fake GPU nodes of one run, as the API server sees them.

@@ -29,9 +29,9 @@ import (
 
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/gpudra/gpudra/pkg/fakenodes"
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/slicebuilder"
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 func TestQuantile(t *testing.T) {

@@ -25,7 +25,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/internal/gpu"
 )
 
 // hidesBusy says whether the layout leaves out the placements of GPUs

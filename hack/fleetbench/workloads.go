@@ -23,7 +23,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpudra/gpudra/pkg/gpu"
+	"github.com/gpudra/gpudra/internal/gpu"
 )
 
 // gpusPerNode is what the dgx-h100 profile has: 8 H100s on one NVLink

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command readonlygen writes pkg/backend/readonly_generated.go: go-nvml's
+// Command readonlygen writes internal/backend/readonly_generated.go: go-nvml's
 // nvml.Interface, Device, GpuInstance and ComputeInstance wrapped so that
 // every call that changes a GPU (Set*, Reset*, Clear*, Create*, Destroy*,
 // Freeze*, PowerSmoothing*, Force*) is refused with ERROR_NO_PERMISSION
@@ -22,9 +22,9 @@ limitations under the License.
 // is wrapped the same way. gpudra inventory and gpudra gpu-check open NVML
 // through it (backend.Options.ReadOnly).
 //
-//	go run ./hack/readonlygen > pkg/backend/readonly_generated.go   (make generate)
+//	go run ./hack/readonlygen > internal/backend/readonly_generated.go   (make generate)
 //
-// pkg/backend's TestReadOnlyRefusesEveryMutation fails when a go-nvml
+// internal/backend's TestReadOnlyRefusesEveryMutation fails when a go-nvml
 // upgrade adds a mutating call this file does not refuse.
 package main
 
@@ -57,7 +57,7 @@ var wrapped = []struct {
 // verb (DeviceSetMigMode, GpuInstanceDestroy).
 var objectPrefix = regexp.MustCompile(`^(Device|GpuInstance|ComputeInstance|VgpuInstance|VgpuType|System|Unit|EventSet|Gpm|Vgpu)?`)
 
-// mutating verbs; MutatingCall in pkg/backend must agree.
+// mutating verbs; MutatingCall in internal/backend must agree.
 var mutating = regexp.MustCompile(`^(Set|Reset|Clear|Create|Destroy|Freeze|PowerSmoothing|Force)`)
 
 // allowed change no GPU setting: event sets are the health watch's own.

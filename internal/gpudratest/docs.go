@@ -27,7 +27,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gpudra/gpudra/pkg/cmdline"
+	"github.com/gpudra/gpudra/internal/cmdline"
 )
 
 // MarkdownTable returns the body rows of the first table under the heading

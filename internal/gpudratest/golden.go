@@ -152,11 +152,11 @@ var goldenTests = sync.OnceValues(func() (map[string][]string, error) {
 })
 
 // GoldenTests are the golden tests of GoldenTestsFile by package directory
-// (relative to the module root, e.g. "pkg/simulate").
+// (relative to the module root, e.g. "internal/simulate").
 func GoldenTests() (map[string][]string, error) { return goldenTests() }
 
 // ReadGoldenTests parses a golden test list: one line per package, the
-// directory ("./pkg/simulate") and its golden tests; # starts a comment.
+// directory ("./internal/simulate") and its golden tests; # starts a comment.
 func ReadGoldenTests(path string) (map[string][]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -33,9 +33,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpudra/gpudra/pkg/gpu"
-	"github.com/gpudra/gpudra/pkg/mps"
-	"github.com/gpudra/gpudra/pkg/mpspod"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/mps"
+	"github.com/gpudra/gpudra/internal/mpspod"
 )
 
 // The admission policy for MPS daemon pods

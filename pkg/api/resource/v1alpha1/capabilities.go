@@ -22,7 +22,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/gpudra/gpudra/pkg/errorlist"
+	"github.com/gpudra/gpudra/internal/errorlist"
 )
 
 // Driver capabilities, as the NVIDIA Container Toolkit names them in

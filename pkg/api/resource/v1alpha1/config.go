@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/gpudra/gpudra/pkg/errorlist"
+	"github.com/gpudra/gpudra/internal/errorlist"
 )
 
 // Config is a decoded opaque device configuration: one of this package's

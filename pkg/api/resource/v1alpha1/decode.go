@@ -31,7 +31,7 @@ import (
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/gpudra/gpudra/pkg/errorlist"
+	"github.com/gpudra/gpudra/internal/errorlist"
 )
 
 var (

@@ -25,7 +25,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/gpudra/gpudra/pkg/errorlist"
+	"github.com/gpudra/gpudra/internal/errorlist"
 )
 
 var quantityType = reflect.TypeFor[resource.Quantity]()

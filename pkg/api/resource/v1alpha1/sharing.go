@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/gpudra/gpudra/pkg/errorlist"
+	"github.com/gpudra/gpudra/internal/errorlist"
 )
 
 // SharingStrategy is how the processes of the containers that use one

@@ -1,0 +1,173 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/internal/errorlist"
+)
+
+// ValidatePath is where the API server sends AdmissionReviews; the chart's
+// ValidatingWebhookConfiguration names it.
+const ValidatePath = "/validate"
+
+// Handler serves AdmissionReview v1 requests over HTTP, within Limits.
+type Handler struct {
+	Validator Validator
+	// Observe, if set, is told the kind, the decision and how long it
+	// took, for every request: Refused ones have no kind.
+	Observe func(kind string, result Result, took time.Duration)
+
+	limits Limits
+	// budget holds the bytes of the reviews in flight (reviewCost).
+	budget *semaphore.Weighted
+}
+
+// NewHandler returns a handler that judges reviews with v.
+func NewHandler(v Validator, limits Limits) (*Handler, error) {
+	if err := limits.Validate(); err != nil {
+		return nil, err
+	}
+	return &Handler{Validator: v, limits: limits, budget: semaphore.NewWeighted(limits.MaxInFlightBytes)}, nil
+}
+
+// incomingReview is what the handler reads of an AdmissionReview.
+type incomingReview struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Request    *request `json:"request"`
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(r.Context(), h.limits.Timeout)
+	defer cancel()
+	logger := klog.FromContext(ctx)
+	refuse := func(status int, format string, args ...any) {
+		if h.Observe != nil {
+			h.Observe("", Refused, time.Since(start))
+		}
+		msg := fmt.Sprintf(format, args...)
+		logger.V(2).Info("Admission request refused", "status", status, "remote", r.RemoteAddr, "reason", msg)
+		http.Error(w, msg, status)
+	}
+	if r.Method != http.MethodPost {
+		refuse(http.StatusMethodNotAllowed, "POST an admission.k8s.io/v1 AdmissionReview")
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		refuse(http.StatusUnsupportedMediaType, "content type %q: want application/json", errorlist.Value(r.Header.Get("Content-Type")))
+		return
+	}
+	size := r.ContentLength
+	if size > maxRequestBytes {
+		refuse(http.StatusRequestEntityTooLarge, "request of %d bytes, larger than the %d a review from the API server can be", size, maxRequestBytes)
+		return
+	}
+	if size < 0 {
+		size = maxRequestBytes // unknown: it may be as large as that
+	}
+	// Room for the body and the work before reading: what reviews in
+	// flight hold together is bounded, however many arrive at once.
+	cost := reviewCost(size)
+	if cost > h.limits.MaxInFlightBytes/4 {
+		if !h.budget.TryAcquire(cost) {
+			refuse(http.StatusTooManyRequests, "too many reviews in flight: no room for a review of %d bytes now", size)
+			return
+		}
+	} else if err := h.budget.Acquire(ctx, cost); err != nil {
+		refuse(http.StatusTooManyRequests, "too many reviews in flight: no room within %v", h.limits.Timeout)
+		return
+	}
+	defer h.budget.Release(cost)
+	body, err := readBody(r.Body, size, r.ContentLength >= 0)
+	if err != nil {
+		refuse(http.StatusBadRequest, "read request: %v", err)
+		return
+	}
+	if len(body) > maxRequestBytes {
+		refuse(http.StatusRequestEntityTooLarge, "request larger than %d bytes", maxRequestBytes)
+		return
+	}
+	var rev incomingReview
+	if err := json.Unmarshal(body, &rev); err != nil {
+		refuse(http.StatusBadRequest, "decode AdmissionReview: %v", err)
+		return
+	}
+	body = nil // the objects are read; the rest is not needed
+	if rev.APIVersion != admissionv1.SchemeGroupVersion.String() || rev.Kind != "AdmissionReview" || rev.Request == nil {
+		refuse(http.StatusBadRequest, "got %s %s: want an %s AdmissionReview with a request",
+			errorlist.Value(rev.APIVersion), errorlist.Value(rev.Kind), admissionv1.SchemeGroupVersion)
+		return
+	}
+	req := rev.Request
+	if err := req.check(); err != nil {
+		refuse(http.StatusBadRequest, "%v", err)
+		return
+	}
+
+	judged := time.Now()
+	resp, result := h.Validator.review(ctx, req)
+	took := time.Since(judged)
+	if h.Observe != nil {
+		h.Observe(req.Kind.Kind, result, took)
+	}
+	logger.V(2).Info("Admission review", "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name,
+		"operation", req.Operation, "result", result, "took", took)
+	if result != Allowed {
+		logger.V(1).Info("Admission review not allowed", "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name,
+			"user", errorlist.Value(req.UserInfo.Username), "result", result, "message", resp.Result.Message)
+	}
+
+	out, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Response: resp,
+	})
+	if err != nil {
+		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(out); err != nil {
+		logger.V(2).Info("Writing admission response failed", "err", err)
+	}
+}
+
+// readBody reads a body of size bytes when known, or up to one byte past
+// maxRequestBytes when not.
+func readBody(body io.Reader, size int64, known bool) ([]byte, error) {
+	if !known {
+		return io.ReadAll(io.LimitReader(body, maxRequestBytes+1))
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}

@@ -1,0 +1,246 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package check
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/internal/scheduler"
+)
+
+// allocate schedules a unit as the scheduler schedules a pod: all its
+// claims that are not allocated yet together, on the first node where
+// they fit, through the offline scheduler core.
+func (r *runner) allocate(u *unit) {
+	all := u.claims
+	if u.extended != nil {
+		all = append(all[:len(all):len(all)], u.extended)
+	}
+	var todo []*claimEval
+	pinned := ""
+	for _, ce := range all {
+		if ce.done {
+			pinned = ce.node
+			continue
+		}
+		todo = append(todo, ce)
+	}
+	if len(todo) == 0 {
+		return
+	}
+	// A claim of the pod found unsatisfiable earlier (shared with an
+	// earlier pod) keeps the whole pod Pending: the scheduler allocates
+	// none of its claims, so none holds a device.
+	for _, ce := range all {
+		if ce.done && ce.claim.Status.Allocation == nil {
+			for _, other := range todo {
+				r.unsatisfiable(other, podBlockedBy(ce))
+			}
+			// The finding that says why counts this replica too.
+			if p, ok := r.pending[u.podObj.Owner+"\x00"+ce.source.String()]; ok && u.podObj.Owner != "" {
+				p.pods = append(p.pods, u.pod)
+			}
+			return
+		}
+	}
+	if len(u.blocked) > 0 {
+		for _, ce := range todo {
+			r.unsatisfiable(ce, "the pod cannot be scheduled: "+strings.Join(u.blocked, "; "))
+		}
+		return
+	}
+	var pod *v1.Pod
+	if u.pod != "" {
+		pod = u.podObj.Obj.(*v1.Pod)
+		if ok, why := r.fitsNodes(pod); !ok {
+			for _, ce := range todo {
+				r.unsatisfiable(ce, why)
+			}
+			return
+		}
+	}
+	if !r.opts.Sequential && (u.group == "" || u.group != r.group) {
+		r.resetState()
+		r.group = u.group
+	}
+	for _, ce := range todo {
+		if ce.invalid {
+			for _, other := range todo {
+				r.unsatisfiable(other, "the API server rejects claim "+ce.info.Name+" (see the findings): it is never allocated")
+			}
+			return
+		}
+	}
+	for _, ce := range todo {
+		for _, re := range ce.reqs {
+			if re.missing || re.broken || anySub(re, func(s *reqEval) bool { return s.missing || s.broken }) {
+				r.unsatisfiable(ce, "a request's DeviceClass or selectors are unusable (see the findings above): the scheduler cannot allocate this claim")
+				return
+			}
+		}
+	}
+	// The pod's claims that are allocated already (shared with an earlier
+	// pod) pin it to their node.
+	var tried []*claimEval
+	var claims []*resourceapi.ResourceClaim
+	for _, ce := range all {
+		tried = append(tried, ce)
+		claims = append(claims, ce.claim)
+	}
+	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool {
+		if pod != nil {
+			if ok, _ := scheduler.PodFitsNode(pod, node); !ok {
+				return false
+			}
+		}
+		return r.mayFit(todo, node.Name)
+	})
+	if place != nil {
+		r.report.Stats.AllocateRuns += place.Tried
+	}
+	var fe *scheduler.FilterError
+	switch {
+	case err == nil:
+		for i, ce := range tried {
+			if res := place.Results[i]; res != nil {
+				r.record(ce, place.Node.Name, res)
+			}
+		}
+	case errors.As(err, &fe) && fe.Timeout:
+		msg := fmt.Sprintf("the allocator did not finish within %s on node %s; the scheduler gives up likewise (DRASchedulerFilterTimeout, 10s by default): too many combinations to try (large counts with constraints?)", r.opts.AllocateTimeout, fe.Node)
+		for _, ce := range todo {
+			r.unsatisfiable(ce, msg)
+			r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg)})
+		}
+	case errors.As(err, &fe):
+		msg := "the scheduler stops with an error on node " + fe.Node + ": " + fe.Err.Error()
+		for _, ce := range todo {
+			r.unsatisfiable(ce, msg)
+			r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
+				Hint: "a selector that fails on a device aborts scheduling; see the runtime-error findings"})
+		}
+	case errors.Is(err, scheduler.ErrUnschedulable):
+		r.explain(u, todo, pinned)
+	default:
+		for _, ce := range todo {
+			r.unsatisfiable(ce, "the scheduler cannot try this claim: "+err.Error())
+		}
+	}
+}
+
+func anySub(re *reqEval, f func(*reqEval) bool) bool {
+	for _, s := range re.sub {
+		if f(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// record keeps a claim's allocation: in the report, in the claim (so that
+// a pod sharing it is pinned to its node), and in the state.
+func (r *runner) record(ce *claimEval, node string, res *resourceapi.AllocationResult) {
+	a := &Allocation{Node: node}
+	for _, d := range res.Devices.Results {
+		a.Devices = append(a.Devices, AllocatedDevice{Request: d.Request, Driver: d.Driver, Pool: d.Pool, Device: d.Device})
+	}
+	r.state.Add(ce.info.Name, res)
+	ce.claim.Status.Allocation = res
+	ce.done, ce.node = true, node
+	r.report.Claims[ce.idx].Allocation = a
+	r.prepare(ce, res)
+	r.republish(node, res)
+}
+
+// resetState forgets every allocation of the inputs: the next claims see
+// an empty cluster, or what a live cluster's claims hold (Options.Held),
+// and the nodes publish what they published before.
+func (r *runner) resetState() {
+	r.state = r.clusterState.Clone()
+	r.held = slices.Clone(r.clusterHeld)
+	r.restorePublished(nil)
+}
+
+func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
+	ci := &r.report.Claims[ce.idx]
+	ci.Unsatisfiable = append(ci.Unsatisfiable, reasons...)
+	ce.done = true
+}
+
+// free says whether device i can still be allocated (sequential mode): no
+// claim holds it, or it allows multiple allocations (consumable
+// capacity), in which case the allocator judges what is left of it.
+func (r *runner) free(i int) bool {
+	d := r.inv.devices[i]
+	if m := d.dev.AllowMultipleAllocations; m != nil && *m {
+		return true
+	}
+	return len(r.state.Holders(d.id)) == 0
+}
+
+// mayFit is a necessary condition for the unit to fit on the node: every
+// request has enough matching, free devices there. It spares the
+// allocator nodes that cannot work.
+func (r *runner) mayFit(claims []*claimEval, node string) bool {
+	if _, ok := r.republished[node]; ok {
+		return true // devices the inventory does not hold may be published now
+	}
+	for _, ce := range claims {
+		for _, re := range ce.reqs {
+			if !r.requestMayFit(re, node) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (r *runner) requestMayFit(re *reqEval, node string) bool {
+	if re.sub != nil {
+		for _, s := range re.sub {
+			if r.requestMayFit(s, node) {
+				return true
+			}
+		}
+		return false
+	}
+	n := r.countOn(re.match, node, !re.admin)
+	if re.mode == resourceapi.DeviceAllocationModeAll {
+		return n > 0
+	}
+	return int64(n) >= re.count
+}
+
+// countOn counts matching devices on a node (and those reachable from
+// every node); onlyFree skips devices earlier claims hold.
+func (r *runner) countOn(match []bool, node string, onlyFree bool) int {
+	n := 0
+	for _, list := range [][]int{r.byNode[node], r.byNode[""]} {
+		for _, i := range list {
+			if match[i] && (!onlyFree || r.free(i)) {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,566 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package check
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/scheduler"
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+)
+
+// Options configure Run.
+type Options struct {
+	// Inputs are the decoded manifests (scheduler.LoadPaths, LoadFS).
+	Inputs *scheduler.Manifests
+	// Slices are inventory besides the ResourceSlices among the inputs,
+	// e.g. what gpudra publishes on fake nodes (internal/fakenodes);
+	// SlicesSource says where they come from, for the report.
+	Slices       []*resourceapi.ResourceSlice
+	SlicesSource string
+	// SlicesNotes say how the caller's slices differ from what the
+	// newest Kubernetes would hold (fakenodes.Pool.On), for the report.
+	SlicesNotes []string
+	// DriverName is the driver gpudra runs as (default gpu.gpudra.io):
+	// the built-in DeviceClasses are rendered for it, and opaque configs
+	// for it are validated as the plugin validates them.
+	DriverName string
+	// KubernetesVersion selects the feature set (scheduler.KubernetesVersions).
+	KubernetesVersion string
+	// Sequential allocates claims one after the other, each seeing what
+	// the earlier ones hold; otherwise each is allocated on an empty
+	// inventory.
+	Sequential bool
+	// Republish, when set, is what a node publishes once the claims
+	// allocated on it so far are prepared (prepared: one entry per claim,
+	// in the order they were allocated, each the devices it holds): in
+	// sequential mode, within a gang and among a workload's replicas, the
+	// node's slices are replaced by it after each allocation, as gpudra's
+	// plugin republishes after each prepare (a MIG partition taken from a node's spare GPU makes
+	// the next GPU a spare; docs/mig.md). internal/fakenodes.Republisher
+	// provides it for fake nodes; nil keeps every node's slices as given.
+	Republish func(ctx context.Context, node string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error)
+	// BuiltinClasses makes gpudra's shipped DeviceClasses known, as the
+	// Helm chart installs them: a claim may use them without defining
+	// them, and an input class of the same name is compared with them.
+	BuiltinClasses bool
+	// ListLimit: matching devices are listed by name when at most this
+	// many (default 64); otherwise only counted.
+	ListLimit int
+	// AllocateTimeout bounds one allocator call on one node, as the
+	// scheduler's DRASchedulerFilterTimeout does (default 10s).
+	AllocateTimeout time.Duration
+	// Strict makes warnings count for the exit status, as errors do.
+	Strict bool
+	// MPSDisabled: the plugin runs no MPS daemons (the chart's
+	// mps.enabled: false), so a claim that asks for MPS fails to prepare.
+	MPSDisabled bool
+	// ShareSharing is how a claim holding a share of a GPU (consumable
+	// capacity) shares it when its config does not say, the chart's
+	// consumableCapacity.sharing: "MPS" (the default, as the plugin's),
+	// "TimeSlicing" or "None".
+	ShareSharing string
+	// ClusterClasses are a live cluster's DeviceClasses (gpudra check
+	// --cluster): known as the built-in ones are, replaced by an input
+	// class of the same name (as applying it would), not checked
+	// themselves.
+	ClusterClasses []*resourceapi.DeviceClass
+	// Held are claims allocated in a live cluster (gpudra check
+	// --cluster): their devices are taken before any input claim is
+	// allocated, so check says what fits right now.
+	Held []*resourceapi.ResourceClaim
+}
+
+// Exit statuses.
+const (
+	ExitClean    = 0
+	ExitFindings = 1
+	ExitInput    = 2
+)
+
+// runner holds one check's state.
+type runner struct {
+	ctx      context.Context
+	opts     Options
+	feats    scheduler.Features
+	sched    *scheduler.Scheduler
+	report   *Report
+	inv      *inventory
+	compiler *compiler
+	// evaluation results by expression
+	evals map[string]*evalResult
+	// known are the DeviceClasses the cluster would have: the inputs' and
+	// the built-in ones they do not replace; classes are those evaluated
+	// so far (on first use).
+	known   map[string]scheduler.Object
+	builtin map[string]bool // known classes that come from gpudra
+	classes map[string]*classEval
+	// classesForScheduler serve the allocator and map extended resources.
+	classesForScheduler *scheduler.Classes
+	seen                map[string]bool // findings already reported
+	// unusedClass is set while checking a class that no claim uses, when
+	// the inputs have claims (a check of classes alone checks them all).
+	unusedClass bool
+	byNode      map[string][]int // device indexes per node ("" = not node-local)
+	// state is what allocated claims hold (sequential mode keeps it), as
+	// the scheduler sees it; held is what the nodes' plugins prepared.
+	state *scheduler.State
+	held  []heldDevice
+	// clusterState and clusterHeld are what a live cluster's allocated
+	// claims hold (Options.Held), as the scheduler and the nodes' plugins
+	// see it: where each allocation starts.
+	clusterState *scheduler.State
+	clusterHeld  []heldDevice
+	// republished is, per node, what it published since its slices were
+	// replaced (Options.Republish).
+	republished map[string]*republishedNode
+	// group is the unit group the state is of, without --sequential.
+	group string
+	// pending are the workloads' Pending replicas, by owner and claim
+	// source, in the order found.
+	pending      map[string]*pendingReplicas
+	pendingOrder []string
+	// nodes are gpudra's pools read back into the device model, for the
+	// prepare-time checks; shareSharing is Options.ShareSharing.
+	nodes        map[string]gpu.Node
+	shareSharing *configapi.Sharing
+	// gangs are the inputs' PodGroups by "namespace/name"; nodeObjs the
+	// inputs' Node objects (gangs.go).
+	gangs    map[string]*gangInfo
+	nodeObjs []*v1.Node
+	// namespaces are the inputs' Namespaces, by name.
+	namespaces map[string]*v1.Namespace
+	// notServedAt are the objects reported as not served, by source.
+	notServedAt map[string]bool
+}
+
+type evalResult struct {
+	match []bool
+	errs  map[int]error
+}
+
+type classEval struct {
+	obj       *resourceapi.DeviceClass
+	source    scheduler.Source
+	selectors []*selector
+	broken    bool   // a selector does not compile
+	match     []bool // all selectors
+}
+
+// Run checks the inputs. It returns a *scheduler.InputError when they
+// cannot be used; everything else is in the report.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if opts.KubernetesVersion == "" {
+		opts.KubernetesVersion = scheduler.DefaultKubernetesVersion
+	}
+	if opts.DriverName == "" {
+		opts.DriverName = gpu.DefaultDriverName
+	}
+	if opts.ListLimit == 0 {
+		opts.ListLimit = 64
+	}
+	if opts.AllocateTimeout == 0 {
+		opts.AllocateTimeout = scheduler.DefaultFilterTimeout
+	}
+	feats, err := scheduler.FeaturesFor(opts.KubernetesVersion)
+	if err != nil {
+		return nil, &scheduler.InputError{Msg: "--kubernetes-version: " + err.Error()}
+	}
+	shareSharing, err := shareSharingOf(opts.ShareSharing)
+	if err != nil {
+		return nil, &scheduler.InputError{Msg: "--consumable-capacity-sharing: " + err.Error()}
+	}
+	in := opts.Inputs
+	if in == nil {
+		in = &scheduler.Manifests{}
+	}
+	if in.Empty() && opts.Slices == nil {
+		return nil, &scheduler.InputError{Msg: "nothing to check: give YAML files or directories with DeviceClasses, ResourceClaimTemplates, ResourceClaims, Pods (or workloads) or ResourceSlices"}
+	}
+	r := &runner{
+		ctx: ctx, opts: opts, feats: feats,
+		report: &Report{
+			KubernetesVersion: feats.Version,
+			Sequential:        opts.Sequential,
+			Strict:            opts.Strict,
+		},
+		compiler:     newCompiler(feats.CEL),
+		evals:        map[string]*evalResult{},
+		known:        map[string]scheduler.Object{},
+		builtin:      map[string]bool{},
+		classes:      map[string]*classEval{},
+		seen:         map[string]bool{},
+		clusterState: scheduler.StateOf(opts.Held),
+		nodes:        map[string]gpu.Node{},
+
+		notServedAt: map[string]bool{},
+		pending:     map[string]*pendingReplicas{},
+
+		shareSharing: shareSharing,
+	}
+	r.state = r.clusterState.Clone()
+	for _, i := range in.Ignored {
+		r.report.Ignored = append(r.report.Ignored, i.String())
+	}
+	for _, p := range in.Problems {
+		r.addProblem(p)
+	}
+	r.namespaces = namespacesOf(in)
+	if err := r.loadClasses(in); err != nil {
+		return nil, err
+	}
+	r.loadPodGroups(in)
+	r.loadInventory(in)
+	r.clusterHeld = r.clusterHolds(opts.Held)
+	r.held = slices.Clone(r.clusterHeld)
+	units := r.buildUnits(in)
+	r.allocateAll(units)
+	for _, u := range units {
+		if u.pod != "" {
+			r.report.Pods = append(r.report.Pods, r.podInfo(u))
+		}
+	}
+	// Classes no claim used are still checked: they are inputs.
+	r.unusedClass = len(in.Claims)+len(in.Templates)+len(in.Pods) > 0
+	for _, o := range in.Classes {
+		r.class(o.Obj.(*resourceapi.DeviceClass).Name)
+	}
+	r.unusedClass = false
+	r.finish()
+	return r.report, nil
+}
+
+// loadClasses makes the inputs' DeviceClasses and the built-in ones known.
+// An input class with the name of a built-in one replaces it, as applying
+// it would: a finding when it differs.
+func (r *runner) loadClasses(in *scheduler.Manifests) error {
+	for _, o := range in.Classes {
+		name := o.Obj.(*resourceapi.DeviceClass).Name
+		if prev, dup := r.known[name]; dup {
+			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "DeviceClass " + name,
+				Message: fmt.Sprintf("DeviceClass defined twice (also at %s); the later one is used", prev.Source)})
+		}
+		r.known[name] = o
+	}
+	for _, dc := range r.opts.ClusterClasses {
+		if _, shadowed := r.known[dc.Name]; !shadowed {
+			r.known[dc.Name] = scheduler.Object{Source: scheduler.Source{File: "(cluster)"}, Kind: "DeviceClass", Name: dc.Name, Obj: dc, Replicas: 1}
+		}
+	}
+	if r.opts.BuiltinClasses {
+		builtin, err := builtinClasses(r.opts.DriverName)
+		if err != nil {
+			return err
+		}
+		for _, b := range builtin {
+			dc := b.Obj.(*resourceapi.DeviceClass)
+			o, shadowed := r.known[dc.Name]
+			if !shadowed {
+				r.known[dc.Name] = b
+				r.builtin[dc.Name] = true
+				continue
+			}
+			if mine := o.Obj.(*resourceapi.DeviceClass); !reflect.DeepEqual(mine.Spec, dc.Spec) {
+				r.addFinding(Finding{Kind: FindingShadowsBuiltin, Severity: SeverityWarning, Source: o.Source, Object: "DeviceClass " + dc.Name,
+					Message: fmt.Sprintf("DeviceClass %s is also one of gpudra's own, which the Helm chart installs; yours differs from it and would replace it (or be replaced by the next helm upgrade)", dc.Name),
+					Hint:    "give your class a name of its own, or drop it and use gpudra's (gpudra check --examples shows it)"})
+			}
+		}
+	}
+	objs := make([]*resourceapi.DeviceClass, 0, len(r.known))
+	for _, name := range sortedKeys(r.known) {
+		objs = append(objs, r.known[name].Obj.(*resourceapi.DeviceClass))
+	}
+	r.classesForScheduler = scheduler.NewClasses(objs)
+	return nil
+}
+
+// builtinClasses are the DeviceClasses shipped in deviceclasses/, as the
+// Helm chart renders them for a driver name: every "gpu.gpudra.io" (class
+// names, selectors, attribute domains) becomes the driver name; with
+// another driver name than the default, the other classes are renamed
+// (mig.gpudra.io becomes mig.<driver name>) and map no extended resource
+// names, which stay with the default installation
+// (templates/deviceclasses.yaml).
+func builtinClasses(driverName string) ([]scheduler.Object, error) {
+	files, err := fs.Glob(deviceclasses.FS, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	in := &scheduler.Manifests{}
+	for _, f := range files {
+		data, err := fs.ReadFile(deviceclasses.FS, f)
+		if err != nil {
+			return nil, err
+		}
+		data = bytes.ReplaceAll(data, []byte(gpu.DefaultDriverName), []byte(driverName))
+		if err := in.Add("(built in) deviceclasses/"+f, data); err != nil {
+			return nil, err
+		}
+	}
+	if driverName != gpu.DefaultDriverName {
+		for _, o := range in.Classes {
+			dc := o.Obj.(*resourceapi.DeviceClass)
+			dc.Name = builtinClassName(dc.Name, driverName)
+			dc.Spec.ExtendedResourceName = nil
+		}
+	}
+	return in.Classes, nil
+}
+
+// builtinClassName is the name the chart gives one of gpudra's classes
+// (named for the default driver, or already renamed) for a driver name.
+func builtinClassName(name, driverName string) string {
+	if driverName == gpu.DefaultDriverName || name == driverName {
+		return name
+	}
+	if base, ok := strings.CutSuffix(name, ".gpudra.io"); ok {
+		return base + "." + driverName
+	}
+	return name
+}
+
+func (r *runner) loadInventory(in *scheduler.Manifests) {
+	var all []*resourceapi.ResourceSlice
+	var sources []string
+	if r.opts.Slices != nil {
+		all = append(all, r.opts.Slices...)
+		src := r.opts.SlicesSource
+		if src == "" {
+			src = "ResourceSlices given by the caller"
+		}
+		sources = append(sources, src)
+	}
+	for _, o := range in.Slices {
+		all = append(all, o.Obj.(*resourceapi.ResourceSlice))
+	}
+	// The API server of the chosen version stores slices without the
+	// fields of the features it does not enable.
+	dropped := 0
+	if !r.feats.Allocator.PartitionableDevices || !r.feats.Allocator.ConsumableCapacity || !r.feats.Allocator.DeviceTaints || !r.feats.Allocator.DeviceBindingAndStatus {
+		for i, s := range all {
+			if c := s.DeepCopy(); scheduler.DropDisabledFields(c, r.feats) {
+				all[i] = c
+				dropped++
+			}
+		}
+	}
+	notes := r.opts.SlicesNotes
+	if dropped > 0 && len(notes) == 0 {
+		notes = append(notes, fmt.Sprintf("%d ResourceSlice(s) read as the API server of Kubernetes %s stores them: without the fields of the DRA features it does not enable (counters, device taints, consumable capacity)", dropped, r.feats.Version))
+	}
+	if len(in.Slices) > 0 {
+		sources = append(sources, fmt.Sprintf("%d ResourceSlice(s) from the input files", len(in.Slices)))
+	}
+	var rules []*resourceapi.DeviceTaintRule
+	for _, o := range in.TaintRules {
+		switch {
+		case r.feats.DeviceTaintRules:
+			rules = append(rules, o.Obj.(*resourceapi.DeviceTaintRule))
+		case !r.notServedAt[o.Source.String()]:
+			r.notServed(scheduler.Problem{GVK: resourceapi.SchemeGroupVersion.WithKind("DeviceTaintRule")},
+				Finding{Source: o.Source.At("apiVersion"), Object: "DeviceTaintRule " + o.Name, Field: "apiVersion"})
+		}
+	}
+	r.sched = scheduler.New(r.feats, r.classesForScheduler, all, rules)
+	r.sched.FilterTimeout = r.opts.AllocateTimeout
+	for _, o := range in.Nodes {
+		r.nodeObjs = append(r.nodeObjs, o.Obj.(*v1.Node))
+	}
+	r.sched.UseNodes(r.nodeObjs)
+	r.inv = newInventory(r.sched.Slices(), r.sched.Nodes())
+	r.byNode = map[string][]int{}
+	for i, d := range r.inv.devices {
+		r.byNode[d.node] = append(r.byNode[d.node], i)
+	}
+	r.report.Inventory = InventoryInfo{
+		Source:  strings.Join(sources, "; "),
+		Notes:   notes,
+		Drivers: sortedKeys(r.inv.drivers),
+		Nodes:   len(r.inv.nodes),
+		Slices:  len(all),
+		Devices: len(r.inv.devices),
+	}
+	if len(r.inv.devices) == 0 {
+		r.addFinding(Finding{Kind: FindingEmptyInventory, Message: "the inventory holds no devices: nothing can match or be allocated"})
+	}
+}
+
+// inventoryDependent findings say that something does not fit this
+// inventory. For a DeviceClass no claim uses (say, a MIG profile of a
+// GPU model the inventory lacks) they are notes: the scheduler never
+// evaluates that class here.
+var inventoryDependent = map[FindingKind]bool{
+	FindingUnknownAttribute: true, FindingCapacityAsAttribute: true, FindingAttributeAsCapacity: true,
+	FindingUnknownCapacity: true, FindingUnknownDriver: true, FindingRuntimeError: true,
+	FindingClassMatchesNothing: true, FindingTypeMismatch: false,
+}
+
+// addFinding reports f once. f.Field is relative to the object f.Source
+// is of; the finding gets the field's line and its path in the document.
+func (r *runner) addFinding(f Finding) {
+	if f.Field != "" {
+		f.Source = f.Source.At(f.Field)
+		f.Field = f.Source.Field(f.Field)
+	}
+	if f.Severity == "" {
+		f.Severity = SeverityError
+		switch {
+		case r.unusedClass && inventoryDependent[f.Kind]:
+			f.Severity = SeverityNote
+			f.Message += " (no claim in the inputs uses this class)"
+		case inventoryDependent[f.Kind] && r.builtin[strings.TrimPrefix(f.Object, "DeviceClass ")] && strings.HasPrefix(f.Object, "DeviceClass "):
+			// gpudra's own class does not fit this inventory: the claims
+			// that use it say so, as errors; the class is nobody's to fix.
+			f.Severity = SeverityNote
+			f.Message += " (one of gpudra's own classes: the claims that use it are the findings)"
+		}
+	}
+	// A template used by several pods is checked once per pod; say it once.
+	key := fmt.Sprintf("%s\x00%s\x00%d\x00%s\x00%s\x00%s", f.Kind, f.Source.File, f.Source.Document, f.Object, f.Field, f.Message)
+	if r.seen[key] {
+		return
+	}
+	r.seen[key] = true
+	r.report.Findings = append(r.report.Findings, f)
+}
+
+// addProblem reports what decoding found.
+func (r *runner) addProblem(p scheduler.Problem) {
+	f := Finding{Source: p.Source, Object: p.Object, Field: p.Field, Message: p.Message, Hint: p.Hint}
+	switch p.Kind {
+	case scheduler.ProblemUnknownField:
+		f.Kind = FindingUnknownField
+	case scheduler.ProblemSkipped:
+		f.Kind = FindingSkipped
+		if h, ok := vendorKinds[p.GVK.Kind]; ok && f.Hint == "" {
+			f.Hint = h
+		}
+		if p.GVK.Kind != "" {
+			r.customResource(p, f)
+			return
+		}
+	case scheduler.ProblemConverted:
+		f.Kind = FindingConverted
+		if !r.feats.Serves(p.GVK.Version, p.GVK.Kind) {
+			r.notServed(p, f)
+			return
+		}
+	default:
+		f.Kind = FindingInvalid
+	}
+	if p.Note {
+		f.Severity = SeverityNote
+	}
+	r.addFinding(f)
+}
+
+// notServed reports an object of a resource.k8s.io version the API
+// server of the chosen release does not serve: kubectl apply fails with
+// "no matches for kind". It is still read as v1, so that the rest of it
+// is checked.
+func (r *runner) notServed(p scheduler.Problem, f Finding) {
+	f.Kind, f.Severity = FindingNotServed, SeverityError
+	r.notServedAt[p.Source.String()] = true
+	gv := p.GVK.GroupVersion().String()
+	switch {
+	case p.GVK.Version == "v1" && p.GVK.Kind == "DeviceTaintRule":
+		f.Message = fmt.Sprintf("Kubernetes %s does not serve DeviceTaintRules (DRADeviceTaintRules is off by default before 1.37, and its scheduler ignores them): kubectl apply fails with \"no matches for kind\"", r.feats.Version)
+		f.Hint = "on an older cluster, taint the device in its ResourceSlice instead, or drain the node"
+	case p.GVK.Version == "v1alpha3":
+		f.Message = fmt.Sprintf("%s %s is the API of Kubernetes 1.31; Kubernetes %s does not serve it (alpha APIs are off by default): kubectl apply fails with \"no matches for kind\" (read on as resource.k8s.io/v1)", gv, p.GVK.Kind, r.feats.Version)
+		f.Hint = "write apiVersion: resource.k8s.io/v1 (requests keep their fields under exactly:, devices have no basic:); gpudra migrate rewrites it"
+	default:
+		f.Message = fmt.Sprintf("Kubernetes %s does not serve %s unless an admin enables it (--runtime-config=%s=true; beta APIs are off by default): kubectl apply fails with \"no matches for kind\" (read on as resource.k8s.io/v1)", r.feats.Version, gv, gv)
+		f.Hint = "write apiVersion: resource.k8s.io/v1 (requests keep their fields under exactly:, devices have no basic:); gpudra migrate rewrites it"
+	}
+	r.addFinding(f)
+}
+
+// nvidiaGroups are the API groups of NVIDIA's DRA driver's custom
+// resources (ComputeDomain, ComputeDomainClique) and of its classic-DRA
+// claim parameters (GpuClaimParameters, MigDeviceClaimParameters): no
+// CRD for them exists on a gpudra cluster.
+var nvidiaGroups = map[string]bool{"resource.nvidia.com": true, "gpu.resource.nvidia.com": true, "nas.gpu.resource.nvidia.com": true}
+
+// nvidiaClassicKinds are the objects of NVIDIA's classic-DRA driver
+// (resource.k8s.io/v1alpha2, Kubernetes 1.26–1.30): what each was for,
+// and what a gpudra claim writes instead.
+var nvidiaClassicKinds = map[string]struct{ meant, instead string }{
+	"GpuClaimParameters": {
+		meant:   "classic DRA claim parameters (Kubernetes 1.26–1.30), which no claim of a supported release can refer to",
+		instead: "write what it asks for in the claim's request: deviceClassName gpu.gpudra.io, count, and CEL selectors on gpudra's attributes (device.capacity['gpu.gpudra.io'].memory, device.attributes['gpu.gpudra.io'].cudaComputeCapability, productName); sharing goes in a GpuConfig (gpudra migrate reports what each holds)",
+	},
+	"MigDeviceClaimParameters": {
+		meant:   "classic DRA claim parameters for a MIG device (Kubernetes 1.26–1.30), which no claim of a supported release can refer to",
+		instead: "request deviceClassName mig.gpudra.io with the selectors device.attributes['gpu.gpudra.io'].profile == 'PROFILE' (gpudra creates the partition on demand); sharing goes in a MigConfig (gpudra migrate reports what each holds)",
+	},
+	"NodeAllocationState": {
+		meant:   "the classic-DRA driver's bookkeeping of a node's allocations, which its controller wrote",
+		instead: "drop it: gpudra's plugin publishes ResourceSlices and keeps its state on the node",
+	},
+}
+
+// customResource reports a custom resource: one of NVIDIA's is an error
+// (a gpudra cluster has no CRD for it, so applying it fails, and whatever
+// waits for it, an IMEX channel's claim template, never comes); any other
+// is a warning: check cannot say what it does.
+func (r *runner) customResource(p scheduler.Problem, f Finding) {
+	if nvidiaGroups[p.GVK.Group] {
+		f.Kind, f.Severity = FindingNoCRD, SeverityError
+		f.Message = fmt.Sprintf("%s (%s) is a custom resource of NVIDIA's DRA driver: a gpudra cluster has no CRD for it, so kubectl apply fails with \"no matches for kind\"", p.GVK.Kind, p.GVK.GroupVersion())
+		if what, ok := nvidiaClassicKinds[p.GVK.Kind]; ok {
+			f.Message += ": " + what.meant
+			f.Hint = what.instead
+		} else if p.GVK.Kind == "ComputeDomain" {
+			f.Message += ", and what its controller would make (the IMEX channel's ResourceClaimTemplate) never exists"
+		}
+		if f.Hint == "" {
+			f.Hint = "gpudra has no equivalent: drop it, and rewrite the claims that used it for gpudra's classes (gpudra migrate reports each)"
+		}
+		r.addFinding(f)
+		return
+	}
+	if what, ok := queueingGroups[p.GVK.Group]; ok {
+		f.Severity = SeverityNote
+		f.Message = fmt.Sprintf("%s (%s) is %s: check does not model its quotas or admission, and places the pods that name a queue as if it admitted them", p.GVK.Kind, p.GVK.GroupVersion(), what)
+		r.addFinding(f)
+		return
+	}
+	f.Severity = SeverityWarning
+	f.Message = fmt.Sprintf("%s (%s) is a custom resource: not checked; if its controller makes pods or claims that use DRA devices, check their specs too", p.GVK.Kind, p.GVK.GroupVersion())
+	r.addFinding(f)
+}
+
+// queueingGroups are the API groups of job queueing systems, whose
+// objects hold quotas and queues, not pods or claims: a note says what
+// check leaves to them.
+var queueingGroups = map[string]string{
+	"kueue.x-k8s.io": "Kueue's queueing configuration",
+}

@@ -1,0 +1,471 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpudra/gpudra/internal/scheduler"
+)
+
+// unit is what is allocated at once: one pod's claims, or one claim.
+type unit struct {
+	pod    string // namespace/name, "" for a lone claim
+	podObj scheduler.Object
+	byName map[string]*claimEval // pod claim name → claim
+	claims []*claimEval
+	// extended is the claim the scheduler makes for the pod's extended
+	// resources, and ext what it made it from.
+	extended *claimEval
+	ext      scheduler.ExtendedResources
+	// blocked says why the pod cannot be scheduled whatever its claims
+	// get (an extended resource nothing offers).
+	blocked []string
+	// gang is the pod's PodGroup among the inputs (gangs.go), or nil.
+	gang *gangInfo
+	// group is what the unit is allocated with, without --sequential:
+	// the replicas of one workload, which run together.
+	group string
+}
+
+type claimEval struct {
+	// info is the claim's entry of report.Claims while the claims are
+	// made; once allocation starts, write report.Claims[idx] instead
+	// (appends move the entries).
+	info   *ClaimInfo
+	idx    int // in report.Claims
+	claim  *resourceapi.ResourceClaim
+	object string // for findings
+	field  string // "spec" or "spec.spec"
+	source scheduler.Source
+	reqs   []*reqEval
+	// invalid: the API server would reject the claim; it is not allocated.
+	invalid bool
+	// allocated, once done (a shared claim used by several pods)
+	done bool
+	node string
+}
+
+type reqEval struct {
+	name      string // request or request/subrequest
+	class     string
+	mode      resourceapi.DeviceAllocationMode
+	count     int64
+	admin     bool
+	tolerates []resourceapi.DeviceToleration
+	missing   bool // class not defined
+	broken    bool // class or selector does not compile
+	classHits []bool
+	match     []bool
+	selCounts []int // per request selector: class matches it keeps
+	selErrors int   // class matches on which a request selector fails
+	// selectors are the request's own; capacity its capacity requests.
+	selectors []*selector
+	capacity  map[resourceapi.QualifiedName]resource.Quantity
+	sub       []*reqEval
+}
+
+// maxReplicas caps the pods of one workload that check places.
+const maxReplicas = 64
+
+func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
+	claimsByName := map[string]*claimEval{}
+	templates := map[string]scheduler.Object{}
+	usedTemplates := map[string]bool{}
+	var claimOrder []*claimEval
+	for _, o := range in.Claims {
+		c := o.Obj.(*resourceapi.ResourceClaim)
+		ce := r.newClaim(c.DeepCopy(), "ResourceClaim", o.Source, "ResourceClaim "+o.Name, "spec")
+		ce.invalid = ce.invalid || o.Rejected || r.checkAdminAccess(o, c.Namespace, &c.Spec, "spec")
+		claimsByName[o.Name] = ce
+		claimOrder = append(claimOrder, ce)
+	}
+	rejectedTemplates := map[string]bool{}
+	for _, o := range in.Templates {
+		templates[o.Name] = o
+		t := o.Obj.(*resourceapi.ResourceClaimTemplate)
+		rejectedTemplates[o.Name] = o.Rejected || r.checkAdminAccess(o, t.Namespace, &t.Spec.Spec, "spec.spec")
+	}
+	type ordered struct {
+		src scheduler.Source
+		u   *unit
+	}
+	var units []ordered
+	usedClaims := map[*claimEval]bool{}
+	for _, o := range r.pods(in) {
+		pod := o.Obj.(*v1.Pod)
+		object := "Pod " + o.Name
+		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}, gang: r.gangOf(pod), group: o.Owner}
+		if u.group == "" {
+			u.group = "Pod " + o.Name
+		}
+		missing := func(kind, name, field string) {
+			r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field,
+				Message: fmt.Sprintf("%s %s is not among the inputs; the pod would stay Pending until it exists", kind, name),
+				Hint:    "add the file that defines it"})
+		}
+		for i, pc := range pod.Spec.ResourceClaims {
+			field := fmt.Sprintf("spec.resourceClaims[%d]", i)
+			if ce, ok := r.groupClaim(o, pod, pc, field, templates, claimsByName); ok {
+				if ce != nil {
+					usedClaims[ce] = true
+					if pc.ResourceClaimTemplateName != nil {
+						usedTemplates[pod.Namespace+"/"+*pc.ResourceClaimTemplateName] = true
+					}
+					u.claims = append(u.claims, ce)
+					u.byName[pc.Name] = ce
+				}
+				continue
+			}
+			switch {
+			case pc.ResourceClaimName != nil:
+				name := pod.Namespace + "/" + *pc.ResourceClaimName
+				ce, ok := claimsByName[name]
+				if !ok {
+					missing("ResourceClaim", name, field+".resourceClaimName")
+					continue
+				}
+				usedClaims[ce] = true
+				u.claims = append(u.claims, ce)
+				u.byName[pc.Name] = ce
+			case pc.ResourceClaimTemplateName != nil:
+				name := pod.Namespace + "/" + *pc.ResourceClaimTemplateName
+				t, ok := templates[name]
+				if !ok {
+					missing("ResourceClaimTemplate", name, field+".resourceClaimTemplateName")
+					continue
+				}
+				usedTemplates[name] = true
+				claim := scheduler.ClaimFromTemplate(pod, pc.Name, t.Obj.(*resourceapi.ResourceClaimTemplate))
+				ce := r.newClaim(claim, "ResourceClaimTemplate "+name+" for "+object, t.Source, "ResourceClaimTemplate "+name, "spec.spec")
+				ce.invalid = ce.invalid || rejectedTemplates[name]
+				ce.info.Pod = o.Name
+				u.claims = append(u.claims, ce)
+				u.byName[pc.Name] = ce
+			default:
+				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: field,
+					Message: "names neither resourceClaimName nor resourceClaimTemplateName; the API server rejects the pod"})
+			}
+		}
+		r.checkContainerClaims(o, pod)
+		r.extendedResources(u)
+		if o.Rejected {
+			u.blocked = append(u.blocked, "the API server rejects the "+strings.Fields(o.Owner + " Pod")[0]+" (see the findings): the pod is never created")
+		}
+		units = append(units, ordered{o.Source, u})
+	}
+	for _, ce := range claimOrder {
+		if !usedClaims[ce] {
+			units = append(units, ordered{ce.source, &unit{claims: []*claimEval{ce}}})
+		}
+	}
+	for _, o := range in.Templates {
+		if usedTemplates[o.Name] {
+			continue
+		}
+		tmpl := o.Obj.(*resourceapi.ResourceClaimTemplate)
+		claim := &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tmpl.Namespace, Name: tmpl.Name},
+			Spec:       *tmpl.Spec.Spec.DeepCopy(),
+		}
+		ce := r.newClaim(claim, "ResourceClaimTemplate "+o.Name, o.Source, "ResourceClaimTemplate "+o.Name, "spec.spec")
+		ce.invalid = ce.invalid || rejectedTemplates[o.Name]
+		units = append(units, ordered{o.Source, &unit{claims: []*claimEval{ce}}})
+	}
+	sort.SliceStable(units, func(i, j int) bool {
+		a, b := units[i].src, units[j].src
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Document < b.Document
+	})
+	out := make([]*unit, len(units))
+	for i := range units {
+		out[i] = units[i].u
+	}
+	return out
+}
+
+// pods are the input pods, defaulted as the API server does. A workload
+// stands for all the pods it asks for (up to maxReplicas, and a warning
+// beyond), named <workload>-0, -1, …: its replicas run at the same time,
+// so they are placed together, each seeing what the others hold, even
+// without --sequential.
+func (r *runner) pods(in *scheduler.Manifests) []scheduler.Object {
+	var out []scheduler.Object
+	for _, o := range in.Pods {
+		n := 1
+		if o.Owner != "" {
+			n = min(o.Replicas, maxReplicas)
+			if o.Replicas > maxReplicas {
+				r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityWarning, Source: o.Source, Object: o.Owner,
+					Message: fmt.Sprintf("%d replicas: check places the first %d, and not the other %d", o.Replicas, maxReplicas, o.Replicas-maxReplicas),
+					Hint:    "the replicas are alike: if the first ones fit, more of them fit only where there are more devices; check a copy with fewer replicas on a larger inventory (--nodes) to see how many fit"})
+			}
+		} else if k, gang := r.gangReplicas(o); gang {
+			n = k
+		}
+		for i := range n {
+			pod := o.Obj.(*v1.Pod).DeepCopy()
+			if i > 0 {
+				pod.Name = strings.TrimSuffix(pod.Name, "-0") + fmt.Sprintf("-%d", i)
+			}
+			scheduler.DefaultPod(pod)
+			c := o
+			c.Obj, c.Name = pod, pod.Namespace+"/"+pod.Name
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// podInfo says what each container of a pod would receive.
+func (r *runner) podInfo(u *unit) PodInfo {
+	pod := u.podObj.Obj.(*v1.Pod)
+	pi := PodInfo{Name: u.pod, Source: u.podObj.Source, Owner: u.podObj.Owner, Blocked: u.blocked}
+	claims := u.claims
+	if u.extended != nil {
+		claims = append(claims[:len(claims):len(claims)], u.extended)
+	}
+	for _, ce := range claims {
+		ci := &r.report.Claims[ce.idx]
+		if ci.Allocation != nil {
+			pi.Node = ci.Allocation.Node
+		} else {
+			pi.Pending = true
+		}
+		if ci.PrepareFails != "" {
+			pi.PrepareFails = append(pi.PrepareFails, "claim "+ci.Name+": "+ci.PrepareFails)
+		}
+	}
+	if len(u.claims) < len(pod.Spec.ResourceClaims) || len(u.blocked) > 0 {
+		pi.Pending = true
+	}
+	if pi.Pending {
+		pi.Node = ""
+	}
+	pi.NoDRA = len(pod.Spec.ResourceClaims) == 0 && u.extended == nil && len(u.blocked) == 0
+	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		ci := ContainerInfo{Name: c.Name, Devices: []string{}}
+		for _, rc := range c.Resources.Claims {
+			ce, ok := u.byName[rc.Name]
+			if !ok {
+				continue
+			}
+			ci.Devices = append(ci.Devices, r.devicesOf(ce, rc.Name, rc.Request)...)
+		}
+		if u.extended != nil {
+			for _, m := range u.ext.Mappings {
+				if m.ContainerName == c.Name {
+					ci.Devices = append(ci.Devices, r.devicesOf(u.extended, m.ResourceName, m.RequestName)...)
+				}
+			}
+		}
+		if len(ci.Devices) > 0 || len(c.Resources.Claims) > 0 || !isInit(pod, c.Name) {
+			pi.Containers = append(pi.Containers, ci)
+		}
+	}
+	return pi
+}
+
+// devicesOf lists a claim's allocated devices for one request (all of
+// them when request is ""), labelled with what the container named. A
+// device allocated to several requests of the claim (shares of one GPU,
+// consumable capacity) is listed once, as the plugin prepares it: one
+// device for all of them, with the sum of the shares.
+func (r *runner) devicesOf(ce *claimEval, label, request string) []string {
+	a := r.report.Claims[ce.idx].Allocation
+	if a == nil {
+		return nil
+	}
+	var devices []AllocatedDevice
+	requests := map[string][]string{} // by driver, pool and device
+	key := func(d AllocatedDevice) string { return d.Driver + "/" + d.Pool + "/" + d.Device }
+	for _, d := range a.Devices {
+		base, _, _ := strings.Cut(d.Request, "/")
+		if request != "" && request != base && request != d.Request {
+			continue
+		}
+		if _, seen := requests[key(d)]; !seen {
+			devices = append(devices, d)
+		}
+		requests[key(d)] = append(requests[key(d)], d.Request)
+	}
+	out := make([]string, 0, len(devices))
+	for _, d := range devices {
+		if reqs := requests[key(d)]; len(reqs) > 1 {
+			out = append(out, fmt.Sprintf("%s (claim %s, requests %s: their shares as one device)", d.Device, label, strings.Join(reqs, ", ")))
+		} else {
+			out = append(out, fmt.Sprintf("%s (claim %s, request %s)", d.Device, label, d.Request))
+		}
+	}
+	return out
+}
+
+func isInit(pod *v1.Pod, name string) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkContainerClaims reports containers that name a pod claim (or a
+// request) that does not exist.
+func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod) {
+	names := map[string]bool{}
+	for _, pc := range pod.Spec.ResourceClaims {
+		names[pc.Name] = true
+	}
+	for _, list := range []struct {
+		field      string
+		containers []v1.Container
+	}{{"initContainers", pod.Spec.InitContainers}, {"containers", pod.Spec.Containers}} {
+		for i, c := range list.containers {
+			for j, rc := range c.Resources.Claims {
+				if !names[rc.Name] {
+					field := fmt.Sprintf("spec.%s[%d].resources.claims[%d].name", list.field, i, j)
+					r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
+						Message: fmt.Sprintf("container %s uses claim %q, which spec.resourceClaims does not define; the API server rejects the pod", c.Name, rc.Name)})
+				}
+			}
+		}
+	}
+}
+
+func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src scheduler.Source, object, field string) *claimEval {
+	// What a cluster once decided (a claim exported with its status) is
+	// no input: check allocates the spec afresh.
+	claim.Status = resourceapi.ResourceClaimStatus{}
+	scheduler.DefaultClaimSpec(&claim.Spec)
+	claim.UID = types.UID("gpudra-check-" + claim.Namespace + "-" + claim.Name)
+	r.report.Claims = append(r.report.Claims, ClaimInfo{Name: claim.Namespace + "/" + claim.Name, From: from, Source: src})
+	ce := &claimEval{idx: len(r.report.Claims) - 1, claim: claim, object: object, field: field, source: src}
+	for i, req := range claim.Spec.Devices.Requests {
+		f := fmt.Sprintf("%s.devices.requests[%d]", field, i)
+		var re *reqEval
+		switch {
+		case req.Exactly != nil && len(req.FirstAvailable) > 0:
+			ce.invalid = true // the scheduler package reports what the API server rejects
+			continue
+		case req.Exactly != nil:
+			e := req.Exactly
+			re = r.newRequest(req.Name, e.DeviceClassName, e.AllocationMode, e.Count, e.AdminAccess, e.Tolerations, e.Selectors, e.Capacity, src, object, f+".exactly")
+		case len(req.FirstAvailable) > 0:
+			re = &reqEval{name: req.Name}
+			if !r.feats.Allocator.PrioritizedList {
+				r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f + ".firstAvailable",
+					Message: fmt.Sprintf("firstAvailable needs the DRAPrioritizedList feature, which Kubernetes %s does not enable", r.report.KubernetesVersion)})
+			}
+			for j, sub := range req.FirstAvailable {
+				re.sub = append(re.sub, r.newRequest(req.Name+"/"+sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Selectors, sub.Capacity, src, object, fmt.Sprintf("%s.firstAvailable[%d]", f, j)))
+			}
+		default:
+			ce.invalid = true
+			continue
+		}
+		ce.reqs = append(ce.reqs, re)
+	}
+	ce.info = &r.report.Claims[ce.idx]
+	r.checkClaimConfigs(ce)
+	r.checkConstraints(ce)
+	for _, re := range ce.reqs {
+		r.report.Claims[ce.idx].Requests = append(r.report.Claims[ce.idx].Requests, r.requestInfo(re))
+	}
+	return ce
+}
+
+func (r *runner) requestInfo(re *reqEval) RequestInfo {
+	ri := RequestInfo{Name: re.name, Class: re.class, Mode: string(re.mode), Count: re.count}
+	if re.sub != nil {
+		for _, s := range re.sub {
+			ri.Sub = append(ri.Sub, r.requestInfo(s))
+		}
+		return ri
+	}
+	if re.mode == resourceapi.DeviceAllocationModeAll {
+		ri.Count = 0
+	}
+	ri.Matches = r.matches(re.match)
+	return ri
+}
+
+func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocationMode, count int64, admin *bool, tol []resourceapi.DeviceToleration,
+	sels []resourceapi.DeviceSelector, capacity *resourceapi.CapacityRequirements, src scheduler.Source, object, field string) *reqEval {
+	re := &reqEval{name: name, class: class, mode: mode, count: count, admin: admin != nil && *admin, tolerates: tol,
+		match: make([]bool, len(r.inv.devices))}
+	if capacity != nil {
+		re.capacity = capacity.Requests
+	}
+	ce := r.class(class)
+	switch {
+	case ce == nil:
+		re.missing = true
+		r.addFinding(Finding{Kind: FindingUnknownClass, Source: src, Object: object, Field: field + ".deviceClassName",
+			Message: fmt.Sprintf("DeviceClass %q is not defined in the inputs (nor built in): the claim cannot be allocated", class),
+			Hint:    r.classHintFor(class)})
+	case ce.broken:
+		re.broken = true
+	default:
+		copy(re.match, ce.match)
+	}
+	re.classHits = append([]bool(nil), re.match...)
+	r.checkCapacityRequests(re, src, object, field+".capacity.requests")
+	for i, sel := range sels {
+		f := fmt.Sprintf("%s.selectors[%d].cel.expression", field, i)
+		if sel.CEL == nil {
+			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: fmt.Sprintf("%s.selectors[%d].cel", field, i), Message: "a selector needs cel"})
+			re.broken = true
+			continue
+		}
+		s := r.addSelector(src, object, f, sel.CEL.Expression)
+		re.selectors = append(re.selectors, s)
+		if !s.ok {
+			re.broken = true
+			continue
+		}
+		res := r.evaluate(s, re.classHits, class)
+		r.recordCounts(s, res, re.classHits)
+		r.reportRuntimeErrors(s, res, re.classHits, object, f, " that DeviceClass "+class+" matches")
+		kept := 0
+		for j := range re.match {
+			if re.classHits[j] && res.match[j] {
+				kept++
+			}
+			if _, failed := res.errs[j]; failed && re.classHits[j] {
+				re.selErrors++
+			}
+			re.match[j] = re.match[j] && res.match[j]
+		}
+		re.selCounts = append(re.selCounts, kept)
+	}
+	if re.broken {
+		for j := range re.match {
+			re.match[j] = false
+		}
+	}
+	return re
+}

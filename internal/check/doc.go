@@ -1,0 +1,45 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package check is gpudra check: the offline CEL selector and allocation
+// harness. It reads DeviceClasses, ResourceClaimTemplates, ResourceClaims,
+// Pods (plain, or the pod templates of workloads) and ResourceSlices
+// through the offline scheduler core (internal/scheduler), compiles every
+// selector as the API server does (k8s.io/dynamic-resource-allocation/cel,
+// the NewExpressions environment, cost and length limits), evaluates each
+// on every device, validates gpudra's opaque configs with the config API's
+// own decoder (as the kubelet plugin's prepare does), and schedules each
+// pod's claims (with the claim for its extended resources) through the
+// core, with the real allocator and the feature set of one Kubernetes
+// version. The API server's validation is applied as the core reads the
+// objects; each allocated claim then goes through the kubelet plugin's
+// own prepare-time decision (internal/claimplan), against the node read back
+// from the slices and what earlier claims hold (prepare.go). What it
+// finds comes back as a Report: located findings of a severity (error,
+// warning, note) with hints, the devices each class and request matches,
+// and each claim's allocation or why it can never be satisfied (or
+// prepared).
+//
+// The inventory is ResourceSlices: those among the inputs, and those the
+// caller passes in Options.Slices (gpudra check builds them for fake nodes
+// with internal/fakenodes, through the plugin's own slice builder). The
+// inventory drives the hints: an attribute "no device publishes" is one
+// that no device of the inventory carries, so the checks hold for any
+// driver, partitionable devices and shared counters included.
+//
+// Like the core, this package links neither the kubelet plugin, nor gRPC,
+// nor NVML (internal/scheduler's TestNoPluginGRPCOrNVML).
+package check

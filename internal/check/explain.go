@@ -1,0 +1,572 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpudra/gpudra/internal/scheduler"
+)
+
+// explain says why a unit could not be allocated on any node: for each
+// request the first reason that rules it out everywhere, or, when each
+// request alone could fit, that they do not fit together.
+func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
+	own := make([][]string, len(todo))
+	var blocker *claimEval
+	for i, ce := range todo {
+		for _, re := range ce.reqs {
+			own[i] = append(own[i], r.explainRequest(ce, re, pinned)...)
+		}
+		if len(own[i]) > 0 && blocker == nil {
+			blocker = ce
+		}
+	}
+	for i, ce := range todo {
+		reasons := own[i]
+		if len(reasons) == 0 && blocker != nil {
+			// Another claim of the pod cannot be allocated: this one is
+			// not either, and the other's finding says why.
+			r.unsatisfiable(ce, podBlockedBy(blocker))
+			continue
+		}
+		if len(reasons) == 0 {
+			switch {
+			case pinned != "":
+				reasons = append(reasons, fmt.Sprintf("the pod shares a claim allocated on %s, and the rest of its claims do not fit there", pinned))
+			case len(ce.reqs) > 1 || len(todo) > 1:
+				reasons = append(reasons, "each request could be satisfied alone, but no node has devices for all requests of the claim (and the pod's other claims) at once")
+			case len(ce.claim.Spec.Devices.Constraints) > 0:
+				reasons = append(reasons, "enough devices match on some node, but the allocator found no combination that meets the claim's constraints")
+			default:
+				reasons = append(reasons, "enough devices match on some node, but the allocator could allocate none of them (see the findings)")
+			}
+		}
+		r.unsatisfiable(ce, reasons...)
+		f := Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
+			Message: fmt.Sprintf("claim %s cannot be allocated on any node of the inventory: %s", ce.info.Name, strings.Join(reasons, "; "))}
+		if u.pod != "" {
+			f.Message = fmt.Sprintf("pod %s: %s", u.pod, f.Message)
+		}
+		switch {
+		case r.opts.Sequential:
+			f.Hint = "with --sequential, claims earlier in the input hold their devices"
+		case u.podObj.Owner != "":
+			f.Hint = "the replicas of " + u.podObj.Owner + " run at the same time: each holds its devices"
+		}
+		if owner := u.podObj.Owner; owner != "" {
+			r.pendingReplica(owner+"\x00"+ce.source.String(), u.pod, f)
+			continue
+		}
+		r.addFinding(f)
+	}
+}
+
+// podBlockedBy is why a pod's claim is not allocated when another claim
+// of the pod cannot be.
+func podBlockedBy(blocker *claimEval) string {
+	return fmt.Sprintf("the pod's claim %s cannot be allocated, and the scheduler allocates a pod's claims together or not at all", blocker.info.Name)
+}
+
+// pendingReplicas are the replicas of one workload that stay Pending on
+// one claim source: one finding says it for all of them.
+type pendingReplicas struct {
+	finding int // in report.Findings
+	owner   string
+	pods    []string
+}
+
+// pendingReplica reports a workload's replica that stays Pending: the
+// first one as f, the others added to its finding (finishReplicas).
+func (r *runner) pendingReplica(key, pod string, f Finding) {
+	if p, ok := r.pending[key]; ok {
+		p.pods = append(p.pods, pod)
+		return
+	}
+	before := len(r.report.Findings)
+	r.addFinding(f)
+	if len(r.report.Findings) == before {
+		return
+	}
+	owner, _, _ := strings.Cut(key, "\x00")
+	r.pending[key] = &pendingReplicas{finding: before, owner: owner, pods: []string{pod}}
+	r.pendingOrder = append(r.pendingOrder, key)
+}
+
+// finishReplicas says in each workload's finding how many replicas stay
+// Pending.
+func (r *runner) finishReplicas() {
+	for _, key := range r.pendingOrder {
+		p := r.pending[key]
+		if len(p.pods) < 2 {
+			continue
+		}
+		names := p.pods
+		if len(names) > 4 {
+			names = append(append([]string(nil), names[:3]...), "…", names[len(names)-1])
+		}
+		f := &r.report.Findings[p.finding]
+		f.Message = fmt.Sprintf("%d replicas of %s stay Pending (%s); the first: %s", len(p.pods), p.owner, strings.Join(names, ", "), f.Message)
+	}
+}
+
+// explainRequest says why a request cannot be allocated, or nil when
+// nothing here rules it out. Its checks run in the order of the
+// diagnosis priority, and the first that fails is the one reason given:
+// the earlier a check, the more basic the problem it finds, and no fix of
+// a later one helps while it fails. So: a firstAvailable request fails
+// only when every subrequest does; then a class or selector that does not
+// compile; no device of the class; no device the selectors match; too few
+// on any one node; the capacity the request asks for; the claim's
+// constraints; taints it does not tolerate; devices earlier claims hold
+// (with --sequential, or replicas of one workload); and the counters left
+// on the best node. Moving a check changes what gpudra check reports for
+// an input that fails two of them (the corpus and golden tests pin the
+// reports).
+func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []string {
+	if re.sub != nil {
+		var parts []string
+		for i, s := range re.sub {
+			rs := r.explainRequest(ce, s, pinned)
+			if len(rs) == 0 {
+				return nil
+			}
+			parts = append(parts, fmt.Sprintf("firstAvailable[%d] %s: %s", i, s.name, strings.Join(rs, "; ")))
+		}
+		return []string{fmt.Sprintf("request %s: no subrequest can be satisfied (%s)", re.name, strings.Join(parts, " | "))}
+	}
+	prefix := "request " + re.name + ": "
+	if re.missing || re.broken {
+		return []string{prefix + "unusable DeviceClass or selector"}
+	}
+	need := re.count
+	if re.mode == resourceapi.DeviceAllocationModeAll {
+		need = 1
+	}
+	classCount := countTrue(re.classHits)
+	total := countTrue(re.match)
+	if classCount == 0 {
+		msg := prefix + fmt.Sprintf("no device matches DeviceClass %s", re.class)
+		if !r.feats.Allocator.PartitionableDevices && r.classSelects(re.class, "'mig'") {
+			msg += fmt.Sprintf(": on Kubernetes %s, which does not serve partitionable devices, gpudra publishes whole GPUs only, no MIG partitions (DRAPartitionableDevices is on by default from 1.36)", r.report.KubernetesVersion)
+		}
+		return []string{msg}
+	}
+	if total == 0 {
+		return []string{prefix + r.explainSelectors(re, classCount)}
+	}
+	nodes := r.candidateNodes(pinned)
+	// Not enough matching devices on any one node.
+	bestNode, best := "", -1
+	for _, n := range nodes {
+		if c := r.countOn(re.match, n, false); c > best {
+			bestNode, best = n, c
+		}
+	}
+	if int64(best) < need {
+		return []string{prefix + fmt.Sprintf("needs %d device(s) on one node; %d match in all, at most %d on any one node (%s)", need, total, best, bestNode)}
+	}
+	// Capacity requests (consumable capacity).
+	if msg := r.explainCapacity(re); msg != "" {
+		return []string{prefix + msg}
+	}
+	// matchAttribute / distinctAttribute constraints.
+	if msg := r.explainConstraints(ce, re, nodes, need); msg != "" {
+		return []string{prefix + msg}
+	}
+	// Taints (admin access does not get past them either).
+	if msg := r.explainTaints(re, nodes, need); msg != "" {
+		return []string{prefix + msg}
+	}
+	// Held by earlier claims.
+	if msg := r.explainHeld(re, nodes, need); msg != "" {
+		return []string{prefix + msg}
+	}
+	// Shared counters (partitionable devices).
+	if msg := r.explainCounters(re, nodes, need); msg != "" {
+		return []string{prefix + msg}
+	}
+	return nil
+}
+
+// explainTaints: the matching devices carry taints the request does not
+// tolerate, so that too few untainted ones are on any node (admin access
+// does not get past them either).
+func (r *runner) explainTaints(re *reqEval, nodes []string, need int64) string {
+	if !r.feats.Allocator.DeviceTaints {
+		return ""
+	}
+	bestUntainted, taints := 0, map[string]int{}
+	for _, n := range nodes {
+		c := 0
+		for _, i := range r.onNode(n) {
+			if !re.match[i] {
+				continue
+			}
+			if t := untolerated(r.inv.devices[i].dev.Taints, re.tolerates); t != "" {
+				taints[t]++
+				continue
+			}
+			c++
+		}
+		bestUntainted = max(bestUntainted, c)
+	}
+	if int64(bestUntainted) >= need || len(taints) == 0 {
+		return ""
+	}
+	var ts []string
+	for _, t := range sortedKeys(taints) {
+		ts = append(ts, fmt.Sprintf("%s on %d", t, taints[t]))
+	}
+	key, rest, _ := strings.Cut(sortedKeys(taints)[0], "=")
+	effect := rest[strings.LastIndex(rest, ":")+1:]
+	return fmt.Sprintf("matching devices carry taints the request does not tolerate (%s); at most %d untainted on one node, %d needed: if the request is meant for them, tolerate the taint (tolerations: [{key: %s, operator: Exists, effect: %s}])",
+		strings.Join(ts, ", "), bestUntainted, need, key, effect)
+}
+
+// explainHeld: claims earlier in the input (--sequential, or replicas of
+// one workload) hold so many of the matching devices that too few are
+// free on any node: whole, or, for a device that allows multiple
+// allocations, so much of its capacity that this request's share (its
+// capacity requests, or the device's defaults) no longer fits.
+func (r *runner) explainHeld(re *reqEval, nodes []string, need int64) string {
+	if re.admin {
+		return ""
+	}
+	bestFree, freeNode := -1, ""
+	for _, n := range nodes {
+		c := 0
+		for _, i := range r.onNode(n) {
+			if re.match[i] && r.freeFor(i, re) {
+				c++
+			}
+		}
+		if c > bestFree {
+			bestFree, freeNode = c, n
+		}
+	}
+	if int64(bestFree) >= need {
+		return ""
+	}
+	holders := map[string]bool{}
+	for _, i := range r.onNode(freeNode) {
+		if re.match[i] && !r.freeFor(i, re) {
+			for _, h := range r.state.Holders(r.inv.devices[i].id) {
+				holders[h] = true
+			}
+		}
+	}
+	held := sortedKeys(holders)
+	sort.SliceStable(held, func(i, j int) bool { return scheduler.NaturalLess(held[i], held[j]) })
+	if len(held) > 4 {
+		held = append(held[:3:3], fmt.Sprintf("… (%d claims)", len(holders)))
+	}
+	return fmt.Sprintf("needs %d free device(s) on one node; at most %d of the matching ones are free (%s); earlier claims hold the rest: %s",
+		need, bestFree, freeNode, strings.Join(held, ", "))
+}
+
+func (r *runner) candidateNodes(pinned string) []string {
+	if pinned != "" {
+		return []string{pinned}
+	}
+	out := make([]string, 0, len(r.inv.nodes))
+	for _, n := range r.inv.nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+func (r *runner) onNode(node string) []int {
+	return append(append([]int(nil), r.byNode[node]...), r.byNode[""]...)
+}
+
+// untolerated returns the first NoSchedule/NoExecute taint not tolerated.
+func untolerated(taints []resourceapi.DeviceTaint, tols []resourceapi.DeviceToleration) string {
+	for _, t := range taints {
+		if t.Effect != resourceapi.DeviceTaintEffectNoSchedule && t.Effect != resourceapi.DeviceTaintEffectNoExecute {
+			continue
+		}
+		tolerated := false
+		for _, tol := range tols {
+			if (tol.Key == "" || tol.Key == t.Key) && (tol.Effect == "" || tol.Effect == t.Effect) &&
+				(tol.Operator == resourceapi.DeviceTolerationOpExists || tol.Value == t.Value) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
+		}
+	}
+	return ""
+}
+
+// explainConstraints checks the claim's matchAttribute and
+// distinctAttribute constraints that cover this request alone.
+func (r *runner) explainConstraints(ce *claimEval, re *reqEval, nodes []string, need int64) string {
+	base := re.name
+	if i := strings.Index(base, "/"); i >= 0 {
+		base = base[:i]
+	}
+	for ci, c := range ce.claim.Spec.Devices.Constraints {
+		applies := len(c.Requests) == 0
+		for _, n := range c.Requests {
+			if n == base || n == re.name {
+				applies = true
+			}
+		}
+		if !applies {
+			continue
+		}
+		var attr resourceapi.FullyQualifiedName
+		distinct := false
+		switch {
+		case c.MatchAttribute != nil:
+			attr = *c.MatchAttribute
+		case c.DistinctAttribute != nil:
+			attr, distinct = *c.DistinctAttribute, true
+		default:
+			continue
+		}
+		domain, name := splitQualified(resourceapi.QualifiedName(attr), "")
+		bestNode, bestSize, bestGroups := "", -1, map[string]int{}
+		for _, n := range nodes {
+			groups := map[string]int{}
+			for _, i := range r.onNode(n) {
+				if !re.match[i] {
+					continue
+				}
+				d := r.inv.devices[i]
+				if a, ok := d.attribute(domain, name); ok {
+					groups[attrString(a)]++
+				} else {
+					groups["(no "+name+")"]++
+				}
+			}
+			size := 0
+			for k, v := range groups {
+				if strings.HasPrefix(k, "(no ") {
+					continue
+				}
+				if distinct {
+					size++
+				} else {
+					size = max(size, v)
+				}
+			}
+			if size > bestSize {
+				bestNode, bestSize, bestGroups = n, size, groups
+			}
+		}
+		if int64(bestSize) >= need {
+			continue
+		}
+		var gs []string
+		keys := sortedKeys(bestGroups)
+		sort.SliceStable(keys, func(i, j int) bool { return scheduler.NaturalLess(keys[i], keys[j]) })
+		for _, k := range keys {
+			gs = append(gs, fmt.Sprintf("%s=%s: %d", name, k, bestGroups[k]))
+		}
+		if distinct {
+			return fmt.Sprintf("constraints[%d] distinctAttribute %s cannot be met: needs %d devices with different values on one node; %s has %d distinct value(s) among the matching devices (%s)",
+				ci, attr, need, bestNode, bestSize, strings.Join(gs, ", "))
+		}
+		return fmt.Sprintf("constraints[%d] matchAttribute %s cannot be met: needs %d devices with the same %s on one node; the largest group has %d (on %s: %s)",
+			ci, attr, need, name, bestSize, bestNode, strings.Join(gs, ", "))
+	}
+	return ""
+}
+
+// explainCounters checks whether the cheapest matching devices fit in the
+// shared counters that are left on the best node.
+func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string {
+	for _, n := range nodes {
+		// Remaining counters per pool/set/counter on this node.
+		remaining := map[string]map[string]int64{}
+		consumers := map[string][]int64{} // counter key → consumption of each matching, free device
+		uses := false
+		for _, i := range r.onNode(n) {
+			d := r.inv.devices[i]
+			for _, cc := range d.dev.ConsumesCounters {
+				key := d.driver + "/" + d.pool + "/" + cc.CounterSet
+				if remaining[key] == nil {
+					remaining[key] = map[string]int64{}
+					for cn, c := range r.inv.counters[d.driver+"/"+d.pool][cc.CounterSet] {
+						remaining[key][cn] = c.Value.Value()
+					}
+				}
+				if !r.free(i) {
+					for cn, c := range cc.Counters {
+						remaining[key][cn] -= c.Value.Value()
+					}
+					continue
+				}
+				if re.match[i] {
+					uses = true
+					for cn, c := range cc.Counters {
+						consumers[key+"\x00"+cn] = append(consumers[key+"\x00"+cn], c.Value.Value())
+					}
+				}
+			}
+		}
+		if !uses {
+			return ""
+		}
+		exhausted := ""
+		for _, k := range sortedKeys(consumers) {
+			vals := consumers[k]
+			sort.Slice(vals, func(i, j int) bool { return vals[i] < vals[j] })
+			if int64(len(vals)) < need {
+				continue
+			}
+			var sum int64
+			for _, v := range vals[:need] {
+				sum += v
+			}
+			parts := strings.SplitN(k, "\x00", 2)
+			left := remaining[parts[0]][parts[1]]
+			if sum > left {
+				exhausted = fmt.Sprintf("counters exhausted: %d device(s) need at least %s of counter %s in counter set %s, %s left on %s",
+					need, qty(sum), parts[1], parts[0], qty(left), n)
+				break
+			}
+		}
+		if exhausted == "" {
+			return "" // some node has room: not the counters
+		}
+		if n == nodes[len(nodes)-1] {
+			if held := r.countersHeld(n, re); held != "" {
+				return held + " (" + exhausted + ")"
+			}
+			return exhausted
+		}
+	}
+	return ""
+}
+
+// countersHeld says, when every free device the request matches on the
+// node draws from counter sets that earlier claims' devices use up, which
+// claims hold them: a 9th claim of a class that matches whole GPUs and
+// MIG partitions of eight GPUs finds the GPUs held whole, and every
+// partition drawing from a held GPU's counters. "" when some set is free.
+func (r *runner) countersHeld(node string, re *reqEval) string {
+	holders := map[string][]string{} // counter set → "claim (device)"
+	sets := map[string]bool{}        // the sets the free matching devices draw from
+	for _, i := range r.onNode(node) {
+		d := r.inv.devices[i]
+		for _, cc := range d.dev.ConsumesCounters {
+			key := d.driver + "/" + d.pool + "/" + cc.CounterSet
+			switch {
+			case !r.free(i):
+				for _, h := range r.state.Holders(d.id) {
+					holders[key] = append(holders[key], fmt.Sprintf("%s (%s)", h, d.name))
+				}
+			case re.match[i]:
+				sets[key] = true
+			}
+		}
+	}
+	var parts []string
+	for _, key := range sortedKeys(sets) {
+		if len(holders[key]) == 0 {
+			return ""
+		}
+		parts = append(parts, strings.Join(holders[key], ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	sort.SliceStable(parts, func(i, j int) bool { return scheduler.NaturalLess(parts[i], parts[j]) })
+	if len(parts) > 4 {
+		parts = append(parts[:3:3], fmt.Sprintf("… (%d in all)", len(parts)))
+	}
+	which := fmt.Sprintf("all %d GPUs (counter sets) the matching free devices draw from are held by earlier claims", len(sets))
+	if len(sets) == 1 {
+		which = "the one GPU (counter set) the matching free devices draw from is held by an earlier claim"
+	}
+	return fmt.Sprintf("%s: %s; a GPU held whole uses all of its counters, so none of its free partitions fits", which, strings.Join(parts, "; "))
+}
+
+// finish orders the findings and sets the exit code.
+func (r *runner) finish() {
+	r.finishReplicas()
+	if r.report.Findings == nil {
+		r.report.Findings = []Finding{}
+	}
+	r.report.Stats.Compiled = r.compiler.compiled
+	sort.SliceStable(r.report.Claims, func(i, j int) bool {
+		a, b := r.report.Claims[i].Source, r.report.Claims[j].Source
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Document < b.Document
+	})
+	r.report.ExitCode = ExitCode(r.report, nil)
+}
+
+func qty(v int64) string { return resource.NewQuantity(v, resource.BinarySI).String() }
+
+// classSelects says whether a class's selectors mention text (a value
+// they compare with).
+func (r *runner) classSelects(class, text string) bool {
+	ce := r.classes[class]
+	if ce == nil {
+		return false
+	}
+	for _, s := range ce.obj.Spec.Selectors {
+		if s.CEL != nil && strings.Contains(s.CEL.Expression, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// freeFor says whether device i has room for one allocation of the
+// request: it is not held, or it allows multiple allocations and what
+// earlier claims consume leaves the request's share of every capacity
+// with a request policy (what it asks for, or the policy's default).
+func (r *runner) freeFor(i int, re *reqEval) bool {
+	d := r.inv.devices[i]
+	if m := d.dev.AllowMultipleAllocations; m == nil || !*m {
+		return r.free(i)
+	}
+	consumed := r.state.Consumed(d.id)
+	for name, c := range d.dev.Capacity {
+		if c.RequestPolicy == nil || c.RequestPolicy.Default == nil {
+			continue
+		}
+		want := *c.RequestPolicy.Default
+		for q, v := range re.capacity {
+			if _, id := splitQualified(q, r.opts.DriverName); id == string(name) {
+				want = v
+			}
+		}
+		left := c.Value.DeepCopy()
+		if used, ok := consumed[name]; ok {
+			left.Sub(used)
+		}
+		if want.Cmp(left) > 0 {
+			return false
+		}
+	}
+	return true
+}

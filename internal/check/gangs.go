@@ -1,0 +1,256 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package check
+
+import (
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpudra/gpudra/internal/scheduler"
+)
+
+// Gangs and node constraints: what the scheduler does with a pod besides
+// allocating its claims.
+//
+//   - A pod goes only to nodes its nodeSelector, required node affinity and
+//     tolerations admit (scheduler.PodFitsNode), on the Node objects among
+//     the inputs; nodes without one are the inventory's bare nodes, which
+//     carry only kubernetes.io/hostname.
+//   - The pods of a PodGroup with a gang policy (Kubernetes 1.37 Workload
+//     API) are placed together, each seeing what the gang's earlier pods
+//     took, or not at all: when one does not fit, none is placed. A
+//     workload whose pod template names such a group stands for all its
+//     pods (up to maxReplicas), not one.
+//   - A pod claim that matches one of its PodGroup's resourceClaims is one
+//     claim for the whole group, allocated once (DRAWorkloadResourceClaims).
+
+// gangInfo is one PodGroup of the inputs.
+type gangInfo struct {
+	obj      scheduler.Object
+	minCount int // 0: not a gang (the basic policy)
+	// claims are the group's shared claims, by the name pods use.
+	claims map[string]*claimEval
+}
+
+// loadPodGroups reads the inputs' PodGroups, with a note on what a
+// cluster of the checked version does with them.
+func (r *runner) loadPodGroups(in *scheduler.Manifests) {
+	r.gangs = map[string]*gangInfo{}
+	for _, o := range in.PodGroups {
+		pg := o.Obj.(*schedulingv1beta1.PodGroup)
+		g := &gangInfo{obj: o, claims: map[string]*claimEval{}}
+		if gang := pg.Spec.SchedulingPolicy.Gang; gang != nil {
+			g.minCount = max(int(gang.MinCount), 1)
+		}
+		r.gangs[o.Name] = g
+		// Versions are "1.34" … "1.37" (scheduler.KubernetesVersions):
+		// they compare as strings.
+		if r.feats.Version < "1.37" {
+			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "PodGroup " + o.Name, Field: "apiVersion",
+				Message: fmt.Sprintf("Kubernetes %s does not serve scheduling.k8s.io/v1beta1 (the Workload API is beta from 1.37); the API server rejects the PodGroup, and its pods are scheduled one by one", r.feats.Version)})
+			continue
+		}
+		r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: o.Source, Object: "PodGroup " + o.Name,
+			Message: fmt.Sprintf("Kubernetes %s serves PodGroups only with the GenericWorkload feature gate and the scheduling.k8s.io/v1beta1 API enabled (both off by default), and PodGroup claims only with DRAWorkloadResourceClaims; checked as on a cluster that enables them", r.feats.Version)})
+	}
+}
+
+// gangOf returns the pod's PodGroup among the inputs, or nil.
+func (r *runner) gangOf(pod *v1.Pod) *gangInfo {
+	if r.feats.Version < "1.37" {
+		return nil
+	}
+	return r.gangs[scheduler.GangOf(pod)]
+}
+
+// groupClaim returns the claim a pod's claim entry stands for when its
+// PodGroup holds a claim of that name: made once for the group, from the
+// template the group names. The pod's entry must match the group's
+// exactly, as the resourceclaim controller requires.
+func (r *runner) groupClaim(o scheduler.Object, pod *v1.Pod, pc v1.PodResourceClaim, field string, templates map[string]scheduler.Object, claims map[string]*claimEval) (*claimEval, bool) {
+	g := r.gangOf(pod)
+	if g == nil {
+		return nil, false
+	}
+	pg := g.obj.Obj.(*schedulingv1beta1.PodGroup)
+	for i, gc := range pg.Spec.ResourceClaims {
+		if gc.Name != pc.Name {
+			continue
+		}
+		if !ptr.Equal(gc.ResourceClaimName, pc.ResourceClaimName) || !ptr.Equal(gc.ResourceClaimTemplateName, pc.ResourceClaimTemplateName) {
+			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
+				Message: fmt.Sprintf("the pod's claim %s differs from the one of that name in PodGroup %s (spec.resourceClaims[%d]); the resourceclaim controller gives the pod no claim, and it stays Pending", pc.Name, g.obj.Name, i),
+				Hint:    "name the same ResourceClaim or ResourceClaimTemplate as the PodGroup"})
+			return nil, true
+		}
+		if ce, ok := g.claims[pc.Name]; ok {
+			return ce, true
+		}
+		var ce *claimEval
+		switch {
+		case gc.ResourceClaimName != nil:
+			ce = claims[pod.Namespace+"/"+*gc.ResourceClaimName]
+		case gc.ResourceClaimTemplateName != nil:
+			t, ok := templates[pod.Namespace+"/"+*gc.ResourceClaimTemplateName]
+			if !ok {
+				return nil, false // the caller reports the missing template
+			}
+			owner := &v1.Pod{}
+			owner.Namespace, owner.Name = pg.Namespace, pg.Name
+			claim := scheduler.ClaimFromTemplate(owner, pc.Name, t.Obj.(*resourceapi.ResourceClaimTemplate))
+			ce = r.newClaim(claim, "ResourceClaimTemplate "+t.Name+" for PodGroup "+g.obj.Name, t.Source, "ResourceClaimTemplate "+t.Name, "spec.spec")
+		}
+		if ce == nil {
+			return nil, false
+		}
+		g.claims[pc.Name] = ce
+		return ce, true
+	}
+	return nil, false
+}
+
+// fitsNodes says whether a node of the inventory admits the pod; if none
+// does, why not (on the first node).
+func (r *runner) fitsNodes(pod *v1.Pod) (bool, string) {
+	why := ""
+	for _, n := range r.sched.Nodes() {
+		ok, reason := scheduler.PodFitsNode(pod, n)
+		if ok {
+			return true, ""
+		}
+		if why == "" {
+			why = reason
+		}
+	}
+	hint := ""
+	if len(r.nodeObjs) == 0 {
+		hint = " (the inventory's nodes carry only kubernetes.io/hostname; add Node manifests with the labels and taints of your GPU nodes to the inputs)"
+	}
+	return false, fmt.Sprintf("no node of the inventory admits the pod: %s%s", why, hint)
+}
+
+// allocateAll allocates the units in order; the pods of a gang are
+// allocated together when the first of them comes.
+func (r *runner) allocateAll(units []*unit) {
+	byGang := map[*gangInfo][]*unit{}
+	for _, u := range units {
+		if u.gang != nil && u.gang.minCount > 0 {
+			byGang[u.gang] = append(byGang[u.gang], u)
+		}
+	}
+	done := map[*gangInfo]bool{}
+	for _, u := range units {
+		g := u.gang
+		if g == nil || g.minCount == 0 {
+			r.allocate(u)
+			continue
+		}
+		if !done[g] {
+			done[g] = true
+			r.allocateGang(g, byGang[g])
+		}
+	}
+}
+
+// allocateGang places a gang's pods one after the other on one state, and
+// takes every allocation back when one pod does not fit, or when fewer
+// pods than minCount are there to place.
+func (r *runner) allocateGang(g *gangInfo, members []*unit) {
+	// What the nodes' plugins hold, and what they republished for it, is
+	// taken back with the scheduler's state when the gang does not fit.
+	saved, savedHeld, savedPublished, sequential := r.state.Clone(), slices.Clone(r.held), r.savePublished(), r.opts.Sequential
+	if !sequential {
+		r.resetState()
+	}
+	r.opts.Sequential = true
+	for _, u := range members {
+		r.allocate(u)
+	}
+	r.opts.Sequential = sequential
+	r.group = "" // the next unit starts afresh (without --sequential)
+	placed := 0
+	for _, u := range members {
+		if r.unitAllocated(u) {
+			placed++
+		}
+	}
+	if placed == len(members) && placed >= g.minCount {
+		return
+	}
+	msg := fmt.Sprintf("PodGroup %s is a gang of at least %d pods: %d of the %d pods in the inputs fit together, so none is placed (the gang waits whole, holding no device)", g.obj.Name, g.minCount, placed, len(members))
+	if len(members) < g.minCount {
+		msg = fmt.Sprintf("PodGroup %s is a gang of at least %d pods and the inputs have %d: none is placed until the rest exist", g.obj.Name, g.minCount, len(members))
+	}
+	r.state, r.held = saved, savedHeld
+	r.restorePublished(savedPublished)
+	for _, u := range members {
+		for _, ce := range r.unitClaims(u) {
+			ci := &r.report.Claims[ce.idx]
+			if ci.Allocation != nil {
+				ci.Allocation = nil
+				ce.claim.Status.Allocation = nil
+			}
+			ci.PrepareFails = "" // never allocated, never prepared
+			ci.Unsatisfiable = append(ci.Unsatisfiable, msg)
+			ce.done = true
+		}
+	}
+	r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec.schedulingPolicy.gang.minCount", Message: msg})
+}
+
+// unitClaims are a unit's claims, with the one for its extended resources.
+func (r *runner) unitClaims(u *unit) []*claimEval {
+	if u.extended == nil {
+		return u.claims
+	}
+	return append(u.claims[:len(u.claims):len(u.claims)], u.extended)
+}
+
+// unitAllocated says whether every claim of the unit got devices and the
+// pod is not blocked.
+func (r *runner) unitAllocated(u *unit) bool {
+	if len(u.blocked) > 0 {
+		return false
+	}
+	for _, ce := range r.unitClaims(u) {
+		if r.report.Claims[ce.idx].Allocation == nil {
+			return false
+		}
+	}
+	return len(u.claims) == len(u.podObj.Obj.(*v1.Pod).Spec.ResourceClaims)
+}
+
+// gangReplicas is how many pods of a workload check places: all of a
+// gang's (up to maxReplicas), since the gang is placed whole.
+func (r *runner) gangReplicas(o scheduler.Object) (int, bool) {
+	if o.Owner == "" || o.Replicas <= 1 {
+		return 1, false
+	}
+	if g := r.gangOf(o.Obj.(*v1.Pod)); g == nil || g.minCount == 0 {
+		return 1, false
+	}
+	if o.Replicas > maxReplicas {
+		r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityNote, Source: o.Source, Object: o.Owner,
+			Message: fmt.Sprintf("%d replicas: the first %d of the gang are placed", o.Replicas, maxReplicas)})
+	}
+	return min(o.Replicas, maxReplicas), true
+}

@@ -1,0 +1,95 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package check
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpudra/gpudra/internal/migrate"
+	"github.com/gpudra/gpudra/internal/scheduler"
+)
+
+// TestNVIDIADemos measures what the "done when" asks: migrate then
+// check over NVIDIA's published demo specs gives the verdict a gpudra
+// cluster would. Point GPUDRA_NVIDIA_DEMOS at a checkout's demo/specs
+// (github.com/NVIDIA/k8s-dra-driver-gpu; its files are not copied here);
+// every file is migrated, checked on a fake DGX H100, and, where check
+// finds nothing the API server rejects, run through gpudra simulate (the
+// real kubelet plugin and scheduler allocator) to compare verdicts, as
+// TestCheckAgreesWithSimulate does for the corpus.
+func TestNVIDIADemos(t *testing.T) {
+	dir := os.Getenv("GPUDRA_NVIDIA_DEMOS")
+	if dir == "" {
+		t.Skip("set GPUDRA_NVIDIA_DEMOS to NVIDIA's demo/specs directory")
+	}
+	var files []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	slices.Sort(files)
+	apiKinds := []FindingKind{FindingInvalid, FindingNotServed, FindingNoCRD}
+	for _, f := range files {
+		rel, _ := filepath.Rel(dir, f)
+		t.Run(rel, func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := migrate.Files([]scheduler.File{{Name: rel, Data: data}}, migrate.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := &scheduler.Manifests{}
+			if err := in.Add(rel, res.Files[0].Data); err != nil {
+				t.Logf("VERDICT %s unusable-input %v", rel, err)
+				return
+			}
+			cc := corpusCase{profile: "dgx-h100", shareSharing: "None"}
+			rep, err := Run(context.Background(), cc.options(t, Options{Inputs: in}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kinds []string
+			apiRejects := false
+			for _, fd := range rep.Findings {
+				if fd.Severity == SeverityError {
+					kinds = append(kinds, string(fd.Kind))
+					apiRejects = apiRejects || slices.Contains(apiKinds, fd.Kind)
+				}
+			}
+			slices.Sort(kinds)
+			kinds = slices.Compact(kinds)
+			verdict := "simulate:skip(api-rejects)"
+			if !apiRejects {
+				ctx, c := startSimulate(t, cc)
+				verdict = "simulate:" + agree(ctx, t, c, cc, in)
+				if t.Failed() {
+					verdict += "(DISAGREES)"
+				}
+			}
+			t.Logf("VERDICT %s migrate-unmigrated=%d check-exit=%d errors=%v %s", rel, res.Unmigrated(), rep.ExitCode, kinds, verdict)
+		})
+	}
+}

@@ -1,0 +1,250 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package check
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/claimplan"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+)
+
+// Once a claim is allocated, check asks what gpudra's kubelet plugin asks
+// at prepare, with the same code (internal/claimplan): the node's devices as
+// the slices describe them (slicebuilder.NodeOf), the configs that apply
+// to each, merged, and what the claims allocated before it hold on the
+// same GPUs. What the plugin would refuse leaves the pod in
+// ContainerCreating: a finding on the config or the request it is about.
+
+// heldDevice is a device a claim holds on a node, as the node state
+// records it.
+type heldDevice struct {
+	claim string // namespace/name
+	pool  string
+	dev   checkpoint.Device
+}
+
+// nodeOf is the node of one of gpudra's pools, read back from the
+// inventory.
+func (r *runner) nodeOf(pool string) gpu.Node {
+	if n, ok := r.nodes[pool]; ok {
+		return n
+	}
+	var devs []resourceapi.Device
+	for _, d := range r.inv.devices {
+		if d.driver == r.opts.DriverName && d.pool == pool {
+			devs = append(devs, *d.dev)
+		}
+	}
+	n := slicebuilder.NodeOf(pool, devs)
+	r.nodes[pool] = n
+	return n
+}
+
+// planOptions are the plugin's settings for a node of the pool.
+func (r *runner) planOptions(pool string) claimplan.Options {
+	return claimplan.Options{DriverName: r.opts.DriverName, Node: r.nodeOf(pool), MPS: !r.opts.MPSDisabled,
+		SharesPublished: r.sharesPublished(pool), ShareSharing: r.shareSharing}
+}
+
+// sharesPublished reports whether the pool's slices publish its GPUs as
+// shareable (consumable capacity), as the plugin knows of its own node.
+func (r *runner) sharesPublished(pool string) bool {
+	for _, d := range r.inv.devices {
+		if d.driver == r.opts.DriverName && d.pool == pool && d.dev.AllowMultipleAllocations != nil && *d.dev.AllowMultipleAllocations {
+			return true
+		}
+	}
+	return false
+}
+
+// prepare runs the plugin's prepare-time decision on an allocated claim
+// and, when the node would prepare it, records what it holds.
+func (r *runner) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
+	pool := r.poolOf(res)
+	if pool == "" {
+		return
+	}
+	claim := ce.claim.DeepCopy()
+	claim.Status.Allocation = res
+	planned, err := claimplan.Plan(r.planOptions(pool), claim)
+	var refusal *claimplan.Refusal
+	if err != nil {
+		if errors.As(err, &refusal) && !refusal.Static && refusal.Kind != claimplan.InvalidConfig {
+			r.refused(ce, refusal)
+		}
+		// A config that does not decode is reported where it is written.
+		r.report.Claims[ce.idx].PrepareFails = err.Error()
+		return
+	}
+	for _, p := range planned {
+		for _, h := range r.held {
+			if h.pool != pool || h.claim == ce.info.Name {
+				continue
+			}
+			if refusal := claimplan.HeldConflict(p, h.dev, "ResourceClaim "+h.claim); refusal != nil {
+				r.refused(ce, refusal)
+				r.report.Claims[ce.idx].PrepareFails = refusal.Error()
+				return
+			}
+		}
+	}
+	for _, p := range planned {
+		r.held = append(r.held, heldDevice{claim: ce.info.Name, pool: pool, dev: p.Held()})
+	}
+}
+
+// poolOf is the pool (node) of an allocation's gpudra devices, "" when it
+// has none.
+func (r *runner) poolOf(res *resourceapi.AllocationResult) string {
+	for _, d := range res.Devices.Results {
+		if d.Driver == r.opts.DriverName {
+			return d.Pool
+		}
+	}
+	return ""
+}
+
+// clusterHolds is what a live cluster's allocated claims hold on gpudra's
+// nodes, as each node's plugin recorded it when it prepared them. A claim
+// its node would refuse holds nothing there.
+func (r *runner) clusterHolds(claims []*resourceapi.ResourceClaim) []heldDevice {
+	var out []heldDevice
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		pool := r.poolOf(c.Status.Allocation)
+		if pool == "" {
+			continue
+		}
+		planned, err := claimplan.Plan(r.planOptions(pool), c)
+		if err != nil {
+			continue
+		}
+		for _, p := range planned {
+			out = append(out, heldDevice{claim: c.Namespace + "/" + c.Name, pool: pool, dev: p.Held()})
+		}
+	}
+	return out
+}
+
+// refused reports what the plugin refuses, on the config it is about, or
+// else on the claim's request.
+func (r *runner) refused(ce *claimEval, refusal *claimplan.Refusal) {
+	src, object, field := ce.source, ce.object, r.requestField(ce, refusal.Request)
+	if refusal.Config != nil {
+		src, object, field = r.configAt(ce, refusal.Config)
+		if f := refusalField(refusal.Kind); f != "" {
+			field += "." + f
+		}
+	}
+	kind := FindingPrepareRefused
+	if refusal.Kind == claimplan.ConfigKind {
+		kind = FindingInvalidConfig
+	}
+	r.addFinding(Finding{Kind: kind, Refusal: string(refusal.Kind), Source: src, Object: object, Field: field,
+		Message: fmt.Sprintf("gpudra's kubelet plugin refuses to prepare claim %s (its pods stay in ContainerCreating): %s", ce.info.Name, refusal.Msg),
+		Hint:    refusalHint(refusal, r.opts.DriverName)})
+}
+
+// refusalField is the field of the config a refusal is about.
+func refusalField(kind claimplan.Kind) string {
+	switch kind {
+	case claimplan.MPSLimitKey:
+		return "parameters.sharing.mps.perDevicePinnedMemoryLimits"
+	case claimplan.MPSUnavailable, claimplan.MPSMultipleDevices, claimplan.SharingConflict:
+		return "parameters.sharing"
+	}
+	return ""
+}
+
+// refusalHint says how to fix what the plugin refuses.
+func refusalHint(refusal *claimplan.Refusal, driver string) string {
+	switch refusal.Kind {
+	case claimplan.ConfigKind:
+		return "give the requests for MIG partitions (DeviceClass mig.gpudra.io or mig-<profile>.gpudra.io) a MigConfig and those for whole GPUs a GpuConfig, each naming its requests in config[].requests"
+	case claimplan.MPSMultipleDevices:
+		return "ask for one device per claim that uses MPS (count: 1, one request), and give each pod that needs another shared GPU a claim of its own"
+	case claimplan.MPSUnavailable:
+		return "this node pool runs no MPS daemons (the chart's mps.enabled: false): enable them, or share the GPU with sharing.strategy: TimeSlicing"
+	case claimplan.MPSLimitKey:
+		return `key the limit by "0", the claim's one MPS device as its containers see it, or set sharing.mps.defaultPinnedDeviceMemoryLimit`
+	case claimplan.SharesDiffer:
+		return "requests of one claim that are given shares of one GPU get it as one device: give them one config (one config[] entry naming both requests, or none), or ask for one share of their sum in one request"
+	case claimplan.SharingConflict:
+		return "claims that share one GPU must share it alike: all through MPS, or all time-sliced with the same interval (a share without a config gets the node pool's consumableCapacity.sharing)"
+	case claimplan.MonitorWithoutAdmin:
+		return fmt.Sprintf("monitoring devices (DeviceClass %s) are for adminAccess: true requests only: a workload's class selects whole GPUs (type == 'gpu', as DeviceClass %s does) and does not tolerate %s (on clusters that drop device taints, before 1.36, nothing else keeps it off them)",
+			builtinClassName("gpu-monitoring.gpudra.io", driver), driver, slicebuilder.MonitoringTaintKey(driver))
+	}
+	return ""
+}
+
+// requestField is the field of a claim's request ("gpu" or "gpu/sub").
+func (r *runner) requestField(ce *claimEval, request string) string {
+	base, sub, _ := strings.Cut(request, "/")
+	for i, req := range ce.claim.Spec.Devices.Requests {
+		if req.Name != base {
+			continue
+		}
+		f := fmt.Sprintf("%s.devices.requests[%d]", ce.field, i)
+		for j, s := range req.FirstAvailable {
+			if s.Name == sub {
+				return fmt.Sprintf("%s.firstAvailable[%d]", f, j)
+			}
+		}
+		return f
+	}
+	return ce.field + ".devices"
+}
+
+// configAt finds where a config is written: in the claim's spec, or in
+// the DeviceClass it comes from.
+func (r *runner) configAt(ce *claimEval, ref *claimplan.ConfigRef) (scheduler.Source, string, string) {
+	if ref.FromClass {
+		if o, ok := r.known[ref.Class]; ok {
+			for i, cc := range o.Obj.(*resourceapi.DeviceClass).Spec.Config {
+				if cc.Opaque != nil && string(cc.Opaque.Parameters.Raw) == string(ref.Parameters) {
+					return o.Source, "DeviceClass " + ref.Class, fmt.Sprintf("spec.config[%d].opaque", i)
+				}
+			}
+		}
+		return ce.source, ce.object, ce.field + ".devices"
+	}
+	if ref.Index >= 0 {
+		return ce.source, ce.object, fmt.Sprintf("%s.devices.config[%d].opaque", ce.field, ref.Index)
+	}
+	return ce.source, ce.object, ce.field + ".devices.config"
+}
+
+// shareSharingOf parses Options.ShareSharing ("" is the plugin's default,
+// MPS).
+func shareSharingOf(s string) (*configapi.Sharing, error) {
+	if s == "" {
+		s = string(configapi.MPSStrategy)
+	}
+	return configapi.SharingFromFlag(s)
+}

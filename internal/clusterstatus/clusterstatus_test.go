@@ -1,0 +1,215 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package clusterstatus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+)
+
+const driver = "gpu.gpudra.io"
+
+// fakeSlices are what the plugin publishes on one fake node.
+func fakeSlices(t *testing.T, profile string, pool fakenodes.Pool) []resourceapi.ResourceSlice {
+	t.Helper()
+	sl, err := fakenodes.SlicesOf(context.Background(), profile, 1, driver, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]resourceapi.ResourceSlice, len(sl))
+	for i, s := range sl {
+		out[i] = *s
+	}
+	return out
+}
+
+// claim is an allocated claim of the given devices on node-1, reserved for
+// pod, with the plugin's status.devices for those in statuses.
+func claim(ns, name, pod string, results []resourceapi.DeviceRequestAllocationResult, statuses ...*configapi.DeviceStatus) resourceapi.ResourceClaim {
+	c := resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: results}}
+	if pod != "" {
+		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod, UID: types.UID(pod)}}
+	}
+	for i, st := range statuses {
+		if st == nil {
+			continue
+		}
+		data, _ := json.Marshal(st)
+		r := results[i]
+		c.Status.Devices = append(c.Status.Devices, resourceapi.AllocatedDeviceStatus{Driver: r.Driver, Pool: r.Pool, Device: r.Device, ShareID: (*string)(r.ShareID),
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Prepared"}},
+			Data:       &runtime.RawExtension{Raw: data}})
+	}
+	return c
+}
+
+func result(device string) resourceapi.DeviceRequestAllocationResult {
+	return resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: driver, Pool: "node-1", Device: device}
+}
+
+func TestBuild(t *testing.T) {
+	// Every free GPU publishes its placements (--mig-spare-gpus=all): the
+	// room of each GPU is counted from what its node publishes, and the
+	// partitioned gpu-1 publishes its placements under any setting.
+	sl := fakeSlices(t, "dgx-h100", fakenodes.Pool{SpareGPUs: slicebuilder.SpareGPUs{All: true}})
+	// gpu-7 gets the health taint, as the plugin taints a GPU after an XID.
+	for i := range sl {
+		for j := range sl[i].Spec.Devices {
+			if d := &sl[i].Spec.Devices[j]; d.Name == "gpu-7" {
+				d.Taints = append(d.Taints, resourceapi.DeviceTaint{Key: slicebuilder.UnhealthyTaintKey(driver), Value: "unhealthy", Effect: resourceapi.DeviceTaintEffectNoSchedule})
+			}
+		}
+	}
+	mig := configapi.NewDeviceStatus()
+	mig.UUID, mig.MIG = "MIG-1234", &configapi.MigDeviceStatus{Profile: "3g.40gb", PlacementStart: 0, PlacementSize: 4}
+	whole := configapi.NewDeviceStatus()
+	whole.UUID, whole.Sharing = "GPU-whole", &configapi.SharingStatus{Strategy: configapi.TimeSlicingStrategy, TimeSliceInterval: configapi.LongTimeSlice}
+	admin := result("gpu-0-monitor")
+	admin.AdminAccess = ptr.To(true)
+	claims := []resourceapi.ResourceClaim{
+		claim("team-a", "train", "trainer-0", []resourceapi.DeviceRequestAllocationResult{result("gpu-0")}, whole),
+		claim("team-b", "notebook", "nb", []resourceapi.DeviceRequestAllocationResult{result("gpu-1-mig-3g40gb-0")}, mig),
+		claim("monitoring", "dcgm", "dcgm-exporter", []resourceapi.DeviceRequestAllocationResult{admin}),
+		// Another driver's claim and an unallocated one count for nothing.
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "pending"}},
+		claim("x", "other-driver", "p", []resourceapi.DeviceRequestAllocationResult{{Request: "nic", Driver: "nic.example.com", Pool: "node-1", Device: "gpu-2"}}),
+	}
+	rep := Build(sl, claims, Options{Driver: driver})
+	if len(rep.Nodes) != 1 || rep.Nodes[0].Name != "node-1" || len(rep.Nodes[0].GPUs) != 8 {
+		t.Fatalf("nodes: %+v", rep.Nodes)
+	}
+	gpus := rep.Nodes[0].GPUs
+	g0, g1, g2, g7 := gpus[0], gpus[1], gpus[2], gpus[7]
+	if g0.State != StateWhole || g0.Available || len(g0.Holders) != 1 || g0.Holders[0].Name() != "team-a/train" || g0.Holders[0].Pods[0] != "trainer-0" || !g0.Holders[0].Prepared {
+		t.Errorf("gpu-0: %+v", g0)
+	}
+	if g0.Holders[0].Status == nil || g0.Holders[0].Status.UUID != "GPU-whole" {
+		t.Errorf("gpu-0's holder lacks the plugin's status: %+v", g0.Holders[0])
+	}
+	if len(g0.Monitors) != 1 || g0.Monitors[0].Name() != "monitoring/dcgm" {
+		t.Errorf("gpu-0 monitors: %+v", g0.Monitors)
+	}
+	if g0.Model != "NVIDIA H100 80GB HBM3" || !strings.HasPrefix(g0.UUID, "GPU-") || g0.Memory == nil || g0.Memory.Cmp(resource.MustParse("79Gi")) < 0 {
+		t.Errorf("gpu-0 description: %+v", g0)
+	}
+	if g1.State != StatePartitioned || len(g1.Partitions) != 1 || g1.Partitions[0].Profile != "3g.40gb" || g1.Partitions[0].Holder.Status.UUID != "MIG-1234" {
+		t.Errorf("gpu-1: %+v", g1)
+	}
+	// The 3g.40gb at 0 takes memory slices 0-3 and 3 of 7 compute
+	// slices: another 3g.40gb (at 4) fits, or three 1g.10gb (4, 5, 6),
+	// but no 4g.40gb or 7g.80gb, and only one 1g.10gb+me (media engines).
+	if g1.Room["7g.80gb"] != 0 || g1.Room["4g.40gb"] != 0 || g1.Room["3g.40gb"] != 1 || g1.Room["1g.10gb"] != 3 || g1.Room["1g.10gb+me"] != 1 {
+		t.Errorf("gpu-1 room: %v", g1.Room)
+	}
+	// A free H100: seven 1g.10gb (the counters allow no more), one 7g.80gb.
+	if g2.Room["1g.10gb"] != 7 || g2.Room["7g.80gb"] != 1 || g2.Room["2g.20gb"] != 3 || g2.Room["1g.10gb+me"] != 1 {
+		t.Errorf("gpu-2 room: %v", g2.Room)
+	}
+	if g2.State != StateFree || !g2.Available || len(g2.Holders) != 0 {
+		t.Errorf("gpu-2 (held only by another driver's claim): %+v", g2)
+	}
+	if g7.Healthy || g7.Available || len(g7.Taints) != 1 || g7.Taints[0] != "gpu.gpudra.io/unhealthy=unhealthy:NoSchedule" {
+		t.Errorf("gpu-7: %+v", g7)
+	}
+	if free := rep.Nodes[0].Free; free.GPUs != 5 || free.Partitions["1g.10gb"] != 3+5*7 {
+		t.Errorf("free: %+v", free)
+	}
+
+	var buf bytes.Buffer
+	if err := rep.WriteText(&buf, true); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	for _, want := range []string{
+		"node-1  gpu-0  NVIDIA H100 80GB HBM3  ok         whole",
+		"team-a/train",
+		"trainer-0",
+		"TimeSlicing Long",
+		"gpu-1-mig-3g40gb-0",
+		"MIG-1234",
+		"gpu-0 (monitor)",
+		"unhealthy",
+		"FREE\nnode-1: 5 whole GPUs; or MIG partitions of one profile: 1g.10gb 38, 1g.10gb+me 6,",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+
+	// -n team-a: other namespaces' claims are held, not named.
+	rep = Build(sl, claims, Options{Driver: driver, Namespace: "team-a"})
+	g1 = rep.Nodes[0].GPUs[1]
+	if g1.State != StatePartitioned || g1.Partitions[0].Holder.Name() != "(another namespace)" || g1.Partitions[0].Holder.Status != nil {
+		t.Errorf("-n team-a, gpu-1: %+v", g1.Partitions)
+	}
+	if rep := Build(sl, claims, Options{Driver: driver, Nodes: []string{"node-9"}}); len(rep.Nodes) != 0 {
+		t.Errorf("a node filter that matches nothing: %+v", rep.Nodes)
+	}
+}
+
+// TestBuildShares: on a pool with consumable capacity, shares of a GPU
+// are listed with their memory, and what is left of the GPU is free.
+func TestBuildShares(t *testing.T) {
+	sl := fakeSlices(t, "dgx-h100", fakenodes.Pool{ConsumableCapacity: true})
+	share := func(id string, mem string) resourceapi.DeviceRequestAllocationResult {
+		r := result("gpu-3")
+		r.ShareID = ptr.To(types.UID(id))
+		r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{slicebuilder.CapMemory: resource.MustParse(mem)}
+		return r
+	}
+	mps := configapi.NewDeviceStatus()
+	mps.Sharing = &configapi.SharingStatus{Strategy: configapi.MPSStrategy, PinnedDeviceMemoryLimit: ptr.To(resource.MustParse("20Gi"))}
+	claims := []resourceapi.ResourceClaim{
+		claim("ns", "a", "pod-a", []resourceapi.DeviceRequestAllocationResult{share("11111111-1111-1111-1111-111111111111", "20Gi")}, mps),
+		claim("ns", "b", "pod-b", []resourceapi.DeviceRequestAllocationResult{share("22222222-2222-2222-2222-222222222222", "10Gi")}),
+	}
+	rep := Build(sl, claims, Options{Driver: driver})
+	g := rep.Nodes[0].GPUs[3]
+	if g.State != StateShared || !g.Shareable || len(g.Holders) != 2 || g.Holders[0].Memory.String() != "20Gi" || g.Holders[1].Prepared {
+		t.Fatalf("gpu-3: %+v", g)
+	}
+	want := g.Memory.DeepCopy()
+	want.Sub(resource.MustParse("30Gi"))
+	if g.FreeMemory == nil || g.FreeMemory.Cmp(want) != 0 {
+		t.Errorf("free memory of gpu-3: %v, want %v", g.FreeMemory, want.String())
+	}
+	if free := rep.Nodes[0].Free; free.GPUs != 7 || free.SharedMemory == nil || free.SharedMemory.Cmp(want) != 0 {
+		t.Errorf("node free: %+v", free)
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteText(&buf, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "MPS 20Gi") || !strings.Contains(buf.String(), "on shared GPUs") {
+		t.Errorf("text:\n%s", buf.String())
+	}
+}

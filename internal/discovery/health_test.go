@@ -1,0 +1,320 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package discovery
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/nvmlfake"
+)
+
+func TestWatchHealth(t *testing.T) {
+	dir := t.TempDir()
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: "dgx-h100", NodeName: "n", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Init()
+	defer s.Shutdown()
+	node, err := Discover(context.Background(), s, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d0, _ := s.DeviceGetHandleByIndex(0)
+	d0.SetMigMode(nvml.DEVICE_MIG_ENABLE)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan gpu.HealthEvent)
+	done := make(chan error)
+	go func() { done <- WatchHealth(ctx, s, node, HealthOptions{}, events) }()
+
+	expect := func(uuid, reason string) {
+		t.Helper()
+		select {
+		case ev := <-events:
+			if ev.UUID != uuid || ev.Health != gpu.Unhealthy || !strings.Contains(ev.Reason, reason) {
+				t.Fatalf("event %+v, want %s unhealthy with %q", ev, uuid, reason)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no event for %s", uuid)
+		}
+	}
+	// Registration happens in the goroutine; events logged before it are
+	// not delivered, like NVML's. Inject until the first one arrives.
+	inject := func(uuid string, xid uint64) {
+		if err := nvmlfake.InjectXID(dir, uuid, xid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g2, g5 := node.GPUs[2].UUID, node.GPUs[5].UUID
+	deadline := time.Now().Add(5 * time.Second)
+	for first := false; !first; {
+		inject(g2, 94)
+		select {
+		case ev := <-events:
+			// An XID logged before the watch registered leaves its
+			// recovery action, which the watch starts from.
+			if ev.UUID == g2 && strings.Contains(ev.Reason, "recovery action GPU reset") {
+				continue
+			}
+			if ev.UUID != g2 || !strings.Contains(ev.Reason, "XID 94") {
+				t.Fatalf("event %+v", ev)
+			}
+			first = true
+		case <-time.After(200 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("no event for XID 94")
+			}
+		}
+	}
+	inject(g2, 94) // no change: no event
+	inject(g5, 13) // an application error: ignored
+	inject(g5, 48)
+	expect(g5, "XID 48: double-bit ECC error")
+	inject(g2, 74) // a new reason is a change
+	expect(g2, "XID 74")
+
+	// An XID inside a MIG device marks the GPU and names the instance.
+	gi, _ := d0.CreateGpuInstance(must(d0.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_7_SLICE)))
+	gi.CreateComputeInstance(mustCI(gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE, 0)))
+	mig, _ := d0.GetMigDeviceHandleByIndex(0)
+	migUUID, _ := mig.GetUUID()
+	inject(migUUID, 94)
+	expect(node.GPUs[0].UUID, "(MIG GPU instance 0, compute instance 0)")
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("WatchHealth returned %v after cancel, want nil", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("WatchHealth did not return after cancel")
+	}
+}
+
+func must(info nvml.GpuInstanceProfileInfo, _ nvml.Return) *nvml.GpuInstanceProfileInfo { return &info }
+
+func mustCI(info nvml.ComputeInstanceProfileInfo, _ nvml.Return) *nvml.ComputeInstanceProfileInfo {
+	return &info
+}
+
+func TestXIDReason(t *testing.T) {
+	if got := xidReason(79); got != "XID 79: GPU has fallen off the bus" {
+		t.Errorf("xidReason(79) = %q", got)
+	}
+	if got := xidReason(999); got != "XID 999" {
+		t.Errorf("xidReason(999) = %q", got)
+	}
+	for _, x := range []uint64{13, 31, 43, 45, 68, 109} {
+		if !slices.Contains(DefaultIgnoredXIDs, x) {
+			t.Errorf("XID %d is not ignored", x)
+		}
+	}
+}
+
+// TestHealthRecovers: an unhealthy GPU is rechecked and reported healthy
+// once the driver asks for no recovery action (after a GPU reset), and a
+// lost GPU once it answers again (after a reboot); until then it stays
+// unhealthy. XIDs in IgnoredXIDs change nothing.
+func TestHealthRecovers(t *testing.T) {
+	dir := t.TempDir()
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: "dgx-a100", NodeName: "n", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Init()
+	defer s.Shutdown()
+	node, err := Discover(context.Background(), s, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan gpu.HealthEvent, 16)
+	opts := HealthOptions{IgnoredXIDs: []uint64{13, 92}, RecheckInterval: 50 * time.Millisecond}
+	go func() { _ = WatchHealth(ctx, s, node, opts, events) }()
+
+	next := func(what string) gpu.HealthEvent {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no event: %s", what)
+		}
+		return gpu.HealthEvent{}
+	}
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case ev := <-events:
+			t.Fatalf("%s: unexpected event %+v", what, ev)
+		case <-time.After(300 * time.Millisecond): // several rechecks
+		}
+	}
+	g1, g3 := node.GPUs[1].UUID, node.GPUs[3].UUID
+	// Wait for registration: the first XID that arrives.
+	for {
+		if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-events:
+			if ev.UUID != g1 || ev.Health != gpu.Unhealthy {
+				t.Fatalf("event %+v", ev)
+			}
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	// An XID logged before the watch registered is seen as the recovery
+	// action it left, and one after it as the XID: either way g1 stays
+	// unhealthy, and nothing says it recovered.
+	for end := time.After(300 * time.Millisecond); ; {
+		select {
+		case ev := <-events:
+			if ev.UUID != g1 || ev.Health != gpu.Unhealthy {
+				t.Fatalf("the driver asks for a GPU reset: unexpected event %+v", ev)
+			}
+			continue
+		case <-end:
+		}
+		break
+	}
+
+	if err := nvmlfake.InjectXID(dir, g3, 92); err != nil {
+		t.Fatal(err)
+	}
+	quiet("XID 92 is in IgnoredXIDs")
+
+	if err := nvmlfake.ResetGPU(dir, g1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("recovery after a reset"); ev.UUID != g1 || ev.Health != gpu.Healthy || !strings.Contains(ev.Reason, "no recovery action") {
+		t.Fatalf("after the reset: %+v, want %s healthy", ev, g1)
+	}
+
+	// A GPU that falls off the bus: a reset cannot reach it; a reboot
+	// brings it back.
+	if err := nvmlfake.LoseGPU(dir, g3); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("lost"); ev.UUID != g3 || ev.Health != gpu.Unhealthy || !strings.Contains(ev.Reason, "XID 79") {
+		t.Fatalf("lost: %+v", ev)
+	}
+	quiet("a lost GPU stays unhealthy")
+	if err := nvmlfake.Reboot(dir); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("back after a reboot"); ev.UUID != g3 || ev.Health != gpu.Healthy {
+		t.Fatalf("after the reboot: %+v, want %s healthy", ev, g3)
+	}
+	quiet("nothing else changes")
+}
+
+// TestCurrentHealth: what the driver still asks for after an XID, and a
+// GPU that fell off the bus, are found without an event: a plugin that
+// restarts before the reset sees them at once.
+func TestCurrentHealth(t *testing.T) {
+	s, node, dir := nodeWithStateDir(t, "dgx-a100")
+	if got := CurrentHealth(s, node); len(got) != 0 {
+		t.Fatalf("a fresh node: %v", got)
+	}
+	g1, g3, g5 := node.GPUs[1].UUID, node.GPUs[3].UUID, node.GPUs[5].UUID
+	for uuid, xid := range map[string]uint64{g1: 48, g3: 79, g5: 13} {
+		if err := nvmlfake.InjectXID(dir, uuid, xid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]string{}
+	for _, ev := range CurrentHealth(s, node) {
+		if ev.Health != gpu.Unhealthy {
+			t.Errorf("%+v", ev)
+		}
+		got[ev.UUID] = ev.Reason
+	}
+	if !strings.Contains(got[g1], "recovery action GPU reset") || !strings.Contains(got[g3], "ERROR_GPU_IS_LOST") || len(got) != 2 {
+		t.Errorf("current health %v, want %s waiting for a reset and %s lost (XID 79), and %s (an application's XID) fit", got, g1, g3, g5)
+	}
+	if err := nvmlfake.ResetGPU(dir, g1); err != nil {
+		t.Fatal(err)
+	}
+	if got := CurrentHealth(s, node); len(got) != 1 || got[0].UUID != g3 {
+		t.Errorf("after resetting %s: %v", g1, got)
+	}
+}
+
+// TestWatchStartsFromCurrentHealth: a watch started after an XID (a
+// plugin restarted before the GPU was reset) reports the GPU unhealthy at
+// once, and healthy once it is reset.
+func TestWatchStartsFromCurrentHealth(t *testing.T) {
+	s, node, dir := nodeWithStateDir(t, "dgx-a100")
+	g1 := node.GPUs[1].UUID
+	if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan gpu.HealthEvent, 16)
+	go func() { _ = WatchHealth(ctx, s, node, HealthOptions{RecheckInterval: 50 * time.Millisecond}, events) }()
+	next := func() gpu.HealthEvent {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		return gpu.HealthEvent{}
+	}
+	if ev := next(); ev.UUID != g1 || ev.Health != gpu.Unhealthy {
+		t.Fatalf("first event %+v, want %s unhealthy", ev, g1)
+	}
+	if err := nvmlfake.ResetGPU(dir, g1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.UUID != g1 || ev.Health != gpu.Healthy {
+		t.Fatalf("after the reset: %+v, want %s healthy", ev, g1)
+	}
+}
+
+// nodeWithStateDir is a fake node whose state (XIDs, resets) a test
+// changes through its state directory, and the GPUs discovered on it.
+func nodeWithStateDir(t *testing.T, profile string) (*nvmlfake.Server, gpu.Node, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := nvmlfake.New(nvmlfake.Options{Profile: profile, NodeName: "n", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Init()
+	t.Cleanup(func() { s.Shutdown() })
+	node, err := Discover(context.Background(), s, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, node, dir
+}

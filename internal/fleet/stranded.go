@@ -1,0 +1,646 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package fleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+)
+
+// Stranded GPUs are free whole GPUs that no pending pod can use: eight free
+// GPUs scattered over NVLink islands while an eight-GPU same-island claim
+// waits; a node's third free GPU while every waiting pod needs two. They
+// are the GPUs that stay free however many of the waiting pods are placed. They are
+// what the fleet pays for and cannot schedule. A GPU is only stranded while
+// something waits: a free GPU with no demand is idle capacity, not
+// stranded.
+//
+// What "can use" means is what the scheduler would do, computed with the
+// offline scheduler core (internal/scheduler) and the real allocator, the same
+// code `gpudra check` runs:
+//
+//  1. Pending pods are the pods not yet bound to a node whose claims for
+//     this driver are unallocated, and the pods whose extended resources
+//     (nvidia.com/gpu: 1) map to this driver's DeviceClasses. Pods with the
+//     same claims ask for the same thing: they are checked once, as one
+//     shape.
+//  2. For each shape and each schedulable node with free GPUs, the
+//     allocator places as many copies of the pod's claims as fit together
+//     on the node (found by trying the most copies the node's free GPUs
+//     could hold, then halving), against what is allocated. Every GPU the
+//     largest fit uses, whole or through a MIG partition, is usable. A
+//     shape that fits on no node counts its pods as unsatisfiable.
+//  3. Every other free, untainted GPU of a schedulable node is stranded.
+//
+// A node counts for a pod only where the scheduler's other filters admit
+// the pod (scheduler.PodFitsNode: its node selector, required node
+// affinity, the node's taints and its tolerations, cordons): a free GPU on
+// a node no waiting pod may go to is stranded. A gang (the pods of a
+// PodGroup with a gang policy) is one workload: its waiting pods are
+// placed together, one after the other, each seeing what the earlier ones
+// took (and their shared PodGroup claim allocated once); the GPUs they
+// would take are usable if all of them fit, and none are if one does not.
+// A gang that cannot be placed whole is one unsatisfiable workload, and
+// the free GPUs its pods could each have used alone are stranded.
+//
+// Nodes without free GPUs are skipped, and so are nodes whose free GPUs
+// are all usable already once the shape is known to fit somewhere. Nodes
+// alike (nodeclass.go) are asked about once.
+
+// Stranding is the result of one computation.
+type Stranding struct {
+	// Stranded counts stranded GPUs by node and model.
+	Stranded map[GPUKey]int
+	// PendingPods are the pods waiting for this driver's devices;
+	// Unsatisfiable those whose claims fit on no node now (every waiting
+	// pod of a gang that cannot be placed whole).
+	PendingPods, Unsatisfiable int
+	// Workloads are what waits, a lone pod or a gang counting once;
+	// UnsatisfiableWorkloads those that cannot be placed now.
+	Workloads, UnsatisfiableWorkloads int
+	// Shapes are the distinct pending pods checked; Filters the allocator
+	// calls it took.
+	Shapes, Filters int
+}
+
+// pendingPod is one waiting pod: all its claims (those allocated already,
+// shared with a running pod, restrict it to their nodes), and the key of
+// its shape.
+type pendingPod struct {
+	pod    string
+	obj    *corev1.Pod
+	claims []*resourceapi.ResourceClaim
+	shape  string
+	// gang is the pod's PodGroup ("namespace/name") when the group is a
+	// gang; "" for a pod scheduled on its own.
+	gang string
+	// nodes restricts the pod to the nodes its allocated claims are
+	// available on.
+	nodes []*nodeaffinity.NodeSelector
+}
+
+// fitsNode reports whether the pod's allocated claims and the
+// scheduler's node filters allow the node.
+func (p pendingPod) fitsNode(node *corev1.Node) bool {
+	for _, s := range p.nodes {
+		if !s.Match(node) {
+			return false
+		}
+	}
+	ok, _ := scheduler.PodFitsNode(p.obj, node)
+	return ok
+}
+
+// Strander computes stranded GPUs, keeping what it can reuse between
+// recomputes (the fingerprints of unchanged slices).
+type Strander struct {
+	cache     sliceCache
+	compactor Compactor
+}
+
+// Strand computes the stranded GPUs of in, afresh.
+func Strand(ctx context.Context, in Inputs) (Stranding, error) {
+	return (&Strander{}).Strand(ctx, in)
+}
+
+// Recompute is the whole fleet accounting: Account, and the stranded GPUs.
+// A Stranding error leaves the rest of the snapshot valid.
+func (st *Strander) Recompute(ctx context.Context, in Inputs) (Snapshot, error) {
+	st.cache.driver = in.DriverName
+	defer st.cache.forget()
+	sl := in.compactSlices(&st.compactor)
+	inv := newInventory(&st.cache, sl, in.Nodes)
+	alloc := allocatedDevices(in.DriverName, in.Claims)
+	snap := account(in, inv, alloc)
+	var err error
+	snap.Stranding, err = st.strand(ctx, in, sl, inv, alloc)
+	return snap, err
+}
+
+// Strand computes the stranded GPUs of in. ctx bounds the time it takes.
+func (st *Strander) Strand(ctx context.Context, in Inputs) (Stranding, error) {
+	st.cache.driver = in.DriverName
+	defer st.cache.forget()
+	sl := in.compactSlices(&st.compactor)
+	return st.strand(ctx, in, sl, newInventory(&st.cache, sl, in.Nodes), allocatedDevices(in.DriverName, in.Claims))
+}
+
+func (st *Strander) strand(ctx context.Context, in Inputs, sl []*CompactSlice, inv inventory, alloc map[DeviceID]bool) (Stranding, error) {
+	features := in.Features
+	if features.Version == "" {
+		features = scheduler.DefaultFeatures()
+	}
+	classes := scheduler.NewClasses(in.Classes)
+	// The allocator gets the slices of one node at a time, rebuilt from
+	// their compact form (compact.go) when it is asked about that node.
+	nodes := newNodeSlices(sl)
+	sched := scheduler.NewOver(features, classes, nodes.names, nodes.full, in.TaintRules)
+	sched.UseNodes(in.Nodes)
+
+	pods := pendingPods(in, sched)
+	out := Stranding{Stranded: map[GPUKey]int{}, PendingPods: len(pods)}
+	if len(pods) == 0 {
+		return out, nil
+	}
+	lone, gangs, gangOrder := splitGangs(pods)
+	out.Workloads = len(lone) + len(gangOrder)
+
+	// The free GPUs, per node: whole GPUs nothing is allocated from (no
+	// partition either) and that carry no taint.
+	free := map[string][]*Device{} // by node
+	partitioned := map[string]bool{}
+	for _, d := range inv.devices {
+		if d.Type == slicebuilder.TypeMIG && alloc[d.ID] {
+			partitioned[d.ParentUUID] = true
+		}
+	}
+	byUUID := map[string]*Device{}
+	for _, d := range inv.devices {
+		if d.Type != slicebuilder.TypeGPU {
+			continue
+		}
+		byUUID[d.UUID] = d
+		if alloc[d.ID] || partitioned[d.UUID] || len(d.Taints) > 0 {
+			continue
+		}
+		if ok, known := inv.schedulable[d.Node]; known && !ok {
+			continue
+		}
+		free[d.Node] = append(free[d.Node], d)
+	}
+	var nodeNames []string
+	for _, n := range sched.Nodes() {
+		nodeNames = append(nodeNames, n.Name)
+	}
+	classOf := nodeClasses(nodeNames, sl, allocatedByNode(sl, in.Claims))
+
+	state := scheduler.StateOf(in.Claims)
+	usable := map[*Device]bool{}
+	shapes := map[string][]pendingPod{}
+	var order []string
+	for _, p := range lone {
+		if _, seen := shapes[p.shape]; !seen {
+			order = append(order, p.shape)
+		}
+		shapes[p.shape] = append(shapes[p.shape], p)
+	}
+	out.Shapes = len(order)
+
+	// usableNames turns what an allocation uses into the names of the
+	// whole GPUs it uses, on its node.
+	usableNames := func(used []DeviceID) []string {
+		var names []string
+		for _, id := range used {
+			d, ok := inv.lookup(id)
+			if !ok {
+				continue
+			}
+			if d.Type == slicebuilder.TypeMIG {
+				if d, ok = byUUID[d.ParentUUID]; !ok {
+					continue
+				}
+			}
+			names = append(names, d.ID.Device)
+		}
+		return names
+	}
+	for _, key := range order {
+		rep := shapes[key][0]
+		perNode := readsIdentities(rep, classes)
+		type answer struct {
+			fits  bool
+			names []string
+		}
+		answers := map[string]answer{} // by node class
+		fits := false
+		for _, node := range sched.Nodes() {
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			candidates := free[node.Name]
+			if !rep.fitsNode(node) || len(candidates) == 0 || fits && allUsable(candidates, usable) {
+				continue
+			}
+			a, known := answers[classOf[node.Name]]
+			if !known || perNode {
+				allocator, err := sched.AllocatorFor(ctx, state, node.Name)
+				if err != nil {
+					return out, err
+				}
+				used, ok := largestFit(ctx, sched, allocator, node, rep, len(candidates), &out)
+				a = answer{fits: ok, names: usableNames(used)}
+				answers[classOf[node.Name]] = a
+			}
+			if !a.fits {
+				continue
+			}
+			fits = true
+			for _, name := range a.names {
+				if d, ok := inv.lookup(DeviceID{Pool: node.Name, Device: name}); ok {
+					usable[d] = true
+				}
+			}
+		}
+		if !fits {
+			out.Unsatisfiable += len(shapes[key])
+			out.UnsatisfiableWorkloads += len(shapes[key])
+		}
+	}
+	for _, g := range gangOrder {
+		used, ok, err := placeGang(ctx, sched, state, gangs[g], free, &out)
+		if err != nil {
+			return out, err
+		}
+		if !ok {
+			out.Unsatisfiable += len(gangs[g])
+			out.UnsatisfiableWorkloads++
+			continue
+		}
+		for _, id := range used {
+			d, ok := inv.lookup(id)
+			if ok && d.Type == slicebuilder.TypeMIG {
+				d, ok = byUUID[d.ParentUUID]
+			}
+			if ok {
+				usable[d] = true
+			}
+		}
+	}
+	for _, devs := range free {
+		for _, d := range devs {
+			if !usable[d] {
+				out.Stranded[GPUKey{Node: d.Node, Model: d.Model}]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// readsIdentities reports whether a pod's selectors (its requests' and
+// their classes') read an identity attribute: then the allocator's answer
+// on one node says nothing about a node alike but for identities.
+func readsIdentities(p pendingPod, classes *scheduler.Classes) bool {
+	exprs := func(sel []resourceapi.DeviceSelector) bool {
+		return slices.ContainsFunc(sel, func(s resourceapi.DeviceSelector) bool { return s.CEL != nil && readsIdentity(s.CEL.Expression) })
+	}
+	classReads := func(name string) bool {
+		c, err := classes.Get(name)
+		return err == nil && exprs(c.Spec.Selectors)
+	}
+	for _, c := range p.claims {
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly != nil && (exprs(r.Exactly.Selectors) || classReads(r.Exactly.DeviceClassName)) {
+				return true
+			}
+			for _, sub := range r.FirstAvailable {
+				if exprs(sub.Selectors) || classReads(sub.DeviceClassName) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// nodeSlices are the slices by node, for the allocator.
+type nodeSlices struct {
+	// names are the nodes the slices name.
+	names []string
+	// byNode are the slices on each node; shared those on no one node
+	// (all nodes, a node selector, per-device node selection).
+	byNode map[string][]*CompactSlice
+	shared []*CompactSlice
+	// sharedFull are the shared slices rebuilt, once.
+	sharedFull []*resourceapi.ResourceSlice
+}
+
+func newNodeSlices(sl []*CompactSlice) *nodeSlices {
+	ns := &nodeSlices{byNode: map[string][]*CompactSlice{}}
+	for _, s := range sl {
+		if s.NodeName != "" {
+			ns.byNode[s.NodeName] = append(ns.byNode[s.NodeName], s)
+			ns.names = append(ns.names, s.NodeName)
+			continue
+		}
+		ns.shared = append(ns.shared, s)
+		ns.names = append(ns.names, s.shape.nodeNames...)
+	}
+	return ns
+}
+
+// full returns the slices the allocator reads on a node, rebuilt.
+func (ns *nodeSlices) full(node string) []*resourceapi.ResourceSlice {
+	if ns.sharedFull == nil && len(ns.shared) > 0 {
+		for _, s := range ns.shared {
+			ns.sharedFull = append(ns.sharedFull, s.Full())
+		}
+	}
+	out := slices.Clone(ns.sharedFull)
+	for _, s := range ns.byNode[node] {
+		out = append(out, s.Full())
+	}
+	return out
+}
+
+// allocatedByNode lists, per node, the devices (driver/name) claims hold in
+// the node's pools; admin access holds nothing.
+func allocatedByNode(sl []*CompactSlice, claims []*resourceapi.ResourceClaim) map[string][]string {
+	nodeOf := map[string]string{} // driver/pool → node
+	for _, s := range sl {
+		if s.NodeName != "" {
+			nodeOf[s.Driver+"/"+s.Pool.Name] = s.NodeName
+		}
+	}
+	out := map[string][]string{}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.AdminAccess != nil && *r.AdminAccess {
+				continue
+			}
+			if n, ok := nodeOf[r.Driver+"/"+r.Pool]; ok {
+				out[n] = append(out[n], r.Driver+"/"+r.Device)
+			}
+		}
+	}
+	return out
+}
+
+func allUsable(devs []*Device, usable map[*Device]bool) bool {
+	for _, d := range devs {
+		if !usable[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// largestFit places as many copies of the pod's claims as fit on the node,
+// at most maxCopies, and returns the devices of this driver the largest
+// fit uses.
+func largestFit(ctx context.Context, sched *scheduler.Scheduler, alloc structured.Allocator, node *corev1.Node, p pendingPod, maxCopies int, out *Stranding) ([]DeviceID, bool) {
+	best, ok := tryCopies(ctx, sched, alloc, node, p, 1, out)
+	if !ok {
+		return nil, false
+	}
+	if maxCopies <= 1 {
+		return best, true
+	}
+	if used, ok := tryCopies(ctx, sched, alloc, node, p, maxCopies, out); ok {
+		return used, true
+	}
+	// Fits once, not maxCopies times: the largest k in between.
+	lo, hi := 1, maxCopies-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if used, ok := tryCopies(ctx, sched, alloc, node, p, mid, out); ok {
+			lo, best = mid, used
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best, true
+}
+
+// tryCopies allocates k copies of the pod's claims together on the node and
+// returns the devices the allocation holds.
+func tryCopies(ctx context.Context, sched *scheduler.Scheduler, alloc structured.Allocator, node *corev1.Node, p pendingPod, k int, out *Stranding) ([]DeviceID, bool) {
+	var claims []*resourceapi.ResourceClaim
+	for copyIdx := range k {
+		for _, c := range p.claims {
+			if c.Status.Allocation != nil {
+				continue // shared and allocated: not copied, not held again
+			}
+			cp := c.DeepCopy()
+			cp.UID = types.UID(string(c.UID) + "-copy-" + strconv.Itoa(copyIdx))
+			cp.Name = c.Name + "-copy-" + strconv.Itoa(copyIdx)
+			claims = append(claims, cp)
+		}
+	}
+	if len(claims) == 0 {
+		return nil, false
+	}
+	out.Filters++
+	results, err := sched.Filter(ctx, alloc, node, claims)
+	var ferr *scheduler.FilterError
+	if err != nil && !errors.As(err, &ferr) {
+		return nil, false
+	}
+	if err != nil || len(results) != len(claims) {
+		return nil, false
+	}
+	var used []DeviceID
+	for _, r := range results {
+		for _, d := range r.Devices.Results {
+			if d.AdminAccess == nil || !*d.AdminAccess {
+				used = append(used, DeviceID{Pool: d.Pool, Device: d.Device})
+			}
+		}
+	}
+	return used, true
+}
+
+// pendingPods are the pods waiting for this driver's devices, each with
+// the claims the scheduler would allocate together.
+func pendingPods(in Inputs, sched *scheduler.Scheduler) []pendingPod {
+	ours := driverClasses(in.DriverName, in.Classes)
+	claims := map[string]*resourceapi.ResourceClaim{}
+	for _, c := range in.Claims {
+		claims[c.Namespace+"/"+c.Name] = c
+	}
+	gangs, groupClaims := podGroups(in.PodGroups)
+	var out []pendingPod
+	for _, pod := range in.Pods {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		generated := map[string]string{}
+		for _, s := range pod.Status.ResourceClaimStatuses {
+			if s.ResourceClaimName != nil {
+				generated[s.Name] = *s.ResourceClaimName
+			}
+		}
+		var podClaims []*resourceapi.ResourceClaim
+		waits, complete := false, true
+		for _, rc := range pod.Spec.ResourceClaims {
+			name := generated[rc.Name]
+			if rc.ResourceClaimName != nil {
+				name = *rc.ResourceClaimName
+			}
+			if n := groupClaims[scheduler.GangOf(pod)+"/"+rc.Name]; n != "" && rc.ResourceClaimName == nil {
+				name = n // the claim made for the pod's PodGroup
+			}
+			c, ok := claims[pod.Namespace+"/"+name]
+			if name == "" || !ok {
+				complete = false // the claim is not created yet
+				continue
+			}
+			podClaims = append(podClaims, c)
+			if c.Status.Allocation == nil && requestsClass(c, ours) {
+				waits = true
+			}
+		}
+		if pod.Status.ExtendedResourceClaimStatus == nil {
+			p := pod.DeepCopy()
+			scheduler.DefaultPod(p)
+			if ext := sched.ExtendedResources(p); ext.Claim != nil && requestsClass(ext.Claim, ours) {
+				podClaims = append(podClaims, ext.Claim)
+				waits = true
+			}
+		}
+		if !waits || !complete {
+			continue
+		}
+		p := pendingPod{pod: pod.Namespace + "/" + pod.Name, obj: pod, claims: podClaims,
+			shape: shapeOf(podClaims) + scheduler.NodeConstraintsKey(pod)}
+		if g := scheduler.GangOf(pod); gangs[g] > 0 {
+			p.gang = g
+		}
+		for _, c := range podClaims {
+			if c.Status.Allocation != nil && c.Status.Allocation.NodeSelector != nil {
+				if sel, err := nodeaffinity.NewNodeSelector(c.Status.Allocation.NodeSelector); err == nil {
+					p.nodes = append(p.nodes, sel)
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// shapeOf keys what a pod asks for: the specs of its unallocated claims and
+// the allocations of the others.
+func shapeOf(claims []*resourceapi.ResourceClaim) string {
+	type part struct {
+		Spec       *resourceapi.ResourceClaimSpec `json:"spec,omitempty"`
+		Allocation *resourceapi.AllocationResult  `json:"allocation,omitempty"`
+	}
+	parts := make([]part, len(claims))
+	for i, c := range claims {
+		if c.Status.Allocation != nil {
+			parts[i].Allocation = c.Status.Allocation
+		} else {
+			parts[i].Spec = &c.Spec
+		}
+	}
+	b, err := json.Marshal(parts)
+	if err != nil {
+		panic(fmt.Sprintf("marshal claim specs: %v", err)) // API types always marshal
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// podGroups reads the PodGroups: the minCount of each gang
+// ("namespace/name"), and the claims made for PodGroups, by
+// "namespace/group/claim" (the name pods and the group use for it).
+func podGroups(groups []*schedulingv1beta1.PodGroup) (map[string]int, map[string]string) {
+	gangs, claims := map[string]int{}, map[string]string{}
+	for _, g := range groups {
+		key := g.Namespace + "/" + g.Name
+		if gang := g.Spec.SchedulingPolicy.Gang; gang != nil {
+			gangs[key] = max(int(gang.MinCount), 1)
+		}
+		for _, st := range g.Status.ResourceClaimStatuses {
+			if st.ResourceClaimName != nil {
+				claims[key+"/"+st.Name] = *st.ResourceClaimName
+			}
+		}
+	}
+	return gangs, claims
+}
+
+// splitGangs separates the pods that wait on their own from the gangs'
+// waiting pods (by gang, in the order first seen).
+func splitGangs(pods []pendingPod) (lone []pendingPod, gangs map[string][]pendingPod, order []string) {
+	gangs = map[string][]pendingPod{}
+	for _, p := range pods {
+		if p.gang == "" {
+			lone = append(lone, p)
+			continue
+		}
+		if _, seen := gangs[p.gang]; !seen {
+			order = append(order, p.gang)
+		}
+		gangs[p.gang] = append(gangs[p.gang], p)
+	}
+	return lone, gangs, order
+}
+
+// placeGang places a gang's waiting pods together, as the scheduler's
+// pod-group cycle does: each on the first node where it fits, seeing what
+// the gang's earlier pods took, a claim they share (the PodGroup's)
+// allocated once. It returns the devices the gang would take, or false
+// when one of its pods fits nowhere.
+func placeGang(ctx context.Context, sched *scheduler.Scheduler, base *scheduler.State, members []pendingPod, free map[string][]*Device, out *Stranding) ([]DeviceID, bool, error) {
+	state := base.Clone()
+	placed := map[*resourceapi.ResourceClaim]*resourceapi.ResourceClaim{} // claims the gang allocated so far, by the pods' claim
+	var used []DeviceID
+	for _, p := range members {
+		claims := make([]*resourceapi.ResourceClaim, len(p.claims))
+		for i, c := range p.claims {
+			if a, ok := placed[c]; ok {
+				c = a
+			}
+			claims[i] = c
+		}
+		place, err := sched.Schedule(ctx, state, claims, func(n *corev1.Node) bool { return p.fitsNode(n) && len(free[n.Name]) > 0 })
+		if place != nil {
+			out.Filters += place.Tried
+		}
+		var ferr *scheduler.FilterError
+		switch {
+		case errors.Is(err, scheduler.ErrUnschedulable), errors.As(err, &ferr):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, err
+		}
+		for i, res := range place.Results {
+			if res == nil {
+				continue
+			}
+			c := claims[i].DeepCopy()
+			c.Status.Allocation = res
+			placed[p.claims[i]] = c
+			state.Add(c.Namespace+"/"+c.Name, res)
+			for _, d := range res.Devices.Results {
+				if d.AdminAccess == nil || !*d.AdminAccess {
+					used = append(used, DeviceID{Pool: d.Pool, Device: d.Device})
+				}
+			}
+		}
+	}
+	return used, true, nil
+}

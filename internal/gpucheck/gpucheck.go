@@ -1,0 +1,406 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package gpucheck is `gpudra gpu-check` (make gpu-check): a read-only
+// check of a machine with NVIDIA GPUs and no cluster, which runs every
+// part of gpudra that touches the GPUs and the driver, and writes down
+// what it found, so that one run on a lent GPU machine tells whether the
+// real hardware behaves as the fake GPUs the tests use:
+//
+//  1. NVML opened through the read-only wrapper (backend.Options.ReadOnly):
+//     no call that would change MIG mode, compute mode, clocks, power
+//     limits or any other setting can reach the driver;
+//  2. discovery, as the kubelet plugin does it;
+//  3. the ResourceSlices the plugin would publish, compared with the fake
+//     profile of the same GPUs (gpudra inventory --compare);
+//  4. a CDI spec for every GPU, built from the driver's files that
+//     NVIDIA's toolkit (nvcdi) finds below the driver root, written into a
+//     temporary directory, and every path it names checked on the host;
+//  5. a few seconds of the health watch (XID and ECC events);
+//  6. the MIG profiles and placements NVML reports (read-only queries).
+//
+// Nothing is left behind but the report.
+package gpucheck
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispecs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpudra/gpudra/internal/backend"
+	"github.com/gpudra/gpudra/internal/cdispec"
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/inventory"
+	"github.com/gpudra/gpudra/internal/nvmlfake"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+	"github.com/gpudra/gpudra/internal/version"
+)
+
+// Options are gpu-check's.
+type Options struct {
+	// Backend is the NVML backend to check: the real one ("nvml"), or
+	// fake GPUs to try the check itself. ReadOnly is forced on.
+	Backend backend.Options
+	// DriverName is the DRA driver name the slices are built for.
+	DriverName string
+	// Compare is the fake profile to compare with; empty picks the one
+	// whose GPUs match (by model and count).
+	Compare string
+	// Health is how long the health watch runs (default 5s).
+	Health time.Duration
+}
+
+// Result of a step.
+const (
+	Pass = "pass"
+	Fail = "fail"
+	Info = "info" // nothing to pass or fail: facts for the report
+)
+
+// Step is one part of the check.
+type Step struct {
+	Name    string   `json:"name"`
+	Result  string   `json:"result"`
+	Summary string   `json:"summary"`
+	Details []string `json:"details,omitempty"`
+	Seconds float64  `json:"seconds"`
+}
+
+// Report is everything the check found.
+type Report struct {
+	Gpudra        version.Info `json:"gpudra"`
+	Host          string       `json:"host"`
+	Started       time.Time    `json:"started"`
+	Seconds       float64      `json:"seconds"`
+	Backend       string       `json:"backend"`
+	DriverRoot    string       `json:"driverRoot"`
+	DriverVersion string       `json:"driverVersion,omitempty"`
+	CUDAVersion   string       `json:"cudaDriverVersion,omitempty"`
+	GPUs          []gpu.GPU    `json:"gpus,omitempty"`
+	// Profile is the fake profile compared with.
+	Profile string `json:"profile,omitempty"`
+	Steps   []Step `json:"steps"`
+	// Refused are the NVML calls that would have changed a GPU; the
+	// check fails if there is any.
+	Refused []string `json:"refused,omitempty"`
+	Passed  bool     `json:"passed"`
+}
+
+// ErrNoGPU is returned when NVML cannot be opened at all: there is
+// nothing to check.
+type ErrNoGPU struct{ Err error }
+
+func (e ErrNoGPU) Error() string { return e.Err.Error() }
+func (e ErrNoGPU) Unwrap() error { return e.Err }
+
+// Run runs the check.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Health <= 0 {
+		o.Health = 5 * time.Second
+	}
+	if o.DriverName == "" {
+		o.DriverName = gpu.DefaultDriverName
+	}
+	host, _ := os.Hostname()
+	rep := &Report{Gpudra: version.Get(), Host: host, Started: time.Now().UTC().Truncate(time.Second), Backend: o.Backend.Kind, DriverRoot: o.Backend.DriverRoot}
+	if o.Backend.NodeName == "" {
+		o.Backend.NodeName = host
+	}
+	scratch, err := os.MkdirTemp("", "gpudra-gpu-check-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(scratch)
+	if o.Backend.Kind == "fake" && o.Backend.FakeStateDir == "" {
+		o.Backend.FakeStateDir = filepath.Join(scratch, "fake")
+	}
+	o.Backend.ReadOnly, o.Backend.InventoryOnly = true, false
+
+	step := func(name string, fn func(s *Step) error) error {
+		start := time.Now()
+		s := Step{Name: name, Result: Pass}
+		err := fn(&s)
+		if err != nil {
+			s.Result, s.Summary = Fail, err.Error()
+		}
+		s.Seconds = time.Since(start).Round(time.Millisecond).Seconds()
+		rep.Steps = append(rep.Steps, s)
+		return err
+	}
+	var be *backend.Backend
+	if err := step("open NVML read-only and find the driver's files (nvcdi)", func(s *Step) error {
+		var err error
+		if be, err = backend.Open(ctx, o.Backend); err != nil {
+			return err
+		}
+		s.Summary = "opened " + o.Backend.Kind + ", driver root " + o.Backend.DriverRoot
+		return nil
+	}); err != nil {
+		rep.finish()
+		return rep, ErrNoGPU{err}
+	}
+	defer be.Close()
+
+	var node gpu.Node
+	if step("discover the GPUs as the kubelet plugin does", func(s *Step) error {
+		var err error
+		if node, err = be.Discover(ctx); err != nil {
+			return err
+		}
+		node.Name = o.Backend.NodeName
+		rep.GPUs, rep.DriverVersion, rep.CUDAVersion = node.GPUs, node.DriverVersion, node.CUDADriverVersion
+		s.Summary = fmt.Sprintf("%d GPU(s), driver %s, CUDA %s", len(node.GPUs), node.DriverVersion, node.CUDADriverVersion)
+		for _, g := range node.GPUs {
+			s.Details = append(s.Details, fmt.Sprintf("%s %s %s, %d MiB, %d SMs, compute capability %s, MIG capable %v (enabled %v), NVLink group %d, PCI %s",
+				g.DeviceName(), g.UUID, g.ProductName, g.MemoryBytes>>20, g.Multiprocessors, g.CUDAComputeCapability, g.MigCapable, g.MigEnabled, g.NVLinkGroup, g.PCIBusID))
+		}
+		if len(node.GPUs) == 0 {
+			return fmt.Errorf("NVML reports no GPU")
+		}
+		return nil
+	}) != nil {
+		rep.Refused = be.Refused()
+		rep.finish()
+		return rep, nil
+	}
+
+	_ = step("compare the ResourceSlices with the fake profile of these GPUs", func(s *Step) error {
+		return compare(ctx, be, node, o, scratch, rep, s)
+	})
+	_ = step("write a CDI spec for every GPU and check every path it names", func(s *Step) error {
+		return checkCDI(be, node, o.DriverName, filepath.Join(scratch, "cdi"), s)
+	})
+	_ = step(fmt.Sprintf("watch health events for %s", o.Health), func(s *Step) error {
+		return watchHealth(ctx, be, node, o.Health, s)
+	})
+	_ = step("MIG profiles and placements (read-only NVML queries)", func(s *Step) error {
+		s.Result = Info
+		n := 0
+		for _, g := range node.GPUs {
+			if g.MIG == nil {
+				continue
+			}
+			n++
+			for _, p := range g.MIG.Profiles {
+				var pl []string
+				for _, x := range p.Placements {
+					pl = append(pl, fmt.Sprintf("%d+%d", x.Start, x.Size))
+				}
+				s.Details = append(s.Details, fmt.Sprintf("%s %s: profile ID %d, %d compute slice(s), %d MiB, %d SMs, at most %d, placements %s",
+					g.DeviceName(), p.Name, p.ID, p.ComputeSlices, p.MemoryBytes>>20, p.Multiprocessors, p.InstanceCount, strings.Join(pl, " ")))
+			}
+			for _, in := range g.MIG.Instances {
+				s.Details = append(s.Details, fmt.Sprintf("%s: existing GPU instance %d (profile ID %d) at %d+%d, compute instances %v",
+					g.DeviceName(), in.GIID, in.ProfileID, in.Placement.Start, in.Placement.Size, in.ComputeInstances))
+			}
+		}
+		s.Summary = fmt.Sprintf("%d MIG-capable GPU(s)", n)
+		return nil
+	})
+	_ = step("no NVML call that changes a GPU was made", func(s *Step) error {
+		rep.Refused = be.Refused()
+		if len(rep.Refused) > 0 {
+			s.Details = rep.Refused
+			return fmt.Errorf("%d mutating NVML call(s) were refused: a bug in gpudra's read-only paths", len(rep.Refused))
+		}
+		s.Summary = "none refused"
+		return nil
+	})
+	rep.finish()
+	return rep, nil
+}
+
+func (r *Report) finish() {
+	r.Seconds = time.Since(r.Started).Round(time.Millisecond).Seconds()
+	r.Passed = true
+	for _, s := range r.Steps {
+		r.Passed = r.Passed && s.Result != Fail
+	}
+}
+
+// compare builds the slices the plugin would publish and diffs them with
+// the fake profile's.
+func compare(ctx context.Context, be *backend.Backend, node gpu.Node, o Options, scratch string, rep *Report, s *Step) error {
+	res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: o.DriverName, SysfsRoot: be.SysfsRoot()})
+	if err != nil {
+		return err
+	}
+	got := fakenodes.PoolSlices(o.DriverName, node.Name, res)
+	profile, why := o.Compare, "as asked (--compare)"
+	if profile == "" {
+		if profile, why, err = matchProfile(ctx, node, scratch); err != nil {
+			return err
+		}
+	}
+	if profile == "" {
+		s.Result, s.Summary = Info, why
+		return nil
+	}
+	rep.Profile = profile
+	want, err := fakenodes.Node(ctx, profile, node.Name, o.DriverName, filepath.Join(scratch, "compare"), fakenodes.Pool{})
+	if err != nil {
+		return fmt.Errorf("fake profile %s: %w", profile, err)
+	}
+	diffs := inventory.Diff(got, want)
+	s.Details = diffs
+	devices := 0
+	for _, sl := range got {
+		devices += len(sl.Spec.Devices)
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("%d difference(s) from fake profile %s (%s): correct the profile (docs/fake-gpus.md) where the hardware is right", len(diffs), profile, why)
+	}
+	s.Summary = fmt.Sprintf("%d slice(s), %d device(s), no differences from fake profile %s (%s)", len(got), devices, profile, why)
+	return nil
+}
+
+// matchProfile is the built-in fake profile with the same GPU models in
+// the same number.
+func matchProfile(ctx context.Context, node gpu.Node, scratch string) (string, string, error) {
+	models := func(n gpu.Node) string {
+		var m []string
+		for _, g := range n.GPUs {
+			m = append(m, g.ProductName)
+		}
+		sort.Strings(m)
+		return strings.Join(m, ", ")
+	}
+	here := models(node)
+	for _, p := range nvmlfake.Profiles() {
+		var fake gpu.Node
+		err := fakenodes.WithNode(ctx, p, "match", filepath.Join(scratch, "match"), func(n gpu.Node, _ string) error {
+			fake = n
+			return nil
+		})
+		if err != nil {
+			return "", "", fmt.Errorf("fake profile %s: %w", p, err)
+		}
+		if models(fake) == here {
+			return p, fmt.Sprintf("its %d GPU(s) are the same models", len(node.GPUs)), nil
+		}
+	}
+	return "", fmt.Sprintf("no fake profile has these GPUs (%s): compare with --compare <profile> or a profile file", here), nil
+}
+
+// checkCDI writes the spec a claim of every GPU (and every existing MIG
+// device) would get, with all driver capabilities, and checks that every
+// host path in it exists.
+func checkCDI(be *backend.Backend, node gpu.Node, driverName, dir string, s *Step) error {
+	w, err := cdispec.New(dir, driverName)
+	if err != nil {
+		return err
+	}
+	var devs []cdispec.Device
+	for _, g := range node.GPUs {
+		devs = append(devs, cdispec.Device{Name: g.DeviceName(), Edits: be.DeviceEdits(g)})
+		if g.MIG == nil {
+			continue
+		}
+		// MIG devices an admin made: their capability device nodes.
+		for _, in := range g.MIG.Instances {
+			for _, ci := range in.ComputeInstances {
+				e, err := be.MigDeviceEdits(g, in.GIID, ci, "")
+				if err != nil {
+					return fmt.Errorf("%s GPU instance %d, compute instance %d: %w", g.DeviceName(), in.GIID, ci, err)
+				}
+				devs = append(devs, cdispec.Device{Name: fmt.Sprintf("%s-gi%d-ci%d", g.DeviceName(), in.GIID, ci), Edits: e})
+			}
+		}
+	}
+	const uid = "00000000-0000-4000-8000-000000000000"
+	if err := w.WriteClaimSpec(uid, be.CommonEdits([]string{"all"}), devs); err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil || len(files) != 1 {
+		return fmt.Errorf("want one spec file in %s, found %v (%v)", dir, files, err)
+	}
+	spec, err := cdi.ReadSpec(files[0], 0)
+	if err != nil {
+		return fmt.Errorf("the CDI library cannot read the spec: %w", err)
+	}
+	var paths []string
+	collect := func(e *cdispecs.ContainerEdits) {
+		for _, d := range e.DeviceNodes {
+			paths = append(paths, firstNonEmpty(d.HostPath, d.Path))
+		}
+		for _, m := range e.Mounts {
+			paths = append(paths, m.HostPath)
+		}
+		for _, h := range e.Hooks {
+			paths = append(paths, h.Path)
+		}
+	}
+	raw := spec.Spec
+	collect(&raw.ContainerEdits)
+	for i := range raw.Devices {
+		collect(&raw.Devices[i].ContainerEdits)
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
+	var missing []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	s.Details = paths
+	if len(missing) > 0 {
+		s.Details = missing
+		return fmt.Errorf("%d of %d path(s) the spec names do not exist (listed)", len(missing), len(paths))
+	}
+	s.Summary = fmt.Sprintf("%d device(s), %d path(s) named, all exist (kind %s)", len(raw.Devices), len(paths), raw.Kind)
+	return nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// watchHealth runs the plugin's health watch over the node's GPUs for d.
+func watchHealth(ctx context.Context, be *backend.Backend, node gpu.Node, d time.Duration, s *Step) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	events := make(chan gpu.HealthEvent, 64)
+	done := make(chan error, 1)
+	go func() { done <- be.WatchHealth(ctx, node, backend.HealthOptions{}, events) }()
+	var seen []string
+	for {
+		select {
+		case ev := <-events:
+			seen = append(seen, fmt.Sprintf("%s %s: %s", ev.UUID, ev.Health, ev.Reason))
+		case err := <-done:
+			s.Details = seen
+			if err != nil {
+				return fmt.Errorf("the health watch failed: %w", err)
+			}
+			s.Summary = fmt.Sprintf("the watch ran %s; %d event(s)", d, len(seen))
+			return nil
+		}
+	}
+}

@@ -1,0 +1,518 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package nodestate
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/mps"
+)
+
+// MPS: one control daemon per shared device (a whole GPU or a MIG device),
+// named after the device. The claims whose records name the daemon are
+// its references: the first one to be prepared starts it, the last one to
+// go stops it. Every step is recorded in the checkpoint before it is
+// taken, so that a plugin that dies half-way finishes or undoes it at its
+// next start, and never leaks a daemon, its directories or a changed
+// compute mode:
+//
+//	start: remember the GPU's compute mode → record Starting → create the
+//	       directories and set exclusive-process → kill a predecessor that
+//	       does not answer → launch → ready: Running
+//	stop:  record Stopping → stop the daemon → remove the directories →
+//	       restore the compute mode and forget it → forget the daemon
+//
+// A whole GPU is set to exclusive-process compute mode while its daemon
+// runs, so that every client goes through MPS; a GPU in MIG mode keeps the
+// default compute mode (NVML refuses any other), and its MIG devices' daemons
+// share it. The mode to restore is remembered per GPU
+// (Checkpoint.ComputeModes), before gpudra first changes it, and forgotten
+// only once it is restored: whatever becomes of a daemon's record (a stop
+// that failed half-way, a new daemon started before the kubelet retried,
+// a hand-edited checkpoint), gpudra never takes its own exclusive-process
+// for the mode to go back to.
+//
+// A daemon is alive when it answers its control protocol: a command with a
+// reply, within a deadline (mps.Ready). One that does not (stopped, hung,
+// its socket or directory gone) is never joined nor adopted: it is killed
+// and replaced, by the prepare that finds it, at start-up, or by the
+// plugin's periodic check, within seconds. A co-tenant's unprepare does
+// not wait on a daemon at all.
+
+// Steps of starting and stopping a daemon, for Hooks.AfterSharingStep.
+const (
+	StepDaemonRecorded      = "MPSDaemonRecorded"
+	StepComputeModeSet      = "ComputeModeSet"
+	StepDaemonLaunched      = "MPSDaemonLaunched"
+	StepDaemonReady         = "MPSDaemonReady"
+	StepDaemonStopping      = "MPSDaemonStoppingRecorded"
+	StepDaemonStopped       = "MPSDaemonStopped"
+	StepComputeModeRestored = "ComputeModeRestored"
+	StepTimeSliceRecorded   = "TimeSliceRecorded"
+	StepTimeSliceSet        = "TimeSliceSet"
+	StepTimeSliceRestored   = "TimeSliceRestored"
+	defaultMPSReadyTimeout  = 60 * time.Second
+	restartReadyBudget      = 10 * time.Second
+	mpsDirPermissions       = 0o755
+	shmDirPermissionsForMPS = 0o1777
+)
+
+// SharingSteps lists every step, in the order they happen: tests crash the
+// plugin at each.
+var SharingSteps = []string{
+	StepDaemonRecorded, StepComputeModeSet, StepDaemonLaunched, StepDaemonReady,
+	StepDaemonStopping, StepDaemonStopped, StepComputeModeRestored,
+	StepTimeSliceRecorded, StepTimeSliceSet, StepTimeSliceRestored,
+}
+
+// step runs the test hook after a step; its error is a crash.
+func (s *State) step(claimUID, name string) error {
+	if h := s.opts.Hooks.AfterSharingStep; h != nil {
+		return crash(h(claimUID, name))
+	}
+	return nil
+}
+
+// daemonFor describes the daemon with the given ID, serving deviceUUID
+// ("" when only its directories matter). Its directory is always
+// <MPSDir>/<ID>, whatever a record says: an ID that is not a device name
+// (a hand-edited or corrupted checkpoint, "../x") names no daemon of
+// gpudra's, and nothing outside the MPS directory is ever created or
+// removed for it.
+func (s *State) daemonFor(id, deviceUUID string) (mps.Daemon, error) {
+	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
+		return mps.Daemon{}, fmt.Errorf("MPS daemon %q: not a device name (%s): the checkpoint was edited or is corrupt; gpudra touches nothing outside its MPS directory %s for it", id, errs[0], s.opts.MPSDir)
+	}
+	d := mps.Daemon{ID: id, Dir: filepath.Join(s.opts.MPSDir, id)}
+	if deviceUUID != "" {
+		d.Command = s.opts.Hardware.MPSDaemon(deviceUUID)
+	}
+	return d, nil
+}
+
+// probe asks the daemon whether it is alive, within the probe timeout.
+func (s *State) probe(ctx context.Context, d mps.Daemon) error {
+	if d.Command.Control == nil {
+		// Only its directories were asked for: ask with any device's
+		// client (the client is the same for every device).
+		d.Command = s.opts.Hardware.MPSDaemon("")
+	}
+	return mps.Ready(ctx, d, s.opts.MPSProbeTimeout)
+}
+
+// deviceUUID is what the device's daemon serves: the GPU, or its MIG
+// device.
+func deviceUUID(d checkpoint.Device) string {
+	if d.Mig != nil {
+		return d.Mig.UUID
+	}
+	return d.GPUUUID
+}
+
+// prepareSharing sets up device i's sharing, once its MIG device (if any)
+// exists. The caller holds the claim lock.
+func (s *State) prepareSharing(ctx context.Context, rec *checkpoint.Claim, i int) error {
+	d := rec.Devices[i]
+	if d.Sharing == nil {
+		return nil
+	}
+	unlock := s.gpuLocks.lock(d.GPUUUID)
+	defer unlock()
+	switch d.Sharing.Strategy {
+	case checkpoint.SharingTimeSlicing:
+		if d.Mig != nil {
+			return nil // MIG devices take only the default interval
+		}
+		return s.applyTimeSliceLocked(ctx, rec.UID, d.GPUUUID, d.Sharing.TimeSlice)
+	case checkpoint.SharingMPS:
+		return s.ensureDaemonLocked(ctx, rec.UID, d)
+	}
+	return fmt.Errorf("unknown sharing strategy %q", d.Sharing.Strategy)
+}
+
+// ensureDaemonLocked makes sure the device's daemon runs and answers,
+// starting it (or adopting the one that runs and answers) as recorded
+// above. The caller holds the GPU lock.
+func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d checkpoint.Device) error {
+	if s.opts.MPS == nil {
+		return errors.New("MPS is not available: this plugin runs no MPS daemon launcher")
+	}
+	id, want := d.Sharing.MPSDaemon, deviceUUID(d)
+	daemon, err := s.daemonFor(id, want)
+	if err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx).WithValues("mpsDaemon", id)
+
+	s.mu.Lock()
+	rec, known := s.cp.MPSDaemons[id]
+	s.mu.Unlock()
+	current := known && rec.State == checkpoint.DaemonRunning && rec.DeviceUUID == want && rec.GPUUUID == d.GPUUUID
+	if current {
+		err := s.probe(ctx, daemon)
+		if err == nil {
+			return nil // warm: another claim's daemon, or this claim's after a restart
+		}
+		if ctx.Err() != nil {
+			return err // cut short: it says nothing of the daemon
+		}
+		logger.Info("MPS control daemon does not answer; replacing it", "err", err)
+	}
+	stale := known && rec.DeviceUUID != want
+	var prevMode *int
+	if d.Mig == nil {
+		mode, err := s.rememberComputeModeLocked(ctx, d.GPUUUID)
+		if err != nil {
+			return fmt.Errorf("MPS daemon %s: %w", id, err)
+		}
+		prevMode = &mode
+	}
+	if !known || rec.State == checkpoint.DaemonStopping {
+		rec = checkpoint.MPSDaemon{ID: id}
+	}
+	rec.GPUUUID, rec.DeviceUUID, rec.Dir, rec.PreviousComputeMode = d.GPUUUID, want, daemon.Dir, prevMode
+	if rec.State != checkpoint.DaemonRunning {
+		rec.State = checkpoint.DaemonStarting
+	}
+	if err := s.putDaemon(id, &rec); err != nil {
+		return err
+	}
+	if err := s.step(claimUID, StepDaemonRecorded); err != nil {
+		return err
+	}
+
+	if err := makeDaemonDirs(daemon); err != nil {
+		return err
+	}
+	if d.Mig == nil {
+		// Set every time, not once: a reboot resets the compute mode
+		// while the record says Running.
+		if err := s.opts.Hardware.SetComputeMode(d.GPUUUID, gpu.ComputeModeExclusiveProcess); err != nil {
+			return fmt.Errorf("MPS daemon %s: %w", id, err)
+		}
+		if err := s.step(claimUID, StepComputeModeSet); err != nil {
+			return err
+		}
+	}
+	// Never adopt a daemon that does not answer, nor one that serves a
+	// device that was recreated (a reboot gave a MIG device a new UUID).
+	if stale || current || s.probe(ctx, daemon) != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.opts.MPS.Kill(ctx, daemon); err != nil {
+			return fmt.Errorf("MPS daemon %s: kill the one that does not answer: %w", id, err)
+		}
+	}
+	if err := s.opts.MPS.Start(ctx, daemon); err != nil {
+		return err
+	}
+	if err := s.step(claimUID, StepDaemonLaunched); err != nil {
+		return err
+	}
+	timeout := s.opts.MPSReadyTimeout
+	if timeout == 0 {
+		timeout = defaultMPSReadyTimeout
+	}
+	if err := mps.WaitReady(ctx, daemon, timeout); err != nil {
+		return err
+	}
+	if rec.State != checkpoint.DaemonRunning {
+		rec.State = checkpoint.DaemonRunning
+		if err := s.putDaemon(id, &rec); err != nil {
+			return err
+		}
+		logger.V(2).Info("Started MPS control daemon", "device", want, "dir", daemon.Dir)
+	}
+	return s.step(claimUID, StepDaemonReady)
+}
+
+// makeDaemonDirs creates the daemon's directories, which may have been
+// deleted under it.
+func makeDaemonDirs(d mps.Daemon) error {
+	for _, dir := range []string{d.PipeDir(), d.LogDir(), d.ShmDir()} {
+		if err := os.MkdirAll(dir, mpsDirPermissions); err != nil {
+			return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
+		}
+	}
+	// Clients and the server run as any user and exchange memory here.
+	if err := os.Chmod(d.ShmDir(), shmDirPermissionsForMPS); err != nil {
+		return fmt.Errorf("MPS daemon %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// releaseSharing tears down what the claim's devices shared, unless other
+// claims still use it: the MPS daemon is stopped and the time slice
+// restored when the claim was the last to use them. The caller holds the
+// claim lock.
+func (s *State) releaseSharing(ctx context.Context, claimUID string) error {
+	s.mu.Lock()
+	c, ok := s.cp.Claims[claimUID]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	for _, d := range c.Devices {
+		if d.Sharing == nil {
+			continue
+		}
+		// Another claim on the daemon keeps it: say so without waiting for
+		// the GPU lock, which a prepare replacing a hung daemon may hold.
+		// Claims only ever join a daemon under that lock, so a count
+		// above zero stays so until this claim is forgotten.
+		if d.Sharing.Strategy == checkpoint.SharingMPS && s.daemonRefs(d.Sharing.MPSDaemon, claimUID) > 0 {
+			continue
+		}
+		err := func() error {
+			unlock := s.gpuLocks.lock(d.GPUUUID)
+			defer unlock()
+			switch d.Sharing.Strategy {
+			case checkpoint.SharingMPS:
+				if s.daemonRefs(d.Sharing.MPSDaemon, claimUID) > 0 {
+					return nil
+				}
+				return s.stopDaemonLocked(ctx, claimUID, d.Sharing.MPSDaemon, d.GPUUUID)
+			case checkpoint.SharingTimeSlicing:
+				return s.restoreTimeSliceLocked(ctx, claimUID, d.GPUUUID)
+			}
+			return nil
+		}()
+		if err != nil {
+			return fmt.Errorf("device %s: release %s sharing: %w", d.Device, d.Sharing.Strategy, err)
+		}
+	}
+	return nil
+}
+
+// daemonRefs counts the claims other than except whose records name the
+// daemon. A claim being unprepared holds no reference: its containers are
+// gone, and two claims unprepared at once must not each keep the daemon
+// for the other.
+func (s *State) daemonRefs(id, except string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for uid, c := range s.cp.Claims {
+		if uid == except || c.State == checkpoint.UnprepareStarted {
+			continue
+		}
+		for _, d := range c.Devices {
+			if d.Sharing != nil && d.Sharing.MPSDaemon == id {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// stopDaemonLocked stops a daemon and undoes what starting it did, as
+// recorded; gpuUUID is the GPU it runs on, whose lock the caller holds.
+// A daemon without a record (a hand-edited checkpoint) is stopped too: a
+// claim named it. Its GPU's compute mode is restored once the daemon of
+// the whole GPU is gone.
+func (s *State) stopDaemonLocked(ctx context.Context, claimUID, id, gpuUUID string) error {
+	logger := klog.FromContext(ctx).WithValues("mpsDaemon", id)
+	daemon, err := s.daemonFor(id, "")
+	s.mu.Lock()
+	rec, known := s.cp.MPSDaemons[id]
+	s.mu.Unlock()
+	if err != nil {
+		// Nothing of gpudra's can be under that name: forget it.
+		logger.Error(err, "Forgetting an MPS daemon record that names no device")
+		if known {
+			return s.putDaemon(id, nil)
+		}
+		return nil
+	}
+	if known {
+		rec.State = checkpoint.DaemonStopping
+		if err := s.putDaemon(id, &rec); err != nil {
+			return err
+		}
+		if err := s.step(claimUID, StepDaemonStopping); err != nil {
+			return err
+		}
+	}
+	if s.opts.MPS != nil {
+		if err := s.opts.MPS.Stop(ctx, daemon); err != nil {
+			return err
+		}
+	}
+	if err := s.step(claimUID, StepDaemonStopped); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(daemon.Dir); err != nil {
+		return fmt.Errorf("MPS daemon %s: remove its directories: %w", id, err)
+	}
+	if p, ok := gpu.ParseDeviceName(id); ok && !p.MIG && !p.Monitor {
+		if err := s.restoreComputeModeLocked(ctx, claimUID, gpuUUID); err != nil {
+			return fmt.Errorf("MPS daemon %s: %w", id, err)
+		}
+	}
+	if known {
+		if err := s.putDaemon(id, nil); err != nil {
+			return err
+		}
+	}
+	logger.V(2).Info("Stopped MPS control daemon")
+	return nil
+}
+
+// putDaemon records (or, with rec nil, forgets) a daemon and waits until
+// the checkpoint holds it; a failed write takes the change back out. The
+// caller holds the GPU's lock.
+func (s *State) putDaemon(id string, rec *checkpoint.MPSDaemon) error {
+	if rec != nil {
+		c := rec.Clone()
+		rec = &c
+	}
+	s.mu.Lock()
+	gen := putEntryLocked(s, &s.cp.MPSDaemons, id, rec)
+	s.mu.Unlock()
+	if err := s.commit(gen); err != nil {
+		return fmt.Errorf("record MPS daemon %s: %w", id, err)
+	}
+	return nil
+}
+
+// MPSDaemonCount is how many MPS control daemons the node state runs (as
+// recorded Running): the plugin's metrics report it.
+func (s *State) MPSDaemonCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, d := range s.cp.MPSDaemons {
+		if d.State == checkpoint.DaemonRunning {
+			n++
+		}
+	}
+	return n
+}
+
+// MPSDaemons returns the daemons as recorded, by ID.
+func (s *State) MPSDaemons() map[string]checkpoint.MPSDaemon {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.cp.MPSDaemons)
+}
+
+// DaemonHealth is whether a running MPS daemon answers.
+type DaemonHealth struct {
+	// ID is the daemon's, which is also the device it serves.
+	ID      string
+	GPUUUID string
+	// Err says why it does not answer; nil when it does.
+	Err error
+}
+
+// CheckDaemons asks every daemon recorded as Running whether it answers,
+// all at once: a hung one takes the probe timeout, and must not hold up
+// the others' answers.
+func (s *State) CheckDaemons(ctx context.Context) []DaemonHealth {
+	daemons := s.MPSDaemons()
+	ids := slices.Sorted(maps.Keys(daemons))
+	out := make([]DaemonHealth, 0, len(ids))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, id := range ids {
+		rec := daemons[id]
+		if rec.State != checkpoint.DaemonRunning {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := DaemonHealth{ID: id, GPUUUID: rec.GPUUUID}
+			if d, err := s.daemonFor(id, rec.DeviceUUID); err != nil {
+				h.Err = err
+			} else {
+				h.Err = s.probe(ctx, d)
+			}
+			mu.Lock()
+			out = append(out, h)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b DaemonHealth) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// RestartDaemon replaces a daemon that stopped answering (it died, hung,
+// or lost its directory): the old process is killed, the directories are
+// made again, and a new one is started; unless the daemon is no longer
+// wanted, or answers again.
+func (s *State) RestartDaemon(ctx context.Context, id string) error {
+	s.mu.Lock()
+	rec, ok := s.cp.MPSDaemons[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	unlock := s.gpuLocks.lock(rec.GPUUUID)
+	defer unlock()
+	s.mu.Lock()
+	rec, ok = s.cp.MPSDaemons[id]
+	s.mu.Unlock()
+	if !ok || rec.State != checkpoint.DaemonRunning {
+		return nil
+	}
+	daemon, err := s.daemonFor(id, rec.DeviceUUID)
+	if err != nil {
+		return err
+	}
+	if err := s.probe(ctx, daemon); err == nil || ctx.Err() != nil {
+		// Answers again, or the probe was cut short (the plugin stops):
+		// a daemon must outlive its plugin.
+		return ctx.Err()
+	}
+	klog.FromContext(ctx).Info("MPS control daemon does not answer; replacing it", "mpsDaemon", id)
+	if err := s.opts.MPS.Kill(ctx, daemon); err != nil {
+		return err
+	}
+	if err := makeDaemonDirs(daemon); err != nil {
+		return err
+	}
+	if err := s.opts.MPS.Start(ctx, daemon); err != nil {
+		return err
+	}
+	// A new daemon answers in well under a second (a pod in a few): a
+	// replacement that does not within the budget is retried at the next
+	// check rather than holding the GPU's lock, and so its co-tenants'
+	// prepares, for a minute.
+	timeout := min(s.opts.MPSReadyTimeout, restartReadyBudget)
+	if timeout == 0 {
+		timeout = restartReadyBudget
+	}
+	return mps.WaitReady(ctx, daemon, timeout)
+}

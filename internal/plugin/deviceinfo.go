@@ -1,0 +1,151 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpu"
+)
+
+// gpudra_device_info says, per device, who holds it. It is what a fleet
+// map (node × GPU, by state, with pod and claim) and a join with DCGM
+// exporter's metrics need: DCGM labels its series with the GPU's UUID (a
+// MIG device's parent's) and the GPU instance ID, and knows nothing of
+// gpudra's claims.
+
+// Device states of gpudra_device_info.
+const (
+	stateFree        = "free"
+	stateAllocated   = "allocated"
+	stateShared      = "shared"
+	statePartitioned = "partitioned"
+	stateUnmanaged   = "unmanaged"
+	stateUnhealthy   = "unhealthy"
+)
+
+// deviceInfo is one gpudra_device_info series.
+type deviceInfo struct {
+	device, typ, uuid string
+	dcgmUUID, giID    string
+	profile, model    string
+	state             string
+	namespace, claim  string
+	pods              string
+}
+
+func (i deviceInfo) labels() []string {
+	return []string{i.device, i.typ, i.uuid, i.dcgmUUID, i.giID, i.profile, i.model, i.state, i.namespace, i.claim, i.pods}
+}
+
+// deviceInfo lists every GPU of the node, once per claim that holds it
+// (once when none does), and every MIG device prepared on it.
+func (d *Driver) deviceInfo() []deviceInfo {
+	node := d.Node()
+	d.mu.Lock()
+	unhealthy := map[string]bool{}
+	for uuid, ev := range d.health {
+		unhealthy[uuid] = ev.Health == gpu.Unhealthy
+	}
+	unmanaged := map[string]bool{}
+	for uuid, instances := range d.admin {
+		unmanaged[uuid] = len(instances) > 0
+	}
+	d.mu.Unlock()
+	d.telemetry.mu.Lock()
+	pods := maps.Clone(d.telemetry.pods)
+	d.telemetry.mu.Unlock()
+
+	// Who holds each GPU: the claims that hold it whole or a share of it,
+	// and the MIG devices prepared on it. Admin access (a monitoring pod)
+	// holds nothing.
+	type holding struct {
+		claim checkpoint.Claim
+		share bool
+	}
+	whole := map[string][]holding{}   // by GPU UUID
+	migs := map[string][]deviceInfo{} // by parent GPU UUID
+	for _, c := range d.state.Claims() {
+		if c.State != checkpoint.PrepareCompleted {
+			continue
+		}
+		for _, dev := range c.Devices {
+			if dev.AdminAccess {
+				continue
+			}
+			if dev.Mig == nil {
+				// One series per claim, even for a claim that holds
+				// two shares of one GPU (a registry refuses duplicates).
+				held := whole[dev.GPUUUID]
+				if i := slices.IndexFunc(held, func(h holding) bool { return h.claim.UID == c.UID }); i >= 0 {
+					held[i].share = true
+					continue
+				}
+				whole[dev.GPUUUID] = append(held, holding{claim: c, share: dev.ShareID != ""})
+				continue
+			}
+			gi := ""
+			if dev.Mig.GPUInstanceID != nil {
+				gi = strconv.Itoa(*dev.Mig.GPUInstanceID)
+			}
+			migs[dev.GPUUUID] = append(migs[dev.GPUUUID], deviceInfo{
+				device: dev.Device, typ: "mig", uuid: dev.Mig.UUID, dcgmUUID: dev.GPUUUID, giID: gi,
+				profile: dev.Mig.Profile, state: stateAllocated,
+				namespace: c.Namespace, claim: c.Name, pods: pods[c.UID],
+			})
+		}
+	}
+
+	var out []deviceInfo
+	for _, g := range node.GPUs {
+		base := deviceInfo{device: g.DeviceName(), typ: "gpu", uuid: g.UUID, dcgmUUID: g.UUID, model: g.ProductName}
+		held := whole[g.UUID]
+		switch {
+		case unhealthy[g.UUID]:
+			base.state = stateUnhealthy
+		case len(migs[g.UUID]) > 0:
+			base.state = statePartitioned
+		case unmanaged[g.UUID]:
+			base.state = stateUnmanaged
+		case len(held) > 1 || len(held) == 1 && held[0].share:
+			base.state = stateShared
+		case len(held) == 1:
+			base.state = stateAllocated
+		default:
+			base.state = stateFree
+		}
+		if len(held) == 0 {
+			out = append(out, base)
+		}
+		for _, h := range held {
+			i := base
+			i.namespace, i.claim, i.pods = h.claim.Namespace, h.claim.Name, pods[h.claim.UID]
+			out = append(out, i)
+		}
+		for _, m := range migs[g.UUID] {
+			m.model = g.ProductName
+			if unhealthy[g.UUID] {
+				m.state = stateUnhealthy
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,561 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/internal/backend"
+	"github.com/gpudra/gpudra/internal/cdispec"
+	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/idle"
+	"github.com/gpudra/gpudra/internal/mps"
+	"github.com/gpudra/gpudra/internal/nodestate"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
+)
+
+// Config is everything the plugin needs; cmd/kubelet-plugin fills it from
+// flags, tests from temp dirs.
+type Config struct {
+	DriverName string
+	NodeName   string
+	KubeClient kubernetes.Interface
+	// Backend is the opened NVML layer. Start owns it: it closes it when
+	// it fails, Stop when it succeeded; the caller never does.
+	Backend *backend.Backend
+	// PluginDataDir holds the DRA socket and the checkpoint. It must have
+	// the same path inside and outside the plugin's container.
+	PluginDataDir string
+	// RegistrarDir is where the kubelet looks for plugin registration
+	// sockets.
+	RegistrarDir string
+	// CDIDir is where CDI specs are written (the container runtime's CDI
+	// spec dir, normally the tmpfs /var/run/cdi).
+	CDIDir string
+	// BootIDPath is read to tell a reboot; empty means the kernel's.
+	BootIDPath string
+	// RollingUpdateUID, when set (the plugin pod's UID), lets two plugin
+	// pods run side by side during a DaemonSet rolling update.
+	RollingUpdateUID types.UID
+	// HealthResend is how often an unchanged health report is re-sent to the
+	// kubelet, which treats reports older than 30s as unknown (0:
+	// DefaultHealthResend).
+	HealthResend time.Duration
+	// IgnoredXIDs are XIDs that leave a GPU healthy (nil: the default
+	// list of application XIDs, discovery.DefaultIgnoredXIDs);
+	// HealthRecheck is how often an unhealthy GPU is asked whether it
+	// recovered (0: discovery.DefaultRecheckInterval).
+	IgnoredXIDs   []uint64
+	HealthRecheck time.Duration
+	// HealthcheckAddr is the TCP address of the gRPC health service
+	// (grpc.health.v1: services "liveness" and "readiness"), e.g. ":51515";
+	// empty turns it off.
+	HealthcheckAddr string
+	// FileWatchInterval is how often the sockets and the data directory are
+	// checked (0: 5s); the plugin exits when they are gone.
+	FileWatchInterval time.Duration
+	// DeviceMetadata hands each prepared device's attributes to its
+	// containers (KEP-5304, the DRA device metadata "downward API"): the
+	// kubelet plugin library writes them, and mounts them at
+	// /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json.
+	DeviceMetadata bool
+	// MigProfiles selects the MIG profiles published (the zero value: all).
+	MigProfiles slicebuilder.MigProfiles
+	// SpareGPUs is how many free GPUs publish their MIG placements beside
+	// the partitioned ones (the zero value: slicebuilder.DefaultSpareGPUs).
+	SpareGPUs slicebuilder.SpareGPUs
+	// StateHooks inject faults into the node state in tests.
+	StateHooks nodestate.Hooks
+	// ConsumableCapacity publishes whole GPUs that several claims share,
+	// each taking a share of their memory and multiprocessors (chart
+	// value consumableCapacity.enabled); see docs/sharing.md.
+	ConsumableCapacity bool
+	// ShareSharing is how a claim that holds a share of a GPU shares it
+	// when its config does not say (the node pool's tier); nil: not at
+	// all.
+	ShareSharing *configapi.Sharing
+	// MPS runs the MPS control daemons: the pod launcher on a cluster,
+	// a process launcher in-process. Nil refuses claims that ask for MPS.
+	MPS mps.Launcher
+	// MPSDir holds the daemons' directories; empty means <PluginDataDir>/mps.
+	MPSDir string
+	// MPSCheckInterval is how often running MPS daemons are checked (0:
+	// DefaultMPSCheckInterval).
+	MPSCheckInterval time.Duration
+	// TelemetryInterval is how often every device's use is read from
+	// NVML for the metrics; 0 turns sampling off (gpudra-kubelet-plugin's
+	// default is DefaultTelemetryInterval).
+	TelemetryInterval time.Duration
+	// IdleThreshold (a utilization, 0-1) and IdleAfter say when a claim
+	// counts as idle: all its devices below the threshold for that long
+	// (0: DefaultIdleThreshold and DefaultIdleAfter).
+	IdleThreshold float64
+	IdleAfter     time.Duration
+	// Instruments are the metrics /metrics serves; nil makes new ones.
+	// Made before Start (NewInstruments), they answer while the plugin
+	// starts: not ready, counters at 0.
+	Instruments *Instruments
+	// Fatal is called for errors the plugin cannot recover from (the
+	// caller typically cancels its main context and exits).
+	Fatal func(error)
+}
+
+// The defaults of Config's fields, which gpudra-kubelet-plugin's flags
+// show and use too.
+const (
+	DefaultHealthResend      = 15 * time.Second
+	DefaultMPSCheckInterval  = 5 * time.Second
+	DefaultTelemetryInterval = 10 * time.Second
+	DefaultIdleThreshold     = 0.05
+	DefaultIdleAfter         = 30 * time.Minute
+)
+
+// Driver is a running kubelet plugin.
+type Driver struct {
+	cfg    Config
+	helper *kubeletplugin.Helper
+	state  *nodestate.State
+
+	mu     sync.Mutex
+	node   gpu.Node
+	health map[string]gpu.HealthEvent // by GPU UUID; absent = healthy
+	// healthChanged is closed and replaced on every health change, waking
+	// WatchHealthStatus streams.
+	healthChanged chan struct{}
+
+	// admin are the MIG instances gpudra did not create, by GPU UUID: their
+	// placements and GPUs are not published.
+	admin map[string][]gpu.MigInstance
+	// wholeGPUsOnly is set once the API server dropped the partitionable
+	// fields: from then on only whole GPUs are published.
+	wholeGPUsOnly bool
+	// inUse is how the prepared claims held the GPUs at the last publish.
+	inUse map[string]gpu.Use
+	// migReady are the GPUs whose MIG placements the last publish built
+	// (slicebuilder.Publication.MigReady), by UUID.
+	migReady map[string]bool
+	// publishMu serializes publishes and guards pub.
+	publishMu sync.Mutex
+	pub       publisher
+	// republish wakes republishLoop; republishAsked counts the changes of
+	// the GPUs in use asked to be published, republishDone those covered
+	// by a finished publish.
+	republish      chan struct{}
+	republishAsked atomic.Int64
+	republishDone  atomic.Int64
+	// attributes are the published devices' attributes, by device name:
+	// what the device metadata of a prepared device repeats.
+	attributes map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+	// exclusiveGPUsOnly is set once the API server dropped the consumable
+	// capacity fields: from then on whole GPUs are not shared.
+	exclusiveGPUsOnly bool
+	// unhealthyAtStart are the GPUs found unhealthy before the first
+	// publish; the health watch starts from them.
+	unhealthyAtStart []gpu.HealthEvent
+	// disabledFeatures are the features whose fields the API server
+	// dropped from the published slices: it holds the slices without them.
+	disabledFeatures map[string]bool
+	// daemonTrouble says, by device name, why the device's MPS daemon
+	// does not answer; such devices are reported unhealthy.
+	daemonTrouble map[string]string
+	// events records Events on the Node.
+	events *nodeEvents
+
+	// endpoints are the sockets and data directory the kubelet reaches
+	// the plugin through; healthcheck serves their liveness.
+	endpoints   endpoints
+	healthcheck *healthServer
+	// ready follows the published ResourceSlices (readiness).
+	ready readiness
+
+	metrics   *Instruments
+	telemetry telemetry
+	// status writes prepared claims' status.devices.
+	status *claimStatus
+
+	// logger is Start's, for Stop, which has no context.
+	logger   klog.Logger
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// The node state declares what it needs of the hardware; a backend that
+// drifted from it is a build error here.
+var _ nodestate.Hardware = (*backend.Backend)(nil)
+
+// CheckpointFile is the checkpoint's name inside the plugin data dir.
+const CheckpointFile = "checkpoint.json"
+
+// MPSDirName is the directory inside the plugin data dir that holds the
+// MPS daemons' directories, by default.
+const MPSDirName = "mps"
+
+// Start discovers the GPUs, reconciles the node state with the checkpoint,
+// starts serving the kubelet and publishes the ResourceSlices.
+//
+// Start owns cfg.Backend from the moment it is called: when it fails it
+// has closed the backend, as it has released everything else it had
+// started (one cleanup, the one Stop does, whatever the step that failed);
+// when it succeeds, Stop does. The caller never closes the backend itself.
+func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	d := &Driver{
+		cfg:           cfg.withDefaults(logger),
+		logger:        logger,
+		cancel:        cancel,
+		health:        map[string]gpu.HealthEvent{},
+		healthChanged: make(chan struct{}),
+		republish:     make(chan struct{}, 1),
+		pub:           publisher{wake: make(chan struct{}, 1)},
+		daemonTrouble: map[string]string{},
+		metrics:       cfg.Instruments,
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.stop())
+		}
+	}()
+	cfg = d.cfg
+	if d.metrics == nil {
+		d.metrics = NewInstruments(cfg.NodeName)
+	}
+	d.status = newClaimStatus(cfg.KubeClient, cfg.DriverName, cfg.NodeName, d.metrics)
+	d.telemetry = telemetry{
+		tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
+		pods:    map[string]string{},
+		seen:    map[string]time.Time{},
+	}
+
+	if err := d.discover(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.openState(ctx); err != nil {
+		return nil, err
+	}
+	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
+	d.startSliceWatch(ctx)
+	if err := d.serveKubelet(ctx); err != nil {
+		return nil, err
+	}
+	d.recordHealthAtStart(ctx)
+	// A restarted plugin keeps publishing the MIG placements its earlier
+	// run published, and steps from the slices the API server holds.
+	ready := d.waitForStoredSlices(ctx)
+	d.mu.Lock()
+	d.migReady = ready
+	d.mu.Unlock()
+	if err := d.publish(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.startHealthcheck(ctx); err != nil {
+		return nil, err
+	}
+	d.startLoops(ctx)
+	d.metrics.serve(d)
+	return d, nil
+}
+
+// withDefaults gives the fields left zero their defaults.
+func (cfg Config) withDefaults(logger klog.Logger) Config {
+	if cfg.HealthResend == 0 {
+		cfg.HealthResend = DefaultHealthResend
+	}
+	if cfg.Fatal == nil {
+		cfg.Fatal = func(err error) { logger.Error(err, "Fatal error") }
+	}
+	if cfg.FileWatchInterval == 0 {
+		cfg.FileWatchInterval = fileWatchInterval
+	}
+	if cfg.IdleThreshold == 0 {
+		cfg.IdleThreshold = DefaultIdleThreshold
+	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = DefaultIdleAfter
+	}
+	if cfg.MPSDir == "" {
+		cfg.MPSDir = filepath.Join(cfg.PluginDataDir, MPSDirName)
+	}
+	return cfg
+}
+
+// discover makes the plugin data directory, whose identity the liveness
+// check follows, and finds the node's GPUs.
+func (d *Driver) discover(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	cfg := d.cfg
+	if err := os.MkdirAll(cfg.PluginDataDir, 0o750); err != nil {
+		return fmt.Errorf("create plugin data dir: %w", err)
+	}
+	dataDirID, _, err := statID(cfg.PluginDataDir)
+	if err != nil {
+		return fmt.Errorf("plugin data dir: %w", err)
+	}
+	draSocket, regSocket := socketPaths(cfg)
+	d.endpoints = endpoints{dataDir: cfg.PluginDataDir, draSocket: draSocket, regSocket: regSocket, dataDirID: dataDirID}
+
+	node, err := cfg.Backend.Discover(ctx)
+	if err != nil {
+		return fmt.Errorf("discover GPUs: %w", err)
+	}
+	node.Name = cfg.NodeName
+	logger.Info("Discovered GPUs", "node", node.Name, "gpus", len(node.GPUs), "driverVersion", node.DriverVersion)
+	warnUnknownProfiles(ctx, node, cfg.MigProfiles)
+	d.node = node
+	return nil
+}
+
+// openState opens the node state on the checkpoint and reconciles it with
+// the hardware: what a crash or a reboot left half done is finished or
+// rolled back before the kubelet can call.
+func (d *Driver) openState(ctx context.Context) error {
+	cfg := d.cfg
+	cdi, err := cdispec.New(cfg.CDIDir, cfg.DriverName)
+	if err != nil {
+		return fmt.Errorf("CDI spec dir %s: %w", cfg.CDIDir, err)
+	}
+	bootID, err := checkpoint.BootID(cfg.BootIDPath)
+	if err != nil {
+		return fmt.Errorf("read boot ID: %w", err)
+	}
+	state, err := nodestate.New(nodestate.Options{
+		DriverName:   cfg.DriverName,
+		Node:         d.node,
+		Hardware:     countingHardware{Hardware: cfg.Backend, m: d.metrics},
+		CDI:          cdi,
+		Checkpoint:   checkpoint.NewStore(filepath.Join(cfg.PluginDataDir, CheckpointFile)),
+		BootID:       bootID,
+		Hooks:        cfg.StateHooks,
+		MPS:          cfg.MPS,
+		MPSDir:       cfg.MPSDir,
+		ShareSharing: cfg.ShareSharing,
+		// A claim can hold a share of a GPU only while they are published
+		// as shareable.
+		SharesPublished: d.ConsumableCapacityActive,
+	})
+	if err != nil {
+		return err
+	}
+	report, err := state.Reconcile(ctx)
+	if err != nil {
+		// Reconcile did what it could; what is left is logged and the
+		// affected claims fail on prepare with a clear error.
+		klog.FromContext(ctx).Error(err, "Reconciling node state left problems")
+	}
+	d.state, d.admin = state, report.AdminInstances
+	return nil
+}
+
+// serveKubelet starts the kubelet plugin library: the DRA socket, and
+// registration with the kubelet.
+func (d *Driver) serveKubelet(ctx context.Context) error {
+	cfg := d.cfg
+	opts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(cfg.DriverName),
+		kubeletplugin.NodeName(cfg.NodeName),
+		kubeletplugin.KubeClient(cfg.KubeClient),
+		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDataDir),
+		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
+		kubeletplugin.CDIDirectory(cfg.CDIDir),
+		// Claims prepare concurrently; the node state serializes what
+		// must be serialized (the checkpoint, one claim at a time).
+		kubeletplugin.Serialize(false),
+		// The names the health checks dial (socketPaths).
+		kubeletplugin.PluginSocket(filepath.Base(d.endpoints.draSocket)),
+	}
+	if cfg.DeviceMetadata {
+		opts = append(opts, kubeletplugin.EnableDeviceMetadata(true, []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}))
+	}
+	if cfg.RollingUpdateUID != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(cfg.RollingUpdateUID))
+	} else {
+		opts = append(opts, kubeletplugin.RegistrarSocketFilename(filepath.Base(d.endpoints.regSocket)))
+	}
+	helper, err := kubeletplugin.Start(ctx, d, opts...)
+	if err != nil {
+		return fmt.Errorf("start kubelet plugin: %w", err)
+	}
+	d.helper = helper
+	return nil
+}
+
+// recordHealthAtStart records what the driver still asks for after an XID
+// from before this start (a GPU reset, a reboot), so that the first
+// publish has it: a restart must not publish a GPU as fit that is not.
+func (d *Driver) recordHealthAtStart(ctx context.Context) {
+	d.unhealthyAtStart = d.cfg.Backend.CurrentHealth(d.node)
+	for _, ev := range d.unhealthyAtStart {
+		klog.FromContext(ctx).Info("GPU is unhealthy at start-up", "uuid", ev.UUID, "reason", ev.Reason)
+		d.recordHealth(ev)
+	}
+}
+
+// startLoops starts what runs until Stop: the health watch, the writer of
+// claims' status.devices, the MIG placements' steps, republishing, the
+// watch of the sockets, of the MPS daemons, and telemetry.
+func (d *Driver) startLoops(ctx context.Context) {
+	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons}
+	if d.cfg.TelemetryInterval > 0 {
+		loops = append(loops, d.sampleLoop)
+	}
+	for _, loop := range loops {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			loop(ctx)
+		}()
+	}
+}
+
+// Stop stops serving, stops publishing (the slices stay, so a restarted
+// plugin takes over without the scheduler seeing the GPUs vanish) and
+// releases NVML. Stopping twice is harmless.
+func (d *Driver) Stop() {
+	if err := d.stop(); err != nil {
+		d.logger.Error(err, "Stopping the plugin")
+	}
+}
+
+// stop releases, in the reverse order of Start, what Start got so far:
+// it is Stop, and the cleanup of a Start that failed at any step.
+func (d *Driver) stop() error {
+	var err error
+	d.stopOnce.Do(func() {
+		d.cancel()
+		if d.helper != nil {
+			d.helper.Stop()
+		}
+		if d.healthcheck != nil {
+			d.healthcheck.stop()
+		}
+		d.wg.Wait()
+		if d.events != nil {
+			d.events.stop()
+		}
+		if cerr := d.cfg.Backend.Close(); cerr != nil {
+			err = fmt.Errorf("close the NVML backend: %w", cerr)
+		}
+	})
+	return err
+}
+
+// fallBackToWholeGPUs switches publishing to whole GPUs only and reports
+// whether it was not so already.
+func (d *Driver) fallBackToWholeGPUs() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.wholeGPUsOnly {
+		return false
+	}
+	d.wholeGPUsOnly = true
+	return true
+}
+
+// WholeGPUsOnly reports whether the plugin fell back to publishing whole
+// GPUs only because the cluster drops partitionable devices.
+func (d *Driver) WholeGPUsOnly() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.wholeGPUsOnly
+}
+
+// AdminInstances are the MIG instances found at start-up that gpudra did
+// not create, by GPU UUID.
+func (d *Driver) AdminInstances() map[string][]gpu.MigInstance {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.admin
+}
+
+// State exposes the node state to in-process tests and tools.
+func (d *Driver) State() *nodestate.State { return d.state }
+
+// Node returns the inventory the plugin publishes.
+func (d *Driver) Node() gpu.Node {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.node
+}
+
+// HandleError is called by the helper for background errors, e.g. while
+// publishing ResourceSlices.
+//
+// When the API server drops the partitionable-device fields (a cluster
+// without DRAPartitionableDevices), the plugin falls back to publishing
+// whole GPUs only, which every cluster serves, and says so.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	logger := klog.FromContext(ctx)
+	var dropped *resourceslice.DroppedFieldsError
+	if errors.As(err, &dropped) {
+		features := dropped.DisabledFeatures()
+		logger.Error(err, "The API server dropped fields of the published ResourceSlices; enable these features on the cluster", "features", features)
+		d.mu.Lock()
+		if d.disabledFeatures == nil {
+			d.disabledFeatures = map[string]bool{}
+		}
+		for _, f := range features {
+			d.disabledFeatures[f] = true
+		}
+		d.mu.Unlock()
+		if slices.Contains(features, "DRAConsumableCapacity") && d.fallBackToExclusiveGPUs(ctx) {
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				if err := d.publish(ctx); err != nil {
+					logger.Error(err, "Republish exclusive GPUs")
+				}
+			}()
+		}
+		if slices.Contains(features, "DRAPartitionableDevices") && d.fallBackToWholeGPUs() {
+			logger.Info("The cluster does not serve partitionable devices: publishing whole GPUs only, without MIG partitions. Enable the DRAPartitionableDevices feature on the API server and scheduler, then restart the plugin, to get on-demand MIG.")
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				if err := d.publish(ctx); err != nil {
+					logger.Error(err, "Republish whole GPUs only")
+				}
+			}()
+		}
+	} else {
+		logger.Error(err, msg)
+	}
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
+		d.cfg.Fatal(fmt.Errorf("%s: %w", msg, err))
+	}
+}

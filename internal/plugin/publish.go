@@ -1,0 +1,270 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+)
+
+// Publishing. The plugin builds the node's ResourceSlices (the wanted
+// pool) from the inventory, the health, how the prepared claims hold the
+// GPUs and which GPUs published their MIG placements before
+// (slicebuilder.Plan), and hands them to the kubeletplugin helper's
+// ResourceSlice controller, which writes what differs from what the API
+// server holds.
+//
+// It hands them over one changed slice at a time (slicebuilder.NextStep),
+// and the next slice only once the API server holds the previous one (the
+// node's slice watch, ready.go): given two changed slices in one sync, the
+// controller starts a new pool generation and rewrites every slice of the
+// node, and until it is done the scheduler can place nothing on the node.
+// A step the API server does not show within stepTimeout (an API server
+// that is down, or that changes what it stores) is given up on, and the
+// next is handed over anyway.
+
+// stepTimeout is how long a step may take to show in the API server before
+// the next one is handed over regardless.
+const stepTimeout = 10 * time.Second
+
+// publisher is what the plugin handed the ResourceSlice controller and
+// what it wants it to hold.
+type publisher struct {
+	// wanted is the pool the last publish built; handed the last pool
+	// given to the helper, at handedAt.
+	wanted, handed *resourceslice.Pool
+	handedAt       time.Time
+	// stalled is set once a step was given up on, so that it is logged
+	// once.
+	stalled bool
+	// wake asks stepLoop to look again (a slice changed in the API
+	// server, or a step timed out).
+	wake chan struct{}
+}
+
+// publish builds the node's ResourceSlices from the inventory, the current
+// health and how the prepared claims hold the GPUs, and hands the
+// ResourceSlice controller the next step towards them (even an unchanged
+// one, which makes it compare with the API server at once). Publishes are
+// serialized, so the last one always built from the latest state.
+func (d *Driver) publish(ctx context.Context) error {
+	d.publishMu.Lock()
+	defer d.publishMu.Unlock()
+	return d.publishLocked(ctx)
+}
+
+// publishLocked is publish with publishMu held.
+func (d *Driver) publishLocked(ctx context.Context) error {
+	inUse := d.state.GPUsInUse()
+	d.mu.Lock()
+	d.inUse = inUse
+	node := d.node
+	health := make(map[string]gpu.Health, len(d.health))
+	for uuid, ev := range d.health {
+		health[uuid] = ev.Health
+	}
+	admin, wholeOnly := d.admin, d.wholeGPUsOnly
+	shared := d.cfg.ConsumableCapacity && !d.exclusiveGPUsOnly
+	migReady := d.migReady
+	d.mu.Unlock()
+
+	plan, err := slicebuilder.Plan(node, slicebuilder.Options{
+		DriverName:         d.cfg.DriverName,
+		SysfsRoot:          d.cfg.Backend.SysfsRoot(),
+		Health:             health,
+		AdminInstances:     admin,
+		InUse:              inUse,
+		SpareGPUs:          d.cfg.SpareGPUs,
+		MigReady:           migReady,
+		WholeGPUsOnly:      wholeOnly,
+		MigProfiles:        d.cfg.MigProfiles,
+		ConsumableCapacity: shared,
+	})
+	if err != nil {
+		return fmt.Errorf("build ResourceSlices: %w", err)
+	}
+	d.mu.Lock()
+	d.migReady = plan.MigReady
+	d.mu.Unlock()
+	d.rememberAttributes(plan.Resources)
+	wanted := plan.Resources.Pools[node.Name]
+	d.pub.wanted = &wanted
+	if err := d.stepLocked(ctx, true); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(3).Info("Published ResourceSlices", "gpus", len(node.GPUs), "unhealthy", len(health), "migReady", len(plan.MigReady))
+	return nil
+}
+
+// step hands the controller the next step, if the API server holds the
+// last one (or it timed out).
+func (d *Driver) step(ctx context.Context) error {
+	d.publishMu.Lock()
+	defer d.publishMu.Unlock()
+	return d.stepLocked(ctx, false)
+}
+
+// stepLocked is step with publishMu held; always hands the next pool over
+// even where nothing changed.
+func (d *Driver) stepLocked(ctx context.Context, always bool) error {
+	p := &d.pub
+	if p.wanted == nil {
+		return nil
+	}
+	base := p.handed
+	if base == nil {
+		// The first publish of this process: the controller starts from
+		// what the API server holds (a restarted plugin's slices), and so
+		// do the steps.
+		base = d.storedPool()
+	} else if !d.storeHolds(*base) {
+		if time.Since(p.handedAt) < stepTimeout {
+			// The controller is still writing the last step. A publish
+			// hands it the same again, which makes it compare with the
+			// API server at once (a slice someone deleted).
+			if always {
+				return d.handOver(ctx, *p.handed)
+			}
+			return nil
+		}
+		if !p.stalled {
+			p.stalled = true
+			klog.FromContext(ctx).Info("The API server does not show the last ResourceSlice change yet; handing over the next one regardless", "after", stepTimeout)
+		}
+	}
+	next, done := slicebuilder.NextStep(base, *p.wanted)
+	if done && p.handed != nil && !always {
+		return nil
+	}
+	p.handed, p.handedAt, p.stalled = &next, time.Now(), false
+	return d.handOver(ctx, next)
+}
+
+// handOver gives the pool to the helper's ResourceSlice controller.
+func (d *Driver) handOver(ctx context.Context, pool resourceslice.Pool) error {
+	if err := d.helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.cfg.NodeName: pool}}); err != nil {
+		return fmt.Errorf("publish ResourceSlices: %w", err)
+	}
+	return nil
+}
+
+// stepLoop hands the controller the next step whenever the node's slices
+// change in the API server, until ctx ends; a step that does not show is
+// retried after stepTimeout.
+func (d *Driver) stepLoop(ctx context.Context) {
+	timer := time.NewTimer(stepTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.pub.wake:
+		case <-timer.C:
+		}
+		if err := d.step(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Publishing the next ResourceSlice change")
+		}
+		timer.Reset(stepTimeout)
+	}
+}
+
+// wakeStepper asks stepLoop to look again.
+func (d *Driver) wakeStepper() {
+	select {
+	case d.pub.wake <- struct{}{}:
+	default: // one is queued already
+	}
+}
+
+// warnUnknownProfiles logs the chosen MIG profiles that no GPU of the node
+// offers: a typo, or another model's profile, publishes nothing for it.
+func warnUnknownProfiles(ctx context.Context, node gpu.Node, choice slicebuilder.MigProfiles) {
+	offered := map[string]bool{}
+	for _, g := range node.GPUs {
+		if g.MIG == nil {
+			continue
+		}
+		for _, p := range g.MIG.Profiles {
+			offered[p.Name] = true
+		}
+	}
+	for _, name := range choice.Only {
+		if !offered[name] {
+			klog.FromContext(ctx).Info("No GPU of this node has the chosen MIG profile; it publishes nothing here", "profile", name, "migProfiles", choice.String())
+		}
+	}
+}
+
+// republishIfInUseChanged asks for a publish when prepares or unprepares
+// changed how the claims hold the GPUs: a GPU taken whole hides its MIG
+// placements, a spare partitioned makes another GPU a spare (one slice
+// write each). The publish runs in republishLoop, not in the kubelet's
+// call: building the node's slices is not what the pod waits for, and
+// changes that come together (eight pods starting) share one publish.
+func (d *Driver) republishIfInUseChanged() {
+	inUse := d.state.GPUsInUse()
+	d.mu.Lock()
+	same := maps.Equal(inUse, d.inUse)
+	d.mu.Unlock()
+	if same {
+		return
+	}
+	d.republishAsked.Add(1)
+	select {
+	case d.republish <- struct{}{}:
+	default: // one is queued already; it will see this change too
+	}
+}
+
+// republishLoop publishes after changes of the GPUs in use until ctx ends.
+// Each publish reads the state afresh, so it covers every change asked for
+// before it started.
+func (d *Driver) republishLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.republish:
+		}
+		asked := d.republishAsked.Load()
+		if err := d.publish(ctx); err != nil {
+			// The claims are prepared either way: the slices only publish
+			// more devices than can be allocated until the next publish.
+			klog.FromContext(ctx).Error(err, "Republishing after a change of the GPUs in use")
+		}
+		d.republishDone.Store(asked)
+	}
+}
+
+// publishPending says whether a change of the GPUs in use has not been
+// handed to the ResourceSlice controller yet.
+func (d *Driver) publishPending() bool {
+	return d.republishDone.Load() < d.republishAsked.Load()
+}
+
+// Republish rediscovers nothing; it rebuilds the slices from the current
+// inventory and health and hands them to the controller, which writes only
+// differences. Tests use it to prove that steady state costs no API writes.
+func (d *Driver) Republish(ctx context.Context) error { return d.publish(ctx) }

@@ -1,0 +1,212 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/internal/checkpoint"
+)
+
+// Sharing in the plugin: the consumable-capacity fallback and the health
+// of MPS daemons. The node state runs the daemons; the plugin checks them
+// periodically, reports the devices whose daemon does not answer as
+// unhealthy to the kubelet (the pods' status shows it) and has the node
+// state restart them.
+
+// nodeEvents records Events on the plugin's Node, for what an admin must
+// see without reading the plugin's log.
+type nodeEvents struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	node        *v1.ObjectReference
+}
+
+func newNodeEvents(ctx context.Context, client kubernetes.Interface, nodeName string) *nodeEvents {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return &nodeEvents{
+		broadcaster: b,
+		recorder:    b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "gpudra-kubelet-plugin", Host: nodeName}),
+		// The kubelet's own Node events use the node name as UID.
+		node: &v1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)},
+	}
+}
+
+func (e *nodeEvents) warn(reason, message string) {
+	e.recorder.Event(e.node, v1.EventTypeWarning, reason, message)
+}
+
+func (e *nodeEvents) stop() { e.broadcaster.Shutdown() }
+
+// Event reasons.
+const (
+	// ReasonConsumableCapacityUnavailable: the cluster drops the fields
+	// that let several claims share a GPU.
+	ReasonConsumableCapacityUnavailable = "ConsumableCapacityUnavailable"
+)
+
+// fallBackToExclusiveGPUs stops sharing whole GPUs through consumable
+// capacity, says so in the log and in an Event on the Node, and reports
+// whether it was not so already.
+func (d *Driver) fallBackToExclusiveGPUs(ctx context.Context) bool {
+	d.mu.Lock()
+	if d.exclusiveGPUsOnly {
+		d.mu.Unlock()
+		return false
+	}
+	d.exclusiveGPUsOnly = true
+	d.mu.Unlock()
+	msg := "The cluster does not serve consumable capacity (allowMultipleAllocations was dropped): publishing exclusive GPUs, one claim each. " +
+		"Enable the DRAConsumableCapacity feature on the API server and scheduler (beta, on by default since Kubernetes 1.36), then restart the plugin, to share GPUs."
+	klog.FromContext(ctx).Info(msg)
+	d.events.warn(ReasonConsumableCapacityUnavailable, msg)
+	return true
+}
+
+// ConsumableCapacityActive reports whether whole GPUs are published as
+// shareable: asked for, and served by the cluster.
+func (d *Driver) ConsumableCapacityActive() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg.ConsumableCapacity && !d.exclusiveGPUsOnly
+}
+
+// MPSDaemons is how many MPS control daemons run on the node.
+func (d *Driver) MPSDaemons() int { return d.state.MPSDaemonCount() }
+
+// mpsDaemonStates counts the MPS daemons recorded as running: those that
+// answered at the last check, and those that did not (watchDaemons
+// restarts them). Daemons being started or stopped are in neither.
+func (d *Driver) mpsDaemonStates() (running, unhealthy int) {
+	daemons := d.state.MPSDaemons()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return countDaemons(daemons, d.daemonTrouble)
+}
+
+func countDaemons(daemons map[string]checkpoint.MPSDaemon, trouble map[string]string) (running, unhealthy int) {
+	for id, rec := range daemons {
+		switch {
+		case rec.State != checkpoint.DaemonRunning:
+		case trouble[id] != "":
+			unhealthy++
+		default:
+			running++
+		}
+	}
+	return running, unhealthy
+}
+
+// watchDaemons checks the MPS daemons every MPSCheckInterval until ctx
+// ends: a daemon that does not answer makes its device unhealthy until the
+// node state has it back.
+func (d *Driver) watchDaemons(ctx context.Context) {
+	interval := d.cfg.MPSCheckInterval
+	if interval == 0 {
+		interval = DefaultMPSCheckInterval
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		healths := d.state.CheckDaemons(ctx)
+		if ctx.Err() != nil {
+			// Stopping: a probe cut short says nothing of the daemon,
+			// which must outlive this plugin.
+			return
+		}
+		for _, h := range healths {
+			if h.Err == nil {
+				d.setDaemonTrouble(h.ID, "")
+				continue
+			}
+			logger := klog.FromContext(ctx).WithValues("mpsDaemon", h.ID)
+			logger.Error(h.Err, "MPS control daemon does not answer; reporting its device unhealthy and replacing it")
+			d.setDaemonTrouble(h.ID, "MPS control daemon not answering: "+h.Err.Error())
+			if err := d.state.RestartDaemon(ctx, h.ID); err != nil {
+				logger.Error(err, "Restart MPS control daemon; trying again at the next check")
+				continue
+			}
+			logger.Info("MPS control daemon is back")
+			d.setDaemonTrouble(h.ID, "")
+		}
+	}
+}
+
+// setDaemonTrouble records (or, with msg empty, clears) why a device's
+// daemon does not answer, and wakes the health streams on a change.
+func (d *Driver) setDaemonTrouble(device, msg string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.daemonTrouble[device] == msg {
+		return
+	}
+	if msg == "" {
+		delete(d.daemonTrouble, device)
+	} else {
+		d.daemonTrouble[device] = msg
+	}
+	close(d.healthChanged)
+	d.healthChanged = make(chan struct{})
+}
+
+// daemonHealthLocked marks a whole GPU whose MPS daemon does not answer
+// unhealthy. The caller holds d.mu.
+func (d *Driver) daemonHealthLocked(dh *kubeletplugin.DeviceHealth) {
+	if msg, ok := d.daemonTrouble[dh.DeviceName]; ok {
+		dh.Health = kubeletplugin.HealthStatusUnhealthy
+		dh.Message = msg
+	}
+}
+
+// migDaemonHealthLocked reports the MIG devices that run an MPS daemon:
+// healthy while it answers. The caller holds d.mu.
+func (d *Driver) migDaemonHealthLocked(now time.Time) []kubeletplugin.DeviceHealth {
+	var out []kubeletplugin.DeviceHealth
+	for _, id := range slices.Sorted(maps.Keys(d.state.MPSDaemons())) {
+		if _, whole := d.node.GPUByDeviceName(id); whole {
+			continue
+		}
+		dh := kubeletplugin.DeviceHealth{
+			PoolName:           d.node.Name,
+			DeviceName:         id,
+			Health:             kubeletplugin.HealthStatusHealthy,
+			LastUpdated:        now,
+			HealthCheckTimeout: 2 * d.cfg.HealthResend,
+		}
+		d.daemonHealthLocked(&dh)
+		out = append(out, dh)
+	}
+	return out
+}

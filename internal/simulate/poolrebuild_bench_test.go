@@ -1,0 +1,153 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package simulate
+
+import (
+	"fmt"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	draapi "k8s.io/dynamic-resource-allocation/api"
+
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+)
+
+// The allocator's per-Filter pool rebuild (upstream's share of the cost;
+// docs/performance.md, "Upstream's share").
+//
+// The scheduler's DRA plugin calls the allocator's Allocate once per node
+// it tries, for every pod. Allocate (k8s.io/dynamic-resource-allocation
+// v0.37.2, structured/internal/incubating) starts with GatherPools, which
+// for every slice of the node converts the v1 ResourceSlice into the
+// allocator's internal type (every device's name interned, its counter
+// consumption copied), sorts the slices, checks that device names are
+// unique and that every counter a device consumes exists, and, on the first
+// device that consumes counters, sums the counters consumed by every
+// allocated device of the pool. None of it depends on the pod: it depends
+// on the node's slices (their resourceVersions) and on what is allocated,
+// and is rebuilt on every call. Only then does the CEL search run, over
+// the devices in slice order until the claim is satisfied.
+//
+// BenchmarkPoolRebuild measures, per layout, a whole Filter call (Allocate
+// of one whole-GPU claim on an idle DGX H100 node) and what the rebuild
+// alone costs (the same conversion and checks, done here with the public
+// conversion functions the allocator calls), so the difference is what a
+// cache of the converted pool, keyed by node, pool generation and slice
+// resourceVersions, would save per call.
+//
+//	go test ./internal/simulate -run '^$' -bench BenchmarkPoolRebuild -benchmem
+
+// rebuildPool does what GatherPools and the first counter check do with
+// one node's slices before any CEL evaluation.
+func rebuildPool(slices []*resourceapi.ResourceSlice) (int, error) {
+	converted := make([]*draapi.ResourceSlice, 0, len(slices))
+	for _, s := range slices {
+		var out draapi.ResourceSlice
+		if err := draapi.Convert_v1_ResourceSlice_To_api_ResourceSlice(s, &out, nil); err != nil {
+			return 0, err
+		}
+		converted = append(converted, &out)
+	}
+	names := sets.New[draapi.UniqueString]()
+	counterSets := map[draapi.UniqueString]*draapi.CounterSet{}
+	for _, s := range converted {
+		for i := range s.Spec.SharedCounters {
+			counterSets[s.Spec.SharedCounters[i].Name] = &s.Spec.SharedCounters[i]
+		}
+	}
+	refs := 0
+	for _, s := range converted {
+		for _, d := range s.Spec.Devices {
+			if names.Has(d.Name) {
+				return 0, fmt.Errorf("duplicate device %s", d.Name.String())
+			}
+			names.Insert(d.Name)
+			for _, cc := range d.ConsumesCounters {
+				set, ok := counterSets[cc.CounterSet]
+				if !ok {
+					return 0, fmt.Errorf("counter set %s not found", cc.CounterSet.String())
+				}
+				for name := range cc.Counters {
+					if _, ok := set.Counters[name]; !ok {
+						return 0, fmt.Errorf("counter %s not found", name)
+					}
+					refs++
+				}
+			}
+		}
+	}
+	// The available counters: every counter set copied, minus what the
+	// allocated devices consume (none here: an idle node).
+	for _, set := range counterSets {
+		avail := make(map[string]resourceapi.Counter, len(set.Counters))
+		for name, c := range set.Counters {
+			c.Value = c.Value.DeepCopy()
+			avail[name] = c
+		}
+		_ = avail
+	}
+	return refs, nil
+}
+
+var poolRebuildLayouts = []struct {
+	name string
+	opts slicebuilder.Options
+}{
+	{"whole-gpus", slicebuilder.Options{WholeGPUsOnly: true}},
+	{"one-spare", slicebuilder.Options{}},
+	{"every-gpu", slicebuilder.Options{SpareGPUs: slicebuilder.SpareGPUs{All: true}}},
+}
+
+func BenchmarkPoolRebuild(b *testing.B) {
+	inv := h100Inventory(b)
+	for _, layout := range poolRebuildLayouts {
+		opts := layout.opts
+		opts.DriverName, opts.SysfsRoot = "gpu.gpudra.io", "/nonexistent"
+		res, err := slicebuilder.Build(inv, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := newAllocClusterFrom(b, res.Pools["node-0"].Slices, 1, 0)
+		devices := 0
+		for _, s := range c.slices {
+			devices += len(s.Spec.Devices)
+		}
+		refs, err := rebuildPool(c.slices)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(layout.name+"/filter", func(b *testing.B) {
+			run := c.allocator(b, "incubating", gpu1Claim())
+			run()
+			b.ReportAllocs()
+			for b.Loop() {
+				run()
+			}
+			b.ReportMetric(float64(devices), "devices")
+			b.ReportMetric(float64(refs), "counter-refs")
+		})
+		b.Run(layout.name+"/rebuild", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := rebuildPool(c.slices); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
