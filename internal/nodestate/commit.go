@@ -19,6 +19,8 @@ package nodestate
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
 )
@@ -65,6 +67,14 @@ type commits struct {
 	gen     uint64
 	pending []pendingChange
 	durable *checkpoint.Checkpoint
+
+	// arriving counts the prepares that have started but not yet made
+	// their first change (PrepareStarted): the writer of a batch waits a
+	// moment for them (gatherArrivals). Atomic: read and changed without
+	// either lock.
+	arriving atomic.Int64
+	// maxGather bounds that wait (defaultMaxGather; tests lengthen it).
+	maxGather time.Duration
 
 	// mu guards the fields below; never held while taking State.mu.
 	mu   sync.Mutex
@@ -119,6 +129,7 @@ func (s *State) commit(gen uint64) error {
 		}
 		c.writing = true
 		c.mu.Unlock()
+		s.gatherArrivals()
 		written, err := s.writeBatch()
 		c.mu.Lock()
 		c.writing = false
@@ -130,6 +141,29 @@ func (s *State) commit(gen uint64) error {
 		c.cond.Broadcast()
 	}
 	return nil
+}
+
+// defaultMaxGather bounds how long the writer of a batch waits for
+// arriving prepares (gatherArrivals).
+const defaultMaxGather = 2 * time.Millisecond
+
+// gatherArrivals waits, at most commits.maxGather, until no prepare is on its way
+// to its first change. Pods that land on a node together reach the plugin
+// within a millisecond or so of each other: without the wait the first
+// one's PrepareStarted goes out alone and the others', queued behind it,
+// take a second write, so every claim of the burst but the first waits
+// for two writes before it can even start. A prepare that comes alone
+// finds no other arriving and does not wait. Waiting changes only which
+// changes a batch carries, never what a caller may do before its change
+// is durable.
+func (s *State) gatherArrivals() {
+	if s.commits.arriving.Load() == 0 {
+		return
+	}
+	deadline := time.Now().Add(s.commits.maxGather)
+	for s.commits.arriving.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Microsecond)
+	}
 }
 
 // writeBatch writes a snapshot of s.cp and returns the generation it

@@ -217,3 +217,56 @@ func TestCommitCrash(t *testing.T) {
 		t.Error("a crash after the write lost the write")
 	}
 }
+
+// TestGroupCommitGathersArrivals: the writer of a batch waits for the
+// prepares on their way to their first change, so that a burst's
+// PrepareStarted records share one write instead of the first going out
+// alone; a prepare that never arrives holds the write up no longer than
+// maxGather.
+func TestGroupCommitGathersArrivals(t *testing.T) {
+	n := newNode(t, 8)
+	var writes atomic.Int32
+	n.hooks.BeforeCheckpointWrite = func() error { writes.Add(1); return nil }
+	s := n.start()
+	s.commits.maxGather = time.Minute // deterministic: only the arrival ends the wait
+
+	s.commits.arriving.Add(1) // b is on its way
+	var errA, errB error
+	var wg sync.WaitGroup
+	wg.Go(func() { errA = s.putClaim(uidOf("a"), record("a", 0)) })
+	waitForChanges(t, s, 1)
+	time.Sleep(10 * time.Millisecond) // a's writer is waiting for b
+	if got := len(n.onDisk()); got != 0 {
+		t.Fatalf("%d claims on disk while a prepare is arriving, want none", got)
+	}
+	s.mu.Lock()
+	gen := s.putClaimLocked(uidOf("b"), record("b", 1))
+	s.mu.Unlock()
+	s.commits.arriving.Add(-1)
+	errB = s.commit(gen)
+	wg.Wait()
+	if errA != nil || errB != nil {
+		t.Fatalf("commits: %v, %v", errA, errB)
+	}
+	if got := writes.Load(); got != 1 {
+		t.Errorf("%d writes for a and the arriving b, want 1", got)
+	}
+	if got := len(n.onDisk()); got != 2 {
+		t.Errorf("%d claims on disk, want 2", got)
+	}
+
+	// One that never arrives: the write goes out after maxGather.
+	s.commits.maxGather = 20 * time.Millisecond
+	s.commits.arriving.Add(1)
+	defer s.commits.arriving.Add(-1)
+	start := time.Now()
+	if err := s.putClaim(uidOf("c"), record("c", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < s.commits.maxGather {
+		t.Errorf("the write went out after %v, before maxGather", d)
+	}
+	if _, ok := n.onDisk()[uidOf("c")]; !ok {
+		t.Error("c is not on disk")
+	}
+}

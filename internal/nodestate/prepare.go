@@ -46,10 +46,23 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	unlock := s.claimLocks.lock(ref.UID)
 	defer unlock()
 
+	// Until its PrepareStarted is registered, this prepare is arriving:
+	// a batch about to be written waits a moment for it (commit.go).
+	s.commits.arriving.Add(1)
+	arrived := false
+	arrive := func() {
+		if !arrived {
+			arrived = true
+			s.commits.arriving.Add(-1)
+		}
+	}
+	defer arrive()
+
 	s.mu.Lock()
 	existing, known := s.cp.Claims[ref.UID]
 	s.mu.Unlock()
 	if known && existing.State == checkpoint.PrepareCompleted {
+		arrive()
 		if _, err := s.ensurePrepared(ctx, &existing); err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
@@ -66,6 +79,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	// half-way without a restart) is rolled back first, so that what it
 	// created is destroyed rather than left in the way of this prepare.
 	if known {
+		arrive() // the rollback writes first; the batch need not wait
 		if err := s.rollback(ctx, ref); err != nil {
 			return nil, claimplan.Wrap(claimplan.RollbackFailed, fmt.Errorf("%s: roll back the unfinished earlier attempt: %w", ref, err))
 		}
@@ -98,6 +112,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	}
 	gen := s.putClaimLocked(ref.UID, &record)
 	s.mu.Unlock()
+	arrive()
 	if err := s.commit(gen); err != nil {
 		return nil, claimplan.Wrap(claimplan.CheckpointWrite, fmt.Errorf("%s: record PrepareStarted: %w", ref, err))
 	}

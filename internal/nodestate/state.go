@@ -238,6 +238,7 @@ func New(opts Options) (*State, error) {
 	s := &State{opts: opts, cp: cp}
 	s.commits.durable = cp.Clone()
 	s.commits.cond = sync.NewCond(&s.commits.mu)
+	s.commits.maxGather = defaultMaxGather
 	return s, nil
 }
 

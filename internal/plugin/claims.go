@@ -33,6 +33,7 @@ import (
 // PrepareResourceClaims prepares each claim independently: one claim's bad
 // config does not fail the others of the same pod call.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	defer d.calls.enter()()
 	result := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, claim := range claims {
 		start := time.Now()
@@ -69,6 +70,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 // UnprepareResourceClaims undoes PrepareResourceClaims; claims this node
 // never prepared succeed.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	defer d.calls.enter()()
 	result := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
 		ref := nodestate.ClaimRef{UID: string(claim.UID), Namespace: claim.Namespace, Name: claim.Name}

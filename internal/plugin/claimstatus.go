@@ -89,6 +89,9 @@ type claimStatus struct {
 	// prepare (the kubelet retries, restarts) writes nothing.
 	written map[types.UID]string
 	wake    chan struct{}
+	// yield, when set, waits until the kubelet's calls in flight end
+	// (callgate.go); writes wait for it.
+	yield func(context.Context)
 }
 
 // statusWrite is the status one claim should have: its entries, or none.
@@ -169,6 +172,11 @@ func (s *claimStatus) writeDue(ctx context.Context) time.Time {
 		}
 	}
 	s.mu.Unlock()
+	if len(due) > 0 && s.yield != nil {
+		// The pods being prepared wait for their prepares, not for
+		// their claims' status: the writes go after the calls.
+		s.yield(ctx)
+	}
 	for _, w := range due {
 		err := s.apply(ctx, w)
 		s.mu.Lock()

@@ -176,6 +176,9 @@ type Driver struct {
 	republish      chan struct{}
 	republishAsked atomic.Int64
 	republishDone  atomic.Int64
+	// calls counts the kubelet's calls in flight: background work yields
+	// to them (callgate.go).
+	calls callGate
 	// attributes are the published devices' attributes, by device name:
 	// what the device metadata of a prepared device repeats.
 	attributes map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
@@ -257,6 +260,7 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 		d.metrics = NewInstruments(cfg.NodeName)
 	}
 	d.status = newClaimStatus(cfg.KubeClient, cfg.DriverName, cfg.NodeName, d.metrics)
+	d.status.yield = d.calls.yield
 	d.telemetry = telemetry{
 		tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
 		pods:    map[string]string{},

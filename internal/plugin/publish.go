@@ -248,6 +248,10 @@ func (d *Driver) republishLoop(ctx context.Context) {
 			return
 		case <-d.republish:
 		}
+		// After the kubelet's calls in flight: their pods wait for them,
+		// not for the slices (callgate.go). What they change meanwhile
+		// is in this publish.
+		d.calls.yield(ctx)
 		asked := d.republishAsked.Load()
 		if err := d.publish(ctx); err != nil {
 			// The claims are prepared either way: the slices only publish

@@ -48,15 +48,17 @@ import (
 // must then prepare the rest.
 func TestCrashInsideCheckpointBatch(t *testing.T) {
 	// The first write is held until all eight claims have recorded
-	// PrepareStarted in memory, so that the second carries seven claims.
-	// A clean burst takes 19-20 writes. Each crash point costs ~5 s, so
-	// make test tries a spread of them: the big batch (2), MIG steps of
-	// several claims (4, 8) and completions (13).
+	// PrepareStarted in memory, so that the first two carry all eight
+	// (the first's writer gathers the claims arriving with it, the
+	// second carries the rest). A clean burst takes 19-20 writes. Each
+	// crash point costs ~5 s, so make test tries a spread of them: the
+	// big batches (1, 2), MIG steps of several claims (4, 8) and
+	// completions (13).
 	// GPUDRA_CRASH_SWEEP=1 tries every write up to 24 (~4 minutes).
-	points := []int{2, 4, 8, 13}
+	points := []int{1, 2, 4, 8, 13}
 	if os.Getenv("GPUDRA_CRASH_SWEEP") != "" {
 		points = nil
-		for w := 2; w <= 24; w++ {
+		for w := 1; w <= 24; w++ {
 			points = append(points, w)
 		}
 	}
