@@ -36,12 +36,13 @@ import (
 // the scheduler stops picking it: one API write where the GPU's MIG
 // placements are not published (an A100 with MIG off; an H100 that is not
 // the spare). Where they are (the spare), they are tainted with it, and
-// the next GPU becomes the spare: three slices change, one write each, and
-// the pool keeps its generation.
+// the next GPU becomes the spare: four slices change (the counter sets
+// gain the next spare's), one write each, and the pool keeps its
+// generation.
 func TestXIDTaintsDevice(t *testing.T) {
 	t.Run("whole GPUs only", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-a100", 3, 1) })
 	t.Run("placements not published", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-h100", 3, 1) })
-	t.Run("the spare", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-h100", 7, 3) })
+	t.Run("the spare", func(t *testing.T) { testXIDTaintsDevice(t, "dgx-h100", 7, 4) })
 }
 
 func testXIDTaintsDevice(t *testing.T, profile string, gpuIndex, wantWrites int) {

@@ -104,7 +104,7 @@ func writeModelDoc(t *testing.T, w *bytes.Buffer, key string) {
 		fmt.Fprintf(w, "| `%s` | %s | %dMi | %d | %d | %d | %d | %d | %d | %d | %s |\n", p.Name, strings.Join(names, " "),
 			p.MemoryBytes>>20, p.Multiprocessors, p.CopyEngines, p.Decoders, p.Encoders, p.JPEGEngines, p.OFAEngines, p.InstanceCount, strings.Join(consumed, ", "))
 	}
-	who := "the whole GPU `gpu-0` consumes all of it while the GPU publishes its placements"
+	who := "published, and consumed whole by `gpu-0`, while the GPU publishes its placements"
 	if m.ModeChangeNeedsReset {
 		// Shown as published while an admin has MIG mode on.
 		node.GPUs[0].MigEnabled = true

@@ -138,9 +138,10 @@ func (sw *sliceWatch) settled(ctx context.Context, t testing.TB, c *Cluster) int
 // an 8-GPU node and counts the ResourceSlice writes each change costs, as
 // the real ResourceSlice controller makes them: a whole GPU that does not
 // publish its MIG placements costs nothing taken or freed; a GPU that
-// starts publishing them costs two (its whole device consumes its
-// counters, then its placements), one that stops two (placements, then
-// counters). The pool keeps its generation throughout and is complete
+// starts publishing them costs three (its counter set, its whole device
+// consumes it, then its placements), one that stops three (placements,
+// its whole device's counters, its counter set; two of them shared with
+// the next spare's, which goes into the counter slice beside it first). The pool keeps its generation throughout and is complete
 // after every single write, so the scheduler can allocate on the node at
 // every moment; and it does.
 func TestPublishOneSliceAtATime(t *testing.T) {
@@ -158,17 +159,17 @@ func TestPublishOneSliceAtATime(t *testing.T) {
 	}{
 		{"the spare taken whole: hidden, and the next GPU the spare, one slice at a time", func() []*PodResult {
 			return []*PodResult{mustRun(ctx, t, c, gpuClaim("seven", 1, "", "device.attributes['gpu.gpudra.io'].minor == 7"))}
-		}, 3},
+		}, 5},
 		{"a whole GPU (no placements published)", func() []*PodResult { return []*PodResult{mustRun(ctx, t, c, gpuClaim("whole", 1, ""))} }, 0},
 		{"a partition on the spare: the next GPU becomes the spare", func() []*PodResult {
 			return []*PodResult{mustRun(ctx, t, c, migClaim("part", false, "1g.10gb"))}
-		}, 2},
+		}, 3},
 		{"a second partition packs beside the first", func() []*PodResult {
 			return []*PodResult{mustRun(ctx, t, c, migClaim("part2", false, "1g.10gb"))}
 		}, 0},
 		{"the five free GPUs, the spare among them: its placements hidden", func() []*PodResult {
 			return []*PodResult{mustRun(ctx, t, c, gpuClaim("five", 5, ""))}
-		}, 2},
+		}, 3},
 	}
 	var held []*PodResult
 	for _, st := range steps {
@@ -189,7 +190,7 @@ func TestPublishOneSliceAtATime(t *testing.T) {
 	// rest taken), so it becomes one again. Then the rest: no spare is
 	// missing, GPU 6 stays published once free (a partition allocated
 	// there may still be on its way to the node), and nothing is written.
-	for i, want := range []int{2, 0, 0, 0, 0} {
+	for i, want := range []int{3, 0, 0, 0, 0} {
 		before := sw.settled(ctx, t, c)
 		if err := c.StopPod(ctx, held[i]); err != nil {
 			t.Fatal(err)

@@ -140,15 +140,18 @@ func Plan(node gpu.Node, opts Options) (Publication, error) {
 	return Publication{Resources: res, MigReady: ready}, nil
 }
 
-// wholeConsumption is where a partitionable GPU's whole device is in the
-// layout (-1: not published) and what it consumes.
+// wholeConsumption is where a partitionable GPU's whole device (-1: not
+// published) and its counter set are in the layout, and what the whole
+// device consumes.
 type wholeConsumption struct {
-	index    int
-	consumes []resourceapi.DeviceCounterConsumption
+	index int
+	// counterSlot is the GPU's place in poolLayout.counterSets.
+	counterSlot int
+	consumes    []resourceapi.DeviceCounterConsumption
 }
 
 // buildLayout returns one device per usable whole GPU, in minor order,
-// and for each partitionable GPU its counter set and, if it is ready, its
+// and for each partitionable GPU that is ready its counter set and its
 // MIG placements.
 func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, error) {
 	var layout poolLayout
@@ -191,7 +194,8 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 			whole = len(layout.wholeGPUs)
 			layout.wholeGPUs = append(layout.wholeGPUs, d)
 		}
-		layout.counterSets = append(layout.counterSets, mig.counterSet)
+		slot := len(layout.counterSets)
+		layout.counterSets = append(layout.counterSets, counterSlot{set: mig.counterSet})
 		if len(mig.placements) == 0 {
 			continue
 		}
@@ -204,16 +208,22 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 			wasReady: opts.MigReady[g.UUID],
 		})
 		partitions = append(partitions, gpuPartitions{uuid: g.UUID, count: len(mig.placements), build: mig.devices})
-		wholeOf = append(wholeOf, wholeConsumption{index: whole, consumes: mig.wholeConsumes})
+		wholeOf = append(wholeOf, wholeConsumption{index: whole, counterSlot: slot, consumes: mig.wholeConsumes})
 	}
 	ready := readyGPUs(candidates, opts.SpareGPUs)
-	// A whole GPU consumes its counters while its placements are
-	// published, so that the scheduler never gives both; otherwise it
-	// consumes none, and costs the scheduler no counter checks (its
-	// counter set stays published, so that the counters need not be
-	// published again when the GPU becomes a spare).
+	// A GPU's counter set is published, and its whole device consumes
+	// it, while its placements are published, so that the scheduler never
+	// gives both. Otherwise there is nothing to share the GPU with: its
+	// whole device consumes no counters (the allocator's allocated-devices
+	// check alone keeps it exclusive) and no counter set is published, so
+	// it costs the scheduler no counter conversion or check.
 	for i, p := range partitions {
-		if w := wholeOf[i]; ready[p.uuid] && w.index >= 0 {
+		if !ready[p.uuid] {
+			continue
+		}
+		w := wholeOf[i]
+		layout.counterSets[w.counterSlot].published = true
+		if w.index >= 0 {
 			layout.wholeGPUs[w.index].ConsumesCounters = w.consumes
 		}
 	}

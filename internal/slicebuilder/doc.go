@@ -66,12 +66,17 @@ limitations under the License.
 // # MIG partitions
 //
 // A MIG-capable GPU that can be partitioned (Partitionable: MIG mode on, or
-// switchable without a reset) also gets a counter set gpu-<minor>-counters,
-// which its whole-GPU device consumes entirely while the GPU's placements
-// are published (and not otherwise: a whole GPU without counters costs
-// the scheduler no counter checks): one counter per memory
-// slice, and one per profile the GPU holds fewer instances of than it has
-// placements (the counters that can refuse a combination; buildMIG). Its
+// switchable without a reset) gets, while its placements are published, a
+// counter set gpu-<minor>-counters, which its whole-GPU device consumes
+// entirely: one counter per memory slice, and one per profile the GPU
+// holds fewer instances of than it has placements (the counters that can
+// refuse a combination; buildMIG). While its placements are not
+// published, nothing else can take a share of the GPU: no counter set is
+// published for it and its whole device consumes none (the allocator's
+// allocated-devices check alone keeps it exclusive), so it costs the
+// scheduler no counter conversion or check. Its place among the counter
+// slices is fixed (layout.go), and NextStep publishes a set before its
+// whole device consumes it and drops it only after. Its
 // placements, one device of type "mig" per profile × placement,
 // gpu-<minor>-mig-<profile token>-<start> (gpu.MigDeviceName), each
 // consuming its memory slices, are published only while the GPU can take
@@ -105,5 +110,9 @@ limitations under the License.
 // change rewrites the slice of its whole GPU and, if its placements are
 // published, their slice; a GPU whose placements are not published costs
 // no write taken or given back; a spare taken makes the next GPU a spare,
-// which rewrites the whole GPUs' slice and that GPU's partition slice.
+// which rewrites the counter slice, the whole GPUs' slice and that GPU's
+// partition slice (three single-slice writes); a spare taken whole also
+// hides its placements and drops its counter set (five writes in all).
+// No change adds or removes a slice, so none starts a new pool
+// generation, and NextStep keeps the pool valid after every write.
 package slicebuilder

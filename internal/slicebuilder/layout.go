@@ -43,7 +43,11 @@ const (
 //     and counters in one slice, so they get slices of their own; they hold
 //     no devices, so their position costs the allocator nothing, and putting
 //     them after the whole GPUs keeps the whole-GPU slices at the same
-//     indices (and names) when MIG is switched on;
+//     indices (and names) when MIG is switched on. Each partitionable GPU
+//     has a fixed place in them (the n-th partitionable GPU in minor
+//     order, slice n/8), and its set is there only while its placements
+//     are published: a GPU never moves from one counter slice to another,
+//     and the slices stay, empty when none of their GPUs publishes;
 //  3. partitions (MIG placements): one slice per partitionable GPU,
 //     highest minor first (see buildLayout), empty while the GPU does not
 //     publish its placements;
@@ -58,15 +62,24 @@ const (
 // node. With a fixed number of slices, a GPU that starts or stops
 // publishing its placements changes its partition slice and the whole
 // GPUs' slice (its whole device consumes its counters exactly while its
-// placements are published), and the plugin hands the controller one
+// placements are published) and its counter slice (its counter set is
+// published exactly then too), and the plugin hands the controller one
 // changed slice at a time, in a safe order (NextStep).
 type poolLayout struct {
-	wholeGPUs   []resourceapi.Device
-	counterSets []resourceapi.CounterSet
+	wholeGPUs []resourceapi.Device
+	// counterSets has one entry per partitionable GPU, in minor order.
+	counterSets []counterSlot
 	// partitions are the partitionable GPUs' placements, in slice order.
 	partitions []gpuPartitions
 	// monitors holds every GPU's monitoring device, in minor order.
 	monitors []resourceapi.Device
+}
+
+// counterSlot is a partitionable GPU's place among the counter sets.
+type counterSlot struct {
+	set resourceapi.CounterSet
+	// published: the GPU's placements are published, and so is its set.
+	published bool
 }
 
 // gpuPartitions are one GPU's placements.
@@ -90,7 +103,13 @@ func (l poolLayout) pool() resourceslice.Pool {
 	for _, devs := range chunk(l.wholeGPUs, devicesPerSlice) {
 		out = append(out, resourceslice.Slice{Devices: devs})
 	}
-	for _, sets := range chunk(l.counterSets, counterSetsPerSlice) {
+	for _, slots := range chunk(l.counterSets, counterSetsPerSlice) {
+		var sets []resourceapi.CounterSet
+		for _, c := range slots {
+			if c.published {
+				sets = append(sets, c.set)
+			}
+		}
 		out = append(out, resourceslice.Slice{SharedCounters: sets})
 	}
 	for _, p := range l.partitions {

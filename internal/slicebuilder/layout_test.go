@@ -104,7 +104,8 @@ func TestHealthDoesNotRechunk(t *testing.T) {
 }
 
 // TestLayoutOrder pins the section order: whole GPUs, then counter sets
-// (at most 8 per slice, no devices), then each GPU's partitions in a slice
+// (the places of at most 8 GPUs per slice, a GPU's set there only while
+// it publishes its placements; no devices), then each GPU's partitions in a slice
 // of its own (empty while hidden: the number of slices never changes),
 // then the monitors.
 func TestLayoutOrder(t *testing.T) {
@@ -114,7 +115,7 @@ func TestLayoutOrder(t *testing.T) {
 		layout.wholeGPUs = append(layout.wholeGPUs, dev(fmt.Sprintf("gpu-%d", i)))
 	}
 	for i := range 9 {
-		layout.counterSets = append(layout.counterSets, resourceapi.CounterSet{Name: fmt.Sprintf("gpu-%d-counters", i)})
+		layout.counterSets = append(layout.counterSets, counterSlot{set: resourceapi.CounterSet{Name: fmt.Sprintf("gpu-%d-counters", i)}, published: i != 3})
 	}
 	var many []resourceapi.Device
 	for i := range 70 {
@@ -127,7 +128,7 @@ func TestLayoutOrder(t *testing.T) {
 	layout.monitors = []resourceapi.Device{dev("gpu-0-monitor")}
 
 	type shape struct{ devices, counterSets int }
-	want := []shape{{64, 0}, {6, 0}, {0, 8}, {0, 1}, {64, 0}, {6, 0}, {0, 0}, {1, 0}}
+	want := []shape{{64, 0}, {6, 0}, {0, 7}, {0, 1}, {64, 0}, {6, 0}, {0, 0}, {1, 0}}
 	got := layout.pool().Slices
 	if len(got) != len(want) {
 		t.Fatalf("%d slices, want %d", len(got), len(want))

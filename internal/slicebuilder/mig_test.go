@@ -69,10 +69,12 @@ func TestBuildMIG(t *testing.T) {
 	sl := res.Pools["node-a"].Slices
 	// whole GPUs, counter sets, GPU 1's placements (the spare: the highest
 	// minor), GPU 0's (empty: not a spare), monitors
-	if len(sl) != 5 || len(sl[0].Devices) != 2 || len(sl[1].SharedCounters) != 2 || len(sl[2].Devices) != 16 || len(sl[3].Devices) != 0 || len(sl[4].Devices) != 2 {
+	// (the spare's counter set only: GPU 0 publishes no placements, so
+	// nothing consumes counters of it)
+	if len(sl) != 5 || len(sl[0].Devices) != 2 || len(sl[1].SharedCounters) != 1 || len(sl[2].Devices) != 16 || len(sl[3].Devices) != 0 || len(sl[4].Devices) != 2 {
 		t.Fatalf("layout: %d slices", len(sl))
 	}
-	cs := sl[1].SharedCounters[1]
+	cs := sl[1].SharedCounters[0]
 	if cs.Name != "gpu-1-counters" {
 		t.Errorf("counter set %s", cs.Name)
 	}

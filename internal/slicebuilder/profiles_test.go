@@ -76,13 +76,13 @@ func TestBuildMigProfileChoice(t *testing.T) {
 		}
 		return names, counterSets
 	}
-	// Two whole GPUs, the spare's placements (GPU 1's).
+	// Two whole GPUs, the spare's placements (GPU 1's) and counter set.
 	all, allSets := devices(MigProfiles{})
-	if len(all) != 2+16 || allSets != 2 {
+	if len(all) != 2+16 || allSets != 1 {
 		t.Fatalf("all profiles: %d devices, %d counter sets", len(all), allSets)
 	}
 	some, someSets := devices(MigProfiles{Only: []string{"3g.40gb", "7g.80gb"}})
-	if someSets != 2 || len(some) != 2+2 {
+	if someSets != 1 || len(some) != 2+2 {
 		t.Errorf("3g.40gb only (7g.80gb is not in the table): %v, %d counter sets", some, someSets)
 	}
 	for _, n := range some {

@@ -125,8 +125,9 @@ func TestParseSpareGPUs(t *testing.T) {
 // does (so the ResourceSlice controller never starts a new pool
 // generation); taking or freeing a GPU whose placements are not published
 // changes nothing; a GPU that starts or stops publishing its placements
-// changes its partition slice and the whole GPUs' (its whole device
-// consumes its counters exactly while its placements are published). The
+// changes its partition slice, the whole GPUs' (its whole device consumes
+// its counters exactly while its placements are published) and the
+// counter sets' (its set is published exactly then too). The
 // plugin hands such changes to the controller one slice at a time, in a
 // safe order (TestNextStepOrder).
 func TestPlanChanges(t *testing.T) {
@@ -157,13 +158,13 @@ func TestPlanChanges(t *testing.T) {
 		changed []int
 	}{
 		{"a whole GPU taken", map[string]gpu.Use{uuid(0): gpu.UsedWhole}, nil, nil},
-		{"the spare partitioned: GPU 6 becomes the next spare (its whole GPU consumes its counters)", map[string]gpu.Use{uuid(0): gpu.UsedWhole, uuid(7): gpu.UsedByMIG}, nil, []int{0, partitionSlice(6)}},
+		{"the spare partitioned: GPU 6 becomes the next spare (its counter set, which its whole GPU consumes)", map[string]gpu.Use{uuid(0): gpu.UsedWhole, uuid(7): gpu.UsedByMIG}, nil, []int{0, 1, partitionSlice(6)}},
 		{"the partitions freed: GPU 7 stays published", map[string]gpu.Use{uuid(0): gpu.UsedWhole}, nil, nil},
 		{"the whole GPU freed", nil, nil, nil},
-		{"a spare taken whole: hidden, its whole GPU consumes nothing", map[string]gpu.Use{uuid(6): gpu.UsedWhole}, nil, []int{0, partitionSlice(6)}},
+		{"a spare taken whole: hidden, its whole GPU consumes nothing, no counter set", map[string]gpu.Use{uuid(6): gpu.UsedWhole}, nil, []int{0, 1, partitionSlice(6)}},
 		{"GPU 6 freed: GPU 7 is still a spare", nil, nil, nil},
 		{"a GPU whose placements are hidden turns unhealthy", nil, map[string]gpu.Health{uuid(2): gpu.Unhealthy}, []int{0}},
-		{"the spare turns unhealthy: tainted, and GPU 6 the next spare", nil, map[string]gpu.Health{uuid(2): gpu.Unhealthy, uuid(7): gpu.Unhealthy}, []int{0, partitionSlice(7), partitionSlice(6)}},
+		{"the spare turns unhealthy: tainted, and GPU 6 the next spare", nil, map[string]gpu.Health{uuid(2): gpu.Unhealthy, uuid(7): gpu.Unhealthy}, []int{0, 1, partitionSlice(7), partitionSlice(6)}},
 	}
 	for _, st := range steps {
 		got := plan(st.inUse, st.health)
@@ -184,9 +185,11 @@ func TestPlanChanges(t *testing.T) {
 }
 
 // TestNextStepOrder: the steps towards a pool keep every intermediate pool
-// safe. A GPU made a spare consumes its counters (whole-GPU slice) before
-// its placements appear; a GPU taken whole loses its placements before its
-// whole device stops consuming.
+// safe and valid. A GPU made a spare has its counter set published before
+// its whole device consumes it, and consumes before its placements appear;
+// a GPU taken whole loses its placements before its whole device stops
+// consuming, and its counter set after. (internal/simulate asks the real
+// allocator the same at every step: TestSpareTakenWholeAndFreed.)
 func TestNextStepOrder(t *testing.T) {
 	node := h100Node("node-a", 8)
 	for i := range node.GPUs {
@@ -204,7 +207,7 @@ func TestNextStepOrder(t *testing.T) {
 	idle, ready := plan(nil, nil)
 	// The spare (GPU 7) taken whole: GPU 6 becomes the spare.
 	wanted, _ := plan(map[string]gpu.Use{uuid(7): gpu.UsedWhole}, ready)
-	const whole, gpu7, gpu6 = 0, 2, 3
+	const whole, counters, gpu7, gpu6 = 0, 1, 2, 3
 	var order []int
 	for cur := idle; ; {
 		next, done := NextStep(&cur, wanted)
@@ -214,6 +217,22 @@ func TestNextStepOrder(t *testing.T) {
 		for i := range next.Slices {
 			if !SliceEqual(next.Slices[i], cur.Slices[i]) {
 				order = append(order, i)
+			}
+		}
+		// Valid: every counter set consumed is published.
+		sets := map[string]bool{}
+		for _, s := range next.Slices {
+			for _, cs := range s.SharedCounters {
+				sets[cs.Name] = true
+			}
+		}
+		for _, s := range next.Slices {
+			for _, d := range s.Devices {
+				for _, cc := range d.ConsumesCounters {
+					if !sets[cc.CounterSet] {
+						t.Errorf("after steps %v, %s consumes counter set %s, which is not published", order, d.Name, cc.CounterSet)
+					}
+				}
 			}
 		}
 		// Safe: every published placement's GPU consumes its counters.
@@ -235,7 +254,7 @@ func TestNextStepOrder(t *testing.T) {
 			t.Fatal("no end of steps")
 		}
 	}
-	if fmt.Sprint(order) != fmt.Sprint([]int{gpu7, whole, gpu6}) {
-		t.Errorf("slices changed in order %v, want %v: GPU 7's placements hidden, the whole GPUs' counters, GPU 6's placements", order, []int{gpu7, whole, gpu6})
+	if want := []int{gpu7, counters, whole, gpu6, counters}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("slices changed in order %v, want %v: GPU 7's placements hidden, GPU 6's counter set added (GPU 7's kept), the whole GPUs' counters, GPU 6's placements, GPU 7's counter set dropped", order, want)
 	}
 }

@@ -17,6 +17,8 @@ limitations under the License.
 package slicebuilder
 
 import (
+	"slices"
+
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -39,14 +41,22 @@ import (
 // changed slice: NextStep is the pool to hand it next, and the plugin
 // waits until the API server holds it before it asks for the next step.
 //
-// The steps go in an order that keeps every intermediate pool safe: a
-// whole GPU consumes its counters only while its placements are published
-// (Plan), so a GPU that becomes a spare must consume them before its
-// placements appear, and a GPU taken whole must lose its placements before
-// it stops consuming. NextStep hands over first the slices that only lose
-// devices, then those whose devices stay the same (the whole GPUs, with
-// counters added or dropped, taints; counter sets before devices), then
-// those that gain devices; within each, in slice order.
+// The steps go in an order that keeps every intermediate pool safe and
+// valid: a GPU's counter set is published, and its whole device consumes
+// it, only while its placements are published (Plan). So a GPU that
+// becomes a spare must have its counter set published before its whole
+// device consumes it (the allocator holds a pool whose devices consume a
+// counter set it does not have invalid, and allocates nothing from it),
+// and consume before its placements appear (or a placement could be given
+// beside a whole-GPU claim allocated but not yet prepared); a GPU taken
+// whole must lose its placements before its whole device stops consuming,
+// and its counter set must stay until then. NextStep hands over first the
+// slices that only lose devices, then the counter sets added or changed
+// (a counter slice that also drops sets keeps them for now: the step is
+// the union), then the slices whose devices stay the same (the whole
+// GPUs, with counters added or dropped, taints), then those that gain
+// devices, and last the counter slices that only drop sets; within each,
+// in slice order.
 
 // NextStep returns the pool to hand the ResourceSlice controller on the way
 // from current (what it holds; nil if nothing, or not known) to wanted:
@@ -62,12 +72,13 @@ func NextStep(current *resourceslice.Pool, wanted resourceslice.Pool) (next reso
 		return wanted, false
 	}
 	first, rank := -1, 0
+	var slice resourceslice.Slice
 	for i := range wanted.Slices {
 		if SliceEqual(current.Slices[i], wanted.Slices[i]) {
 			continue
 		}
-		if r := stepRank(current.Slices[i], wanted.Slices[i]); first < 0 || r < rank {
-			first, rank = i, r
+		if r, s := step(current.Slices[i], wanted.Slices[i]); first < 0 || r < rank {
+			first, rank, slice = i, r, s
 		}
 	}
 	if first < 0 {
@@ -75,13 +86,59 @@ func NextStep(current *resourceslice.Pool, wanted resourceslice.Pool) (next reso
 	}
 	next = *current
 	next.Slices = append([]resourceslice.Slice(nil), current.Slices...)
-	next.Slices[first] = wanted.Slices[first]
+	next.Slices[first] = slice
 	return next, false
 }
 
-// stepRank orders the changed slices (see above): 0 for a slice that only
-// loses devices, 1 for counter sets changed, 2 for the same devices
-// changed, 3 for a slice that gains devices.
+// Step ranks (see above), in the order they are handed over.
+const (
+	rankLosesDevices = iota
+	rankCountersAdded
+	rankSameDevices
+	rankGainsDevices
+	rankCountersDropped
+)
+
+// step is how one changed slice goes towards wanted: its rank, and the
+// slice to hand over for it (wanted's, or for a counter slice that both
+// drops and adds or changes counter sets, the union: wanted's sets, then
+// the current ones wanted drops).
+func step(current, wanted resourceslice.Slice) (int, resourceslice.Slice) {
+	if r := stepRank(current, wanted); r != rankCountersAdded {
+		return r, wanted
+	}
+	keep := make(map[string]bool, len(wanted.SharedCounters))
+	changed := false
+	for _, w := range wanted.SharedCounters {
+		keep[w.Name] = true
+		i := slices.IndexFunc(current.SharedCounters, func(c resourceapi.CounterSet) bool { return c.Name == w.Name })
+		if i < 0 || !equality.Semantic.DeepEqual(current.SharedCounters[i], w) {
+			changed = true
+		}
+	}
+	if !changed {
+		return rankCountersDropped, wanted
+	}
+	union := wanted
+	union.SharedCounters = slices.Clone(wanted.SharedCounters)
+	for _, c := range current.SharedCounters {
+		if !keep[c.Name] {
+			union.SharedCounters = append(union.SharedCounters, c)
+		}
+	}
+	if len(union.SharedCounters) > resourceapi.ResourceSliceMaxCounterSets {
+		// Not a layout Plan makes (a GPU keeps its place among the
+		// counter slices): the slice as wanted, valid for the API server.
+		return rankCountersAdded, wanted
+	}
+	return rankCountersAdded, union
+}
+
+// stepRank orders the changed slices by their devices (see above):
+// rankLosesDevices for a slice that only loses devices, rankCountersAdded
+// for counter sets changed (step tells added from dropped),
+// rankSameDevices for the same devices changed, rankGainsDevices for a
+// slice that gains devices.
 func stepRank(current, wanted resourceslice.Slice) int {
 	have := make(map[string]bool, len(current.Devices))
 	for _, d := range current.Devices {
@@ -96,13 +153,13 @@ func stepRank(current, wanted resourceslice.Slice) int {
 	}
 	switch {
 	case gains:
-		return 3
+		return rankGainsDevices
 	case len(have) > 0:
-		return 0
+		return rankLosesDevices
 	case !equality.Semantic.DeepEqual(current.SharedCounters, wanted.SharedCounters):
-		return 1
+		return rankCountersAdded
 	}
-	return 2
+	return rankSameDevices
 }
 
 // SliceEqual says whether the ResourceSlice controller would write

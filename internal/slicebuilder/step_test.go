@@ -63,11 +63,13 @@ func TestStepsKeepTheGeneration(t *testing.T) {
 		health map[string]gpu.Health
 		writes int
 	}{
-		// the next spare's whole GPU consumes its counters, then its placements
-		{"the spare partitioned", map[string]gpu.Use{node.GPUs[7].UUID: gpu.UsedByMIG}, nil, 2},
-		// its placements hidden; the whole GPUs' counters (GPU 6's dropped,
-		// GPU 5's taken); GPU 5's placements
-		{"the next spare taken whole", map[string]gpu.Use{node.GPUs[7].UUID: gpu.UsedByMIG, node.GPUs[6].UUID: gpu.UsedWhole}, nil, 3},
+		// the next spare's counter set, its whole GPU consumes it, its
+		// placements
+		{"the spare partitioned", map[string]gpu.Use{node.GPUs[7].UUID: gpu.UsedByMIG}, nil, 3},
+		// its placements hidden; GPU 5's counter set (GPU 6's kept); the
+		// whole GPUs' counters (GPU 6's dropped, GPU 5's taken); GPU 5's
+		// placements; GPU 6's counter set dropped
+		{"the next spare taken whole", map[string]gpu.Use{node.GPUs[7].UUID: gpu.UsedByMIG, node.GPUs[6].UUID: gpu.UsedWhole}, nil, 5},
 		{"all freed: the published GPUs stay", nil, nil, 0},
 		{"a spare turns unhealthy", nil, map[string]gpu.Health{node.GPUs[5].UUID: gpu.Unhealthy}, 2},
 	}
