@@ -37,7 +37,10 @@
 #   BENCH_FLEET_LEVERS           layouts run at BENCH_FLEET_LEVER_NODES
 #                                (1000) only, to measure a lever on gpudra's
 #                                side (default gpudra-all-spares
-#                                gpudra-3-profiles; empty: none)
+#                                gpudra-3-profiles; empty: none; also
+#                                gpudra-every-counter-set: every GPU's
+#                                counter set, the layout before they
+#                                followed the published placements)
 #   BENCH_FLEET_APPEND=1         keep the runs of earlier pieces in
 #                                $BENCH_FLEET_OUT/runs: the report covers them
 #                                all

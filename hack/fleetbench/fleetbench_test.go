@@ -191,6 +191,19 @@ func TestLayouts(t *testing.T) {
 	if len(few) == 0 || len(few) >= len(deviceNames(gpudra)) {
 		t.Errorf("%s: %d devices, want fewer than gpudra's", layoutFewProfiles, len(few))
 	}
+
+	// gpudra's counter sets: the spare's only; the comparison layout has
+	// the same devices and every GPU's.
+	sets := func(pool []resourceslice.Slice) (n int) {
+		for _, s := range pool {
+			n += len(s.SharedCounters)
+		}
+		return n
+	}
+	every := h100Pool(t, layoutEveryCounterSet)
+	if sets(gpudra) != 1 || sets(every) != 8 || !slices.Equal(deviceNames(every), deviceNames(gpudra)) || len(every) != len(gpudra) {
+		t.Errorf("counter sets: gpudra %d (want 1), %s %d (want 8, with gpudra's devices and slices)", sets(gpudra), layoutEveryCounterSet, sets(every))
+	}
 }
 
 // TestSliceNamesKeepOrder: the API server appends a random suffix to the

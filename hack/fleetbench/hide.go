@@ -38,7 +38,7 @@ import (
 // spares hold).
 func hidesBusy(layout string) bool {
 	switch layout {
-	case layoutGpudra, layoutAllSpares, layoutFewProfiles:
+	case layoutGpudra, layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet:
 		return true
 	}
 	return false

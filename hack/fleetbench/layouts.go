@@ -59,13 +59,18 @@ const (
 	// 1g.10gb,3g.40gb,7g.80gb (the choice docs/mig.md shows): 11
 	// placements per spare GPU instead of 25.
 	layoutFewProfiles = "gpudra-3-profiles"
+	// layoutEveryCounterSet is gpudra's layout with every partitionable
+	// GPU's counter set published, whether its placements are or not, as
+	// gpudra did before counter sets followed the published placements:
+	// the comparison for that change.
+	layoutEveryCounterSet = "gpudra-every-counter-set"
 )
 
 // layouts in the order the report shows them: the three compared, then
 // the levers.
 var (
 	compared = []string{layoutGpudra, layoutWhole, layoutNVIDIA}
-	levers   = []string{layoutAllSpares, layoutFewProfiles}
+	levers   = []string{layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet}
 	layouts  = append(append([]string{}, compared...), levers...)
 )
 
@@ -79,7 +84,7 @@ func hasMIG(layout string) bool { return layout != layoutWhole }
 func layoutOptions(driver, sysfsRoot, layout string) (slicebuilder.Options, error) {
 	opts := slicebuilder.Options{DriverName: driver, SysfsRoot: sysfsRoot}
 	switch layout {
-	case layoutGpudra:
+	case layoutGpudra, layoutEveryCounterSet:
 	case layoutWhole:
 		opts.WholeGPUsOnly = true
 	case layoutNVIDIA, layoutAllSpares:
@@ -106,8 +111,21 @@ func nodeSlices(node gpu.Node, sysfsRoot, driver, layout string) ([]resourceslic
 		return nil, err
 	}
 	pool := res.Pools[node.Name].Slices
-	if layout == layoutNVIDIA {
+	switch layout {
+	case layoutNVIDIA:
 		return nvidiaShaped(pool)
+	case layoutEveryCounterSet:
+		opts.SpareGPUs = slicebuilder.SpareGPUs{All: true}
+		every, err := slicebuilder.Build(node, opts)
+		if err != nil {
+			return nil, err
+		}
+		pool = slices.Clone(pool)
+		for i, s := range every.Pools[node.Name].Slices {
+			if len(s.SharedCounters) > 0 {
+				pool[i] = s
+			}
+		}
 	}
 	return pool, nil
 }

@@ -462,6 +462,8 @@ func (r report) leversTable(b *strings.Builder) {
 			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-profiles=%s`. ", l, fewProfiles)
 		case layoutAllSpares:
 			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-spare-gpus=all` (every free GPU publishes its placements, as before spares). ", l)
+		case layoutEveryCounterSet:
+			fmt.Fprintf(b, "`%s`: gpudra's layout with every partitionable GPU's counter set published (as before counter sets followed the published placements). ", l)
 		}
 	}
 	b.WriteString("Pods scheduled per second, and each layout's rate as a fraction of the whole-GPUs-only layout's.\n\n")

@@ -47,11 +47,12 @@ type figure struct {
 
 // palette: one colour per layout, the same in every figure.
 var palette = map[string]string{
-	layoutGpudra:      "#1b7837",
-	layoutWhole:       "#2166ac",
-	layoutNVIDIA:      "#b2182b",
-	layoutFewProfiles: "#7fbc41",
-	layoutAllSpares:   "#8073ac",
+	layoutGpudra:          "#1b7837",
+	layoutWhole:           "#2166ac",
+	layoutNVIDIA:          "#b2182b",
+	layoutFewProfiles:     "#7fbc41",
+	layoutAllSpares:       "#8073ac",
+	layoutEveryCounterSet: "#dfc27d",
 }
 
 const (

@@ -23,7 +23,9 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	draapi "k8s.io/dynamic-resource-allocation/api"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
@@ -107,10 +109,33 @@ func rebuildPool(slices []*resourceapi.ResourceSlice) (int, error) {
 var poolRebuildLayouts = []struct {
 	name string
 	opts slicebuilder.Options
+	// everyCounterSet publishes every partitionable GPU's counter set,
+	// as the spare layout did before counter sets followed the published
+	// placements: the comparison for that change.
+	everyCounterSet bool
 }{
-	{"whole-gpus", slicebuilder.Options{WholeGPUsOnly: true}},
-	{"one-spare", slicebuilder.Options{}},
-	{"every-gpu", slicebuilder.Options{SpareGPUs: slicebuilder.SpareGPUs{All: true}}},
+	{"whole-gpus", slicebuilder.Options{WholeGPUsOnly: true}, false},
+	{"one-spare", slicebuilder.Options{}, false},
+	{"one-spare-every-counter-set", slicebuilder.Options{}, true},
+	{"every-gpu", slicebuilder.Options{SpareGPUs: slicebuilder.SpareGPUs{All: true}}, false},
+}
+
+// withEveryCounterSet is the pool with its counter slices (those holding
+// counter sets in the every-GPU layout) as the every-GPU layout has them.
+func withEveryCounterSet(tb testing.TB, inv gpu.Node, opts slicebuilder.Options, pool []resourceslice.Slice) []resourceslice.Slice {
+	tb.Helper()
+	opts.SpareGPUs = slicebuilder.SpareGPUs{All: true}
+	every, err := slicebuilder.Build(inv, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := append([]resourceslice.Slice(nil), pool...)
+	for i, s := range every.Pools[inv.Name].Slices {
+		if len(s.SharedCounters) > 0 {
+			out[i] = s
+		}
+	}
+	return out
 }
 
 func BenchmarkPoolRebuild(b *testing.B) {
@@ -122,7 +147,11 @@ func BenchmarkPoolRebuild(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c := newAllocClusterFrom(b, res.Pools["node-0"].Slices, 1, 0)
+		pool := res.Pools["node-0"].Slices
+		if layout.everyCounterSet {
+			pool = withEveryCounterSet(b, inv, opts, pool)
+		}
+		c := newAllocClusterFrom(b, pool, 1, 0)
 		devices := 0
 		for _, s := range c.slices {
 			devices += len(s.Spec.Devices)
