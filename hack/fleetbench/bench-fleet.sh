@@ -30,6 +30,8 @@
 #                                override the mode's sizes, layouts
 #                                (gpudra whole-gpus nvidia-shaped), pods per
 #                                workload, time per workload, churn time
+#   BENCH_FLEET_ONLY             the cells to run, as workload/state, comma
+#                                separated (e.g. gpu1/empty; default: all)
 #   BENCH_FLEET_BIG_LAYOUTS      the layouts run above 1000 nodes (default
 #                                gpudra whole-gpus: every placement of 16,000
 #                                GPUs would hold over 15 GiB in the API
@@ -169,7 +171,7 @@ CONFIG
   lc_wait_for "kube-scheduler ready" 120 curl -skf "https://127.0.0.1:$SCHED_PORT/healthz"
   set +e
   "$out/fleetbench" run --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
-    --max-pods "$max_pods" --cell-timeout "$cell_timeout" --churn-duration "$churn" \
+    --max-pods "$max_pods" --cell-timeout "$cell_timeout" --churn-duration "$churn" ${BENCH_FLEET_ONLY:+--only "$BENCH_FLEET_ONLY"} \
     --scheduler-metrics "https://127.0.0.1:$SCHED_PORT/metrics" \
     --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --scheduler-pid "$(cat "$STATE/pids/kube-scheduler.pid")" \
     --out "$out/runs/$run.json" 2>&1 | tee -a "$out/logs/$run.log"
