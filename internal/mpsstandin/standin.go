@@ -44,6 +44,7 @@ package mpsstandin
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +57,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Subcommand is the first argument that makes a binary the stand-in;
@@ -122,19 +125,13 @@ func Main() int {
 // going is not enough (the real daemon survives that, and so must the
 // plugin's handling of it).
 func (d *daemon) watchLifeline(dir string, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-d.stopped:
-			return
-		case <-t.C:
-			if _, err := os.Stat(dir); err != nil {
-				d.stop("the MPS directory is gone: " + err.Error())
-				return
-			}
+	_ = wait.PollUntilContextCancel(wait.ContextForChannel(d.stopped), every, false, func(context.Context) (bool, error) {
+		if _, err := os.Stat(dir); err != nil {
+			d.stop("the MPS directory is gone: " + err.Error())
+			return true, nil
 		}
-	}
+		return false, nil
+	})
 }
 
 type daemon struct {

@@ -24,6 +24,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -132,35 +133,35 @@ func (d *Driver) watchDaemons(ctx context.Context) {
 	if interval == 0 {
 		interval = DefaultMPSCheckInterval
 	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		healths := d.state.CheckDaemons(ctx)
-		if ctx.Err() != nil {
-			// Stopping: a probe cut short says nothing of the daemon,
-			// which must outlive this plugin.
-			return
-		}
-		for _, h := range healths {
-			if h.Err == nil {
-				d.setDaemonTrouble(h.ID, "")
-				continue
-			}
-			logger := klog.FromContext(ctx).WithValues("mpsDaemon", h.ID)
-			logger.Error(h.Err, "MPS control daemon does not answer; reporting its device unhealthy and replacing it")
-			d.setDaemonTrouble(h.ID, "MPS control daemon not answering: "+h.Err.Error())
-			if err := d.state.RestartDaemon(ctx, h.ID); err != nil {
-				logger.Error(err, "Restart MPS control daemon; trying again at the next check")
-				continue
-			}
-			logger.Info("MPS control daemon is back")
+	_ = wait.PollUntilContextCancel(ctx, interval, false, func(ctx context.Context) (bool, error) {
+		d.checkDaemons(ctx)
+		return false, nil
+	})
+}
+
+// checkDaemons probes every MPS daemon once and restarts those that do
+// not answer.
+func (d *Driver) checkDaemons(ctx context.Context) {
+	healths := d.state.CheckDaemons(ctx)
+	if ctx.Err() != nil {
+		// Stopping: a probe cut short says nothing of the daemon,
+		// which must outlive this plugin.
+		return
+	}
+	for _, h := range healths {
+		if h.Err == nil {
 			d.setDaemonTrouble(h.ID, "")
+			continue
 		}
+		logger := klog.FromContext(ctx).WithValues("mpsDaemon", h.ID)
+		logger.Error(h.Err, "MPS control daemon does not answer; reporting its device unhealthy and replacing it")
+		d.setDaemonTrouble(h.ID, "MPS control daemon not answering: "+h.Err.Error())
+		if err := d.state.RestartDaemon(ctx, h.ID); err != nil {
+			logger.Error(err, "Restart MPS control daemon; trying again at the next check")
+			continue
+		}
+		logger.Info("MPS control daemon is back")
+		d.setDaemonTrouble(h.ID, "")
 	}
 }
 
