@@ -32,6 +32,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpudra/gpudra/internal/gpu"
 )
@@ -175,17 +178,15 @@ func Ready(ctx context.Context, d Daemon, timeout time.Duration) error {
 func WaitReady(ctx context.Context, d Daemon, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	delay := 5 * time.Millisecond
-	for {
-		err := Ready(ctx, d, 0)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (waited %v)", err, timeout)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 200*time.Millisecond)
+	// A daemon answers within milliseconds of its start, or takes a
+	// while: ask often at first, then every 200 ms.
+	backoff := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Cap: 200 * time.Millisecond, Steps: math.MaxInt32}
+	var err error
+	if backoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		err = Ready(ctx, d, 0)
+		return err == nil, nil
+	}) == nil {
+		return nil
 	}
+	return fmt.Errorf("%w (waited %v)", err, timeout)
 }

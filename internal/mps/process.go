@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ProcessLauncher runs each daemon as a process on this machine, in a
@@ -200,19 +202,13 @@ func (l *ProcessLauncher) PID(d Daemon) int {
 	return 0
 }
 
+// waitGone reports whether the process of a PID file is gone within
+// timeout (false when ctx ends first).
 func waitGone(ctx context.Context, pidPath string, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if _, alive := readPID(pidPath); !alive {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	return false
+	return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		_, alive := readPID(pidPath)
+		return !alive, nil
+	}) == nil
 }
 
 // readPID returns the PID in a PID file and whether that process is the

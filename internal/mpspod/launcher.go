@@ -42,6 +42,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strings"
 	"time"
 
@@ -49,6 +50,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -209,21 +211,23 @@ func (l *Launcher) deleteAndWait(ctx context.Context, name string, grace int64) 
 	if err != nil {
 		return fmt.Errorf("delete pod %s/%s: %w", l.cfg.Namespace, name, err)
 	}
-	deadline := time.Now().Add(l.cfg.StopTimeout)
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+	waitCtx, cancel := context.WithTimeout(ctx, l.cfg.StopTimeout)
+	defer cancel()
+	// Ask often at first (a pod without a grace period goes at once),
+	// then every second.
+	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}
+	if backoff.DelayFunc().Until(waitCtx, true, true, func(context.Context) (bool, error) {
+		// ctx, not the deadline's: a Get under way when the deadline
+		// passes still counts.
 		_, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pod %s/%s not gone after %v", l.cfg.Namespace, name, l.cfg.StopTimeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
+		return apierrors.IsNotFound(err), nil
+	}) == nil {
+		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("pod %s/%s not gone after %v", l.cfg.Namespace, name, l.cfg.StopTimeout)
 }
 
 // pod is the daemon's pod.

@@ -19,9 +19,11 @@ package mpspod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -217,5 +219,73 @@ func TestKillDeletesAtOnce(t *testing.T) {
 		if ids, _ := l.List(ctx); len(ids) != 0 {
 			t.Errorf("%s: daemons %v left", stop.name, ids)
 		}
+	}
+}
+
+// TestStopWaitsForThePodToGo: Stop returns once the API server no longer
+// has the pod, however many looks that takes; a pod still there after
+// StopTimeout is an error that names it, and a caller's context that ends
+// first is that context's error.
+func TestStopWaitsForThePodToGo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// lingers is how many Gets still find the pod after its deletion
+		// (-1: it never goes).
+		lingers int
+		cancel  bool
+		timeout time.Duration // StopTimeout, 10 s unless set
+		want    string
+	}{
+		{name: "gone at once"},
+		{name: "gone after a few looks", lingers: 3},
+		{name: "never gone", lingers: -1, timeout: 300 * time.Millisecond, want: "pod gpudra/" + "%s not gone after 300ms"},
+		{name: "caller gives up", lingers: -1, cancel: true, want: context.Canceled.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.timeout == 0 {
+				tc.timeout = 10 * time.Second
+			}
+			client := fake.NewClientset()
+			l, err := New(Config{Client: client, Namespace: "gpudra", NodeName: "node-a", DriverName: "gpu.gpudra.io",
+				Image: "ghcr.io/gpudra/gpudra:dev", StopTimeout: tc.timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := daemon("GPU-1", false)
+			if err := l.Start(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			pod, err := client.CoreV1().Pods("gpudra").Get(ctx, l.PodName(d.ID), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gets := 0
+			client.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+				gets++
+				if tc.lingers >= 0 && gets > tc.lingers {
+					return false, nil, nil // the tracker: deleted
+				}
+				if tc.cancel && gets == 2 {
+					cancel()
+				}
+				return true, pod, nil
+			})
+			err = l.Stop(ctx, d)
+			want := tc.want
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, l.PodName(d.ID))
+			}
+			switch {
+			case want == "" && err != nil:
+				t.Fatalf("Stop: %v", err)
+			case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+				t.Fatalf("Stop: %v, want an error with %q", err, want)
+			}
+			if tc.lingers > 0 && gets != tc.lingers+1 {
+				t.Errorf("Stop looked %d times, want %d (until the pod was gone)", gets, tc.lingers+1)
+			}
+		})
 	}
 }
