@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -306,28 +307,34 @@ func (c *Cluster) Restart(ctx context.Context) (*Cluster, error) {
 // background), as a scheduler a moment later would see them, and returns
 // them.
 func (c *Cluster) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		err := c.Driver.Published()
-		if err == nil {
-			var list *resourceapi.ResourceSliceList
-			if list, err = c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{}); err == nil {
-				var out []*resourceapi.ResourceSlice
-				for i := range list.Items {
-					if list.Items[i].Spec.Driver == c.Opts.DriverName {
-						out = append(out, &list.Items[i])
-					}
-				}
-				return out, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("timed out waiting for the plugin to publish its ResourceSlices: %w", err)
-		case <-time.After(20 * time.Millisecond):
+	var out []*resourceapi.ResourceSlice
+	var err error
+	if wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		out, err = c.publishedSlices(ctx)
+		return err == nil, nil
+	}) != nil {
+		return nil, fmt.Errorf("timed out waiting for the plugin to publish its ResourceSlices: %w", err)
+	}
+	return out, nil
+}
+
+// publishedSlices returns the driver's slices in the API server once the
+// plugin has published all it means to (an error before).
+func (c *Cluster) publishedSlices(ctx context.Context) ([]*resourceapi.ResourceSlice, error) {
+	if err := c.Driver.Published(); err != nil {
+		return nil, err
+	}
+	list, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []*resourceapi.ResourceSlice
+	for i := range list.Items {
+		if list.Items[i].Spec.Driver == c.Opts.DriverName {
+			out = append(out, &list.Items[i])
 		}
 	}
+	return out, nil
 }
 
 func healthcheckAddr(on bool) string {
