@@ -155,36 +155,107 @@ func (st *Strander) Strand(ctx context.Context, in Inputs) (Stranding, error) {
 	return st.strand(ctx, in, sl, newInventory(&st.cache, sl, in.Nodes), allocatedDevices(in.DriverName, in.Claims))
 }
 
+// strand computes the stranded GPUs in the steps the package doc lists:
+// the pending pods, the free GPUs, which of them each lone pod's shape and
+// each gang would use, and what is left.
 func (st *Strander) strand(ctx context.Context, in Inputs, sl []*CompactSlice, inv inventory, alloc map[DeviceID]bool) (Stranding, error) {
+	sched, classes := strandScheduler(in, sl)
+	pods := pendingPods(in, sched)
+	out := Stranding{Stranded: map[GPUKey]int{}, PendingPods: len(pods)}
+	if len(pods) == 0 {
+		// A free GPU nothing waits for is idle capacity, not stranded.
+		return out, nil
+	}
+	lone, gangs, gangOrder := splitGangs(pods)
+	shapes, shapeOrder := groupShapes(lone)
+	out.Workloads = len(lone) + len(gangOrder)
+	out.Shapes = len(shapeOrder)
+
+	free, byUUID := freeGPUs(inv, alloc)
+	r := &strandRun{
+		sched: sched, classes: classes, inv: inv, state: scheduler.StateOf(in.Claims),
+		free: free, byUUID: byUUID,
+		classOf: nodeClasses(nodeNames(sched), sl, allocatedByNode(sl, in.Claims)),
+		usable:  map[*Device]bool{}, out: &out,
+	}
+	for _, key := range shapeOrder {
+		fits, err := r.useShape(ctx, shapes[key][0])
+		if err != nil {
+			return out, err
+		}
+		if !fits {
+			// Every pod of a shape that fits nowhere waits on its own.
+			out.Unsatisfiable += len(shapes[key])
+			out.UnsatisfiableWorkloads += len(shapes[key])
+		}
+	}
+	for _, g := range gangOrder {
+		fits, err := r.useGang(ctx, gangs[g])
+		if err != nil {
+			return out, err
+		}
+		if !fits {
+			// A gang is one workload, however many pods wait in it.
+			out.Unsatisfiable += len(gangs[g])
+			out.UnsatisfiableWorkloads++
+		}
+	}
+	r.countStranded()
+	return out, nil
+}
+
+// strandScheduler is the offline scheduler over the slices. The allocator
+// gets the slices of one node at a time, rebuilt from their compact form
+// (compact.go) when it is asked about that node: the fleet's slices are
+// never all rebuilt at once.
+func strandScheduler(in Inputs, sl []*CompactSlice) (*scheduler.Scheduler, *scheduler.Classes) {
 	features := in.Features
 	if features.Version == "" {
 		features = scheduler.DefaultFeatures()
 	}
 	classes := scheduler.NewClasses(in.Classes)
-	// The allocator gets the slices of one node at a time, rebuilt from
-	// their compact form (compact.go) when it is asked about that node.
 	nodes := newNodeSlices(sl)
 	sched := scheduler.NewOver(features, classes, nodes.names, nodes.full, in.TaintRules)
 	sched.UseNodes(in.Nodes)
+	return sched, classes
+}
 
-	pods := pendingPods(in, sched)
-	out := Stranding{Stranded: map[GPUKey]int{}, PendingPods: len(pods)}
-	if len(pods) == 0 {
-		return out, nil
+// nodeNames are the scheduler's nodes, in its order.
+func nodeNames(sched *scheduler.Scheduler) []string {
+	var names []string
+	for _, n := range sched.Nodes() {
+		names = append(names, n.Name)
 	}
-	lone, gangs, gangOrder := splitGangs(pods)
-	out.Workloads = len(lone) + len(gangOrder)
+	return names
+}
 
-	// The free GPUs, per node: whole GPUs nothing is allocated from (no
-	// partition either) and that carry no taint.
-	free := map[string][]*Device{} // by node
+// groupShapes groups the lone pods by shape, in the order each shape is
+// first met: pods that ask for the same thing are asked about once.
+func groupShapes(lone []pendingPod) (map[string][]pendingPod, []string) {
+	shapes := map[string][]pendingPod{}
+	var order []string
+	for _, p := range lone {
+		if _, seen := shapes[p.shape]; !seen {
+			order = append(order, p.shape)
+		}
+		shapes[p.shape] = append(shapes[p.shape], p)
+	}
+	return shapes, order
+}
+
+// freeGPUs returns the free GPUs by node, and every whole GPU by UUID (a
+// MIG partition's use is its parent's). Free is what a waiting pod could
+// be given now: a whole GPU nothing is allocated from, neither itself nor
+// a partition of it, with no taint, on a node that is not cordoned. Only
+// free GPUs can be stranded.
+func freeGPUs(inv inventory, alloc map[DeviceID]bool) (free map[string][]*Device, byUUID map[string]*Device) {
 	partitioned := map[string]bool{}
 	for _, d := range inv.devices {
 		if d.Type == slicebuilder.TypeMIG && alloc[d.ID] {
 			partitioned[d.ParentUUID] = true
 		}
 	}
-	byUUID := map[string]*Device{}
+	free, byUUID = map[string][]*Device{}, map[string]*Device{}
 	for _, d := range inv.devices {
 		if d.Type != slicebuilder.TypeGPU {
 			continue
@@ -198,112 +269,122 @@ func (st *Strander) strand(ctx context.Context, in Inputs, sl []*CompactSlice, i
 		}
 		free[d.Node] = append(free[d.Node], d)
 	}
-	var nodeNames []string
-	for _, n := range sched.Nodes() {
-		nodeNames = append(nodeNames, n.Name)
-	}
-	classOf := nodeClasses(nodeNames, sl, allocatedByNode(sl, in.Claims))
+	return free, byUUID
+}
 
-	state := scheduler.StateOf(in.Claims)
-	usable := map[*Device]bool{}
-	shapes := map[string][]pendingPod{}
-	var order []string
-	for _, p := range lone {
-		if _, seen := shapes[p.shape]; !seen {
-			order = append(order, p.shape)
-		}
-		shapes[p.shape] = append(shapes[p.shape], p)
-	}
-	out.Shapes = len(order)
+// strandRun is one computation's state past the inputs: what is free, and
+// which of it some waiting workload would use.
+type strandRun struct {
+	sched   *scheduler.Scheduler
+	classes *scheduler.Classes
+	inv     inventory
+	// state is what the claims hold already, for the allocator.
+	state *scheduler.State
+	// free are the free GPUs by node, byUUID every whole GPU (freeGPUs).
+	free   map[string][]*Device
+	byUUID map[string]*Device
+	// classOf is each node's class (nodeclass.go): the allocator's answer
+	// on one node holds for every node of its class.
+	classOf map[string]string
+	// usable are the free GPUs some waiting workload would use.
+	usable map[*Device]bool
+	out    *Stranding
+}
 
-	// usableNames turns what an allocation uses into the names of the
-	// whole GPUs it uses, on its node.
-	usableNames := func(used []DeviceID) []string {
-		var names []string
-		for _, id := range used {
-			d, ok := inv.lookup(id)
-			if !ok {
-				continue
-			}
-			if d.Type == slicebuilder.TypeMIG {
-				if d, ok = byUUID[d.ParentUUID]; !ok {
-					continue
-				}
-			}
-			names = append(names, d.ID.Device)
-		}
-		return names
+// useShape finds whether a shape (rep is one of its pods) fits on some
+// node, and marks the free GPUs its largest fit on each node would use.
+// Nodes where it may not go or that have nothing free are skipped, and,
+// once it fits somewhere, nodes whose free GPUs are all usable already:
+// asking there would change nothing.
+func (r *strandRun) useShape(ctx context.Context, rep pendingPod) (bool, error) {
+	// A selector that reads an identity (a UUID, a PCI address) can answer
+	// differently on nodes alike: then every node is asked.
+	perNode := readsIdentities(rep, r.classes)
+	type answer struct {
+		fits bool
+		// names are the whole GPUs used, by device name: the same on
+		// every node of a class.
+		names []string
 	}
-	for _, key := range order {
-		rep := shapes[key][0]
-		perNode := readsIdentities(rep, classes)
-		type answer struct {
-			fits  bool
-			names []string
+	answers := map[string]answer{} // by node class
+	fits := false
+	for _, node := range r.sched.Nodes() {
+		if err := ctx.Err(); err != nil {
+			return false, err
 		}
-		answers := map[string]answer{} // by node class
-		fits := false
-		for _, node := range sched.Nodes() {
-			if err := ctx.Err(); err != nil {
-				return out, err
-			}
-			candidates := free[node.Name]
-			if !rep.fitsNode(node) || len(candidates) == 0 || fits && allUsable(candidates, usable) {
-				continue
-			}
-			a, known := answers[classOf[node.Name]]
-			if !known || perNode {
-				allocator, err := sched.AllocatorFor(ctx, state, node.Name)
-				if err != nil {
-					return out, err
-				}
-				used, ok := largestFit(ctx, sched, allocator, node, rep, len(candidates), &out)
-				a = answer{fits: ok, names: usableNames(used)}
-				answers[classOf[node.Name]] = a
-			}
-			if !a.fits {
-				continue
-			}
-			fits = true
-			for _, name := range a.names {
-				if d, ok := inv.lookup(DeviceID{Pool: node.Name, Device: name}); ok {
-					usable[d] = true
-				}
-			}
-		}
-		if !fits {
-			out.Unsatisfiable += len(shapes[key])
-			out.UnsatisfiableWorkloads += len(shapes[key])
-		}
-	}
-	for _, g := range gangOrder {
-		used, ok, err := placeGang(ctx, sched, state, gangs[g], free, &out)
-		if err != nil {
-			return out, err
-		}
-		if !ok {
-			out.Unsatisfiable += len(gangs[g])
-			out.UnsatisfiableWorkloads++
+		candidates := r.free[node.Name]
+		if !rep.fitsNode(node) || len(candidates) == 0 || fits && allUsable(candidates, r.usable) {
 			continue
 		}
-		for _, id := range used {
-			d, ok := inv.lookup(id)
-			if ok && d.Type == slicebuilder.TypeMIG {
-				d, ok = byUUID[d.ParentUUID]
+		a, known := answers[r.classOf[node.Name]]
+		if !known || perNode {
+			allocator, err := r.sched.AllocatorFor(ctx, r.state, node.Name)
+			if err != nil {
+				return false, err
 			}
-			if ok {
-				usable[d] = true
+			used, ok := largestFit(ctx, r.sched, allocator, node, rep, len(candidates), r.out)
+			a = answer{fits: ok, names: r.wholeGPUNames(used)}
+			answers[r.classOf[node.Name]] = a
+		}
+		if !a.fits {
+			continue
+		}
+		fits = true
+		for _, name := range a.names {
+			if d, ok := r.inv.lookup(DeviceID{Pool: node.Name, Device: name}); ok {
+				r.usable[d] = true
 			}
 		}
 	}
-	for _, devs := range free {
+	return fits, nil
+}
+
+// wholeGPUNames turns what an allocation uses into the names of the whole
+// GPUs it uses, on its node: a MIG partition uses its parent.
+func (r *strandRun) wholeGPUNames(used []DeviceID) []string {
+	var names []string
+	for _, id := range used {
+		if d, ok := r.wholeGPU(id); ok {
+			names = append(names, d.ID.Device)
+		}
+	}
+	return names
+}
+
+// wholeGPU is the whole GPU a device is or is a MIG partition of.
+func (r *strandRun) wholeGPU(id DeviceID) (*Device, bool) {
+	d, ok := r.inv.lookup(id)
+	if ok && d.Type == slicebuilder.TypeMIG {
+		d, ok = r.byUUID[d.ParentUUID]
+	}
+	return d, ok
+}
+
+// useGang places a gang's waiting pods together (placeGang) and, if all of
+// them fit, marks the GPUs they would take usable; if one does not, none
+// are: a gang runs whole or not at all.
+func (r *strandRun) useGang(ctx context.Context, members []pendingPod) (bool, error) {
+	used, ok, err := placeGang(ctx, r.sched, r.state, members, r.free, r.out)
+	if err != nil || !ok {
+		return false, err
+	}
+	for _, id := range used {
+		if d, ok := r.wholeGPU(id); ok {
+			r.usable[d] = true
+		}
+	}
+	return true, nil
+}
+
+// countStranded counts every free GPU no waiting workload would use.
+func (r *strandRun) countStranded() {
+	for _, devs := range r.free {
 		for _, d := range devs {
-			if !usable[d] {
-				out.Stranded[GPUKey{Node: d.Node, Model: d.Model}]++
+			if !r.usable[d] {
+				r.out.Stranded[GPUKey{Node: d.Node, Model: d.Model}]++
 			}
 		}
 	}
-	return out, nil
 }
 
 // readsIdentities reports whether a pod's selectors (its requests' and
