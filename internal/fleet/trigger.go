@@ -48,7 +48,8 @@ func (t *Trigger) Notify() {
 }
 
 // Run calls fn after each change, no sooner than MinInterval after the
-// previous call started, until ctx is done.
+// previous call started, until ctx is done. (Not a wait loop: it runs on
+// a change, the time only holds it back.)
 func (t *Trigger) Run(ctx context.Context, fn func(context.Context)) {
 	var last time.Time
 	for {

@@ -140,7 +140,9 @@ func (s *claimStatus) queue(w *statusWrite) {
 	}
 }
 
-// run writes queued statuses until ctx ends.
+// run writes queued statuses until ctx ends: when one is queued, and when
+// the earliest retry is due (a select, not a wait loop: the time to wait
+// changes with what is queued).
 func (s *claimStatus) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()

@@ -133,7 +133,9 @@ func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct
 }
 
 // WatchHealthStatus streams device health to the kubelet (KEP-4680): a full
-// report at once, then on every change and every HealthResend.
+// report at once, then on every change and every HealthResend. It waits
+// on a change as well as the time, which none of the wait package's loops
+// do: hence the select.
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	ticker := time.NewTicker(d.cfg.HealthResend)
 	defer ticker.Stop()

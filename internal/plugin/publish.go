@@ -172,7 +172,8 @@ func (d *Driver) handOver(ctx context.Context, pool resourceslice.Pool) error {
 
 // stepLoop hands the controller the next step whenever the node's slices
 // change in the API server, until ctx ends; a step that does not show is
-// retried after stepTimeout.
+// retried after stepTimeout. (A select, not a wait loop: it wakes on a
+// change as well as the time.)
 func (d *Driver) stepLoop(ctx context.Context) {
 	timer := time.NewTimer(stepTimeout)
 	defer timer.Stop()
