@@ -29,10 +29,9 @@ import (
 
 	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpudra/gpudra/internal/gpudratest/policycel"
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 )
 
@@ -84,22 +83,7 @@ type policyEvaluator struct {
 
 func newPolicyEvaluator(t *testing.T, vap *admissionregistrationv1.ValidatingAdmissionPolicy) *policyEvaluator {
 	t.Helper()
-	envSet, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
-		IntroducedVersion: version.MajorMinor(1, 0),
-		EnvOptions: []cel.EnvOption{
-			cel.Variable("object", cel.DynType),
-			cel.Variable("oldObject", cel.DynType),
-			cel.Variable("request", cel.DynType),
-			cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)),
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := envSet.Env(environment.NewExpressions)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := policycel.Env(t)
 	compile := func(what, expr string) cel.Program {
 		t.Helper()
 		ast, iss := env.Compile(expr)

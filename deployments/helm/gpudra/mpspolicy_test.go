@@ -24,16 +24,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/gpudratest/policycel"
 	"github.com/gpudra/gpudra/internal/mps"
 	"github.com/gpudra/gpudra/internal/mpspod"
 )
@@ -56,22 +54,7 @@ const (
 // returns the messages of the validations that deny it (none: admitted).
 func admit(t *testing.T, vap *admissionregistrationv1.ValidatingAdmissionPolicy, pod *v1.Pod) []string {
 	t.Helper()
-	envSet, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
-		IntroducedVersion: version.MajorMinor(1, 0),
-		EnvOptions: []cel.EnvOption{
-			cel.Variable("object", cel.DynType),
-			cel.Variable("oldObject", cel.DynType),
-			cel.Variable("request", cel.DynType),
-			cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)),
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := envSet.Env(environment.NewExpressions)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := policycel.Env(t)
 	eval := func(expr string, act map[string]any) any {
 		t.Helper()
 		ast, iss := env.Compile(expr)
