@@ -26,7 +26,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +33,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpudra/gpudra/internal/gpudratest"
 )
 
 // TestChaos (make chaos-local, hack/localcluster/chaos.sh) installs the
@@ -52,8 +53,8 @@ import (
 // disk-full fault fills), CHAOS_REPORT (a JSON file for the figures).
 func TestChaos(t *testing.T) {
 	e := newEnv(t)
-	iterations := envInt(t, "CHAOS_ITERATIONS", 200)
-	seed := uint64(envInt(t, "CHAOS_SEED", int(time.Now().UnixNano()%1_000_000)))
+	iterations := gpudratest.EnvInt(t, "CHAOS_ITERATIONS", 200)
+	seed := uint64(gpudratest.EnvInt(t, "CHAOS_SEED", int(time.Now().UnixNano()%1_000_000)))
 	timeout, err := time.ParseDuration(getenv("CHAOS_TIMEOUT", "120m"))
 	if err != nil {
 		t.Fatal(err)
@@ -88,19 +89,6 @@ func TestChaos(t *testing.T) {
 	if len(c.violations) > 0 {
 		t.Errorf("%d invariant violations", len(c.violations))
 	}
-}
-
-func envInt(t *testing.T, key string, def int) int {
-	t.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", key, v, err)
-	}
-	return n
 }
 
 // chaos is the run's state and figures.

@@ -38,6 +38,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/deviceclasses"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
 	"github.com/gpudra/gpudra/internal/scheduler"
 	"github.com/gpudra/gpudra/internal/simulate"
@@ -101,7 +102,7 @@ func startSimulate(t *testing.T, cc corpusCase) (context.Context, *simulate.Clus
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx = klogQuiet(ctx)
-	c, err := simulate.Start(ctx, simulate.Options{Dir: shortDir(t), Profile: cc.profile, KubernetesVersion: cc.kubernetes,
+	c, err := simulate.Start(ctx, simulate.Options{Dir: gpudratest.ShortTempDir(t), Profile: cc.profile, KubernetesVersion: cc.kubernetes,
 		ConsumableCapacity: cc.pool.ConsumableCapacity, ShareSharing: cc.shareSharing, MPSDisabled: cc.noMPS}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -95,18 +94,6 @@ func sliceJSONSpec(t *testing.T, s *resourceapi.ResourceSlice) string {
 		t.Fatal(err)
 	}
 	return string(data)
-}
-
-// shortDir is a temp dir with a short path: unix socket paths are limited
-// to 108 bytes, and t.TempDir() embeds the (long) test name.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "gpudra-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 // klogQuiet keeps the plugin's log out of the test output.

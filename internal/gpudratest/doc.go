@@ -18,6 +18,7 @@ limitations under the License.
 // needs: golden files (compare with a diff, rewrite with -update, and the
 // list of golden tests that make golden runs), Prometheus samples parsed
 // with client_golang's own code, and builders of the DRA objects tests
-// make over and over (claims, requests, classes, pods). Only tests import
-// it.
+// make over and over (claims, requests, classes, pods), a short temporary
+// directory for unix sockets, and whole numbers from the environment (a
+// chaos run's iterations and seed). Only tests import it.
 package gpudratest

@@ -32,6 +32,7 @@ import (
 
 	"github.com/gpudra/gpudra/internal/cdispec"
 	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
@@ -121,7 +122,7 @@ func crashInsideBatch(t *testing.T, crashAt int, after bool) {
 			return nil
 		},
 	}
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), Hooks: hooks}, nil)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Hooks: hooks}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
@@ -61,7 +62,7 @@ func benchPrepare(b *testing.B, n int, newClaim func(name string) *resourceapi.R
 	_, ctx := ktesting.NewTestContext(b)
 	var writes atomic.Int64
 	hooks := nodestate.Hooks{BeforeCheckpointWrite: func() error { writes.Add(1); return nil }}
-	c, err := Start(ctx, Options{Dir: shortTempDir(b), Hooks: hooks}, nil)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(b), Hooks: hooks}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

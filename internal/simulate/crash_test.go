@@ -30,6 +30,7 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
@@ -96,7 +97,7 @@ func TestUnprepare(t *testing.T) {
 // plugin rolls it back, and the kubelet's retry prepares it in full.
 func TestCrashBetweenPrepareStartedAndCompleted(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	dir := shortTempDir(t)
+	dir := gpudratest.ShortTempDir(t)
 	crash := errors.New("simulated crash")
 	c, err := Start(ctx, Options{Dir: dir, Hooks: nodestate.Hooks{AfterPrepareStarted: func(string) error { return crash }}}, nil)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
 )
 
@@ -46,7 +47,7 @@ func TestHealthSurvivesRestart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, ctx := ktesting.NewTestContext(t)
-			c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: "dgx-a100", HealthRecheck: 100 * time.Millisecond}, nil)
+			c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Profile: "dgx-a100", HealthRecheck: 100 * time.Millisecond}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

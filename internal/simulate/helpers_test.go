@@ -18,7 +18,6 @@ package simulate
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -40,7 +39,7 @@ func startCluster(t testing.TB, profile string) (context.Context, *Cluster) {
 func startClusterWith(t testing.TB, opts Options) (context.Context, *Cluster) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	opts.Dir = shortTempDir(t)
+	opts.Dir = gpudratest.ShortTempDir(t)
 	c, err := Start(ctx, opts, nil)
 	if err != nil {
 		t.Fatalf("start simulated node: %v", err)
@@ -48,18 +47,6 @@ func startClusterWith(t testing.TB, opts Options) (context.Context, *Cluster) {
 	t.Cleanup(func() { c.Stop() })
 	applyClasses(ctx, t, c)
 	return ctx, c
-}
-
-// shortTempDir is a temp dir with a short path: unix socket paths are
-// limited to 108 bytes, and t.TempDir() embeds the (long) test name.
-func shortTempDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "gpudra-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 func applyClasses(ctx context.Context, t testing.TB, c *Cluster) {

@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/plugin"
 )
 
@@ -54,7 +55,7 @@ func TestLivenessWhenFilesVanish(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			var mu sync.Mutex
 			var fatal []error
-			c, err := Start(ctx, Options{Dir: shortTempDir(t), Healthcheck: true, FileWatchInterval: 50 * time.Millisecond,
+			c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Healthcheck: true, FileWatchInterval: 50 * time.Millisecond,
 				Fatal: func(err error) { mu.Lock(); defer mu.Unlock(); fatal = append(fatal, err) }}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -162,7 +163,7 @@ func registerLikeKubelet(ctx context.Context, t *testing.T, c *Cluster) {
 // interval, so that a restarted container of the pod still gets its GPU.
 func TestDeletedSpecIsRewritten(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), FileWatchInterval: 50 * time.Millisecond}, nil)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), FileWatchInterval: 50 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

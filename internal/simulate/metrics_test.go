@@ -38,7 +38,7 @@ import (
 // served; MIG instances made and destroyed; and which claims are idle.
 func TestPluginMetrics(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: "dgx-h100", NodeName: "gpu-node",
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Profile: "dgx-h100", NodeName: "gpu-node",
 		TelemetryInterval: 50 * time.Millisecond, IdleThreshold: 0.05, IdleAfter: 300 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)

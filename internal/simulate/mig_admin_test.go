@@ -32,6 +32,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
 )
 
@@ -69,7 +70,7 @@ func adminCreates(t *testing.T, opts Options, index int) {
 // GPU's real capacity.
 func TestMigAdminInstances(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	opts := Options{Dir: shortTempDir(t)}
+	opts := Options{Dir: gpudratest.ShortTempDir(t)}
 	adminCreates(t, opts, 1)
 	c, err := Start(ctx, opts, nil)
 	if err != nil {
@@ -178,7 +179,7 @@ func TestFallbackWithoutPartitionableDevices(t *testing.T) {
 	}
 	client.PrependReactor("create", "resourceslices", strip)
 	client.PrependReactor("update", "resourceslices", strip)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t)}, client)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t)}, client)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/nodestate"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
 )
@@ -75,7 +76,7 @@ func TestMigCrashAtEachStep(t *testing.T) {
 				}
 				return nil
 			}
-			c, err := Start(ctx, Options{Dir: shortTempDir(t), Hooks: tc.hooks(once)}, nil)
+			c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Hooks: tc.hooks(once)}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +197,7 @@ func TestMigCrashDuringUnprepare(t *testing.T) {
 		}
 		return nil
 	}}
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), Hooks: hooks}, nil)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Hooks: hooks}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

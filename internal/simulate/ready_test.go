@@ -23,6 +23,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/gpudra/gpudra/internal/gpudratest"
 )
 
 // TestReadyMeansPublished: the plugin is ready once the kubelet registered
@@ -31,7 +33,7 @@ import (
 // again.
 func TestReadyMeansPublished(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: "dgx-h100"}, nil)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Profile: "dgx-h100"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
 )
 
@@ -36,7 +37,7 @@ import (
 // before the XID. The kubelet's health stream follows.
 func TestHealthRecovers(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: "dgx-a100", HealthRecheck: 100 * time.Millisecond}, nil)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Profile: "dgx-a100", HealthRecheck: 100 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestHealthRecovers(t *testing.T) {
 // sees it go unhealthy with its GPU.
 func TestMigDevicesInHealthStream(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: "dgx-h100"}, nil)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Profile: "dgx-h100"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

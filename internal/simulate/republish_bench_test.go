@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/scheduler"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
@@ -191,7 +192,7 @@ func BenchmarkFreedDeviceAllocatable(b *testing.B) {
 	for _, fc := range freedCases {
 		b.Run(fc.name, func(b *testing.B) {
 			_, ctx := ktesting.NewTestContext(b)
-			c, err := Start(ctx, Options{Dir: shortTempDir(b)}, nil)
+			c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(b)}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -243,7 +244,7 @@ func BenchmarkRefill(b *testing.B) {
 			c.Stop()
 		}
 		var err error
-		if c, err = Start(ctx, Options{Dir: shortTempDir(b)}, nil); err != nil {
+		if c, err = Start(ctx, Options{Dir: gpudratest.ShortTempDir(b)}, nil); err != nil {
 			b.Fatal(err)
 		}
 		applyClasses(ctx, b, c)
@@ -296,7 +297,7 @@ func BenchmarkRepublishCost(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c, err := Start(ctx, Options{Dir: shortTempDir(b), SpareGPUs: sp}, nil)
+			c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(b), SpareGPUs: sp}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,6 +38,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/mps"
 	"github.com/gpudra/gpudra/internal/mpsstandin"
 	"github.com/gpudra/gpudra/internal/nodestate"
@@ -67,8 +67,8 @@ import (
 // GPUDRA_SHARING_CHAOS_SEED (default 1) choose the run; make
 // chaos-sharing runs 200 iterations.
 func TestSharingChaos(t *testing.T) {
-	iterations := envInt(t, "GPUDRA_SHARING_CHAOS_ITERATIONS", 12)
-	seed := envInt(t, "GPUDRA_SHARING_CHAOS_SEED", 1)
+	iterations := gpudratest.EnvInt(t, "GPUDRA_SHARING_CHAOS_ITERATIONS", 12)
+	seed := gpudratest.EnvInt(t, "GPUDRA_SHARING_CHAOS_SEED", 1)
 	ch := newSharingChaos(t, uint64(seed))
 	start := time.Now()
 	for i := range iterations {
@@ -94,19 +94,6 @@ func TestSharingChaos(t *testing.T) {
 	fmt.Printf("  actions: %s\n", counts(ch.actions))
 	fmt.Printf("  faults injected: %s\n", counts(ch.faults))
 	fmt.Printf("  outcomes: %s\n", counts(ch.outcomes))
-}
-
-func envInt(t *testing.T, key string, def int) int {
-	t.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		t.Fatalf("%s=%q: want a number", key, v)
-	}
-	return n
 }
 
 func counts(m map[string]int) string {
@@ -171,7 +158,7 @@ func newSharingChaos(t *testing.T, seed uint64) *sharingChaos {
 	_, ctx := ktesting.NewTestContext(t)
 	// The plugin's own logs would drown the run's: errors only.
 	ch.ctx = klog.NewContext(ctx, klog.FromContext(ctx).V(1))
-	dir := shortTempDir(t)
+	dir := gpudratest.ShortTempDir(t)
 	hooks := nodestate.Hooks{AfterSharingStep: ch.hook}
 	c, err := Start(ch.ctx, Options{Dir: dir, Profile: "dgx-h100", ConsumableCapacity: true, ShareSharing: "None",
 		MPSCheckInterval: 250 * time.Millisecond, Hooks: hooks}, nil)

@@ -38,6 +38,7 @@ import (
 	"github.com/gpudra/gpudra/internal/backend"
 	"github.com/gpudra/gpudra/internal/cdispec"
 	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/mps"
 	"github.com/gpudra/gpudra/internal/nodestate"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
@@ -51,7 +52,7 @@ import (
 func startSharedCluster(t testing.TB, profile, shareSharing string) (context.Context, *Cluster) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), Profile: profile, ConsumableCapacity: true, ShareSharing: shareSharing, MPSCheckInterval: 250 * time.Millisecond}, nil)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Profile: profile, ConsumableCapacity: true, ShareSharing: shareSharing, MPSCheckInterval: 250 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatalf("start simulated node: %v", err)
 	}

@@ -408,7 +408,7 @@ func TestTimeSliceCrashAtEachStep(t *testing.T) {
 			preparing := step != nodestate.StepTimeSliceRestored
 			armed := preparing
 			_, ctx := ktestingContext(t)
-			c, err := Start(ctx, Options{Dir: shortTempDir(t), Hooks: nodestate.Hooks{AfterSharingStep: func(_ string, s string) error {
+			c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), Hooks: nodestate.Hooks{AfterSharingStep: func(_ string, s string) error {
 				if armed && s == step {
 					armed = false
 					return errCrash
@@ -605,7 +605,7 @@ func TestConsumableCapacityFallback(t *testing.T) {
 	})
 	client.PrependReactor("create", "resourceslices", strip)
 	client.PrependReactor("update", "resourceslices", strip)
-	c, err := Start(ctx, Options{Dir: shortTempDir(t), ConsumableCapacity: true}, client)
+	c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t), ConsumableCapacity: true}, client)
 	if err != nil {
 		t.Fatal(err)
 	}

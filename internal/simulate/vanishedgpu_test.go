@@ -26,6 +26,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
 )
 
@@ -66,7 +67,7 @@ func TestMigClaimOfVanishedGPU(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			c, err := Start(ctx, Options{Dir: shortTempDir(t)}, nil)
+			c, err := Start(ctx, Options{Dir: gpudratest.ShortTempDir(t)}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
