@@ -23,13 +23,13 @@ package docs
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -228,8 +228,8 @@ func TestAttributesDocumented(t *testing.T) {
 		}
 	}
 	docAttrs, docCaps := firstColumn(t, "| attribute | type | meaning |"), firstColumn(t, "| capacity | unit | meaning |")
-	compareSets(t, "the attributes of whole GPUs", keys(attrs), "README.md's attribute table", docAttrs)
-	compareSets(t, "the capacities of whole GPUs", keys(caps), "README.md's capacity table", docCaps)
+	compareSets(t, "the attributes of whole GPUs", slices.Sorted(maps.Keys(attrs)), "README.md's attribute table", docAttrs)
+	compareSets(t, "the capacities of whole GPUs", slices.Sorted(maps.Keys(caps)), "README.md's capacity table", docCaps)
 }
 
 // firstColumn is the backquoted first cell of each row of the README table
@@ -359,7 +359,7 @@ func TestConfigFieldsDocumented(t *testing.T) {
 	if len(fields) < 5 {
 		t.Fatalf("found only %d config fields", len(fields))
 	}
-	for _, f := range keys(fields) {
+	for _, f := range slices.Sorted(maps.Keys(fields)) {
 		if !named[f] {
 			t.Errorf("config field %s is not named in README.md's section on the config API", f)
 		}
@@ -398,13 +398,4 @@ func compareSets(t *testing.T, whatCode string, code []string, whatDoc string, d
 			t.Errorf("%s has a row for %s, which is none of %s", whatDoc, d, whatCode)
 		}
 	}
-}
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

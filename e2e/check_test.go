@@ -20,9 +20,9 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 
@@ -75,10 +75,10 @@ func (e *env) checkAgreesWithAPIServer(ctx context.Context, t *testing.T) {
 		}); err != nil {
 			t.Fatalf("%s: dry run: %v", name, err)
 		}
-		if got, want := keys(offline), keys(server); !slices.Equal(got, want) {
+		if got, want := slices.Sorted(maps.Keys(offline)), slices.Sorted(maps.Keys(server)); !slices.Equal(got, want) {
 			t.Errorf("%s: gpudra check says the API server rejects %v; its dry run rejects %v", name, got, want)
 		}
-		t.Logf("%s: both reject %v", name, keys(server))
+		t.Logf("%s: both reject %v", name, slices.Sorted(maps.Keys(server)))
 	}
 	record(t, t.Name()+": check and the API server's dry run over the validation corpus", time.Since(start))
 }
@@ -94,13 +94,4 @@ func apiLevel(f check.Finding) bool {
 		return f.Refusal != string(claimplan.ConfigKind)
 	}
 	return false
-}
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
