@@ -112,18 +112,8 @@ func TestGPUCheckScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Init()
-	d, _ := srv.DeviceGetHandleByIndex(1)
-	if _, ret := d.SetMigMode(nvml.DEVICE_MIG_ENABLE); ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	info, _ := d.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	gi, ret := d.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4})
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	ci, _ := gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	if _, ret := gi.CreateComputeInstance(&ci); ret != nvml.SUCCESS {
-		t.Fatal(ret)
+	if err := nvmlfake.AdminMIG(srv, 1, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, 4, 4); err != nil {
+		t.Fatal(err)
 	}
 	d2, _ := srv.DeviceGetHandleByIndex(2)
 	if ret := d2.SetComputeMode(nvml.COMPUTEMODE_EXCLUSIVE_PROCESS); ret != nvml.SUCCESS {

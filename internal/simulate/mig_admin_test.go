@@ -48,18 +48,8 @@ func adminCreates(t *testing.T, opts Options, index int) {
 	}
 	s.Init()
 	defer s.Shutdown()
-	d, _ := s.DeviceGetHandleByIndex(index)
-	if _, ret := d.SetMigMode(nvml.DEVICE_MIG_ENABLE); ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	info, _ := d.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	gi, ret := d.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4})
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	ci, _ := gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	if _, ret := gi.CreateComputeInstance(&ci); ret != nvml.SUCCESS {
-		t.Fatal(ret)
+	if err := nvmlfake.AdminMIG(s, index, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, 4, 4); err != nil {
+		t.Fatal(err)
 	}
 }
 
