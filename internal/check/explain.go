@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // explain says why a unit could not be allocated on any node: for each
@@ -454,6 +455,9 @@ func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string
 			return "" // some node has room: not the counters
 		}
 		if n == nodes[len(nodes)-1] {
+			if held := r.wholeGPUsHeld(n, re); held != "" {
+				return held
+			}
 			if held := r.countersHeld(n, re); held != "" {
 				return held + " (" + exhausted + ")"
 			}
@@ -461,6 +465,45 @@ func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string
 		}
 	}
 	return ""
+}
+
+// wholeGPUsHeld says, when the request matches whole GPUs and earlier
+// claims hold every one of them on the node, that they are all held and
+// by whom: the free MIG partitions a broad class also matches draw from
+// the held GPUs' counters, and naming only those counters (or the one GPU
+// whose partitions are published) would hide that all N GPUs are taken.
+// "" when some matching whole GPU is free, or none matches.
+func (r *runner) wholeGPUsHeld(node string, re *reqEval) string {
+	var held []string
+	total := 0
+	for _, i := range r.onNode(node) {
+		d := r.inv.devices[i]
+		if !re.match[i] {
+			continue
+		}
+		if a, ok := d.dev.Attributes[slicebuilder.AttrType]; !ok || a.StringValue == nil || *a.StringValue != slicebuilder.TypeGPU {
+			continue
+		}
+		total++
+		if r.free(i) {
+			return ""
+		}
+		for _, h := range r.state.Holders(d.id) {
+			held = append(held, fmt.Sprintf("%s (%s)", h, d.name))
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	sort.SliceStable(held, func(i, j int) bool { return scheduler.NaturalLess(held[i], held[j]) })
+	if len(held) > 8 {
+		held = append(held[:7:7], fmt.Sprintf("… (%d in all)", len(held)))
+	}
+	which := fmt.Sprintf("all %d whole GPUs on %s are held by earlier claims", total, node)
+	if total == 1 {
+		which = fmt.Sprintf("the one whole GPU on %s is held by an earlier claim", node)
+	}
+	return fmt.Sprintf("%s: %s; the free MIG partitions the request also matches draw from those GPUs' counters, which a GPU held whole uses up, so none of them fits", which, strings.Join(held, ", "))
 }
 
 // countersHeld says, when every free device the request matches on the
