@@ -201,8 +201,7 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir,
 		for _, n := range res.Notes {
 			fmt.Fprintln(stderr, n)
 		}
-		fmt.Fprintf(stderr, "gpudra migrate: %d of %d file(s) changed, %d skipped, %d thing(s) without an equivalent in gpudra (each marked with a \"# gpudra migrate: no equivalent\" comment in the output)\n",
-			structured.Changed, len(res.Files), skipped, res.Unmigrated()-skipped)
+		fmt.Fprintln(stderr, migrateSummary(structured.Changed, len(res.Files), skipped, structured.Unmigrated))
 	}
 	switch {
 	case skipped == len(res.Files):
@@ -211,6 +210,17 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir,
 		return 1
 	}
 	return 0
+}
+
+// migrateSummary is the last line of the text report. The marker comment
+// is pointed to only when there is something marked: "0 thing(s) ...
+// (each marked ...)" sent users looking for comments that are not there.
+func migrateSummary(changed, files, skipped, unmigrated int) string {
+	s := fmt.Sprintf("gpudra migrate: %d of %d file(s) changed, %d skipped, ", changed, files, skipped)
+	if unmigrated == 0 {
+		return s + "nothing left without an equivalent in gpudra"
+	}
+	return s + fmt.Sprintf("%d thing(s) without an equivalent in gpudra (each marked with a \"# gpudra migrate: no equivalent\" comment in the output)", unmigrated)
 }
 
 // outputNames names the output files under --output-dir: a file given by

@@ -42,7 +42,7 @@ func TestMigrateCommand(t *testing.T) {
 	if strings.Contains(out, "nvidia.com/v1beta1") || !strings.Contains(out, "# gpudra migrate: from ") {
 		t.Errorf("output:\n%s", out)
 	}
-	if !strings.Contains(report, "2 of 2 file(s) changed, 0 skipped, 0 thing(s) without an equivalent") {
+	if !strings.Contains(report, "2 of 2 file(s) changed, 0 skipped, nothing left without an equivalent in gpudra\n") {
 		t.Errorf("report:\n%s", report)
 	}
 	if code, text, _ := runCLI(t, out, "-"); code != 0 {
@@ -58,6 +58,24 @@ func TestMigrateCommand(t *testing.T) {
 	}
 	if code, _, _ := runMigrateCLI(t, "a: [", "-"); code != 2 {
 		t.Errorf("malformed standard input: exit %d, want 2", code)
+	}
+}
+
+// TestMigrateSummary: the summary points to the marker comments only when
+// something was marked (issue 18's audit: "0 thing(s) without an
+// equivalent ... (each marked ...)" when there were none).
+func TestMigrateSummary(t *testing.T) {
+	for _, tc := range []struct {
+		changed, files, skipped, unmigrated int
+		want                                string
+	}{
+		{2, 2, 0, 0, "gpudra migrate: 2 of 2 file(s) changed, 0 skipped, nothing left without an equivalent in gpudra"},
+		{0, 3, 1, 0, "gpudra migrate: 0 of 3 file(s) changed, 1 skipped, nothing left without an equivalent in gpudra"},
+		{1, 1, 0, 2, "gpudra migrate: 1 of 1 file(s) changed, 0 skipped, 2 thing(s) without an equivalent in gpudra (each marked with a \"# gpudra migrate: no equivalent\" comment in the output)"},
+	} {
+		if got := migrateSummary(tc.changed, tc.files, tc.skipped, tc.unmigrated); got != tc.want {
+			t.Errorf("migrateSummary(%d, %d, %d, %d) =\n%s\nwant\n%s", tc.changed, tc.files, tc.skipped, tc.unmigrated, got, tc.want)
+		}
 	}
 }
 
