@@ -30,8 +30,11 @@ import (
 
 // TestNVIDIADemos measures what the "done when" asks: migrate then
 // check over NVIDIA's published demo specs gives the verdict a gpudra
-// cluster would. Point GPUDRA_NVIDIA_DEMOS at a checkout's demo/specs
-// (github.com/NVIDIA/k8s-dra-driver-gpu; its files are not copied here);
+// cluster would. Point GPUDRA_NVIDIA_DEMOS at a directory holding a
+// checkout's demo/specs and tests/bats/specs
+// (github.com/kubernetes-sigs/dra-driver-nvidia-gpu, formerly
+// NVIDIA/k8s-dra-driver-gpu; its files are not copied here, and
+// docs/hardware.md records the last run: commit, date, counts);
 // every file is migrated, checked on a fake DGX H100, and, where check
 // finds nothing the API server rejects, run through gpudra simulate (the
 // real kubelet plugin and scheduler allocator) to compare verdicts, as
@@ -39,7 +42,7 @@ import (
 func TestNVIDIADemos(t *testing.T) {
 	dir := os.Getenv("GPUDRA_NVIDIA_DEMOS")
 	if dir == "" {
-		t.Skip("set GPUDRA_NVIDIA_DEMOS to NVIDIA's demo/specs directory")
+		t.Skip("set GPUDRA_NVIDIA_DEMOS to a directory holding demo/specs and tests/bats/specs of kubernetes-sigs/dra-driver-nvidia-gpu")
 	}
 	var files []string
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {

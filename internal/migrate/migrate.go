@@ -28,7 +28,8 @@ limitations under the License.
 // and fields; no request, selector or constraint is added or removed.
 //
 // Facts about NVIDIA's driver (attribute names, classes, config fields)
-// are from github.com/NVIDIA/k8s-dra-driver-gpu@22407113:
+// are from github.com/NVIDIA/k8s-dra-driver-gpu@22407113 (the repository
+// is now kubernetes-sigs/dra-driver-nvidia-gpu, which has that commit):
 // cmd/gpu-kubelet-plugin/deviceinfo.go and mig.go (attributes and
 // capacities), deployments/helm/dra-driver-nvidia-gpu/templates/
 // deviceclass-*.yaml (classes) and api/nvidia.com/resource/v1beta1
