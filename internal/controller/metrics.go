@@ -51,7 +51,7 @@ var (
 	MetricClaimsPendingOldest = metricdoc.Metric{Name: "gpudra_claims_pending_oldest_age_seconds", Type: metricdoc.Gauge,
 		Help: "Age of the oldest pending claim (see gpudra_claims_pending), 0 when none waits."}
 	MetricGPUsStranded = metricdoc.Metric{Name: "gpudra_gpus_stranded", Type: metricdoc.Gauge, Labels: []string{"node", "model"},
-		Help: "Free whole GPUs that no pending pod can use: those left free however many of the waiting pods the real allocator places (e.g. free GPUs scattered over NVLink islands while an eight-GPU same-island claim waits), on the nodes their node selectors, affinity and tolerations allow, a gang placed whole or not at all. 0 while nothing waits."}
+		Help: "Free whole GPUs that no pending pod can use: those left free however many of the waiting pods the real allocator places (e.g. free GPUs scattered over NVLink islands while an eight-GPU same-island claim waits), on the nodes their node selectors, affinity and tolerations allow, a gang placed whole or not at all. GPUs a DeviceTaintRule takes out of service (NoSchedule, NoExecute) are not stranded. 0 while nothing waits."}
 	MetricPodsPending = metricdoc.Metric{Name: "gpudra_pods_pending", Type: metricdoc.Gauge,
 		Help: "Pods not bound to a node yet that wait for this driver's devices (claims or mapped extended resources)."}
 	MetricPodsUnsatisfiable = metricdoc.Metric{Name: "gpudra_pods_unsatisfiable", Type: metricdoc.Gauge,

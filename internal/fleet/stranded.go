@@ -61,6 +61,12 @@ import (
 //     largest fit uses, whole or through a MIG partition, is usable. A
 //     shape that fits on no node counts its pods as unsatisfiable.
 //  3. Every other free, untainted GPU of a schedulable node is stranded.
+//     A GPU a DeviceTaintRule taints NoSchedule or NoExecute (when the
+//     cluster applies the rules) is not: the allocator gives it to a
+//     claim that tolerates the taint, so it stays a candidate, but the
+//     rule took it out of service on purpose, as the plugin's own taint
+//     does (a GPU tainted in its slice is not free at all); a pod kept
+//     off it is not what strands it.
 //
 // A node counts for a pod only where the scheduler's other filters admit
 // the pod (scheduler.PodFitsNode: its node selector, required node
@@ -177,6 +183,7 @@ func (st *Strander) strand(ctx context.Context, in Inputs, sl []*CompactSlice, i
 		free: free, byUUID: byUUID,
 		classOf: nodeClasses(nodeNames(sched), sl, allocatedByNode(sl, in.Claims)),
 		usable:  map[*Device]bool{}, out: &out,
+		outOfService: ruleTainted(in),
 	}
 	for _, key := range shapeOrder {
 		fits, err := r.useShape(ctx, shapes[key][0])
@@ -288,7 +295,33 @@ type strandRun struct {
 	classOf map[string]string
 	// usable are the free GPUs some waiting workload would use.
 	usable map[*Device]bool
-	out    *Stranding
+	// outOfService says whether a DeviceTaintRule keeps pods off the GPU
+	// (ruleTainted): never stranded.
+	outOfService func(*Device) bool
+	out          *Stranding
+}
+
+// ruleTainted says whether one of the DeviceTaintRules the scheduler
+// applies (in.Features: DRADeviceTaintRules) taints a device with an
+// effect that keeps pods off it (NoSchedule, NoExecute; None only marks).
+func ruleTainted(in Inputs) func(*Device) bool {
+	features := in.Features
+	if features.Version == "" {
+		features = scheduler.DefaultFeatures()
+	}
+	var rules []*resourceapi.DeviceTaintRule
+	if features.DeviceTaintRules {
+		for _, r := range in.TaintRules {
+			if e := r.Spec.Taint.Effect; e == resourceapi.DeviceTaintEffectNoSchedule || e == resourceapi.DeviceTaintEffectNoExecute {
+				rules = append(rules, r)
+			}
+		}
+	}
+	return func(d *Device) bool {
+		return slices.ContainsFunc(rules, func(r *resourceapi.DeviceTaintRule) bool {
+			return scheduler.RuleSelects(r.Spec.DeviceSelector, in.DriverName, d.ID.Pool, d.ID.Device)
+		})
+	}
 }
 
 // useShape finds whether a shape (rep is one of its pods) fits on some
@@ -380,7 +413,7 @@ func (r *strandRun) useGang(ctx context.Context, members []pendingPod) (bool, er
 func (r *strandRun) countStranded() {
 	for _, devs := range r.free {
 		for _, d := range devs {
-			if !r.usable[d] {
+			if !r.usable[d] && !r.outOfService(d) {
 				r.out.Stranded[GPUKey{Node: d.Node, Model: d.Model}]++
 			}
 		}

@@ -26,6 +26,8 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpudra/gpudra/internal/scheduler"
 )
 
 // labelled is a Ready, schedulable node with labels and taints.
@@ -212,6 +214,116 @@ func TestStrandedNodeConstraints(t *testing.T) {
 			}
 			if got.Workloads != tc.workloads || got.UnsatisfiableWorkloads != tc.unsatisfiableLoad {
 				t.Errorf("workloads %d, unsatisfiable %d; want %d, %d", got.Workloads, got.UnsatisfiableWorkloads, tc.workloads, tc.unsatisfiableLoad)
+			}
+		})
+	}
+}
+
+// TestStrandedDeviceTaintRules: a GPU a DeviceTaintRule takes out of
+// service (NoSchedule, NoExecute) is no candidate for a pod that does not
+// tolerate the taint, and it is not stranded either: the admin took it out
+// on purpose, as the plugin's own taint does. A claim that tolerates the
+// taint may still be given it.
+func TestStrandedDeviceTaintRules(t *testing.T) {
+	rule := func(name string, effect resourceapi.DeviceTaintEffect, pool string, device *string) *resourceapi.DeviceTaintRule {
+		return &resourceapi.DeviceTaintRule{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourceapi.DeviceTaintRuleSpec{
+				DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(driver), Pool: ptr.To(pool), Device: device},
+				Taint:          resourceapi.DeviceTaint{Key: "example.com/maintenance", Effect: effect},
+			},
+		}
+	}
+	drain := rule("drain-node-b", resourceapi.DeviceTaintEffectNoSchedule, "node-b", nil)
+	tolerating := func(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+		c.Spec.Devices.Requests[0].Exactly.Tolerations = []resourceapi.DeviceToleration{{Key: "example.com/maintenance", Operator: resourceapi.DeviceTolerationOpExists}}
+		return c
+	}
+	// node-a: 4 free (island 4); node-b: 8 free, unless a rule taints them.
+	in := func(rules []*resourceapi.DeviceTaintRule, c *resourceapi.ResourceClaim) Inputs {
+		return Inputs{
+			DriverName: driver, Now: now,
+			Slices:     []*resourceapi.ResourceSlice{islandNode("node-a"), islandNode("node-b")},
+			Nodes:      []*corev1.Node{node("node-a", true, true), node("node-b", true, true)},
+			Classes:    []*resourceapi.DeviceClass{gpuClass()},
+			Claims:     []*resourceapi.ResourceClaim{holding("run-a", "node-a", 0, 1, 2, 3), c},
+			Pods:       []*corev1.Pod{unscheduled("p", c.Name)},
+			TaintRules: rules,
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		in            Inputs
+		stranded      map[GPUKey]int
+		unsatisfiable int
+	}{
+		{
+			name:     "no rule: a one-GPU pod may use both nodes",
+			in:       in(nil, want("one", 1, false)),
+			stranded: map[GPUKey]int{},
+		},
+		{
+			name:     "node-b drained by a rule: the pod fits node-a, node-b's 8 are out of service, not stranded",
+			in:       in([]*resourceapi.DeviceTaintRule{drain}, want("one", 1, false)),
+			stranded: map[GPUKey]int{},
+		},
+		{
+			name:     "NoExecute drains as NoSchedule does",
+			in:       in([]*resourceapi.DeviceTaintRule{rule("evict-node-b", resourceapi.DeviceTaintEffectNoExecute, "node-b", nil)}, want("one", 1, false)),
+			stranded: map[GPUKey]int{},
+		},
+		{
+			// Six fit only on node-b, which the rule drains: the pod
+			// cannot be placed, node-a's 4 free GPUs are of no use to
+			// it (stranded), node-b's are out of service.
+			name:          "six GPUs with node-b drained: unsatisfiable, only node-a's free GPUs stranded",
+			in:            in([]*resourceapi.DeviceTaintRule{drain}, want("six", 6, false)),
+			stranded:      map[GPUKey]int{{"node-a", h100}: 4},
+			unsatisfiable: 1,
+		},
+		{
+			name:     "a claim that tolerates the taint is given node-b's GPUs",
+			in:       in([]*resourceapi.DeviceTaintRule{drain}, tolerating(want("six", 6, false))),
+			stranded: map[GPUKey]int{{"node-a", h100}: 4},
+		},
+		{
+			name:     "a rule on one device: the other 7 of node-b still count",
+			in:       in([]*resourceapi.DeviceTaintRule{rule("gpu-0", resourceapi.DeviceTaintEffectNoSchedule, "node-b", ptr.To("gpu-0"))}, want("six", 6, false)),
+			stranded: map[GPUKey]int{{"node-a", h100}: 4, {"node-b", h100}: 1},
+		},
+		{
+			// Effect None marks a device and keeps no pod off it: an
+			// unused GPU under it is stranded like any other.
+			name:     "effect None keeps nothing off: node-b's GPUs the pod leaves are stranded",
+			in:       in([]*resourceapi.DeviceTaintRule{rule("mark", resourceapi.DeviceTaintEffectNone, "node-b", nil)}, want("six", 6, false)),
+			stranded: map[GPUKey]int{{"node-a", h100}: 4, {"node-b", h100}: 2},
+		},
+		{
+			// Without DRADeviceTaintRules (1.36's default) the scheduler
+			// ignores the rules, and so does the accounting.
+			name: "rules off (1.36): node-b counts as without the rule",
+			in: func() Inputs {
+				in := in([]*resourceapi.DeviceTaintRule{drain}, want("six", 6, false))
+				f, err := scheduler.FeaturesFor("1.36")
+				if err != nil {
+					t.Fatal(err)
+				}
+				in.Features = f
+				return in
+			}(),
+			stranded: map[GPUKey]int{{"node-a", h100}: 4, {"node-b", h100}: 2},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Strand(context.Background(), tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got.Stranded) != fmt.Sprint(tc.stranded) {
+				t.Errorf("stranded = %v, want %v", got.Stranded, tc.stranded)
+			}
+			if got.PendingPods != 1 || got.Unsatisfiable != tc.unsatisfiable || got.UnsatisfiableWorkloads != tc.unsatisfiable {
+				t.Errorf("pending %d, unsatisfiable %d pods (%d workloads); want 1, %d", got.PendingPods, got.Unsatisfiable, got.UnsatisfiableWorkloads, tc.unsatisfiable)
 			}
 		})
 	}

@@ -47,10 +47,17 @@ func ApplyTaintRules(slices []*resourceapi.ResourceSlice, rules []*resourceapi.D
 }
 
 func selects(sel *resourceapi.DeviceTaintSelector, s *resourceapi.ResourceSlice, device string) bool {
+	return RuleSelects(sel, s.Spec.Driver, s.Spec.Pool.Name, device)
+}
+
+// RuleSelects says whether a DeviceTaintRule's selector selects the
+// device of the driver in the pool (each field optional; no selector
+// selects nothing).
+func RuleSelects(sel *resourceapi.DeviceTaintSelector, driver, pool, device string) bool {
 	if sel == nil {
 		return false
 	}
-	return (sel.Driver == nil || *sel.Driver == s.Spec.Driver) &&
-		(sel.Pool == nil || *sel.Pool == s.Spec.Pool.Name) &&
+	return (sel.Driver == nil || *sel.Driver == driver) &&
+		(sel.Pool == nil || *sel.Pool == pool) &&
 		(sel.Device == nil || *sel.Device == device)
 }
