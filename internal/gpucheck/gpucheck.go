@@ -45,6 +45,7 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/yaml"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
@@ -66,7 +67,8 @@ type Options struct {
 	// DriverName is the DRA driver name the slices are built for.
 	DriverName string
 	// Compare is the fake profile to compare with; empty picks the one
-	// whose GPUs match (by model and count).
+	// whose GPUs match (by model and count), else compares each GPU with
+	// the fake catalog's GPU of its model (matchProfile).
 	Compare string
 	// Health is how long the health watch runs (default 5s).
 	Health time.Duration
@@ -99,7 +101,8 @@ type Report struct {
 	DriverVersion string       `json:"driverVersion,omitempty"`
 	CUDAVersion   string       `json:"cudaDriverVersion,omitempty"`
 	GPUs          []gpu.GPU    `json:"gpus,omitempty"`
-	// Profile is the fake profile compared with.
+	// Profile is the fake profile compared with: a built-in profile's
+	// name, or "per model: <catalog models>".
 	Profile string `json:"profile,omitempty"`
 	Steps   []Step `json:"steps"`
 	// Refused are the NVML calls that would have changed a GPU; the
@@ -248,9 +251,9 @@ func compare(ctx context.Context, be *backend.Backend, node gpu.Node, o Options,
 		return err
 	}
 	got := fakenodes.PoolSlices(o.DriverName, node.Name, res)
-	profile, why := o.Compare, "as asked (--compare)"
+	profile, name, why := o.Compare, o.Compare, "as asked (--compare)"
 	if profile == "" {
-		if profile, why, err = matchProfile(ctx, node, scratch); err != nil {
+		if profile, name, why, err = matchProfile(ctx, node, scratch); err != nil {
 			return err
 		}
 	}
@@ -258,7 +261,7 @@ func compare(ctx context.Context, be *backend.Backend, node gpu.Node, o Options,
 		s.Result, s.Summary = Info, why
 		return nil
 	}
-	rep.Profile = profile
+	rep.Profile = name
 	want, err := fakenodes.Node(ctx, profile, node.Name, o.DriverName, filepath.Join(scratch, "compare"), fakenodes.Pool{})
 	if err != nil {
 		return fmt.Errorf("fake profile %s: %w", profile, err)
@@ -270,15 +273,21 @@ func compare(ctx context.Context, be *backend.Backend, node gpu.Node, o Options,
 		devices += len(sl.Spec.Devices)
 	}
 	if len(diffs) > 0 {
-		return fmt.Errorf("%d difference(s) from fake profile %s (%s): correct the profile (docs/fake-gpus.md) where the hardware is right", len(diffs), profile, why)
+		return fmt.Errorf("%d difference(s) from fake profile %s (%s): correct the profile (docs/fake-gpus.md) where the hardware is right", len(diffs), name, why)
 	}
-	s.Summary = fmt.Sprintf("%d slice(s), %d device(s), no differences from fake profile %s (%s)", len(got), devices, profile, why)
+	s.Summary = fmt.Sprintf("%d slice(s), %d device(s), no differences from fake profile %s (%s)", len(got), devices, name, why)
 	return nil
 }
 
-// matchProfile is the built-in fake profile with the same GPU models in
-// the same number.
-func matchProfile(ctx context.Context, node gpu.Node, scratch string) (string, string, error) {
+// matchProfile picks what the GPUs here are compared with: the built-in
+// fake profile with the same GPU models in the same number (a DGX is
+// compared with its own profile, NVLink islands and PCIe tree included),
+// else a profile of the fake catalog's model of each GPU here, one per
+// GPU, so that a machine with any number of GPUs (one H200, four L4s) is
+// compared model by model. It returns the profile (a built-in name or a
+// file written into scratch), the name the report gives it and why it was
+// chosen; an empty profile when the catalog lacks a model.
+func matchProfile(ctx context.Context, node gpu.Node, scratch string) (profile, name, why string, err error) {
 	models := func(n gpu.Node) string {
 		var m []string
 		for _, g := range n.GPUs {
@@ -295,13 +304,58 @@ func matchProfile(ctx context.Context, node gpu.Node, scratch string) (string, s
 			return nil
 		})
 		if err != nil {
-			return "", "", fmt.Errorf("fake profile %s: %w", p, err)
+			return "", "", "", fmt.Errorf("fake profile %s: %w", p, err)
 		}
 		if models(fake) == here {
-			return p, fmt.Sprintf("its %d GPU(s) are the same models", len(node.GPUs)), nil
+			return p, p, fmt.Sprintf("its %d GPU(s) are the same models", len(node.GPUs)), nil
 		}
 	}
-	return "", fmt.Sprintf("no fake profile has these GPUs (%s): compare with --compare <profile> or a profile file", here), nil
+	pf, keys, missing := perModel(node)
+	if len(missing) > 0 {
+		return "", "", fmt.Sprintf("no fake profile or catalog model has these GPUs (%s): compare with --compare <profile> or a profile file", strings.Join(missing, ", ")), nil
+	}
+	data, err := yaml.Marshal(pf)
+	if err != nil {
+		return "", "", "", fmt.Errorf("per-model profile: %w", err)
+	}
+	path := filepath.Join(scratch, "per-model.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", "", "", fmt.Errorf("per-model profile: %w", err)
+	}
+	return path, "per model: " + strings.Join(keys, ", "),
+		fmt.Sprintf("no built-in profile has these %d GPU(s) (%s): each is compared with the fake catalog's GPU of its model", len(node.GPUs), here), nil
+}
+
+// perModel is the fake profile of the catalog's model of each GPU, in
+// index order, with the driver versions, MIG modes and NVLink islands
+// seen here: they are the machine's, not the model's, so only what the
+// catalog says about the model is compared. It also returns the models
+// by catalog key and the product names the catalog lacks.
+func perModel(node gpu.Node) (nvmlfake.ProfileFile, []string, []string) {
+	pf := nvmlfake.ProfileFile{DriverVersion: node.DriverVersion, CUDADriverVersion: node.CUDADriverVersion}
+	islands := map[int]int{}
+	for _, g := range node.GPUs {
+		islands[g.NVLinkGroup]++
+	}
+	var keys, missing []string
+	for _, g := range node.GPUs {
+		key, ok := nvmlfake.ModelOf(g.ProductName)
+		if !ok {
+			if !slices.Contains(missing, g.ProductName) {
+				missing = append(missing, g.ProductName)
+			}
+			continue
+		}
+		keys = append(keys, key)
+		spec := nvmlfake.GPUSpec{Model: key, MigEnabled: g.MigEnabled}
+		// A GPU alone in its NVLink group has no NVLink peers.
+		if islands[g.NVLinkGroup] > 1 {
+			island := g.NVLinkGroup
+			spec.NVLinkIsland = &island
+		}
+		pf.GPUs = append(pf.GPUs, spec)
+	}
+	return pf, keys, missing
 }
 
 // checkCDI writes the spec a claim of every GPU (and every existing MIG

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/gpudra/gpudra/internal/backend"
+	"github.com/gpudra/gpudra/internal/gpu"
 )
 
 // TestRunDifferences: GPUs unlike the profile compared with fail the
@@ -49,16 +50,61 @@ func TestRunDifferences(t *testing.T) {
 	}
 }
 
-// TestRunNoProfile: GPUs no built-in profile has are reported, not failed.
-func TestRunNoProfile(t *testing.T) {
-	rep, err := Run(context.Background(), Options{
-		Backend: backend.Options{Kind: "fake", FakeProfile: "testdata/one-l4.yaml", NodeName: "n", CDIHookPath: "/bin/sh"},
-		Health:  50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
+// TestRunMatch: the GPUs are compared with the built-in profile of the
+// same models in the same number, else model by model with the fake
+// catalog, whatever their number; either way fake GPUs match themselves.
+func TestRunMatch(t *testing.T) {
+	for _, tc := range []struct {
+		name, fake, profile, why string
+	}{
+		{"8 H200 of a DGX: its profile", "dgx-h200", "dgx-h200", "its 8 GPU(s) are the same models"},
+		{"mixed: its profile", "mixed", "mixed", "its 9 GPU(s) are the same models"},
+		{"one H200: per model", "testdata/one-h200.yaml", "per model: h200-sxm5-141gb",
+			"no built-in profile has these 1 GPU(s) (NVIDIA H200)"},
+		{"one L4: per model", "testdata/one-l4.yaml", "per model: l4", "(NVIDIA L4)"},
+		{"models of mixed, other numbers: per model", "testdata/h100-l4.yaml", "per model: h100-sxm5-80gb, h100-sxm5-80gb, l4",
+			"each is compared with the fake catalog's GPU of its model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := Run(context.Background(), Options{
+				Backend: backend.Options{Kind: "fake", FakeProfile: tc.fake, NodeName: "n", CDIHookPath: "/bin/sh"},
+				Health:  50 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmp := rep.Steps[2]
+			if rep.Profile != tc.profile || cmp.Result != Pass || !strings.Contains(cmp.Summary, tc.why) || !rep.Passed {
+				t.Errorf("profile %q (want %q), passed %v, compare step: %+v", rep.Profile, tc.profile, rep.Passed, cmp)
+			}
+		})
 	}
-	if cmp := rep.Steps[2]; cmp.Result != Info || !strings.Contains(cmp.Summary, "no fake profile has these GPUs (NVIDIA L4)") || !rep.Passed {
-		t.Errorf("compare step: %+v, passed %v", cmp, rep.Passed)
+}
+
+// TestPerModel: the per-model profile keeps each GPU's MIG mode and
+// NVLink island, drops islands of one, and names the models the catalog
+// lacks.
+func TestPerModel(t *testing.T) {
+	node := gpu.Node{DriverVersion: "580.159.04", CUDADriverVersion: "13.0", GPUs: []gpu.GPU{
+		{ProductName: "NVIDIA H200", MigEnabled: true, NVLinkGroup: 0},
+		{ProductName: "NVIDIA H200", NVLinkGroup: 0},
+		{ProductName: "NVIDIA L4", NVLinkGroup: 2},
+		{ProductName: "NVIDIA Imaginary 9000", NVLinkGroup: 3},
+	}}
+	pf, keys, missing := perModel(node)
+	if got := strings.Join(keys, ","); got != "h200-sxm5-141gb,h200-sxm5-141gb,l4" {
+		t.Errorf("models %s", got)
+	}
+	if len(missing) != 1 || missing[0] != "NVIDIA Imaginary 9000" {
+		t.Errorf("missing %v", missing)
+	}
+	if pf.DriverVersion != "580.159.04" || pf.CUDADriverVersion != "13.0" || len(pf.GPUs) != 3 {
+		t.Fatalf("profile %+v", pf)
+	}
+	if g := pf.GPUs[0]; !g.MigEnabled || g.NVLinkIsland == nil || *g.NVLinkIsland != 0 {
+		t.Errorf("GPU 0: %+v", g)
+	}
+	if g := pf.GPUs[2]; g.MigEnabled || g.NVLinkIsland != nil {
+		t.Errorf("GPU 2 (alone in its NVLink group): %+v", g)
 	}
 }

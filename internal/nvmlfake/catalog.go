@@ -183,6 +183,17 @@ func Models() []string {
 	return keys
 }
 
+// ModelOf returns the catalog key of the model with this key or product
+// name (as lookupModel finds it), and whether the catalog has one: what
+// gpu-check builds a per-model profile from.
+func ModelOf(name string) (string, bool) {
+	m, err := lookupModel(name)
+	if err != nil {
+		return "", false
+	}
+	return m.key, true
+}
+
 // lookupModel finds a model by catalog key or by product name, ignoring
 // case, so that a profile file may say "h100-sxm5-80gb" or
 // "NVIDIA H100 80GB HBM3".
