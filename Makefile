@@ -24,7 +24,7 @@ REVISION     ?= $(shell hack/version.sh revision)
 LDFLAGS      := -X github.com/gpudra/gpudra/internal/version.version=$(VERSION) -X github.com/gpudra/gpudra/internal/version.revision=$(REVISION)
 IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 
-.PHONY: all build cli test test-unit test-race chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check
+.PHONY: all build cli test test-unit test-race chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check gpu-check-bundle
 
 all: build
 
@@ -94,6 +94,10 @@ image-name:
 ## gpu-check: on a machine with an NVIDIA GPU and no cluster: a read-only check of discovery, the published slices against the fake profile, CDI specs, health and MIG queries, into gpu-check-report.md (<= 5 min; refuses where there is no GPU; see hack/gpu-check.sh)
 gpu-check:
 	hack/gpu-check.sh
+
+## gpu-check-bundle: gpudra and nvidia-cdi-hook for make gpu-check on a GPU machine with no Go: stripped, stamped with VERSION and REVISION, xz-compressed into bin/gpu-check-bundle (about 17 MB, ignored; docs/hardware.md has the command that runs the check from it)
+gpu-check-bundle:
+	VERSION=$(VERSION) REVISION=$(REVISION) hack/gpu-check.sh bundle
 
 ## e2e-local: the e2e suite on a single-node cluster built from source on this machine (root; see docs/development.md)
 e2e-local:
