@@ -51,6 +51,18 @@ func TestReadyGPUs(t *testing.T) {
 		{"two spares", gpus(nil), SpareGPUs{N: 2}, "6 7"},
 		{"all", gpus(nil), SpareGPUs{All: true}, "0 1 2 3 4 5 6 7"},
 		{"more spares than GPUs", gpus(nil), SpareGPUs{N: 20}, "0 1 2 3 4 5 6 7"},
+		{"fleet: none assigned to this node", gpus(nil), FleetAssigned(0), ""},
+		{"fleet: one assigned", gpus(nil), FleetAssigned(1), "7"},
+		{"fleet: none assigned, a partitioned GPU still publishes", gpus(func(i int, c *migCandidate) {
+			if i == 3 {
+				c.use, c.wasReady = gpu.UsedByMIG, true
+			}
+		}), FleetAssigned(0), "3"},
+		{"fleet: assignment withdrawn, the published spare stays", gpus(func(i int, c *migCandidate) {
+			if i == 7 {
+				c.wasReady = true
+			}
+		}), FleetAssigned(0), "7"},
 		{"a partitioned GPU and the next spare", gpus(func(i int, c *migCandidate) {
 			if i == 7 {
 				c.use, c.wasReady = gpu.UsedByMIG, true
@@ -104,7 +116,7 @@ func TestReadyGPUs(t *testing.T) {
 }
 
 func TestParseSpareGPUs(t *testing.T) {
-	for in, want := range map[string]string{"all": "all", "1": "1", " 3 ": "3"} {
+	for in, want := range map[string]string{"all": "all", "fleet": "fleet", "1": "1", " 3 ": "3"} {
 		got, err := ParseSpareGPUs(in)
 		if err != nil || got.String() != want {
 			t.Errorf("ParseSpareGPUs(%q) = %v, %v; want %s", in, got, err, want)
