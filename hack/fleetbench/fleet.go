@@ -175,7 +175,7 @@ func (f *fleet) publish(ctx context.Context, profile, layout string) (publishSta
 		name := f.nodes[i]
 		var objs []*resourceapi.ResourceSlice
 		err := fakenodes.WithNode(ctx, profile, name, dir, func(node gpu.Node, sysfsRoot string) error {
-			pool, err := nodeSlices(node, sysfsRoot, driverName, layout)
+			pool, err := nodeSlices(node, sysfsRoot, driverName, layout, fleetSpareNode(i, false, false))
 			objs = sliceObjects(driverName, name, pool)
 			return err
 		})

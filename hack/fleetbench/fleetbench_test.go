@@ -120,12 +120,14 @@ func TestWorkloadPods(t *testing.T) {
 	}
 }
 
-func h100Pool(t *testing.T, layout string) []resourceslice.Slice {
+// h100Pool is an idle DGX H100's pool in the layout; in the gpudra
+// layout, spare says whether the node keeps one of the fleet's spares.
+func h100Pool(t *testing.T, layout string, spare bool) []resourceslice.Slice {
 	t.Helper()
 	var pool []resourceslice.Slice
 	err := fakenodes.WithNode(context.Background(), "dgx-h100", "node-a", t.TempDir(), func(node gpu.Node, sysfsRoot string) error {
 		var err error
-		pool, err = nodeSlices(node, sysfsRoot, driverName, layout)
+		pool, err = nodeSlices(node, sysfsRoot, driverName, layout, spare)
 		return err
 	})
 	if err != nil {
@@ -148,20 +150,34 @@ func deviceNames(pool []resourceslice.Slice) []string {
 // one holds exactly the devices of gpudra's layout with every spare,
 // regrouped.
 func TestLayouts(t *testing.T) {
-	gpudra := h100Pool(t, layoutGpudra)
+	gpudra := h100Pool(t, layoutGpudra, true)
 	if first := gpudra[0].Devices; len(first) != 8 || first[0].Name != "gpu-0" {
 		t.Errorf("gpudra's first slice: %d devices, want the 8 whole GPUs first", len(first))
 	}
 	// 8 whole GPUs, the spare's 25 placements, 8 monitors.
 	if n := len(deviceNames(gpudra)); n != 41 {
-		t.Errorf("gpudra: %d devices, want 41", n)
+		t.Errorf("gpudra, a node with the fleet's spare: %d devices, want 41", n)
 	}
-	all := deviceNames(h100Pool(t, layoutAllSpares))
+	if n := len(deviceNames(h100Pool(t, layoutNodeSpares, false))); n != 41 {
+		t.Errorf("%s: %d devices, want 41 on every node", layoutNodeSpares, n)
+	}
+	// 8 whole GPUs and 8 monitors, no counter set: what 19 nodes in 20
+	// publish.
+	without := h100Pool(t, layoutGpudra, false)
+	if n := len(deviceNames(without)); n != 16 {
+		t.Errorf("gpudra, a node without a spare: %d devices, want 16", n)
+	}
+	for i, s := range without {
+		if len(s.SharedCounters) > 0 {
+			t.Errorf("gpudra, a node without a spare: slice %d publishes %d counter sets, want none", i, len(s.SharedCounters))
+		}
+	}
+	all := deviceNames(h100Pool(t, layoutAllSpares, false))
 	if len(all) != 216 {
 		t.Errorf("%s: %d devices, want 216", layoutAllSpares, len(all))
 	}
 
-	nv := h100Pool(t, layoutNVIDIA)
+	nv := h100Pool(t, layoutNVIDIA, false)
 	if len(nv) != 9 || len(nv[0].SharedCounters) != 8 || len(nv[0].Devices) != 0 {
 		t.Fatalf("NVIDIA-shaped: %d slices, the first with %d counter sets and %d devices; want 9, 8 and 0", len(nv), len(nv[0].SharedCounters), len(nv[0].Devices))
 	}
@@ -184,10 +200,10 @@ func TestLayouts(t *testing.T) {
 
 	// The 8 whole GPUs and the monitoring device of each (gpu-<minor>-monitor,
 	// for admin-access monitoring pods).
-	if whole := deviceNames(h100Pool(t, layoutWhole)); len(whole) != 16 {
+	if whole := deviceNames(h100Pool(t, layoutWhole, false)); len(whole) != 16 {
 		t.Errorf("whole GPUs only: %d devices, want 8 GPUs and 8 monitoring devices", len(whole))
 	}
-	few := deviceNames(h100Pool(t, layoutFewProfiles))
+	few := deviceNames(h100Pool(t, layoutFewProfiles, false))
 	if len(few) == 0 || len(few) >= len(deviceNames(gpudra)) {
 		t.Errorf("%s: %d devices, want fewer than gpudra's", layoutFewProfiles, len(few))
 	}
@@ -200,7 +216,7 @@ func TestLayouts(t *testing.T) {
 		}
 		return n
 	}
-	every := h100Pool(t, layoutEveryCounterSet)
+	every := h100Pool(t, layoutEveryCounterSet, false)
 	if sets(gpudra) != 1 || sets(every) != 8 || !slices.Equal(deviceNames(every), deviceNames(gpudra)) || len(every) != len(gpudra) {
 		t.Errorf("counter sets: gpudra %d (want 1), %s %d (want 8, with gpudra's devices and slices)", sets(gpudra), layoutEveryCounterSet, sets(every))
 	}
@@ -248,10 +264,10 @@ func TestHideBusyIsTheBuilders(t *testing.T) {
 	for _, tc := range []struct {
 		layout string
 		busy   int
-	}{{layoutGpudra, 7}, {layoutGpudra, 8}, {layoutAllSpares, 7}, {layoutAllSpares, 8}} {
+	}{{layoutGpudra, 7}, {layoutGpudra, 8}, {layoutNodeSpares, 7}, {layoutNodeSpares, 8}, {layoutAllSpares, 7}, {layoutAllSpares, 8}} {
 		busy := tc.busy
 		err := fakenodes.WithNode(context.Background(), "dgx-h100", "node-a", t.TempDir(), func(node gpu.Node, sysfsRoot string) error {
-			full, err := nodeSlices(node, sysfsRoot, driverName, tc.layout)
+			full, err := nodeSlices(node, sysfsRoot, driverName, tc.layout, true)
 			if err != nil {
 				return err
 			}
@@ -261,7 +277,7 @@ func TestHideBusyIsTheBuilders(t *testing.T) {
 					inUse[g.UUID] = gpu.UsedWhole
 				}
 			}
-			opts, err := layoutOptions(driverName, sysfsRoot, tc.layout)
+			opts, err := layoutOptions(driverName, sysfsRoot, tc.layout, true)
 			if err != nil {
 				return err
 			}
@@ -289,6 +305,31 @@ func TestHideBusyIsTheBuilders(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestFleetSpareNodes: in every fleet state, one node in twenty keeps the
+// fleet's spare, as gpudra-controller's default budget (5%) does, and
+// each of them has a free GPU to keep it on.
+func TestFleetSpareNodes(t *testing.T) {
+	const nodes = 1000
+	for _, st := range []struct {
+		name         string
+		busy, packed bool
+	}{{"empty", false, false}, {"90%", true, false}, {"90% packed", true, true}} {
+		spares := 0
+		for i := range nodes {
+			if !fleetSpareNode(i, st.busy, st.packed) {
+				continue
+			}
+			spares++
+			if st.busy && busyGPUs(i, st.packed) >= gpusPerNode {
+				t.Errorf("%s: node %d keeps the spare but has no free GPU", st.name, i)
+			}
+		}
+		if spares != nodes/fleetSpareEvery {
+			t.Errorf("%s: %d nodes keep a spare, want %d", st.name, spares, nodes/fleetSpareEvery)
 		}
 	}
 }

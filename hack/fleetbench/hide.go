@@ -19,12 +19,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/gpudra/gpudra/internal/fakenodes"
 	"github.com/gpudra/gpudra/internal/gpu"
 )
 
@@ -38,7 +43,7 @@ import (
 // spares hold).
 func hidesBusy(layout string) bool {
 	switch layout {
-	case layoutGpudra, layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet:
+	case layoutGpudra, layoutNodeSpares, layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet:
 		return true
 	}
 	return false
@@ -57,13 +62,21 @@ func withoutHeldPlacements(devices []resourceapi.Device, held func(minor int) bo
 	return out
 }
 
-// hidden holds the full device lists of the slices hideBusy changed, by
-// slice name.
-type hidden map[string][]resourceapi.Device
+// hidden holds what hideBusy changed of each slice, by slice name: its
+// devices and counter sets as they were.
+type hidden map[string]sliceContent
+
+type sliceContent struct {
+	devices  []resourceapi.Device
+	counters []resourceapi.CounterSet
+}
 
 // hideBusy takes the placements of every GPU the 90% state took whole out
 // of the slices, as gpudra's plugin does once it has prepared the claims.
-func (f *fleet) hideBusy(ctx context.Context, packed bool) (hidden, error) {
+// In the gpudra layout it also moves the fleet's spares to the nodes
+// gpudra-controller would keep them on in that state (fleetSpareNode):
+// their slices become what the plugin publishes with one spare assigned.
+func (f *fleet) hideBusy(ctx context.Context, packed bool, layout, profile string) (hidden, error) {
 	var items []resourceapi.ResourceSlice
 	for opts := (metav1.ListOptions{Limit: 500}); ; {
 		list, err := f.client.ResourceV1().ResourceSlices().List(ctx, opts)
@@ -75,23 +88,42 @@ func (f *fleet) hideBusy(ctx context.Context, packed bool) (hidden, error) {
 			break
 		}
 	}
+	// The slice names sort as the builder's slices (sliceObjects).
+	slices.SortFunc(items, func(a, b resourceapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
+	moved := map[string][]resourceslice.Slice{}
+	if layout == layoutGpudra {
+		var err error
+		if moved, err = f.movedSpares(ctx, profile, packed); err != nil {
+			return nil, err
+		}
+	}
 	h := hidden{}
 	var changed []resourceapi.ResourceSlice
+	nth := map[string]int{}
 	for _, s := range items {
 		if s.Spec.NodeName == nil {
 			continue
 		}
-		i, err := strconv.Atoi(strings.TrimPrefix(*s.Spec.NodeName, "fleet-"))
+		node := *s.Spec.NodeName
+		i, err := strconv.Atoi(strings.TrimPrefix(node, "fleet-"))
 		if err != nil {
-			return nil, fmt.Errorf("slice %s of node %s: not a fleet node", s.Name, *s.Spec.NodeName)
+			return nil, fmt.Errorf("slice %s of node %s: not a fleet node", s.Name, node)
+		}
+		was := sliceContent{devices: s.Spec.Devices, counters: s.Spec.SharedCounters}
+		if pool, ok := moved[node]; ok {
+			k := nth[node]
+			nth[node]++
+			if k >= len(pool) {
+				return nil, fmt.Errorf("node %s: %d slices stored, the builder makes %d", node, k+1, len(pool))
+			}
+			s.Spec.Devices, s.Spec.SharedCounters = pool[k].Devices, pool[k].SharedCounters
 		}
 		busy := busyGPUs(i, packed)
-		keep := withoutHeldPlacements(s.Spec.Devices, func(minor int) bool { return minor < busy })
-		if len(keep) == len(s.Spec.Devices) {
+		s.Spec.Devices = withoutHeldPlacements(s.Spec.Devices, func(minor int) bool { return minor < busy })
+		if equality.Semantic.DeepEqual(was.devices, s.Spec.Devices) && equality.Semantic.DeepEqual(was.counters, s.Spec.SharedCounters) {
 			continue
 		}
-		h[s.Name] = s.Spec.Devices
-		s.Spec.Devices = keep
+		h[s.Name] = was
 		changed = append(changed, s)
 	}
 	err := parallel(len(changed), apiWorkers, func(i int) error {
@@ -99,6 +131,31 @@ func (f *fleet) hideBusy(ctx context.Context, packed bool) (hidden, error) {
 		return err
 	})
 	return h, err
+}
+
+// movedSpares returns the slices, with one spare, of the nodes that keep
+// the fleet's spares in the 90% state but not on the empty fleet.
+func (f *fleet) movedSpares(ctx context.Context, profile string, packed bool) (map[string][]resourceslice.Slice, error) {
+	dir, err := os.MkdirTemp("", "gpudra-fleetbench-spares-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	out := map[string][]resourceslice.Slice{}
+	for i, name := range f.nodes {
+		if !fleetSpareNode(i, true, packed) || fleetSpareNode(i, false, false) {
+			continue
+		}
+		err := fakenodes.WithNode(ctx, profile, name, dir, func(node gpu.Node, sysfsRoot string) error {
+			pool, err := nodeSlices(node, sysfsRoot, driverName, layoutGpudra, true)
+			out[name] = pool
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node %s with a spare: %w", name, err)
+		}
+	}
+	return out, nil
 }
 
 // unhide puts the devices hideBusy took out back.
@@ -112,7 +169,7 @@ func (f *fleet) unhide(ctx context.Context, h hidden) error {
 		if err != nil {
 			return err
 		}
-		s.Spec.Devices = h[names[i]]
+		s.Spec.Devices, s.Spec.SharedCounters = h[names[i]].devices, h[names[i]].counters
 		_, err = f.client.ResourceV1().ResourceSlices().Update(ctx, s, metav1.UpdateOptions{})
 		return err
 	})

@@ -35,7 +35,9 @@ const (
 	// layoutGpudra is what gpudra publishes by default: whole GPUs first,
 	// the counter sets, then one slice per GPU for its MIG placements,
 	// published only on the GPUs that can take the next partition claims
-	// (--mig-spare-gpus=1: one free GPU per node on an idle fleet).
+	// (--mig-spare-gpus=fleet: one free GPU on each of the nodes
+	// gpudra-controller keeps spares on, 5% of the fleet; see
+	// fleetSpareNode).
 	layoutGpudra = "gpudra"
 	// layoutWhole is what gpudra publishes where the cluster does not
 	// serve partitionable devices: whole GPUs only, no MIG.
@@ -51,6 +53,10 @@ const (
 
 // Levers on gpudra's side, measured as layouts of their own:
 const (
+	// layoutNodeSpares is gpudra's layout with --mig-spare-gpus=1: one
+	// free GPU of every node publishes its placements, gpudra's default
+	// before spares were kept across the fleet.
+	layoutNodeSpares = "gpudra-node-spares"
 	// layoutAllSpares is gpudra's layout with --mig-spare-gpus=all: every
 	// free GPU publishes its placements (200 on an idle DGX H100), as
 	// gpudra did before spares.
@@ -70,7 +76,7 @@ const (
 // the levers.
 var (
 	compared = []string{layoutGpudra, layoutWhole, layoutNVIDIA}
-	levers   = []string{layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet}
+	levers   = []string{layoutNodeSpares, layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet}
 	layouts  = append(append([]string{}, compared...), levers...)
 )
 
@@ -80,11 +86,35 @@ const fewProfiles = "1g.10gb,3g.40gb,7g.80gb"
 // hasMIG says whether the layout publishes MIG placements.
 func hasMIG(layout string) bool { return layout != layoutWhole }
 
-// layoutOptions are the slice builder's options for a layout.
-func layoutOptions(driver, sysfsRoot, layout string) (slicebuilder.Options, error) {
+// fleetSpareEvery is one node in how many that keeps a spare in the
+// gpudra layout: gpudra-controller's default budget, --mig-spare-nodes=5%.
+const fleetSpareEvery = 20
+
+// fleetSpareNode says whether node i keeps the fleet's spare in the gpudra
+// layout, in the fleet state (packed: see busyGPUs). gpudra-controller
+// keeps spares on nodes with a free GPU, so the choice follows the state:
+// on the empty fleet and the packed one, one node in twenty from the
+// ninth (the packed state leaves those empty); on the 90% fleet, where
+// those nodes are full and their spares taken whole, the controller has
+// assigned the one before each instead, whose eighth GPU is free.
+func fleetSpareNode(i int, busy, packed bool) bool {
+	if busy && !packed {
+		return i%fleetSpareEvery == fleetSpareEvery-2
+	}
+	return i%fleetSpareEvery == fleetSpareEvery-1
+}
+
+// layoutOptions are the slice builder's options for a layout; spare says,
+// for the gpudra layout, whether the node keeps one of the fleet's spares.
+func layoutOptions(driver, sysfsRoot, layout string, spare bool) (slicebuilder.Options, error) {
 	opts := slicebuilder.Options{DriverName: driver, SysfsRoot: sysfsRoot}
 	switch layout {
-	case layoutGpudra, layoutEveryCounterSet:
+	case layoutGpudra:
+		opts.SpareGPUs = slicebuilder.FleetAssigned(0)
+		if spare {
+			opts.SpareGPUs = slicebuilder.FleetAssigned(1)
+		}
+	case layoutNodeSpares, layoutEveryCounterSet:
 	case layoutWhole:
 		opts.WholeGPUsOnly = true
 	case layoutNVIDIA, layoutAllSpares:
@@ -100,9 +130,10 @@ func layoutOptions(driver, sysfsRoot, layout string) (slicebuilder.Options, erro
 	return opts, nil
 }
 
-// nodeSlices returns the slices one idle node publishes in the layout.
-func nodeSlices(node gpu.Node, sysfsRoot, driver, layout string) ([]resourceslice.Slice, error) {
-	opts, err := layoutOptions(driver, sysfsRoot, layout)
+// nodeSlices returns the slices one idle node publishes in the layout
+// (spare: see layoutOptions).
+func nodeSlices(node gpu.Node, sysfsRoot, driver, layout string, spare bool) ([]resourceslice.Slice, error) {
+	opts, err := layoutOptions(driver, sysfsRoot, layout, spare)
 	if err != nil {
 		return nil, err
 	}

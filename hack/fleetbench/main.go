@@ -179,7 +179,7 @@ func runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r := &runner{fleet: f, metrics: metrics, maxPods: *maxPods, cellTimeout: *cellTimeout, binds: binds, only: map[string]bool{},
+	r := &runner{fleet: f, profile: *c.profile, metrics: metrics, maxPods: *maxPods, cellTimeout: *cellTimeout, binds: binds, only: map[string]bool{},
 		schedulerPID: *schedulerPID, churnDuration: *churnDuration, churnPods: *churnPods}
 	for _, c := range strings.Split(*only, ",") {
 		if c != "" {

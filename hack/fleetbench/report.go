@@ -460,6 +460,8 @@ func (r report) leversTable(b *strings.Builder) {
 		switch l {
 		case layoutFewProfiles:
 			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-profiles=%s`. ", l, fewProfiles)
+		case layoutNodeSpares:
+			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-spare-gpus=1` (one spare on every node, the default before spares were kept across the fleet). ", l)
 		case layoutAllSpares:
 			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-spare-gpus=all` (every free GPU publishes its placements, as before spares). ", l)
 		case layoutEveryCounterSet:

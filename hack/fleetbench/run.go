@@ -92,7 +92,9 @@ type cellResult struct {
 
 // runner runs the cells of one run against one fleet.
 type runner struct {
-	fleet       *fleet
+	fleet *fleet
+	// profile is the fake nodes' (fakenodes.WithNode).
+	profile     string
 	metrics     *schedulerMetrics
 	maxPods     int
 	cellTimeout time.Duration
@@ -215,7 +217,7 @@ func (r *runner) run(ctx context.Context, layout string) ([]cellResult, error) {
 			}
 			if hidesBusy(layout) {
 				var err error
-				if hid, err = r.fleet.hideBusy(ctx, ph.packed); err != nil {
+				if hid, err = r.fleet.hideBusy(ctx, ph.packed, layout, r.profile); err != nil {
 					return out, fmt.Errorf("hide the placements of busy GPUs: %w", err)
 				}
 			}

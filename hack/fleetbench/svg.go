@@ -52,6 +52,7 @@ var palette = map[string]string{
 	layoutNVIDIA:          "#b2182b",
 	layoutFewProfiles:     "#7fbc41",
 	layoutAllSpares:       "#8073ac",
+	layoutNodeSpares:      "#a6dba0",
 	layoutEveryCounterSet: "#dfc27d",
 }
 
