@@ -175,7 +175,7 @@ kubeconfig, no answer).`,
 	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
 	f.BoolVar(&inv.pool.ConsumableCapacity, "consumable-capacity", false, "the fake nodes publish shareable GPUs, as a node pool with the chart's consumableCapacity.enabled does (default with --examples, whose sharing examples are for such pools)")
 	f.StringVar(&inv.migProfiles, "mig-profiles", "all", "MIG profiles the fake nodes publish, as the plugin's --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
-	f.StringVar(&inv.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "free GPUs per fake node that publish their MIG placements, as the plugin's --mig-spare-gpus: a number from 1, or all (the fake nodes are idle: no GPU is partitioned yet)")
+	f.StringVar(&inv.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "free GPUs per fake node that publish their MIG placements (the fake nodes are idle: no GPU is partitioned yet), "+spareGPUsUsage)
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
 	f.BoolVar(&srv.dryRun, "server-dry-run", false, "also apply every input object to a real cluster's API server with a server-side dry run (kubectl apply --server-side --dry-run=server), which stores nothing: its validation and admission (gpudra's webhook too) judge them; the cluster of the kubeconfig's context (--kubeconfig, --context)")
@@ -315,7 +315,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 			return fail(fmt.Errorf("--mig-profiles: %w", err))
 		}
 		inv.pool.MigProfiles = mig
-		if inv.pool.SpareGPUs, err = slicebuilder.ParseSpareGPUs(inv.migSpareGPUs); err != nil {
+		if inv.pool.SpareGPUs, err = parseOfflineSpares(inv.migSpareGPUs); err != nil {
 			return fail(fmt.Errorf("--mig-spare-gpus: %w", err))
 		}
 		// What the plugin publishes on a cluster of that version, once it

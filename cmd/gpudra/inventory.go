@@ -94,7 +94,7 @@ failed).`,
 	f.StringVar(&o.backend, "device-backend", "nvml", "nvml (the real driver) or fake (a fake profile, e.g. to see what it publishes)")
 	f.StringVar(&o.fakeProfile, "fake-profile", fakenodes.DefaultProfile, "with --device-backend=fake: "+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file")
 	f.StringVar(&o.migProfiles, "mig-profiles", "all", "the MIG profiles the plugin publishes (its --mig-profiles)")
-	f.StringVar(&o.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "the free GPUs that publish their MIG placements (the plugin's --mig-spare-gpus); the node is shown as the plugin publishes it with nothing prepared")
+	f.StringVar(&o.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "the free GPUs that publish their MIG placements; the node is shown as the plugin publishes it with nothing prepared, "+spareGPUsUsage)
 	f.StringVar(&o.compare, "compare", "", "a fake profile ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file) to list the differences from")
 	outputFlag(cmd, &o.output, "yaml", "yaml", "json", "none")
 	return cmd
@@ -112,7 +112,7 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	if !slices.Contains(backend.Kinds, o.backend) {
 		return usageErrorf("--device-backend %q: want %s", o.backend, strings.Join(backend.Kinds, " or "))
 	}
-	spare, err := slicebuilder.ParseSpareGPUs(o.migSpareGPUs)
+	spare, err := parseOfflineSpares(o.migSpareGPUs)
 	if err != nil {
 		return usageErrorf("--mig-spare-gpus: %w", err)
 	}

@@ -75,7 +75,7 @@ command line or unusable manifests, 3 the in-process plugin failed.`,
 			if opts.MigProfiles, err = slicebuilder.ParseMigProfiles(migProfiles); err != nil {
 				return usageErrorf("--mig-profiles: %w", err)
 			}
-			if opts.SpareGPUs, err = slicebuilder.ParseSpareGPUs(migSpareGPUs); err != nil {
+			if opts.SpareGPUs, err = parseOfflineSpares(migSpareGPUs); err != nil {
 				return usageErrorf("--mig-spare-gpus: %w", err)
 			}
 			fsys, err := manifestsFS(manifests, cmd.InOrStdin())
@@ -98,7 +98,7 @@ command line or unusable manifests, 3 the in-process plugin failed.`,
 	f.StringVar(&opts.NodeName, "node-name", "node-1", "name of the simulated node (seeds the fake GPUs' UUIDs)")
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name")
 	f.StringVar(&migProfiles, "mig-profiles", "all", "MIG profiles the plugin publishes, as its --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
-	f.StringVar(&migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "free GPUs that publish their MIG placements, as the plugin's --mig-spare-gpus: a number from 1, or all")
+	f.StringVar(&migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "free GPUs that publish their MIG placements, "+spareGPUsUsage)
 	f.BoolVar(&opts.ConsumableCapacity, "consumable-capacity", true, "publish shareable whole GPUs (consumable capacity), as a node pool with the chart's consumableCapacity.enabled does")
 	f.StringVar(&opts.ShareSharing, "consumable-capacity-sharing", "None", "how shares of a GPU are shared when their config does not say: MPS, TimeSlicing or None")
 	f.StringVar(&manifests, "manifests", "", "directory with DeviceClasses (*.yaml) and examples (examples/*.yaml), or - for one YAML stream on standard input; default: the built-in ones")
