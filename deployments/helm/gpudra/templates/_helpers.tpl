@@ -67,6 +67,34 @@ capabilities:
   drop: ["ALL"]
 {{- end -}}
 
+{{/*
+The ConfigMap through which gpudra-controller tells the kubelet plugins in
+fleet mode (migSpareGPUs: fleet) which nodes keep a MIG spare (docs/mig.md,
+"Spares across the fleet").
+*/}}
+{{- define "gpudra.migSparesName" -}}
+{{- printf "%s-mig-spares" (include "gpudra.fullname" .) -}}
+{{- end -}}
+
+{{/*
+A pool's --mig-spare-gpus. fleet needs the controller, which assigns the
+spares; without it every node keeps one, the mode before fleet budgets.
+Called with (dict "root" $ "pool" $pool).
+*/}}
+{{- define "gpudra.migSpareGPUs" -}}
+{{- $v := toString .pool.migSpareGPUs -}}
+{{- if and (eq $v "fleet") (not .root.Values.controller.enabled) -}}1{{- else -}}{{ $v }}{{- end -}}
+{{- end -}}
+
+{{/* "true" when a pool's plugins take their spares from the controller. */}}
+{{- define "gpudra.fleetSpares" -}}
+{{- $fleet := false -}}
+{{- range $pool := include "gpudra.pools" . | fromJsonArray -}}
+{{- if eq (include "gpudra.migSpareGPUs" (dict "root" $ "pool" $pool)) "fleet" }}{{ $fleet = true }}{{ end -}}
+{{- end -}}
+{{- $fleet -}}
+{{- end -}}
+
 {{/* gpudra-controller: Deployment, Service, webhook configuration and Lease share this name. */}}
 {{- define "gpudra.controllerName" -}}
 {{- printf "%s-controller" (include "gpudra.fullname" .) -}}
