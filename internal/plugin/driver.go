@@ -96,7 +96,14 @@ type Config struct {
 	MigProfiles slicebuilder.MigProfiles
 	// SpareGPUs is how many free GPUs publish their MIG placements beside
 	// the partitioned ones (the zero value: slicebuilder.DefaultSpareGPUs).
-	SpareGPUs slicebuilder.SpareGPUs
+	// In fleet mode the number is gpudra-controller's, read from the
+	// ConfigMap SparesConfigMap in Namespace (spares.go); Start fails
+	// without them.
+	SpareGPUs       slicebuilder.SpareGPUs
+	SparesConfigMap string
+	// Namespace is the plugin's own (the downward API's): where the
+	// spares ConfigMap is read in fleet mode.
+	Namespace string
 	// StateHooks inject faults into the node state in tests.
 	StateHooks nodestate.Hooks
 	// ConsumableCapacity publishes whole GPUs that several claims share,
@@ -170,9 +177,11 @@ type Driver struct {
 	// publishMu serializes publishes and guards pub.
 	publishMu sync.Mutex
 	pub       publisher
-	// republish wakes republishLoop; republishAsked counts the changes of
-	// the GPUs in use asked to be published, republishDone those covered
-	// by a finished publish.
+	// fleet is what gpudra-controller assigned the node in fleet mode.
+	fleet fleetSpares
+	// republish wakes republishLoop; republishAsked counts the changes
+	// (of the GPUs in use, of the spares assigned) asked to be published,
+	// republishDone those covered by a finished publish.
 	republish      chan struct{}
 	republishAsked atomic.Int64
 	republishDone  atomic.Int64
@@ -256,6 +265,9 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 		}
 	}()
 	cfg = d.cfg
+	if err := cfg.checkFleetConfig(); err != nil {
+		return nil, err
+	}
 	if d.metrics == nil {
 		d.metrics = NewInstruments(cfg.NodeName)
 	}
@@ -275,6 +287,10 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	}
 	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
 	d.startSliceWatch(ctx)
+	// Until it has listed the ConfigMap, the node counts as assigned no
+	// spares: the first publish keeps what an earlier run published, and
+	// adds none.
+	d.startSparesWatch(ctx)
 	if err := d.serveKubelet(ctx); err != nil {
 		return nil, err
 	}

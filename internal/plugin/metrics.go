@@ -74,6 +74,8 @@ var (
 		Help: "1 for every GPU of the node and every MIG device prepared on it, with its state (free, allocated, shared: a share of it held, partitioned: MIG devices of it held, unmanaged: MIG instances made outside gpudra, unhealthy), the claim holding it and the claim's pods, and DCGM exporter's keys: UUID (the GPU's; a MIG device's parent's) and GPU_I_ID (a MIG device's GPU instance ID), so that DCGM's metrics join to pods (docs/observability.md#dcgm-exporter). A GPU shared by several claims has one series per claim."}
 	MetricClaimsIdle = metricdoc.Metric{Name: "gpudra_claims_idle", Type: metricdoc.Gauge,
 		Help: "Claims on this node idle for at least --idle-after."}
+	MetricMigSparesAssigned = metricdoc.Metric{Name: "gpudra_plugin_mig_spares_assigned", Type: metricdoc.Gauge,
+		Help: "Spare GPUs gpudra-controller assigned this node (--mig-spare-gpus=fleet): its entry in the --mig-spares-configmap ConfigMap; 0 where it has none, the ConfigMap is missing or not read yet, or the entry is not a number from 1. The node keeps that many free GPUs publishing their MIG placements, beside its partitioned GPUs and the free ones published before, which stay. Absent in the other modes."}
 	MetricClaimStatusWrites = metricdoc.Metric{Name: "gpudra_plugin_claim_status_writes_total", Type: metricdoc.Counter, Labels: []string{"result"},
 		Help: "Writes of prepared claims' status.devices (entries written at prepare, removed at unprepare), by result: success, gone (the claim was deleted, replaced or deallocated first) or error (retried with back-off; the log says why, e.g. missing RBAC)."}
 )
@@ -82,7 +84,7 @@ var (
 // show them.
 var Metrics = []metricdoc.Metric{
 	MetricRequests, MetricRequestDuration, MetricPreparedClaims, MetricPreparedDevices,
-	MetricMigCreated, MetricMigDestroyed, MetricUnhealthyDevices, MetricMPSDaemons, MetricReady,
+	MetricMigCreated, MetricMigDestroyed, MetricMigSparesAssigned, MetricUnhealthyDevices, MetricMPSDaemons, MetricReady,
 	MetricDeviceUtilization, MetricDeviceMemUtil, MetricDeviceMemoryUsed, MetricDeviceMemoryTotal,
 	MetricDeviceTemperature, MetricDevicePower, MetricDeviceInfo, MetricClaimIdleSeconds, MetricClaimsIdle, MetricSampleErrors,
 	MetricClaimStatusWrites,

@@ -96,7 +96,7 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 		Health:             health,
 		AdminInstances:     admin,
 		InUse:              inUse,
-		SpareGPUs:          d.cfg.SpareGPUs,
+		SpareGPUs:          d.spareGPUs(),
 		MigReady:           migReady,
 		WholeGPUsOnly:      wholeOnly,
 		MigProfiles:        d.cfg.MigProfiles,
@@ -232,6 +232,11 @@ func (d *Driver) republishIfInUseChanged() {
 	if same {
 		return
 	}
+	d.askRepublish()
+}
+
+// askRepublish asks republishLoop for a publish.
+func (d *Driver) askRepublish() {
 	d.republishAsked.Add(1)
 	select {
 	case d.republish <- struct{}{}:
@@ -239,7 +244,8 @@ func (d *Driver) republishIfInUseChanged() {
 	}
 }
 
-// republishLoop publishes after changes of the GPUs in use until ctx ends.
+// republishLoop publishes after changes of the GPUs in use, or of the
+// spares gpudra-controller assigned the node, until ctx ends.
 // Each publish reads the state afresh, so it covers every change asked for
 // before it started.
 func (d *Driver) republishLoop(ctx context.Context) {
@@ -257,14 +263,14 @@ func (d *Driver) republishLoop(ctx context.Context) {
 		if err := d.publish(ctx); err != nil {
 			// The claims are prepared either way: the slices only publish
 			// more devices than can be allocated until the next publish.
-			klog.FromContext(ctx).Error(err, "Republishing after a change of the GPUs in use")
+			klog.FromContext(ctx).Error(err, "Republishing after a change of the GPUs in use or of the spares assigned")
 		}
 		d.republishDone.Store(asked)
 	}
 }
 
-// publishPending says whether a change of the GPUs in use has not been
-// handed to the ResourceSlice controller yet.
+// publishPending says whether a change of the GPUs in use (or of the
+// spares assigned) has not been handed to the ResourceSlice controller yet.
 func (d *Driver) publishPending() bool {
 	return d.republishDone.Load() < d.republishAsked.Load()
 }

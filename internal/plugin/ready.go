@@ -252,13 +252,14 @@ func (d *Driver) Ready() error {
 }
 
 // Published says why the API server does not hold the slices the plugin
-// publishes now, or nil: no change of the GPUs in use waits to be
-// published, every step towards the slices last built was handed over, and
-// the newest complete generation of the node's pool holds them. In-process
-// callers (the simulated node) wait for it before they schedule.
+// publishes now, or nil: no change of the GPUs in use (or of the spares
+// assigned) waits to be published, every step towards the slices last
+// built was handed over, and the newest complete generation of the node's
+// pool holds them. In-process callers (the simulated node) wait for it
+// before they schedule.
 func (d *Driver) Published() error {
 	if d.publishPending() {
-		return errors.New("a change of the GPUs in use is not published yet")
+		return errors.New("a change of the GPUs in use or of the spares assigned is not published yet")
 	}
 	d.publishMu.Lock()
 	wanted := d.pub.wanted

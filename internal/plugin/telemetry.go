@@ -238,6 +238,7 @@ var (
 	descClaimIdle       = MetricClaimIdleSeconds.Desc()
 	descClaimsIdle      = MetricClaimsIdle.Desc()
 	descDeviceInfo      = MetricDeviceInfo.Desc()
+	descSparesAssigned  = MetricMigSparesAssigned.Desc()
 )
 
 // deviceCollector exports the node state and the last sampling pass of
@@ -247,7 +248,7 @@ type deviceCollector struct{ d atomic.Pointer[Driver] }
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{descPreparedClaims, descPreparedDevices, descUnhealthy, descMPSDaemons, descReady,
 		descUtilization, descMemUtil, descMemUsed, descMemTotal, descTemperature, descPower, descClaimIdle, descClaimsIdle,
-		descDeviceInfo} {
+		descDeviceInfo, descSparesAssigned} {
 		ch <- desc
 	}
 }
@@ -297,6 +298,9 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	gauge(descReady, ready)
+	if d.cfg.SpareGPUs.Fleet {
+		gauge(descSparesAssigned, float64(d.fleet.assignedSpares()))
+	}
 
 	snap := d.telemetry.last.Load()
 	if snap == nil {

@@ -67,6 +67,10 @@ type Options struct {
 	// SpareGPUs is how many free GPUs publish their MIG placements
 	// (--mig-spare-gpus; the zero value: the default).
 	SpareGPUs slicebuilder.SpareGPUs
+	// Namespace and SparesConfigMap are the plugin's --namespace and
+	// --mig-spares-configmap: where it reads, with SpareGPUs in fleet
+	// mode, the spares gpudra-controller assigned the node.
+	Namespace, SparesConfigMap string
 	// Hooks inject faults into the plugin's node state (tests only).
 	Hooks nodestate.Hooks
 	// Healthcheck serves the plugin's gRPC health service on a free port
@@ -235,19 +239,21 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		return nil, err
 	}
 	driver, err := plugin.Start(ctx, plugin.Config{
-		DriverName:     opts.DriverName,
-		NodeName:       opts.NodeName,
-		KubeClient:     client,
-		Backend:        be,
-		PluginDataDir:  opts.PluginDataDir(),
-		RegistrarDir:   opts.RegistrarDir(),
-		CDIDir:         opts.CDIDir(),
-		BootIDPath:     opts.BootIDPath(),
-		HealthResend:   time.Second,
-		StateHooks:     opts.Hooks,
-		MigProfiles:    opts.MigProfiles,
-		SpareGPUs:      opts.SpareGPUs,
-		DeviceMetadata: opts.DeviceMetadata,
+		DriverName:      opts.DriverName,
+		NodeName:        opts.NodeName,
+		KubeClient:      client,
+		Backend:         be,
+		PluginDataDir:   opts.PluginDataDir(),
+		RegistrarDir:    opts.RegistrarDir(),
+		CDIDir:          opts.CDIDir(),
+		BootIDPath:      opts.BootIDPath(),
+		HealthResend:    time.Second,
+		StateHooks:      opts.Hooks,
+		MigProfiles:     opts.MigProfiles,
+		SpareGPUs:       opts.SpareGPUs,
+		Namespace:       opts.Namespace,
+		SparesConfigMap: opts.SparesConfigMap,
+		DeviceMetadata:  opts.DeviceMetadata,
 
 		HealthcheckAddr:    healthcheckAddr(opts.Healthcheck),
 		FileWatchInterval:  opts.FileWatchInterval,

@@ -1,0 +1,198 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/gpudratest"
+	"github.com/gpudra/gpudra/internal/plugin"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+)
+
+// fleetOptions is a DGX H100 node whose plugin runs with
+// --mig-spare-gpus=fleet, reading the chart's ConfigMap in namespace
+// gpudra.
+func fleetOptions() Options {
+	return Options{Profile: "dgx-h100", SpareGPUs: slicebuilder.SpareGPUs{Fleet: true},
+		Namespace: "gpudra", SparesConfigMap: "gpudra-mig-spares"}
+}
+
+// sparesConfigMap is a ConfigMap in namespace gpudra with the entries
+// given as key, value, key, value, ...
+func sparesConfigMap(name string, entries ...string) *v1.ConfigMap {
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gpudra", Name: name}, Data: map[string]string{}}
+	for i := 0; i+1 < len(entries); i += 2 {
+		cm.Data[entries[i]] = entries[i+1]
+	}
+	return cm
+}
+
+// migMinors are the minors of the GPUs whose MIG placements the node
+// publishes, once the plugin has published all it means to.
+func migMinors(ctx context.Context, t testing.TB, c *Cluster) []int {
+	t.Helper()
+	published, err := c.Slices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var minors []int
+	for _, s := range published {
+		for _, dev := range s.Spec.Devices {
+			if name, ok := gpu.ParseDeviceName(dev.Name); ok && name.MIG && !slices.Contains(minors, name.Minor) {
+				minors = append(minors, name.Minor)
+			}
+		}
+	}
+	slices.Sort(minors)
+	return minors
+}
+
+// sparesAssigned is the plugin's gpudra_plugin_mig_spares_assigned, -1
+// where it exports none.
+func sparesAssigned(t testing.TB, c *Cluster) float64 {
+	t.Helper()
+	families, err := c.Driver.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == plugin.MetricMigSparesAssigned.Name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// waitSparesAssigned waits until the plugin says it was assigned n spares.
+func waitSparesAssigned(ctx context.Context, t testing.TB, c *Cluster, n float64) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return sparesAssigned(t, c) == n, nil
+	}); err != nil {
+		t.Fatalf("%s is %v, want %v", plugin.MetricMigSparesAssigned.Name, sparesAssigned(t, c), n)
+	}
+}
+
+// TestFleetSpares: with --mig-spare-gpus=fleet a node publishes the
+// placements of the spares gpudra-controller assigned it in the spares
+// ConfigMap, none without an entry (its partitioned GPUs and the spares
+// it published before stay: sticky), and republishes when its entry
+// changes.
+func TestFleetSpares(t *testing.T) {
+	ctx, c := startClusterWith(t, fleetOptions())
+	configMaps := c.Client.CoreV1().ConfigMaps("gpudra")
+	check := func(step string, want []int) {
+		t.Helper()
+		if got := migMinors(ctx, t, c); !slices.Equal(got, want) {
+			t.Fatalf("%s: the MIG placements of GPUs %v are published, want %v", step, got, want)
+		}
+	}
+	update := func(entries ...string) {
+		t.Helper()
+		if _, err := configMaps.Update(ctx, sparesConfigMap("gpudra-mig-spares", entries...), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	check("no ConfigMap", nil)
+	if got := sparesAssigned(t, c); got != 0 {
+		t.Errorf("%s is %v before the ConfigMap exists, want 0", plugin.MetricMigSparesAssigned.Name, got)
+	}
+	// Another ConfigMap of the namespace says nothing (the API server
+	// would not even send it: the watch selects the name; the fake one
+	// sends it), nor does another node's entry.
+	for _, cm := range []*v1.ConfigMap{sparesConfigMap("other", "node-1", "3"), sparesConfigMap("gpudra-mig-spares", "node-2", "1")} {
+		if _, err := configMaps.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update("node-2", "1", "node-1", "1")
+	waitSparesAssigned(ctx, t, c, 1)
+	check("one spare assigned", []int{7})
+
+	// The entry removed: the free spare stays published (a claim may
+	// have been allocated there that has not reached the node yet)...
+	update("node-2", "1")
+	waitSparesAssigned(ctx, t, c, 0)
+	check("the entry removed", []int{7})
+	// ... and when a partition takes it, no other GPU becomes a spare.
+	part := mustRun(ctx, t, c, migClaim("part", false, "1g.10gb"))
+	if d := allocatedDevices(part)[0]; !strings.HasPrefix(d, "gpu-7-mig-") {
+		t.Errorf("the partition is %s, want one of the spare, GPU 7", d)
+	}
+	check("the spare partitioned, none assigned", []int{7})
+
+	// Assigned one again: the next free GPU refills it.
+	update("node-2", "1", "node-1", "1")
+	waitSparesAssigned(ctx, t, c, 1)
+	check("one spare assigned again", []int{6, 7})
+}
+
+// TestFleetSparesBadValue: an entry that is not a number of GPUs from 1
+// counts as none assigned, and the log says which ConfigMap, key and
+// value.
+func TestFleetSparesBadValue(t *testing.T) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
+	opts := fleetOptions()
+	opts.Dir = gpudratest.ShortTempDir(t)
+	c, err := Start(ctx, opts, NewClientset(sparesConfigMap("gpudra-mig-spares", "node-1", "two")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+
+	logged := func() bool {
+		for _, e := range logger.GetSink().(ktesting.Underlier).GetBuffer().Data() {
+			if e.Type != ktesting.LogError || !strings.Contains(e.Message, "spares ConfigMap") {
+				continue
+			}
+			kv := map[string]string{}
+			for _, l := range [][]any{e.WithKVList, e.ParameterKVList} {
+				for i := 0; i+1 < len(l); i += 2 {
+					kv[fmt.Sprint(l[i])] = fmt.Sprint(l[i+1])
+				}
+			}
+			return kv["configMap"] == "gpudra/gpudra-mig-spares" && kv["key"] == "node-1" && kv["value"] == "two"
+		}
+		return false
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return logged(), nil
+	}); err != nil {
+		t.Error("no error logged naming the ConfigMap gpudra/gpudra-mig-spares, the key node-1 and the value two")
+	}
+	if got := sparesAssigned(t, c); got != 0 {
+		t.Errorf("%s is %v, want 0", plugin.MetricMigSparesAssigned.Name, got)
+	}
+	if got := migMinors(ctx, t, c); len(got) != 0 {
+		t.Errorf("the MIG placements of GPUs %v are published, want none", got)
+	}
+}
