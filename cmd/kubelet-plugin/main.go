@@ -73,6 +73,7 @@ type flags struct {
 	healthPort     int
 	migProfiles    string
 	migSpareGPUs   string
+	sparesConfig   string
 	deviceMetadata bool
 	namespace      string
 	// Sharing.
@@ -118,11 +119,12 @@ func newFlags() (*flags, *cmdline.Command) {
 	fs.StringVar(&f.pluginDataDir, "plugin-data-dir", "", "Directory for the DRA socket and the checkpoint; default "+kubeletplugin.KubeletPluginsDir+"/<driver-name>. Must be the same path inside and outside the container.")
 	fs.StringVar(&f.registrarDir, "registrar-dir", kubeletplugin.KubeletRegistryDir, "The kubelet's plugin registration directory.")
 	fs.StringVar(&f.podUID, "pod-uid", "", "UID of the plugin's pod, from the downward API; enables seamless rolling updates.")
-	fs.StringVar(&f.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "How many free GPUs of the node publish their MIG placements beside the GPUs already partitioned, refilled as partitions take them: a number from 1, or all; one claim gets at most the partitions these GPUs hold.")
+	fs.StringVar(&f.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "How many free GPUs of the node publish their MIG placements beside the GPUs already partitioned, refilled as partitions take them: a number from 1, all, or fleet (as many as gpudra-controller assigns the node in --mig-spares-configmap, often none); one claim gets at most the partitions these GPUs hold.")
+	fs.StringVar(&f.sparesConfig, "mig-spares-configmap", "gpudra-mig-spares", "With --mig-spare-gpus=fleet: the ConfigMap in --namespace where gpudra-controller assigns nodes their spare GPUs (data: node name → number); the plugin reads its node's entry.")
 	fs.StringVar(&f.migProfiles, "mig-profiles", "all", "MIG profiles to publish: all, none, or a comma-separated list such as 1g.10gb,3g.40gb,7g.80gb; each published placement costs the scheduler on every claim.")
 	fs.BoolVar(&f.deviceMetadata, "device-metadata", true, "Hand each prepared device's attributes (UUID, MIG UUID and profile, NVLink group, PCI bus ID, …) to its containers as a JSON file at /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json (KEP-5304 device metadata, API metadata.resource.k8s.io/v1beta1).")
 	fs.IntVar(&f.healthPort, "healthcheck-port", 51515, "TCP port of the gRPC health service (grpc.health.v1, services \"liveness\" and \"readiness\") for the kubelet's probes; 0 turns it off.")
-	fs.StringVar(&f.namespace, "namespace", "", "The plugin's namespace, from the downward API: MPS daemon pods run there.")
+	fs.StringVar(&f.namespace, "namespace", "", "The plugin's namespace, from the downward API: MPS daemon pods run there, and with --mig-spare-gpus=fleet the spares ConfigMap is read there.")
 	fs.BoolVar(&f.consumableCapacity, "consumable-capacity", false, "Publish whole GPUs that several claims share, each taking a share of their memory and multiprocessors (DRAConsumableCapacity).")
 	fs.StringVar(&f.shareSharing, "consumable-capacity-sharing", "MPS", "How a claim holding a share of a GPU shares it when its config does not say: MPS (the share is enforced), TimeSlicing or None.")
 	fs.StringVar(&f.mpsImage, "mps-daemon-image", "", "Image of the MPS control daemon pods, the plugin's own; empty refuses claims that ask for MPS.")
@@ -151,6 +153,7 @@ func newFlags() (*flags, *cmdline.Command) {
 		"pod-uid":                       "POD_UID",
 		"mig-profiles":                  "MIG_PROFILES",
 		"mig-spare-gpus":                "MIG_SPARE_GPUS",
+		"mig-spares-configmap":          "MIG_SPARES_CONFIGMAP",
 		"device-metadata":               "DEVICE_METADATA",
 		"healthcheck-port":              "HEALTHCHECK_PORT",
 		"namespace":                     "POD_NAMESPACE",
@@ -186,6 +189,9 @@ func run() error {
 	spareGPUs, err := slicebuilder.ParseSpareGPUs(f.migSpareGPUs)
 	if err != nil {
 		return fmt.Errorf("--mig-spare-gpus: %w", err)
+	}
+	if err := checkFleetSpares(f, spareGPUs); err != nil {
+		return err
 	}
 	if f.idleThreshold <= 0 || f.idleThreshold > 1 || f.idleAfter <= 0 {
 		return fmt.Errorf("--idle-threshold must be in (0, 1] and --idle-after positive, got %v and %v", f.idleThreshold, f.idleAfter)
@@ -254,6 +260,8 @@ func run() error {
 		HealthcheckAddr:    healthcheck,
 		MigProfiles:        migProfiles,
 		SpareGPUs:          spareGPUs,
+		SparesConfigMap:    f.sparesConfig,
+		Namespace:          f.namespace,
 		DeviceMetadata:     f.deviceMetadata,
 		ConsumableCapacity: f.consumableCapacity,
 		ShareSharing:       shareSharing,
@@ -277,6 +285,21 @@ func run() error {
 	// Stop removes the sockets, so the kubelet stops calling a dead plugin.
 	driver.Stop()
 	return fatal
+}
+
+// checkFleetSpares says what --mig-spare-gpus=fleet lacks: the ConfigMap
+// it reads is in the plugin's namespace.
+func checkFleetSpares(f *flags, spare slicebuilder.SpareGPUs) error {
+	if !spare.Fleet {
+		return nil
+	}
+	switch {
+	case f.namespace == "":
+		return fmt.Errorf("--mig-spare-gpus=fleet reads the spares gpudra-controller assigns this node from the ConfigMap %q in the plugin's namespace: set --namespace (env POD_NAMESPACE, from the downward API as the chart does), or choose a number of spares", f.sparesConfig)
+	case f.sparesConfig == "":
+		return errors.New("--mig-spare-gpus=fleet reads the spares gpudra-controller assigns this node from a ConfigMap: set --mig-spares-configmap (env MIG_SPARES_CONFIGMAP) to its name, gpudra-controller's --mig-spares-configmap")
+	}
+	return nil
 }
 
 // healthcheckAddr listens on every address of the pod, where the kubelet's

@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	"github.com/gpudra/gpudra/internal/gpudratest"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // TestFlagsDocumented: README.md's table lists every flag with the
@@ -71,6 +72,52 @@ func TestEnvironment(t *testing.T) {
 			}
 			if err != nil || !tc.check(f) {
 				t.Errorf("error %v, flags %+v", err, *f)
+			}
+		})
+	}
+}
+
+// TestFleetSparesFlags: --mig-spare-gpus=fleet reads the spares
+// ConfigMap (--mig-spares-configmap, chart's name by default) in the
+// plugin's namespace, and refuses to start without one, naming the flag
+// to set; the other modes need neither.
+func TestFleetSparesFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		configMap string
+		wantErr   string
+	}{
+		{name: "fleet", args: []string{"--mig-spare-gpus=fleet", "--namespace=gpudra"}, configMap: "gpudra-mig-spares"},
+		{name: "fleet from the environment", env: map[string]string{"MIG_SPARE_GPUS": "fleet", "POD_NAMESPACE": "gpudra", "MIG_SPARES_CONFIGMAP": "spares"}, configMap: "spares"},
+		{name: "fleet without a namespace", args: []string{"--mig-spare-gpus=fleet"}, wantErr: "set --namespace"},
+		{name: "fleet without a ConfigMap", args: []string{"--mig-spare-gpus=fleet", "--namespace=gpudra", "--mig-spares-configmap="}, wantErr: "set --mig-spares-configmap"},
+		{name: "a number, no namespace", args: []string{"--mig-spare-gpus=2"}, configMap: "gpudra-mig-spares"},
+		{name: "all, no namespace", args: []string{"--mig-spare-gpus=all"}, configMap: "gpudra-mig-spares"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, cmd := newFlags()
+			cmd.LookupEnv = func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+			err := cmd.Flags.Parse(tc.args)
+			if err == nil {
+				err = cmd.ParseEnv()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			spare, err := slicebuilder.ParseSpareGPUs(f.migSpareGPUs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = checkFleetSpares(f, spare)
+			switch {
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one saying %q", err, tc.wantErr)
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("error %v", err)
+			case tc.wantErr == "" && f.sparesConfig != tc.configMap:
+				t.Errorf("--mig-spares-configmap is %q, want %q", f.sparesConfig, tc.configMap)
 			}
 		})
 	}
