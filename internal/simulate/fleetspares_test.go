@@ -153,6 +153,13 @@ func TestFleetSpares(t *testing.T) {
 	update("node-2", "1", "node-1", "1")
 	waitSparesAssigned(ctx, t, c, 1)
 	check("one spare assigned again", []int{6, 7})
+
+	// The ConfigMap deleted: none assigned, the published spare stays.
+	if err := configMaps.Delete(ctx, "gpudra-mig-spares", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSparesAssigned(ctx, t, c, 0)
+	check("the ConfigMap deleted", []int{6, 7})
 }
 
 // TestFleetSparesBadValue: an entry that is not a number of GPUs from 1

@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/gpudra/gpudra/internal/plugin"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
@@ -284,6 +285,10 @@ func TestSpareLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx, c := startClusterWith(t, Options{Profile: "dgx-h100", SpareGPUs: spare})
+			// Only fleet mode has spares assigned by gpudra-controller.
+			if got := sparesAssigned(t, c); got != -1 {
+				t.Errorf("%s is exported (%v) with --mig-spare-gpus=%s", plugin.MetricMigSparesAssigned.Name, got, tc.spares)
+			}
 			claim, err := c.CreateClaim(ctx, migClaim("two-halves", false, "4g.40gb", "4g.40gb"))
 			if err != nil {
 				t.Fatal(err)
