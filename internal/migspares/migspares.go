@@ -1,0 +1,264 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package migspares is gpudra-controller's policy for spares across the
+// fleet (--mig-spare-gpus=fleet on the plugins): which nodes keep one free
+// GPU's MIG placements published, so that a first partition claim finds
+// somewhere to go, without every node of the fleet publishing a spare's
+// placements (25 devices per H100 that the scheduler converts on every
+// Filter call). The controller writes the assignment into a ConfigMap the
+// plugins read (node name -> spares); this package only decides it, from a
+// view of the fleet, so that every rule is tested on a table.
+//
+// The controller only ever adds spares where the fleet lacks them: a
+// plugin keeps publishing a free GPU whose placements it published before
+// (sticky: a claim the scheduler allocated there may not have reached the
+// node yet), so dropping a node's assignment only stops its refills.
+package migspares
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// GPU is one partitionable GPU of a node, as the published slices and
+// the allocated claims show it.
+type GPU struct {
+	// Whole: a claim holds the GPU whole.
+	Whole bool
+	// Partitioned: a claim holds one of its MIG placements.
+	Partitioned bool
+	// Unhealthy: the GPU (or a placement of it) carries a device taint.
+	Unhealthy bool
+	// Published: its MIG placements are published now.
+	Published bool
+}
+
+// free says whether the GPU could be a spare: nothing holds any part of
+// it and it is healthy.
+func (g GPU) free() bool { return !g.Whole && !g.Partitioned && !g.Unhealthy }
+
+// Node is one node of the fleet.
+type Node struct {
+	Name string
+	// Ready: the node is Ready and not cordoned, so a pod can go there.
+	Ready bool
+	// GPUs are its partitionable GPUs (the others never publish MIG
+	// placements).
+	GPUs []GPU
+}
+
+// freeGPUs counts the GPUs that could be spares.
+func (n Node) freeGPUs() int {
+	c := 0
+	for _, g := range n.GPUs {
+		if g.free() {
+			c++
+		}
+	}
+	return c
+}
+
+// publishesSpare says whether a free GPU's placements are published now.
+func (n Node) publishesSpare() bool {
+	return slices.ContainsFunc(n.GPUs, func(g GPU) bool { return g.Published && g.free() })
+}
+
+// partitioned says whether a partition claim holds one of its GPUs: the
+// next partition packs beside it rather than breaking a GPU elsewhere.
+func (n Node) partitioned() bool {
+	return slices.ContainsFunc(n.GPUs, func(g GPU) bool { return g.Partitioned })
+}
+
+// Assignment is node name -> spare GPUs assigned (>= 1), the ConfigMap's
+// data.
+type Assignment map[string]int
+
+// Result is one decision.
+type Result struct {
+	Assignment Assignment
+	// Target is the number of nodes that should have a spare; WithSpare
+	// those that have one under Assignment (published, or assigned with
+	// a free GPU: a write the plugin has not acted on yet).
+	Target, WithSpare int
+}
+
+// Assign computes the new assignment from the fleet, the current
+// assignment and the target number of nodes with a spare (Target.Nodes).
+//
+//   - A node has a spare when it is ready and publishes the placements
+//     of a free healthy GPU, or is assigned and still has a free healthy
+//     partitionable GPU (so that an assignment whose write the plugin has
+//     not acted on yet is not made again elsewhere).
+//   - Assignments of nodes that are gone, not ready, or without a free
+//     healthy partitionable GPU are dropped; the others are kept (no
+//     churn).
+//   - While fewer nodes than the target have a spare, 1 is assigned to
+//     more nodes without one, by preference (less): partitioned nodes
+//     first (MIG packs together), then the most free GPUs, then the
+//     hash of the name (every replica and restart agrees; racks are
+//     spread).
+//   - While more have one, assignments are dropped, least preferred
+//     first: first those whose spare is not published yet (dropping them
+//     takes a node off the count), then, while more nodes than the
+//     target are assigned, any. A dropped node's published spare stays
+//     (the plugin keeps it, sticky); only its refills stop.
+func Assign(nodes []Node, current Assignment, target int) Result {
+	byName := make(map[string]Node, len(nodes))
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	out := Assignment{}
+	for name, v := range current {
+		if n, ok := byName[name]; ok && v > 0 && n.Ready && n.freeGPUs() > 0 {
+			out[name] = v
+		}
+	}
+	hasSpare := func(n Node) bool {
+		return n.Ready && (n.publishesSpare() || (out[n.Name] > 0 && n.freeGPUs() > 0))
+	}
+	with := 0
+	var candidates []Node
+	for _, n := range nodes {
+		switch {
+		case hasSpare(n):
+			with++
+		case n.Ready && n.freeGPUs() > 0:
+			candidates = append(candidates, n)
+		}
+	}
+	sorted := func(ns []Node) []Node {
+		slices.SortFunc(ns, less)
+		return ns
+	}
+	if with < target {
+		for _, n := range sorted(candidates)[:min(target-with, len(candidates))] {
+			out[n.Name] = 1
+			with++
+		}
+	}
+	if with > target {
+		var assigned []Node
+		for name := range out {
+			assigned = append(assigned, byName[name])
+		}
+		assigned = sorted(assigned)
+		// Unpublished first: each drop takes one node off the count.
+		for i := len(assigned) - 1; i >= 0 && with > target; i-- {
+			if n := assigned[i]; !n.publishesSpare() {
+				delete(out, n.Name)
+				with--
+			}
+		}
+		for i := len(assigned) - 1; i >= 0 && len(out) > target; i-- {
+			delete(out, assigned[i].Name)
+		}
+	}
+	return Result{Assignment: out, Target: target, WithSpare: with}
+}
+
+// less orders nodes by preference for a new spare.
+func less(a, b Node) int {
+	return cmp.Or(
+		-cmp.Compare(boolInt(a.partitioned()), boolInt(b.partitioned())),
+		-cmp.Compare(a.freeGPUs(), b.freeGPUs()),
+		cmp.Compare(nameHash(a.Name), nameHash(b.Name)),
+		cmp.Compare(a.Name, b.Name))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// nameHash orders nodes alike in a way that does not follow their names:
+// node-1 … node-5 are often one rack.
+func nameHash(name string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// CanPartition counts the nodes that can take a spare: ready, with a
+// partitionable GPU.
+func CanPartition(nodes []Node) int {
+	c := 0
+	for _, n := range nodes {
+		if n.Ready && len(n.GPUs) > 0 {
+			c++
+		}
+	}
+	return c
+}
+
+// DefaultTarget is --mig-spare-nodes' default.
+const DefaultTarget = "5%"
+
+// Target is the --mig-spare-nodes flag: a number of nodes, or a percent
+// of the nodes that can partition; zero turns the fleet's spares off.
+type Target struct {
+	N       int
+	Percent bool
+}
+
+// ParseTarget reads --mig-spare-nodes: "5%", "3", or "0" (off).
+func ParseTarget(s string) (Target, error) {
+	s = strings.TrimSpace(s)
+	num, percent := strings.CutSuffix(s, "%")
+	n, err := strconv.Atoi(strings.TrimSpace(num))
+	switch {
+	case err != nil:
+		return Target{}, fmt.Errorf("%q: want a number of nodes such as 3, a percent of the nodes that can partition such as %s, or 0 (off)", s, DefaultTarget)
+	case n < 0:
+		return Target{}, fmt.Errorf("%q: a number of nodes cannot be negative", s)
+	case percent && n > 100:
+		return Target{}, fmt.Errorf("%q: at most 100%%", s)
+	}
+	return Target{N: n, Percent: percent}, nil
+}
+
+// Off says whether the controller keeps no spares: plugins in fleet mode
+// then publish none beyond their partitioned and sticky GPUs.
+func (t Target) Off() bool { return t.N == 0 }
+
+// String is the flag's spelling.
+func (t Target) String() string {
+	if t.Percent {
+		return strconv.Itoa(t.N) + "%"
+	}
+	return strconv.Itoa(t.N)
+}
+
+// Nodes is the number of nodes that should have a spare among
+// canPartition: the percent rounded up, never fewer than two (one spare
+// node that goes away would leave none) nor more than canPartition.
+func (t Target) Nodes(canPartition int) int {
+	if t.Off() {
+		return 0
+	}
+	n := t.N
+	if t.Percent {
+		n = int(math.Ceil(float64(t.N) * float64(canPartition) / 100))
+	}
+	return min(max(n, 2), canPartition)
+}
