@@ -103,6 +103,10 @@ type Snapshot struct {
 	// PendingClaims wait for an allocation, for this driver; Pending
 	// lists them, oldest first.
 	Pending []PendingClaim
+	// MIG is, by node, what its partitionable GPUs are used for and
+	// whether they publish their placements: the view gpudra-controller
+	// picks the nodes that keep a spare from (migview.go).
+	MIG map[string]MIGNode
 }
 
 // PendingClaim is a claim that waits for devices.
@@ -183,6 +187,8 @@ func account(in Inputs, inv inventory, alloc map[DeviceID]bool) Snapshot {
 		}
 		snap.GPUs[gk] = g
 	}
+
+	snap.MIG = migNodes(inv, alloc, partitioned)
 
 	ours := driverClasses(in.DriverName, in.Classes)
 	used := claimsInUse(in.Pods)

@@ -52,6 +52,11 @@ type Device struct {
 	// MemoryBytes is the device's memory capacity; 0 when it publishes
 	// none.
 	MemoryBytes int64
+	// MigCapable and Architecture are a whole GPU's (the migCapable and
+	// architecture attributes): whether it could be partitioned while it
+	// publishes no placements (migview.go).
+	MigCapable   bool
+	Architecture string
 }
 
 // inventory is the driver's published devices, in the order of the
@@ -161,15 +166,25 @@ func readDevice(driver string, d *resourceapi.Device) Device {
 		}
 		return ""
 	}
+	boolean := func(n resourceapi.QualifiedName) bool {
+		name := qualify(driver, n)
+		a, ok := d.Attributes[name.short]
+		if !ok {
+			a = d.Attributes[name.long]
+		}
+		return a.BoolValue != nil && *a.BoolValue
+	}
 	dev := Device{
-		ID:         DeviceID{Device: d.Name},
-		Model:      str(slicebuilder.AttrProductName),
-		Type:       str(slicebuilder.AttrType),
-		Profile:    str(slicebuilder.AttrProfile),
-		UUID:       str(attrUUID),
-		ParentUUID: str(attrParentUUID),
-		Taints:     d.Taints,
-		Shareable:  d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations,
+		ID:           DeviceID{Device: d.Name},
+		MigCapable:   boolean(slicebuilder.AttrMigCapable),
+		Architecture: str(slicebuilder.AttrArchitecture),
+		Model:        str(slicebuilder.AttrProductName),
+		Type:         str(slicebuilder.AttrType),
+		Profile:      str(slicebuilder.AttrProfile),
+		UUID:         str(attrUUID),
+		ParentUUID:   str(attrParentUUID),
+		Taints:       d.Taints,
+		Shareable:    d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations,
 	}
 	memory := qualify(driver, slicebuilder.CapMemory)
 	if c, ok := d.Capacity[memory.short]; ok {

@@ -1,0 +1,76 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package fleet
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// partitionable is a whole GPU whose device says it can be partitioned.
+func partitionable(d resourceapi.Device, arch string) resourceapi.Device {
+	yes := true
+	d.Attributes["migCapable"] = resourceapi.DeviceAttribute{BoolValue: &yes}
+	d.Attributes["architecture"] = str(arch)
+	return d
+}
+
+func TestMIGNodes(t *testing.T) {
+	in := Inputs{
+		DriverName: driver,
+		Now:        now,
+		Slices: []*resourceapi.ResourceSlice{
+			slice("node-a", 1,
+				partitionable(gpuDev(0, h100, "GPU-a0"), "Hopper"), // partitioned
+				partitionable(gpuDev(1, h100, "GPU-a1"), "Hopper"), // published, free
+				partitionable(gpuDev(2, h100, "GPU-a2"), "Hopper"), // held whole
+				tainted(partitionable(gpuDev(3, h100, "GPU-a3"), "Hopper")),
+				partitionable(gpuDev(4, h100, "GPU-a4"), "Hopper"), // free, not published
+				gpuDev(5, "NVIDIA L4", "GPU-a5"),                   // not MIG-capable
+			),
+			slice("node-a", 1,
+				migDev("gpu-0-mig-1g10gb-0", h100, "1g.10gb", "GPU-a0"), migDev("gpu-0-mig-1g10gb-1", h100, "1g.10gb", "GPU-a0"),
+				migDev("gpu-1-mig-1g10gb-0", h100, "1g.10gb", "GPU-a1")),
+			// An Ampere GPU with MIG mode off (its placements would need a
+			// reset), and one with MIG mode on: placements only.
+			slice("node-b", 1, partitionable(gpuDev(0, a100, "GPU-b0"), "Ampere"),
+				migDev("gpu-1-mig-1g5gb-0", a100, "1g.5gb", "GPU-b1")),
+		},
+		Nodes: []*corev1.Node{node("node-a", true, true), node("node-b", true, false)},
+		Claims: []*resourceapi.ResourceClaim{
+			allocated(claim("ns", "whole", "gpu.gpudra.io", 0), false, DeviceID{"node-a", "gpu-2"}),
+			allocated(claim("ns", "mig", "mig.gpudra.io", 0), false, DeviceID{"node-a", "gpu-0-mig-1g10gb-0"}),
+		},
+	}
+	got := Account(in).MIG
+	want := map[string]MIGNode{
+		"node-a": {Schedulable: true, GPUs: []MIGGPU{
+			{UUID: "GPU-a0", Partitioned: true, Published: true},
+			{UUID: "GPU-a1", Published: true},
+			{UUID: "GPU-a2", Whole: true},
+			{UUID: "GPU-a3", Tainted: true},
+			{UUID: "GPU-a4"},
+		}},
+		"node-b": {GPUs: []MIGGPU{{UUID: "GPU-b1", Published: true}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MIG view:\n got %+v\nwant %+v", got, want)
+	}
+}
