@@ -33,6 +33,7 @@ import (
 
 	"github.com/gpudra/gpudra/internal/admission"
 	"github.com/gpudra/gpudra/internal/componentmetrics"
+	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/servingcert"
 )
 
@@ -77,6 +78,15 @@ type Config struct {
 	// CertRotate how often the leader checks whether one is due (0:
 	// DefaultCertReload, DefaultCertRotate).
 	CertReload, CertRotate time.Duration
+
+	// MigSpareNodes is the fleet's budget of nodes that keep a spare GPU's
+	// MIG placements published, for the plugins in fleet mode
+	// (--mig-spare-gpus=fleet); the zero value keeps none. It needs
+	// FleetAccounting.
+	MigSpareNodes migspares.Target
+	// MigSparesConfigMap is the ConfigMap in Namespace the assignment is
+	// written into (empty: DefaultMigSparesConfigMap).
+	MigSparesConfigMap string
 
 	// RecomputeInterval is the least time between two fleet recomputes
 	// (0: DefaultRecomputeInterval).
@@ -156,6 +166,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	m := newMetrics(cfg.FleetAccounting, cfg.WebhookListener != nil)
+	if cfg.FleetAccounting && !cfg.MigSpareNodes.Off() {
+		m.registerSpares()
+	}
 	// leading is the leader's work; an error that is not the end of ctx
 	// ends Run.
 	leading := func(ctx context.Context) {
@@ -344,6 +357,9 @@ func (cfg *Config) setDefaults() {
 		if *d.field <= 0 {
 			*d.field = d.def
 		}
+	}
+	if cfg.MigSparesConfigMap == "" {
+		cfg.MigSparesConfigMap = DefaultMigSparesConfigMap
 	}
 	if cfg.WebhookLimits == (admission.Limits{}) {
 		cfg.WebhookLimits = admission.DefaultLimits()

@@ -28,7 +28,11 @@ limitations under the License.
 //   - with FleetAccounting, watches ResourceSlices (kept compact,
 //     fleet.Compactor), ResourceClaims, DeviceClasses, Pods and Nodes and
 //     exports the fleet's accounting (package fleet) as metrics,
-//     recomputed after changes but at most once per RecomputeInterval.
+//     recomputed after changes but at most once per RecomputeInterval;
+//   - with MigSpareNodes, picks from the same recompute the nodes that keep
+//     a spare GPU's MIG placements published (package migspares) and
+//     writes them into the ConfigMap the plugins in fleet mode read
+//     (spares.go).
 //
 // Only the leader exports fleet metrics, so that summing them over the
 // replicas a Prometheus scrapes counts every device once. A replica that

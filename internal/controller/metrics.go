@@ -68,6 +68,10 @@ var (
 		Help: "Time one fleet accounting recompute took."}
 	MetricLastRecompute = metricdoc.Metric{Name: "gpudra_fleet_last_recompute_timestamp_seconds", Type: metricdoc.Gauge,
 		Help: "Unix time the fleet metrics were last recomputed; they describe the cluster as of then."}
+	MetricMigSpareNodes = metricdoc.Metric{Name: "gpudra_mig_spare_nodes", Type: metricdoc.Gauge, Labels: []string{"state"},
+		Help: "The fleet's spare nodes (--mig-spare-nodes; exported while it is not 0): target (the nodes that should publish a free GPU's MIG placements, so a first partition claim finds one), with_spare (ready nodes that publish a free healthy GPU's placements, or are assigned one and have a free healthy partitionable GPU: the plugin has yet to publish it) and assigned (the nodes the ConfigMap --mig-spares-configmap assigns a spare). with_spare below target for long: no free partitionable GPU is left where one could be assigned, or the ConfigMap cannot be written (gpudra_mig_spares_write_errors_total)."}
+	MetricMigSpareWriteErrors = metricdoc.Metric{Name: "gpudra_mig_spares_write_errors_total", Type: metricdoc.Counter, Labels: []string{"reason"},
+		Help: "Failed reads and writes of the ConfigMap of the fleet's spare nodes, by reason: missing (the ConfigMap does not exist; the chart creates it, the controller may not), conflict (it changed since it was read) or error (anything else). Each is retried at the next recompute."}
 	MetricAdmissionReviews = metricdoc.Metric{Name: "gpudra_admission_reviews_total", Type: metricdoc.Counter, Labels: []string{"kind", "result"},
 		Help: "Admission requests answered, by kind (ResourceClaim, ResourceClaimTemplate, DeviceClass, or other) and result: allowed, denied (an invalid config of this driver), error (a review that cannot be judged: a kind the webhook does not validate) or refused (kind other: answered with an HTTP error, unjudged, because the API server never sends such a request, past its size limits or not an AdmissionReview, or because the reviews in flight left no room; many mean someone other than the API server calls the webhook). Every kind and result is exported from the start, at 0 (refused for other only)."}
 	MetricAdmissionDuration = metricdoc.Metric{Name: "gpudra_admission_review_duration_seconds", Type: metricdoc.Histogram, Labels: []string{"kind"},
@@ -86,6 +90,7 @@ var Metrics = []metricdoc.Metric{
 	MetricGPUsStranded, MetricPodsPending, MetricPodsUnsatisfiable, MetricWorkloadsPending, MetricWorkloadsUnsatisfiable,
 	MetricAdmissionReviews, MetricAdmissionDuration, MetricCertificateExpiry,
 	MetricLeader, MetricRecomputes, MetricRecomputeDuration, MetricLastRecompute, MetricStrandErrors,
+	MetricMigSpareNodes, MetricMigSpareWriteErrors,
 }
 
 var (
@@ -114,6 +119,10 @@ type metrics struct {
 	leader            prometheus.Gauge
 	strandErrors      prometheus.Counter
 	fleet             *fleetCollector
+	// spareNodes and spareWriteErrors are the fleet's spare nodes
+	// (spares.go), registered by registerSpares.
+	spareNodes       *prometheus.GaugeVec
+	spareWriteErrors *prometheus.CounterVec
 }
 
 // newMetrics registers the metrics of what the replica runs: the fleet
@@ -130,6 +139,8 @@ func newMetrics(fleetAccounting, webhook bool) *metrics {
 		leader:            MetricLeader.Gauge(),
 		strandErrors:      MetricStrandErrors.Counter(),
 		fleet:             &fleetCollector{},
+		spareNodes:        MetricMigSpareNodes.GaugeVec(),
+		spareWriteErrors:  MetricMigSpareWriteErrors.CounterVec(),
 	}
 	if fleetAccounting {
 		m.registry.MustRegister(m.recomputes, m.recomputeDuration, m.lastRecompute, m.leader, m.strandErrors, m.fleet)
@@ -148,6 +159,18 @@ func newMetrics(fleetAccounting, webhook bool) *metrics {
 		m.registry.MustRegister(m.reviews, m.reviewDuration)
 	}
 	return m
+}
+
+// registerSpares exports the fleet's spare nodes, every series from the
+// start, at 0.
+func (m *metrics) registerSpares() {
+	for _, state := range []string{"target", "with_spare", "assigned"} {
+		m.spareNodes.WithLabelValues(state)
+	}
+	for _, reason := range []string{spareErrMissing, spareErrConflict, spareErrOther} {
+		m.spareWriteErrors.WithLabelValues(reason)
+	}
+	m.registry.MustRegister(m.spareNodes, m.spareWriteErrors)
 }
 
 // reviewKinds are the kind label's values: the kinds the webhook

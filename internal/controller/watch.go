@@ -57,6 +57,12 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 	defer inf.factory.Shutdown()
 	logger.Info("Informers synced")
 
+	var spares *spareKeeper
+	if !cfg.MigSpareNodes.Off() {
+		spares = &spareKeeper{client: cfg.Client, namespace: cfg.Namespace, name: cfg.MigSparesConfigMap, target: cfg.MigSpareNodes, m: m}
+		logger.Info("Keeping the fleet's spare nodes", "target", cfg.MigSpareNodes.String(), "configMap", klog.KRef(cfg.Namespace, cfg.MigSparesConfigMap))
+	}
+
 	trigger.Run(ctx, func(ctx context.Context) {
 		start := time.Now()
 		in, err := inf.inputs(cfg.DriverName, start, features)
@@ -71,6 +77,13 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 			m.strandErrors.Inc()
 		}
 		m.fleet.set(&snap)
+		// The spares read the same snapshot (no informer of their own);
+		// a failed write is tried again one recompute interval later,
+		// even if nothing changes meanwhile (the ConfigMap is not
+		// watched).
+		if spares != nil && !spares.update(ctx, snap.MIG) {
+			trigger.Notify()
+		}
 		took := time.Since(start)
 		m.recomputes.Inc()
 		m.recomputeDuration.Observe(took.Seconds())

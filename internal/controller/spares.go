@@ -1,0 +1,184 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/internal/fleet"
+	"github.com/gpudra/gpudra/internal/migspares"
+)
+
+// DefaultMigSparesConfigMap is the ConfigMap the controller writes the
+// fleet's spare assignment into and the plugins in fleet mode read
+// (--mig-spares-configmap on both; the chart creates it, empty).
+const DefaultMigSparesConfigMap = "gpudra-mig-spares"
+
+// The reasons of gpudra_mig_spares_write_errors_total.
+const (
+	spareErrMissing  = "missing"
+	spareErrConflict = "conflict"
+	spareErrOther    = "error"
+)
+
+// spareKeeper keeps the fleet's budget of spare nodes (package
+// migspares) in the ConfigMap, on the leader, after each fleet recompute.
+// It only gets and updates the ConfigMap (the chart creates it and grants
+// nothing more), and writes only when the assignment changes: the
+// recompute interval already folds a burst of slice changes into one
+// recompute, so into one write.
+type spareKeeper struct {
+	client          kubernetes.Interface
+	namespace, name string
+	target          migspares.Target
+	m               *metrics
+	// current is the assignment the ConfigMap holds, as last read or
+	// written; nil until it is read (a new leader keeps what the last one
+	// wrote) and after a failed write (another writer, or none of ours
+	// landed: read it again).
+	current migspares.Assignment
+}
+
+// update decides the assignment from the fleet's view and writes it when
+// it changed. It says whether the ConfigMap is as decided; false asks for
+// another try at the next recompute.
+func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode) bool {
+	logger := klog.FromContext(ctx)
+	var cm *corev1.ConfigMap
+	if k.current == nil {
+		var err error
+		if cm, err = k.get(ctx); err != nil {
+			return false
+		}
+		k.current = parseAssignment(logger, cm)
+	}
+	nodes := spareView(view)
+	res := migspares.Assign(nodes, k.current, k.target.Nodes(migspares.CanPartition(nodes)))
+	k.m.spareNodes.WithLabelValues("target").Set(float64(res.Target))
+	k.m.spareNodes.WithLabelValues("with_spare").Set(float64(res.WithSpare))
+	if maps.Equal(res.Assignment, k.current) {
+		k.m.spareNodes.WithLabelValues("assigned").Set(float64(len(k.current)))
+		return true
+	}
+	if cm == nil {
+		var err error
+		if cm, err = k.get(ctx); err != nil {
+			return false
+		}
+	}
+	cm = cm.DeepCopy()
+	cm.Data = make(map[string]string, len(res.Assignment))
+	for node, n := range res.Assignment {
+		cm.Data[node] = strconv.Itoa(n)
+	}
+	if _, err := k.client.CoreV1().ConfigMaps(k.namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		reason := spareErrOther
+		switch {
+		case apierrors.IsConflict(err):
+			reason = spareErrConflict
+		case apierrors.IsNotFound(err):
+			reason = spareErrMissing
+		}
+		k.m.spareWriteErrors.WithLabelValues(reason).Inc()
+		logger.Error(err, "Writing the fleet's spare nodes; retrying at the next recompute", "configMap", klog.KRef(k.namespace, k.name))
+		k.current = nil
+		return false
+	}
+	added, dropped := diff(k.current, res.Assignment)
+	logger.Info("Spare nodes assigned", "configMap", klog.KRef(k.namespace, k.name), "target", res.Target, "withSpare", res.WithSpare,
+		"assigned", len(res.Assignment), "added", added, "dropped", dropped)
+	k.current = res.Assignment
+	k.m.spareNodes.WithLabelValues("assigned").Set(float64(len(k.current)))
+	return true
+}
+
+// get reads the ConfigMap, counting and logging a failure.
+func (k *spareKeeper) get(ctx context.Context) (*corev1.ConfigMap, error) {
+	cm, err := k.client.CoreV1().ConfigMaps(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+	if err == nil {
+		return cm, nil
+	}
+	logger := klog.FromContext(ctx)
+	if apierrors.IsNotFound(err) {
+		k.m.spareWriteErrors.WithLabelValues(spareErrMissing).Inc()
+		// The controller may not create it: its rights name this one
+		// ConfigMap (resourceNames), which a create cannot be limited to.
+		logger.Error(err, "The ConfigMap of the fleet's spare nodes is missing, so no node is assigned a spare; the chart creates it: "+
+			"upgrade the chart, or create it empty (kubectl create configmap), or set --mig-spare-nodes=0",
+			"configMap", klog.KRef(k.namespace, k.name))
+		return nil, err
+	}
+	k.m.spareWriteErrors.WithLabelValues(spareErrOther).Inc()
+	logger.Error(err, "Reading the ConfigMap of the fleet's spare nodes; retrying at the next recompute", "configMap", klog.KRef(k.namespace, k.name))
+	return nil, err
+}
+
+// parseAssignment reads the ConfigMap's data: node name -> spares. A
+// value that is not a number from 1 is left out (the plugin reads it as
+// 0 too), and rewritten at the next write.
+func parseAssignment(logger klog.Logger, cm *corev1.ConfigMap) migspares.Assignment {
+	out := migspares.Assignment{}
+	for node, v := range cm.Data {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			logger.Info("Ignoring a spare assignment that is not a number from 1", "configMap", klog.KObj(cm), "node", node, "value", v)
+			continue
+		}
+		out[node] = n
+	}
+	return out
+}
+
+// spareView is the fleet's MIG view as the policy reads it, by node name.
+func spareView(view map[string]fleet.MIGNode) []migspares.Node {
+	out := make([]migspares.Node, 0, len(view))
+	for _, name := range slices.Sorted(maps.Keys(view)) {
+		v := view[name]
+		n := migspares.Node{Name: name, Ready: v.Schedulable, GPUs: make([]migspares.GPU, 0, len(v.GPUs))}
+		for _, g := range v.GPUs {
+			n.GPUs = append(n.GPUs, migspares.GPU{Whole: g.Whole, Partitioned: g.Partitioned, Unhealthy: g.Tainted, Published: g.Published})
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// diff names the nodes b assigns and a does not, and the reverse.
+func diff(a, b migspares.Assignment) (added, dropped []string) {
+	for n := range b {
+		if _, ok := a[n]; !ok {
+			added = append(added, n)
+		}
+	}
+	for n := range a {
+		if _, ok := b[n]; !ok {
+			dropped = append(dropped, n)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(dropped)
+	return added, dropped
+}
