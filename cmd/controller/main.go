@@ -42,6 +42,7 @@ import (
 	"github.com/gpudra/gpudra/internal/cmdline"
 	"github.com/gpudra/gpudra/internal/controller"
 	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/servingcert"
 	gpudraversion "github.com/gpudra/gpudra/internal/version"
 )
@@ -64,6 +65,8 @@ type flags struct {
 	keyFile           string
 	clusterDomain     string
 	recomputeInterval time.Duration
+	migSpareNodes     string
+	migSparesCM       string
 	fleetAccounting   bool
 	memoryLimitRatio  float64
 	webhookTimeout    time.Duration
@@ -107,6 +110,8 @@ func newFlags() (*flags, *cmdline.Command) {
 	fs.StringVar(&f.keyFile, "tls-private-key-file", "", "Key of --tls-cert-file.")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for the certificate's fully qualified service name.")
 	fs.DurationVar(&f.recomputeInterval, "recompute-interval", controller.DefaultRecomputeInterval, "Least time between two fleet metric recomputes; changes in between fold into the next one.")
+	fs.StringVar(&f.migSpareNodes, "mig-spare-nodes", migspares.DefaultTarget, "Nodes across the fleet that keep a free GPU's MIG placements published, for the plugins with --mig-spare-gpus=fleet: a number, or a percent of the ready nodes with a partitionable GPU (rounded up); at least 2 (or every such node, when fewer). 0 turns it off: plugins in fleet mode then publish no spares beyond their partitioned GPUs and those whose placements are published already. Needs --fleet-accounting.")
+	fs.StringVar(&f.migSparesCM, "mig-spares-configmap", controller.DefaultMigSparesConfigMap, "ConfigMap in --namespace the spare nodes are written into (node name: spares), which the plugins in fleet mode read; the chart creates it, the controller only gets and updates it.")
 	fs.BoolVar(&f.fleetAccounting, "fleet-accounting", true, "Run the fleet accounting (informers and fleet metrics) on the leader; false serves the webhook alone, with memory that does not grow with the fleet.")
 	fs.Float64Var(&f.memoryLimitRatio, "memory-limit-ratio", 0.9, "Keep the Go heap under this fraction of the container's memory limit (env "+memoryLimitEnv+", bytes; the chart sets it from resources.limits.memory), as GOMEMLIMIT does; 0 turns it off. A GOMEMLIMIT in the environment takes precedence.")
 	// What the chart sets through the environment (controller-deployment.yaml).
@@ -147,22 +152,31 @@ func run() error {
 	if err := limits.Validate(); f.webhookAddr != "" && err != nil {
 		return err
 	}
+	spareNodes, err := migspares.ParseTarget(f.migSpareNodes)
+	if err != nil {
+		return gpudraversion.UsageError{Err: fmt.Errorf("--mig-spare-nodes=%s: %w", f.migSpareNodes, err)}
+	}
 	client, err := kubeClient(cmd, f.kubeconfig)
 	if err != nil {
 		return err
 	}
 	cfg := controller.Config{
-		DriverName:        f.driverName,
-		Client:            client,
-		Namespace:         f.namespace,
-		Identity:          f.identity,
-		LeaseName:         f.leaseName,
-		LeaseDuration:     f.leaseDuration,
-		RenewDeadline:     f.renewDeadline,
-		RetryPeriod:       f.retryPeriod,
-		RecomputeInterval: f.recomputeInterval,
-		FleetAccounting:   f.fleetAccounting,
-		WebhookLimits:     limits,
+		DriverName:         f.driverName,
+		Client:             client,
+		Namespace:          f.namespace,
+		Identity:           f.identity,
+		LeaseName:          f.leaseName,
+		LeaseDuration:      f.leaseDuration,
+		RenewDeadline:      f.renewDeadline,
+		RetryPeriod:        f.retryPeriod,
+		RecomputeInterval:  f.recomputeInterval,
+		FleetAccounting:    f.fleetAccounting,
+		WebhookLimits:      limits,
+		MigSparesConfigMap: f.migSparesCM,
+	}
+	if f.fleetAccounting {
+		// Without the accounting there is no fleet view to pick from.
+		cfg.MigSpareNodes = spareNodes
 	}
 	if cfg.MetricsListener, err = net.Listen("tcp", f.metricsAddr); err != nil {
 		return fmt.Errorf("--metrics-address: %w", err)
