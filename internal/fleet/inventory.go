@@ -67,6 +67,12 @@ type inventory struct {
 	pools map[string][]map[string]*Device
 	// schedulable are the nodes a new pod can be placed on.
 	schedulable map[string]bool
+	// migSlots are the pools with a slice that holds no device: the
+	// counter sets and placements of partitionable GPUs that publish
+	// none have slices of their own, kept empty (slicebuilder's layout),
+	// which a pool that publishes no MIG (--mig-profiles=none, or a
+	// cluster without partitionable devices) does not have.
+	migSlots map[string]bool
 }
 
 // lookup finds a device by ID.
@@ -204,10 +210,13 @@ func newInventory(cache *sliceCache, sl []*CompactSlice, nodes []*corev1.Node) i
 			newest[s.Pool.Name] = max(newest[s.Pool.Name], s.Pool.Generation)
 		}
 	}
-	inv := inventory{pools: map[string][]map[string]*Device{}, schedulable: map[string]bool{}}
+	inv := inventory{pools: map[string][]map[string]*Device{}, schedulable: map[string]bool{}, migSlots: map[string]bool{}}
 	for _, s := range sl {
 		if s.Driver != cache.driver || s.Pool.Generation != newest[s.Pool.Name] {
 			continue
+		}
+		if len(s.shape.spec.Devices) == 0 {
+			inv.migSlots[s.Pool.Name] = true
 		}
 		e := cache.entry(s)
 		inv.devices = append(inv.devices, e.devices...)

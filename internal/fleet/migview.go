@@ -46,9 +46,9 @@ type MIGGPU struct {
 // are published, and those whose whole device says the GPU could publish
 // them, MIG-capable and not Ampere (an Ampere GPU with MIG mode off needs
 // a reset to turn it on, so the plugin never publishes its placements;
-// with MIG mode on, its placements are published and say so). What the
-// slices do not show is a node pool that publishes no MIG at all
-// (--mig-profiles=none): its MIG-capable GPUs count as partitionable.
+// with MIG mode on, its placements are published and say so), in a pool
+// that has the empty slices where placements not published would go
+// (inventory.migSlots; a pool that publishes no MIG has none).
 func migNodes(inv inventory, alloc map[DeviceID]bool, partitioned map[string]bool) map[string]MIGNode {
 	type key struct{ node, uuid string }
 	gpus := map[key]*MIGGPU{}
@@ -68,7 +68,7 @@ func migNodes(inv inventory, alloc map[DeviceID]bool, partitioned map[string]boo
 			continue
 		}
 		switch {
-		case d.Type == slicebuilder.TypeGPU && d.UUID != "" && d.MigCapable && d.Architecture != "Ampere":
+		case d.Type == slicebuilder.TypeGPU && d.UUID != "" && d.MigCapable && d.Architecture != "Ampere" && inv.migSlots[d.ID.Pool]:
 			g := get(d.Node, d.UUID)
 			g.Whole = g.Whole || alloc[d.ID]
 			g.Tainted = g.Tainted || len(d.Taints) > 0

@@ -48,10 +48,16 @@ func TestMIGNodes(t *testing.T) {
 			slice("node-a", 1,
 				migDev("gpu-0-mig-1g10gb-0", h100, "1g.10gb", "GPU-a0"), migDev("gpu-0-mig-1g10gb-1", h100, "1g.10gb", "GPU-a0"),
 				migDev("gpu-1-mig-1g10gb-0", h100, "1g.10gb", "GPU-a1")),
+			// Where GPUs that publish no placements would publish them.
+			slice("node-a", 1),
+			// A pool that publishes no MIG (--mig-profiles=none): no
+			// empty slice, no partitionable GPU.
+			slice("node-c", 1, partitionable(gpuDev(0, h100, "GPU-c0"), "Hopper")),
 			// An Ampere GPU with MIG mode off (its placements would need a
 			// reset), and one with MIG mode on: placements only.
 			slice("node-b", 1, partitionable(gpuDev(0, a100, "GPU-b0"), "Ampere"),
 				migDev("gpu-1-mig-1g5gb-0", a100, "1g.5gb", "GPU-b1")),
+			slice("node-b", 1),
 		},
 		Nodes: []*corev1.Node{node("node-a", true, true), node("node-b", true, false)},
 		Claims: []*resourceapi.ResourceClaim{
