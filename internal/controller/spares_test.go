@@ -37,6 +37,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/fleet"
 	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
@@ -247,5 +248,45 @@ func TestSparesOff(t *testing.T) {
 		if a.GetResource().Resource == "configmaps" {
 			t.Errorf("the ConfigMap was touched while off: %v", a)
 		}
+	}
+}
+
+// TestSpareKeeperRewritesWhatItCannotRead: values that are no number from
+// 1 are read as no assignment and replaced at the next write; an
+// unchanged assignment is not written again.
+func TestSpareKeeperRewritesWhatItCannotRead(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gpudra", Name: DefaultMigSparesConfigMap},
+		Data: map[string]string{"a": "x", "b": "0", "gone": "1"}}
+	cs := fake.NewClientset(cm)
+	m := newMetrics(true, false)
+	m.registerSpares()
+	k := &spareKeeper{client: cs, namespace: "gpudra", name: DefaultMigSparesConfigMap, target: migspares.Target{N: 2}, m: m}
+	view := map[string]fleet.MIGNode{
+		"a": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-a0"}}},
+		"b": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-b0"}, {UUID: "GPU-b1"}}},
+	}
+	if !k.update(ctx, view) {
+		t.Fatal("update failed")
+	}
+	if got := assigned(cs); !maps.Equal(got, map[string]string{"a": "1", "b": "1"}) {
+		t.Errorf("ConfigMap %v, want a=1 and b=1", got)
+	}
+	writes := func() int {
+		n := 0
+		for _, a := range cs.Actions() {
+			if a.GetVerb() == "update" {
+				n++
+			}
+		}
+		return n
+	}
+	before := writes()
+	if !k.update(ctx, view) || writes() != before {
+		t.Errorf("an unchanged assignment was written again (%d updates, then %d)", before, writes())
+	}
+	s := gpudratest.Gather(t, m.registry)
+	if s[spareGauge("assigned")] != 2 || s[spareGauge("target")] != 2 || s[spareGauge("with_spare")] != 2 {
+		t.Errorf("metrics %v", s)
 	}
 }
