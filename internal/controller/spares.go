@@ -65,7 +65,7 @@ type spareKeeper struct {
 // update decides the assignment from the fleet's view and writes it when
 // it changed. It says whether the ConfigMap is as decided; false asks for
 // another try at the next recompute.
-func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode) bool {
+func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode, unplaced [][]string) bool {
 	logger := klog.FromContext(ctx)
 	var cm *corev1.ConfigMap
 	if k.current == nil {
@@ -76,7 +76,7 @@ func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode)
 		k.current = parseAssignment(logger, cm)
 	}
 	nodes := spareView(view)
-	res := migspares.Assign(nodes, k.current, k.target.Nodes(migspares.CanPartition(nodes)))
+	res := migspares.Assign(nodes, k.current, k.target.Nodes(migspares.CanPartition(nodes)), unplaced)
 	k.m.spareNodes.WithLabelValues("target").Set(float64(res.Target))
 	k.m.spareNodes.WithLabelValues("with_spare").Set(float64(res.WithSpare))
 	if maps.Equal(res.Assignment, k.current) {

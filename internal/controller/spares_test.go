@@ -266,7 +266,7 @@ func TestSpareKeeperRewritesWhatItCannotRead(t *testing.T) {
 		"a": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-a0"}}},
 		"b": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-b0"}, {UUID: "GPU-b1"}}},
 	}
-	if !k.update(ctx, view) {
+	if !k.update(ctx, view, nil) {
 		t.Fatal("update failed")
 	}
 	if got := assigned(cs); !maps.Equal(got, map[string]string{"a": "1", "b": "1"}) {
@@ -282,7 +282,7 @@ func TestSpareKeeperRewritesWhatItCannotRead(t *testing.T) {
 		return n
 	}
 	before := writes()
-	if !k.update(ctx, view) || writes() != before {
+	if !k.update(ctx, view, nil) || writes() != before {
 		t.Errorf("an unchanged assignment was written again (%d updates, then %d)", before, writes())
 	}
 	s := gpudratest.Gather(t, m.registry)

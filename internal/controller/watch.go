@@ -81,7 +81,7 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 		// a failed write is tried again one recompute interval later,
 		// even if nothing changes meanwhile (the ConfigMap is not
 		// watched).
-		if spares != nil && !spares.update(ctx, snap.MIG) {
+		if spares != nil && !spares.update(ctx, snap.MIG, snap.Stranding.Unplaced) {
 			trigger.Notify()
 		}
 		took := time.Since(start)

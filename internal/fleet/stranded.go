@@ -97,6 +97,12 @@ type Stranding struct {
 	// Shapes are the distinct pending pods checked; Filters the allocator
 	// calls it took.
 	Shapes, Filters int
+	// Unplaced are, for each shape of lone pods that fits on no node now,
+	// the nodes it may go to (its node filters and allocated claims allow
+	// them) that have a free GPU, in the scheduler's order: where a MIG
+	// spare could let it in (gpudra-controller's spares across the
+	// fleet, package migspares).
+	Unplaced [][]string
 }
 
 // pendingPod is one waiting pod: all its claims (those allocated already,
@@ -186,11 +192,12 @@ func (st *Strander) strand(ctx context.Context, in Inputs, sl []*CompactSlice, i
 		outOfService: ruleTainted(in),
 	}
 	for _, key := range shapeOrder {
-		fits, err := r.useShape(ctx, shapes[key][0])
+		fits, open, err := r.useShape(ctx, shapes[key][0])
 		if err != nil {
 			return out, err
 		}
 		if !fits {
+			out.Unplaced = append(out.Unplaced, open)
 			// Every pod of a shape that fits nowhere waits on its own.
 			out.Unsatisfiable += len(shapes[key])
 			out.UnsatisfiableWorkloads += len(shapes[key])
@@ -328,8 +335,9 @@ func ruleTainted(in Inputs) func(*Device) bool {
 // node, and marks the free GPUs its largest fit on each node would use.
 // Nodes where it may not go or that have nothing free are skipped, and,
 // once it fits somewhere, nodes whose free GPUs are all usable already:
-// asking there would change nothing.
-func (r *strandRun) useShape(ctx context.Context, rep pendingPod) (bool, error) {
+// asking there would change nothing. open are the nodes it may go to that
+// have a free GPU.
+func (r *strandRun) useShape(ctx context.Context, rep pendingPod) (fits bool, open []string, err error) {
 	// A selector that reads an identity (a UUID, a PCI address) can answer
 	// differently on nodes alike: then every node is asked.
 	perNode := readsIdentities(rep, r.classes)
@@ -340,20 +348,25 @@ func (r *strandRun) useShape(ctx context.Context, rep pendingPod) (bool, error) 
 		names []string
 	}
 	answers := map[string]answer{} // by node class
-	fits := false
 	for _, node := range r.sched.Nodes() {
 		if err := ctx.Err(); err != nil {
-			return false, err
+			return false, nil, err
 		}
 		candidates := r.free[node.Name]
-		if !rep.fitsNode(node) || len(candidates) == 0 || fits && allUsable(candidates, r.usable) {
+		if !rep.fitsNode(node) || len(candidates) == 0 {
+			continue
+		}
+		if !fits {
+			open = append(open, node.Name)
+		}
+		if fits && allUsable(candidates, r.usable) {
 			continue
 		}
 		a, known := answers[r.classOf[node.Name]]
 		if !known || perNode {
 			allocator, err := r.sched.AllocatorFor(ctx, r.state, node.Name)
 			if err != nil {
-				return false, err
+				return false, nil, err
 			}
 			used, ok := largestFit(ctx, r.sched, allocator, node, rep, len(candidates), r.out)
 			a = answer{fits: ok, names: r.wholeGPUNames(used)}
@@ -369,7 +382,10 @@ func (r *strandRun) useShape(ctx context.Context, rep pendingPod) (bool, error) 
 			}
 		}
 	}
-	return fits, nil
+	if fits {
+		open = nil
+	}
+	return fits, open, nil
 }
 
 // wholeGPUNames turns what an allocation uses into the names of the whole

@@ -128,3 +128,41 @@ func TestStrandedMIG(t *testing.T) {
 		})
 	}
 }
+
+// TestUnplacedSaysWhereASpareWouldGo: a partition claim whose pod may go
+// only to a node that publishes no placements fits nowhere, and Unplaced
+// names that node (gpudra-controller gives it a spare); a pod that fits
+// is not listed, nor are nodes it may not go to or without a free GPU.
+func TestUnplacedSaysWhereASpareWouldGo(t *testing.T) {
+	in := Inputs{
+		DriverName: driver, Now: now,
+		Slices: []*resourceapi.ResourceSlice{
+			// node-a keeps a spare: GPU 1 publishes a partition.
+			slice("node-a", 1, gpuDev(0, h100, "GPU-a0"), gpuDev(1, h100, "GPU-a1"), migDev("gpu-1-mig-1g10gb-0", h100, "1g.10gb", "GPU-a1")),
+			// node-b and node-c publish whole GPUs only; node-c's is held.
+			slice("node-b", 1, gpuDev(0, h100, "GPU-b0"), gpuDev(1, h100, "GPU-b1")),
+			slice("node-c", 1, gpuDev(0, h100, "GPU-c0")),
+		},
+		Nodes: []*corev1.Node{node("node-a", true, true), node("node-b", true, true), node("node-c", true, true)},
+		Classes: []*resourceapi.DeviceClass{gpuClass(), gpudratest.Class("mig.gpudra.io",
+			fmt.Sprintf("device.driver == '%s' && device.attributes['%s'].type == 'mig'", driver, driver))},
+		Claims: []*resourceapi.ResourceClaim{
+			claim("ns", "anywhere", "mig.gpudra.io", time.Minute),
+			claim("ns", "pinned", "mig.gpudra.io", time.Minute),
+			holding("run-c", "node-c", 0),
+		},
+	}
+	pinned := unscheduled("pinned-pod", "pinned")
+	pinned.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-b"}
+	for _, n := range in.Nodes {
+		n.Labels = map[string]string{"kubernetes.io/hostname": n.Name}
+	}
+	in.Pods = []*corev1.Pod{unscheduled("anywhere-pod", "anywhere"), pinned}
+	got, err := Strand(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Unplaced) != "[[node-b]]" {
+		t.Errorf("unplaced %v, want [[node-b]]: the pinned pod, which may go only there", got.Unplaced)
+	}
+}

@@ -116,12 +116,22 @@ type Result struct {
 //     first (MIG packs together), then the most free GPUs, then the
 //     hash of the name (every replica and restart agrees; racks are
 //     spread).
+//   - Pods that wait and fit on no node now (unplaced: for each, the
+//     nodes it may go to that have a free GPU) are given a spare where
+//     they may go: a pod whose node selector, affinity or tolerations
+//     keep it off every node that keeps a spare would otherwise wait
+//     forever. For each, if none of its nodes has a spare, the most
+//     preferred of them with a free healthy GPU is assigned one, over
+//     the target, and kept while the pod waits. A pod that waits for
+//     something a spare cannot give (nine GPUs on an eight-GPU node)
+//     costs one node's spare while it waits.
 //   - While more have one, assignments are dropped, least preferred
 //     first: first those whose spare is not published yet (dropping them
 //     takes a node off the count), then, while more nodes than the
-//     target are assigned, any. A dropped node's published spare stays
-//     (the plugin keeps it, sticky); only its refills stop.
-func Assign(nodes []Node, current Assignment, target int) Result {
+//     target are assigned, any; never one a waiting pod needs. A dropped
+//     node's published spare stays (the plugin keeps it, sticky); only
+//     its refills stop.
+func Assign(nodes []Node, current Assignment, target int, unplaced [][]string) Result {
 	byName := make(map[string]Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
@@ -149,6 +159,34 @@ func Assign(nodes []Node, current Assignment, target int) Result {
 		slices.SortFunc(ns, less)
 		return ns
 	}
+	// The nodes waiting pods need: one per pod with a spare where it may
+	// go, assigned first so that the target's own picks can count them.
+	needed := map[string]bool{}
+	for _, names := range unplaced {
+		var fit []Node
+		for _, name := range names {
+			n, ok := byName[name]
+			if !ok || !n.Ready || n.freeGPUs() == 0 {
+				continue
+			}
+			fit = append(fit, n)
+		}
+		if i := slices.IndexFunc(fit, hasSpare); i >= 0 {
+			// Wherever its spare is, the pod may take it; keep it.
+			if out[fit[i].Name] > 0 {
+				needed[fit[i].Name] = true
+			}
+			continue
+		}
+		if len(fit) == 0 {
+			continue
+		}
+		pick := sorted(fit)[0]
+		out[pick.Name] = 1
+		needed[pick.Name] = true
+		with++
+		candidates = slices.DeleteFunc(candidates, func(n Node) bool { return n.Name == pick.Name })
+	}
 	if with < target {
 		for _, n := range sorted(candidates)[:min(target-with, len(candidates))] {
 			out[n.Name] = 1
@@ -158,7 +196,9 @@ func Assign(nodes []Node, current Assignment, target int) Result {
 	if with > target {
 		var assigned []Node
 		for name := range out {
-			assigned = append(assigned, byName[name])
+			if !needed[name] {
+				assigned = append(assigned, byName[name])
+			}
 		}
 		assigned = sorted(assigned)
 		// Unpublished first: each drop takes one node off the count.
@@ -168,7 +208,7 @@ func Assign(nodes []Node, current Assignment, target int) Result {
 				with--
 			}
 		}
-		for i := len(assigned) - 1; i >= 0 && len(out) > target; i-- {
+		for i := len(assigned) - 1; i >= 0 && len(out) > target+len(needed); i-- {
 			delete(out, assigned[i].Name)
 		}
 	}

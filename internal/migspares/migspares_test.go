@@ -51,6 +51,9 @@ func TestAssign(t *testing.T) {
 		nodes   []Node
 		current Assignment
 		target  Target
+		// unplaced are waiting pods that fit nowhere: the nodes each may
+		// go to.
+		unplaced [][]string
 		// want is the assigned nodes; wantCount how many when which
 		// ones does not matter.
 		want          []string
@@ -210,10 +213,66 @@ func TestAssign(t *testing.T) {
 			name: "off", nodes: fleetOf(10, 8), current: Assignment{"node-1": 1}, target: Target{},
 			want: []string{}, wantWithSpare: 0,
 		},
+		{
+			name: "a pod that may only go to a node without a spare gets one there, over the target",
+			nodes: []Node{
+				node("dgx-1", free, free, free, free, free, free, free, published),
+				node("dgx-2", free, free, free, free, free, free, free, published),
+				node("mixed", free, free),
+			},
+			current: Assignment{"dgx-1": 1, "dgx-2": 1}, target: Target{N: 2},
+			unplaced: [][]string{{"mixed"}},
+			want:     []string{"dgx-1", "dgx-2", "mixed"}, wantWithSpare: 3,
+		},
+		{
+			name: "a pod that may go where a spare is already: nothing added",
+			nodes: []Node{
+				node("a", free, published),
+				node("b", free, published),
+				node("c", free, free),
+			},
+			current: Assignment{"a": 1, "b": 1}, target: Target{N: 2},
+			unplaced: [][]string{{"a", "c"}},
+			want:     []string{"a", "b"}, wantWithSpare: 2,
+		},
+		{
+			name: "the waiting pod's node is kept when spares are over the target, others go",
+			nodes: []Node{
+				node("a", partitioned, free, published),
+				node("b", free, free, free, published),
+				node("c", free, published),
+				node("d", free, free),
+			},
+			current: Assignment{"a": 1, "b": 1, "c": 1, "d": 1}, target: Target{N: 2},
+			unplaced: [][]string{{"d"}},
+			want:     []string{"a", "b", "d"}, wantWithSpare: 4,
+		},
+		{
+			name: "a pod whose nodes have no free GPU: nothing a spare can do",
+			nodes: []Node{
+				node("a", free, published),
+				node("b", free, published),
+				node("c", whole, whole),
+			},
+			current: Assignment{"a": 1, "b": 1}, target: Target{N: 2},
+			unplaced: [][]string{{"c"}, {}},
+			want:     []string{"a", "b"}, wantWithSpare: 2,
+		},
+		{
+			name: "two pods for one node: one spare",
+			nodes: []Node{
+				node("a", free, published),
+				node("b", free, published),
+				node("c", free, free),
+			},
+			current: Assignment{"a": 1, "b": 1}, target: Target{N: 2},
+			unplaced: [][]string{{"c"}, {"c"}},
+			want:     []string{"a", "b", "c"}, wantWithSpare: 3,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := tc.target.Nodes(CanPartition(tc.nodes))
-			got := Assign(tc.nodes, tc.current, n)
+			got := Assign(tc.nodes, tc.current, n, tc.unplaced)
 			names := slices.Sorted(maps.Keys(got.Assignment))
 			if tc.want != nil {
 				if !slices.Equal(names, tc.want) {
@@ -232,7 +291,7 @@ func TestAssign(t *testing.T) {
 			}
 			// Stable: the same view gives the same assignment, and it
 			// is a fixed point.
-			if again := Assign(tc.nodes, got.Assignment, n); !maps.Equal(again.Assignment, got.Assignment) {
+			if again := Assign(tc.nodes, got.Assignment, n, tc.unplaced); !maps.Equal(again.Assignment, got.Assignment) {
 				t.Errorf("not a fixed point: %v, then %v", got.Assignment, again.Assignment)
 			}
 		})
@@ -245,9 +304,9 @@ func (g GPU) withPublished() GPU { g.Published = true; return g }
 // first by name (a rack), and do not depend on the order of the view.
 func TestAssignSpreads(t *testing.T) {
 	nodes := fleetOf(100, 8)
-	a := Assign(nodes, nil, 5).Assignment
+	a := Assign(nodes, nil, 5, nil).Assignment
 	slices.Reverse(nodes)
-	b := Assign(nodes, nil, 5).Assignment
+	b := Assign(nodes, nil, 5, nil).Assignment
 	if !maps.Equal(a, b) {
 		t.Errorf("the order of the view changed the assignment: %v, %v", a, b)
 	}
