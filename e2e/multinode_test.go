@@ -40,7 +40,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpudra/gpudra/internal/simulate"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
+
+// migSparesConfigMap is the chart's ConfigMap of the nodes that keep a MIG
+// spare (templates/mig-spares.yaml).
+const migSparesConfigMap = releaseName + "-mig-spares"
 
 // profileLabel is the label the multi-node local cluster (node.sh) puts on
 // each node: the fake machine it runs.
@@ -129,15 +134,17 @@ func (m *menv) discoverNodes(ctx context.Context, t *testing.T) {
 }
 
 // publishedCount is how many devices the plugin publishes on a node of a
-// profile, from the same plugin run in-process.
-func (m *menv) publishedCount(ctx context.Context, t *testing.T, node, profile string) int {
+// profile with the spares gpudra-controller assigned it (the chart's
+// default, migSpareGPUs: fleet), from the same plugin run in-process.
+func (m *menv) publishedCount(ctx context.Context, t *testing.T, node, profile string, spares int) int {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gpudra-e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	c, err := simulate.Start(klog.NewContext(ctx, logr.Discard()), simulate.Options{Dir: dir, NodeName: node, DriverName: m.driver, Profile: profile}, nil)
+	c, err := simulate.Start(klog.NewContext(ctx, logr.Discard()), simulate.Options{Dir: dir, NodeName: node, DriverName: m.driver, Profile: profile,
+		SpareGPUs: slicebuilder.FleetAssigned(spares)}, nil)
 	if err != nil {
 		t.Fatalf("in-process plugin: %v", err)
 	}
@@ -147,6 +154,24 @@ func (m *menv) publishedCount(ctx context.Context, t *testing.T, node, profile s
 		t.Fatal(err)
 	}
 	return countDevices(sl, func(s *resourceapi.ResourceSlice) int { return len(s.Spec.Devices) })
+}
+
+// spareNodes is what gpudra-controller assigned in the chart's ConfigMap
+// of MIG spares: spare GPUs by node.
+func (m *menv) spareNodes(ctx context.Context) (map[string]int, error) {
+	cm, err := m.cs.CoreV1().ConfigMaps(systemNS).Get(ctx, migSparesConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for node, v := range cm.Data {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("ConfigMap %s: node %s: %q is not a number", migSparesConfigMap, node, v)
+		}
+		out[node] = n
+	}
+	return out, nil
 }
 
 // nodeSlices are the driver's ResourceSlices on one node.
@@ -165,27 +190,38 @@ func (m *menv) install(ctx context.Context, t *testing.T) {
 	if _, err := run(ctx, m.helm, args...); err != nil {
 		t.Fatal(err)
 	}
-	for i := range m.nodes {
-		m.nodes[i].devices = m.publishedCount(ctx, t, m.nodes[i].name, m.nodes[i].profile)
-	}
+	// The spares across the fleet (docs/mig.md): the controller keeps one
+	// on two of the three nodes (5% rounds up to one node, and the floor
+	// is two), and every node publishes what its assignment says.
+	want := map[[2]string]int{}
+	var spares map[string]int
 	if err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
-		for _, n := range m.nodes {
+		var err error
+		if spares, err = m.spareNodes(ctx); err != nil || len(spares) != min(2, len(m.nodes)) {
+			return false, err
+		}
+		for i, n := range m.nodes {
+			key := [2]string{n.name, strconv.Itoa(spares[n.name])}
+			if _, ok := want[key]; !ok {
+				want[key] = m.publishedCount(ctx, t, n.name, n.profile, spares[n.name])
+			}
+			m.nodes[i].devices = want[key]
 			sl, err := m.nodeSlices(ctx, n.name)
 			if err != nil {
 				return false, err
 			}
-			if countDevices(sl, func(s resourceapi.ResourceSlice) int { return len(s.Spec.Devices) }) != n.devices {
+			if countDevices(sl, func(s resourceapi.ResourceSlice) int { return len(s.Spec.Devices) }) != m.nodes[i].devices {
 				return false, nil
 			}
 		}
 		return true, nil
 	}); err != nil {
-		t.Fatalf("not every node published its devices %v: %v", m.nodes, err)
+		t.Fatalf("not every node published its devices %v with the spares the controller assigned (%v): %v", m.nodes, spares, err)
 	}
-	record(t, fmt.Sprintf("plugin: helm install → ResourceSlices of %d nodes published", len(m.nodes)), time.Since(start))
+	record(t, fmt.Sprintf("plugin: helm install → ResourceSlices of %d nodes published, spares assigned", len(m.nodes)), time.Since(start))
 	pods := m.readyPluginPods(ctx, t)
 	for _, n := range m.nodes {
-		t.Logf("node %s (%s): plugin pod %s, %d devices", n.name, n.profile, pods[n.name].Name, n.devices)
+		t.Logf("node %s (%s): plugin pod %s, %d devices, %d spare GPUs assigned", n.name, n.profile, pods[n.name].Name, n.devices, spares[n.name])
 	}
 }
 
@@ -323,7 +359,21 @@ func (m *menv) placementByDevices(ctx context.Context, t *testing.T) {
 	m.startPod(ctx, t, m.pod("place-island", nil, claimRef{name: "gpu", template: "place-island"}))
 	m.startPod(ctx, t, m.pod("place-l4", nil, claimRef{name: "gpu", template: "place-l4"}))
 	m.deletePods(ctx, t, "place-l4")
+	// The controller keeps the fleet's spares on the DGX nodes (the most
+	// free GPUs), so the partition beside the L4 needs one on the mixed
+	// node: the controller gives it one for the Pending pod that fits only
+	// there (docs/mig.md, "Spares across the fleet").
+	before, err := m.spareNodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := m.nodesOf("mixed")[0].name
+	start := time.Now()
 	m.startPod(ctx, t, m.pod("place-mig", nil, claimRef{name: "gpu", template: "place-l4"}, claimRef{name: "mig", template: "place-mig"}))
+	if before[mixed] == 0 {
+		// Where the partition is, is checked below.
+		record(t, "controller: a spare for a Pending partition claim → pod Running", time.Since(start))
+	}
 
 	node, devs := m.whereIs(ctx, t, "place-island", "gpu")
 	groups := map[int64]bool{}
