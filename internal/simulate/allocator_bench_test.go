@@ -212,6 +212,25 @@ func (c *allocCluster) allocator(tb testing.TB, kind string, claim *resourceapi.
 	}
 }
 
+// tryAllocate is allocator for a claim the node may refuse: an error
+// fails, no allocation does not.
+func (c *allocCluster) tryAllocate(tb testing.TB, kind string, claim *resourceapi.ResourceClaim) func() {
+	tb.Helper()
+	structured.EnableAllocators(kind)
+	tb.Cleanup(func() { structured.EnableAllocators() })
+	ctx := klog.NewContext(context.Background(), logr.Discard()) // quiet
+	alloc, err := structured.NewAllocator(ctx, allocatorFeatures[kind], c.state, c.classes, c.slices, cel.NewCache(100, cel.Features{}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	claims := []*resourceapi.ResourceClaim{claim}
+	return func() {
+		if _, err := alloc.Allocate(ctx, c.node, claims); err != nil {
+			tb.Fatalf("allocate: %v", err)
+		}
+	}
+}
+
 // gpu1Claim is the research's whole-GPU claim: one GPU with at least
 // 40Gi of an NVIDIA model, a selector as users write them.
 func gpu1Claim() *resourceapi.ResourceClaim {

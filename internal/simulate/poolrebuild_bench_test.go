@@ -17,13 +17,18 @@ limitations under the License.
 package simulate
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
+	"github.com/go-logr/logr"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	draapi "k8s.io/dynamic-resource-allocation/api"
+	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
@@ -115,6 +120,7 @@ var poolRebuildLayouts = []struct {
 	everyCounterSet bool
 }{
 	{"whole-gpus", slicebuilder.Options{WholeGPUsOnly: true}, false},
+	{"no-spare", slicebuilder.Options{SpareGPUs: slicebuilder.FleetAssigned(0)}, false},
 	{"one-spare", slicebuilder.Options{}, false},
 	{"one-spare-every-counter-set", slicebuilder.Options{}, true},
 	{"every-gpu", slicebuilder.Options{SpareGPUs: slicebuilder.SpareGPUs{All: true}}, false},
@@ -170,6 +176,17 @@ func BenchmarkPoolRebuild(b *testing.B) {
 			b.ReportMetric(float64(devices), "devices")
 			b.ReportMetric(float64(refs), "counter-refs")
 		})
+		// A partition claim: allocated where placements are published,
+		// refused on a node that publishes none (what a partition claim
+		// costs on each of the nodes it tries that keep no spare).
+		b.Run(layout.name+"/mig", func(b *testing.B) {
+			run := c.tryAllocate(b, "incubating", benchClaim("mig-1g.10gb.gpudra.io"))
+			run()
+			b.ReportAllocs()
+			for b.Loop() {
+				run()
+			}
+		})
 		b.Run(layout.name+"/rebuild", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -177,6 +194,39 @@ func BenchmarkPoolRebuild(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkPreFilterSlices is what the scheduler's PreFilter pays per pod
+// for a fleet's slices before any node is tried: the allocator is built
+// over every slice of the fleet (NewAllocator groups them by node), so
+// each slice costs every pod, even an empty one. 1000 idle DGX H100
+// nodes; whole GPUs only (2 slices per node) against a node without a
+// spare (11: the partition and counter slices kept empty so that a spare
+// appears without a new pool generation).
+func BenchmarkPreFilterSlices(b *testing.B) {
+	inv := h100Inventory(b)
+	for _, layout := range poolRebuildLayouts[:3] {
+		opts := layout.opts
+		opts.DriverName, opts.SysfsRoot = "gpu.gpudra.io", "/nonexistent"
+		res, err := slicebuilder.Build(inv, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := newAllocClusterFrom(b, res.Pools["node-0"].Slices, 1000, 0)
+		b.Run(layout.name, func(b *testing.B) {
+			structured.EnableAllocators("incubating")
+			b.Cleanup(func() { structured.EnableAllocators() })
+			ctx := klog.NewContext(context.Background(), logr.Discard())
+			cache := cel.NewCache(100, cel.Features{})
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := structured.NewAllocator(ctx, allocatorFeatures["incubating"], c.state, c.classes, c.slices, cache); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(c.slices)), "slices")
 		})
 	}
 }
