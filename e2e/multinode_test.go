@@ -143,8 +143,15 @@ func (m *menv) publishedCount(ctx context.Context, t *testing.T, node, profile s
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	c, err := simulate.Start(klog.NewContext(ctx, logr.Discard()), simulate.Options{Dir: dir, NodeName: node, DriverName: m.driver, Profile: profile,
-		SpareGPUs: slicebuilder.FleetAssigned(spares)}, nil)
+	opts := simulate.Options{Dir: dir, NodeName: node, DriverName: m.driver, Profile: profile}
+	if spares > 0 {
+		// What a plugin in fleet mode publishes with n assigned.
+		opts.SpareGPUs = slicebuilder.SpareGPUs{N: spares}
+	} else {
+		// Fleet mode with no entry for the node.
+		opts.SpareGPUs, opts.Namespace, opts.SparesConfigMap = slicebuilder.SpareGPUs{Fleet: true}, systemNS, migSparesConfigMap
+	}
+	c, err := simulate.Start(klog.NewContext(ctx, logr.Discard()), opts, nil)
 	if err != nil {
 		t.Fatalf("in-process plugin: %v", err)
 	}
