@@ -103,7 +103,9 @@ type Publication struct {
 // an API write. The number of slices depends on the hardware and the
 // options only, never on what is in use or healthy, so that a change of
 // either rewrites slices in place and never starts a new pool generation
-// (layout.go). The result is checked against the resource.k8s.io/v1
+// (layout.go); the exception is fleet mode, where a node none of whose
+// GPUs publishes MIG placements publishes a compact layout, without the
+// empty slices but one (layout.go). The result is checked against the resource.k8s.io/v1
 // limits (see Validate): Plan fails rather than hand over slices the API
 // server would reject.
 //
@@ -211,6 +213,9 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 		wholeOf = append(wholeOf, wholeConsumption{index: whole, counterSlot: slot, consumes: mig.wholeConsumes})
 	}
 	ready := readyGPUs(candidates, opts.SpareGPUs)
+	// Fleet mode: a node that publishes no placements drops the empty
+	// slices but one (layout.go, the compact layout).
+	layout.compact = opts.SpareGPUs.Fleet && len(ready) == 0
 	// A GPU's counter set is published, and its whole device consumes
 	// it, while its placements are published, so that the scheduler never
 	// gives both. Otherwise there is nothing to share the GPU with: its
