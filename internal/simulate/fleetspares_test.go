@@ -203,3 +203,74 @@ func TestFleetSparesBadValue(t *testing.T) {
 		t.Errorf("the MIG placements of GPUs %v are published, want none", got)
 	}
 }
+
+// poolShape is the number of the node's slices and their pool
+// generation, once the plugin has published all it means to.
+func poolShape(ctx context.Context, t testing.TB, c *Cluster) (slices int, generation int64) {
+	t.Helper()
+	published, err := c.Slices(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range published {
+		if s.Spec.Pool.Generation > generation {
+			generation, slices = s.Spec.Pool.Generation, 0
+		}
+		if s.Spec.Pool.Generation == generation {
+			slices++
+		}
+	}
+	return slices, generation
+}
+
+// TestFleetCompactLayout: in fleet mode a node none of whose GPUs
+// publishes placements publishes three slices (whole GPUs, one empty
+// counter slice, monitors; slicebuilder's layout.go); a restart reads
+// them back and writes nothing; the first spare assigned brings the
+// fixed layout's eleven slices in one new pool generation, and the last
+// published GPU taken whole the three again.
+func TestFleetCompactLayout(t *testing.T) {
+	ctx, c := startClusterWith(t, fleetOptions())
+	check := func(step string, wantSlices int, wantGen int64, wantMIG []int) {
+		t.Helper()
+		if n, gen := poolShape(ctx, t, c); n != wantSlices || gen != wantGen {
+			t.Errorf("%s: %d slices in generation %d, want %d in generation %d", step, n, gen, wantSlices, wantGen)
+		}
+		if got := migMinors(ctx, t, c); !slices.Equal(got, wantMIG) {
+			t.Errorf("%s: the MIG placements of GPUs %v are published, want %v", step, got, wantMIG)
+		}
+	}
+	check("none assigned", 3, 1, nil)
+
+	restarted, err := c.Restart(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(restarted.Stop)
+	c = restarted
+	check("restarted, none assigned", 3, 1, nil)
+
+	cm, err := c.Client.CoreV1().ConfigMaps("gpudra").Create(ctx, sparesConfigMap("gpudra-mig-spares", "node-1", "1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSparesAssigned(ctx, t, c, 1)
+	check("one spare assigned", 11, 2, []int{7})
+
+	// The assignment removed: the spare stays published (sticky), and so
+	// does the fixed layout.
+	cm.Data = map[string]string{}
+	if _, err := c.Client.CoreV1().ConfigMaps("gpudra").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSparesAssigned(ctx, t, c, 0)
+	check("the assignment removed", 11, 2, []int{7})
+
+	// Every GPU taken whole, the published one with them: compact again.
+	all := mustRun(ctx, t, c, gpuClaim("all", 8, ""))
+	check("all taken whole", 3, 3, nil)
+	if err := c.StopPod(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	check("all freed", 3, 3, nil)
+}
