@@ -69,9 +69,11 @@ type inventory struct {
 	schedulable map[string]bool
 	// migSlots are the pools with a slice that holds no device: the
 	// counter sets and placements of partitionable GPUs that publish
-	// none have slices of their own, kept empty (slicebuilder's layout),
-	// which a pool that publishes no MIG (--mig-profiles=none, or a
-	// cluster without partitionable devices) does not have.
+	// none have slices of their own, kept empty (slicebuilder's layout;
+	// in fleet mode a node none of whose GPUs publishes placements keeps
+	// exactly one, its counter slice, for this), which a pool that
+	// publishes no MIG (--mig-profiles=none, or a cluster without
+	// partitionable devices) does not have.
 	migSlots map[string]bool
 }
 

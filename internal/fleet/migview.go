@@ -47,8 +47,9 @@ type MIGGPU struct {
 // them, MIG-capable and not Ampere (an Ampere GPU with MIG mode off needs
 // a reset to turn it on, so the plugin never publishes its placements;
 // with MIG mode on, its placements are published and say so), in a pool
-// that has the empty slices where placements not published would go
-// (inventory.migSlots; a pool that publishes no MIG has none).
+// that has an empty slice where placements not published would go
+// (inventory.migSlots: fleet mode's compact layout keeps one; a pool that
+// publishes no MIG has none).
 func migNodes(inv inventory, alloc map[DeviceID]bool, partitioned map[string]bool) map[string]MIGNode {
 	type key struct{ node, uuid string }
 	gpus := map[key]*MIGGPU{}

@@ -17,11 +17,15 @@ limitations under the License.
 package fleet
 
 import (
+	"context"
 	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // partitionable is a whole GPU whose device says it can be partitioned.
@@ -78,5 +82,54 @@ func TestMIGNodes(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("MIG view:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestMIGNodesFleetLayouts: the slices the plugin builds in fleet mode.
+// A node without a spare publishes the compact layout (whole GPUs, one
+// empty counter slice, monitors; slicebuilder's layout.go), and its one
+// empty slice still says that its GPUs can partition; a node with a
+// spare publishes the fixed layout; a node that publishes no MIG
+// (--mig-profiles=none) has no empty slice and no partitionable GPU.
+func TestMIGNodesFleetLayouts(t *testing.T) {
+	ctx := context.Background()
+	none, err := slicebuilder.ParseMigProfiles("none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := map[string]fakenodes.Pool{
+		"node-compact": {SpareGPUs: slicebuilder.FleetAssigned(0)},
+		"node-spare":   {SpareGPUs: slicebuilder.FleetAssigned(1)},
+		"node-nomig":   {SpareGPUs: slicebuilder.FleetAssigned(0), MigProfiles: none},
+	}
+	in := Inputs{DriverName: driver, Now: now}
+	perPool := map[string]int{}
+	for name, pool := range pools {
+		sl, err := fakenodes.Node(ctx, "dgx-h100", name, driver, t.TempDir(), pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perPool[name] = len(sl)
+		in.Slices = append(in.Slices, sl...)
+		in.Nodes = append(in.Nodes, node(name, true, true))
+	}
+	if want := map[string]int{"node-compact": 3, "node-spare": 11, "node-nomig": 2}; !reflect.DeepEqual(perPool, want) {
+		t.Errorf("slices per node %v, want %v", perPool, want)
+	}
+	got := Account(in).MIG
+	for name, want := range map[string][2]int{"node-compact": {8, 0}, "node-spare": {8, 1}} {
+		n := got[name]
+		published := 0
+		for _, g := range n.GPUs {
+			if g.Published {
+				published++
+			}
+		}
+		if !n.Schedulable || len(n.GPUs) != want[0] || published != want[1] {
+			t.Errorf("%s: schedulable %v, %d partitionable GPUs, %d published; want schedulable, %d and %d", name, n.Schedulable, len(n.GPUs), published, want[0], want[1])
+		}
+	}
+	if n, ok := got["node-nomig"]; ok {
+		t.Errorf("node-nomig publishes no MIG, yet counts as partitionable: %+v", n)
 	}
 }
