@@ -162,10 +162,14 @@ func TestLayouts(t *testing.T) {
 		t.Errorf("%s: %d devices, want 41 on every node", layoutNodeSpares, n)
 	}
 	// 8 whole GPUs and 8 monitors, no counter set: what 19 nodes in 20
-	// publish.
+	// publish, in fleet mode's compact layout (whole GPUs, one empty
+	// counter slice, monitors) where the node with the spare has 11.
 	without := h100Pool(t, layoutGpudra, false)
 	if n := len(deviceNames(without)); n != 16 {
 		t.Errorf("gpudra, a node without a spare: %d devices, want 16", n)
+	}
+	if len(without) != 3 || len(without[1].Devices) != 0 || len(gpudra) != 11 {
+		t.Errorf("gpudra: %d slices without a spare (want 3, the second empty), %d with one (want 11)", len(without), len(gpudra))
 	}
 	for i, s := range without {
 		if len(s.SharedCounters) > 0 {
@@ -258,8 +262,10 @@ func TestReplaceGenerated(t *testing.T) {
 }
 
 // TestHideBusyIsTheBuilders: taking the placements of GPUs held whole out
-// of gpudra's slices, as the benchmark does when it fills the fleet, gives
-// exactly the slices gpudra's slice builder builds for those GPUs in use.
+// of gpudra's slices, as the benchmark does when it fills the fleet
+// (busySlices), gives exactly the slices gpudra's slice builder builds for
+// those GPUs in use; in the gpudra layout a node whose every GPU is taken
+// whole, its spare with them, publishes the compact layout.
 func TestHideBusyIsTheBuilders(t *testing.T) {
 	for _, tc := range []struct {
 		layout string
@@ -291,14 +297,22 @@ func TestHideBusyIsTheBuilders(t *testing.T) {
 				return err
 			}
 			want := res.Pools[node.Name].Slices
-			if len(want) != len(full) {
-				t.Fatalf("%d busy: the builder makes %d slices, the full layout %d", busy, len(want), len(full))
+			got, err := busySlices(tc.layout, full, busy, func() ([]resourceslice.Slice, error) {
+				return nodeSlices(node, sysfsRoot, driverName, tc.layout, false)
+			})
+			if err != nil {
+				return err
 			}
-			for i := range full {
-				got := withoutHeldPlacements(full[i].Devices, func(minor int) bool { return minor < busy })
-				if !reflect.DeepEqual(deviceNames([]resourceslice.Slice{{Devices: got}}), deviceNames(want[i:i+1])) {
-					t.Errorf("%d busy, slice %d: the benchmark publishes %v, the builder %v", busy, i,
-						deviceNames([]resourceslice.Slice{{Devices: got}}), deviceNames(want[i:i+1]))
+			if len(want) != len(got) {
+				t.Fatalf("%s, %d busy: the builder makes %d slices, the benchmark %d", tc.layout, busy, len(want), len(got))
+			}
+			if wantSlices := map[bool]int{false: 11, true: 3}[tc.layout == layoutGpudra && busy == 8]; len(got) != wantSlices {
+				t.Errorf("%s, %d busy: %d slices, want %d", tc.layout, busy, len(got), wantSlices)
+			}
+			for i := range got {
+				if !reflect.DeepEqual(deviceNames(got[i:i+1]), deviceNames(want[i:i+1])) {
+					t.Errorf("%s, %d busy, slice %d: the benchmark publishes %v, the builder %v", tc.layout, busy, i,
+						deviceNames(got[i:i+1]), deviceNames(want[i:i+1]))
 				}
 			}
 			return nil
