@@ -105,9 +105,9 @@ type Publication struct {
 // either rewrites slices in place and never starts a new pool generation
 // (layout.go); the exception is fleet mode, where a node none of whose
 // GPUs publishes MIG placements publishes a compact layout, without the
-// empty slices but one (layout.go). The result is checked against the resource.k8s.io/v1
-// limits (see Validate): Plan fails rather than hand over slices the API
-// server would reject.
+// empty slices but one (layout.go). The result is checked against the
+// resource.k8s.io/v1 limits (see Validate): Plan fails rather than hand
+// over slices the API server would reject.
 //
 // Which GPUs publish their MIG placements (readyGPUs): those whose
 // partitions claims hold, those that can only be used as partitions (an

@@ -21,11 +21,13 @@ limitations under the License.
 // # Pool and slice layout
 //
 // One pool per node, named after the node, in a number of slices that
-// depends on the GPUs only: whole GPUs first, sorted by minor number, cut
+// depends on the GPUs only (but in fleet mode's compact layout): whole GPUs first, sorted by minor number, cut
 // into slices of at most ResourceSliceMaxDevicesWithAdvancedFeatures (64)
 // devices; then the MIG counter sets; then one slice per partitionable
 // GPU for its MIG placements, highest minor first, empty while the GPU
-// does not publish them; then the monitoring devices. A node with no GPUs
+// does not publish them; then the monitoring devices. In fleet mode a node
+// none of whose GPUs publishes placements leaves out the empty slices but
+// one counter slice (the compact layout). A node with no GPUs
 // publishes one empty slice. The allocator walks slices in name order,
 // first fit, and the ResourceSlice controller names slices by their
 // position, so the position is a priority. See poolLayout.

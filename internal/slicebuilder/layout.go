@@ -74,9 +74,10 @@ const (
 // slices. In such a fleet almost every node is in that state, and every
 // slice, empty or not, costs the allocator on every Filter call of every
 // pod it tries on the node: a whole-GPU claim's Filter on an 8-GPU H100
-// node takes about 41.6 us with the fixed layout's 11 slices, 35.4 us with
-// 3 (BenchmarkPoolRebuild in internal/simulate, "no-spare" against
-// "whole-gpus"). The empty counter slice stays because it tells
+// node took about 41.6 us with the fixed layout's 11 slices, 35.4 us with
+// only the 2 that hold devices (BenchmarkPoolRebuild in internal/simulate,
+// "no-spare" before this layout against "whole-gpus"; "no-spare" now
+// measures it). The empty counter slice stays because it tells
 // gpudra-controller that the pool can partition (internal/fleet,
 // inventory.migSlots). Going between the compact and the fixed layout
 // changes the number of slices, so it is one new pool generation (all the

@@ -35,6 +35,12 @@ import (
 // generation missing) and allocates nothing on the node, and every
 // informer in the cluster receives the whole pool again.
 //
+// Fleet mode's compact layout (layout.go) is the one case where what a
+// node holds changes the number of slices: a node whose first GPU starts
+// publishing placements, or whose last one stops, goes between the
+// compact and the fixed layout in one new pool generation (NextStep hands
+// the whole wanted pool). Within either layout the rules below hold.
+//
 // A change of what a node holds can touch two slices: a spare taken makes
 // the next GPU a spare, a sick GPU's whole device and its placements are
 // tainted. The plugin therefore never hands the controller more than one
@@ -64,7 +70,9 @@ import (
 // wanted's, so that the controller's sync updates one slice and keeps the
 // pool's generation. Where the number of slices differs, or current is
 // nil, it is wanted itself (a new generation cannot be avoided; this is the
-// first publish, or the hardware or the settings changed). done says that
+// first publish, the hardware or the settings changed, or in fleet mode the
+// node goes between the compact and the fixed layout, layout.go: its first
+// GPU starts publishing placements, or its last stops). done says that
 // current already is wanted.
 func NextStep(current *resourceslice.Pool, wanted resourceslice.Pool) (next resourceslice.Pool, done bool) {
 	if current == nil || len(current.Slices) != len(wanted.Slices) ||
