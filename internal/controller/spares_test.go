@@ -169,6 +169,9 @@ func TestSparesFollowTheFleet(t *testing.T) {
 			idx = j
 		}
 	}
+	// Without a spare it published fleet mode's compact layout (3
+	// slices), with one the fixed layout (11): a new pool generation, as
+	// the ResourceSlice controller writes it, the old slices deleted.
 	published := fleetSlices(t, idx, 1)
 	var mig string
 	var parent string
@@ -178,7 +181,15 @@ func TestSparesFollowTheFleet(t *testing.T) {
 				mig, parent = d.Name, *d.Attributes[slicebuilder.AttrParentUUID].StringValue
 			}
 		}
-		if _, err := cs.ResourceV1().ResourceSlices().Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+	}
+	for _, s := range fleetSlices(t, idx, 0) {
+		if err := cs.ResourceV1().ResourceSlices().Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range published {
+		s.Spec.Pool.Generation = 2
+		if _, err := cs.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
