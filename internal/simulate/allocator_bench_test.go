@@ -192,9 +192,9 @@ var allocatorFeatures = map[string]structured.Features{
 	"stable":     {AdminAccess: true, PrioritizedList: true, PartitionableDevices: true, DeviceTaints: true},
 }
 
-// allocateOnce returns a function that runs one Filter call for the claim
+// filterCall returns a function that runs one Filter call for the claim
 // on node-0, with an allocator of the given kind built once per pod.
-func (c *allocCluster) allocator(tb testing.TB, kind string, claim *resourceapi.ResourceClaim) func() {
+func (c *allocCluster) filterCall(tb testing.TB, kind string, claim *resourceapi.ResourceClaim) func() ([]resourceapi.AllocationResult, error) {
 	tb.Helper()
 	structured.EnableAllocators(kind)
 	tb.Cleanup(func() { structured.EnableAllocators() })
@@ -204,28 +204,28 @@ func (c *allocCluster) allocator(tb testing.TB, kind string, claim *resourceapi.
 		tb.Fatal(err)
 	}
 	claims := []*resourceapi.ResourceClaim{claim}
+	return func() ([]resourceapi.AllocationResult, error) { return alloc.Allocate(ctx, c.node, claims) }
+}
+
+// allocator is filterCall for a claim the node must allocate.
+func (c *allocCluster) allocator(tb testing.TB, kind string, claim *resourceapi.ResourceClaim) func() {
+	tb.Helper()
+	call := c.filterCall(tb, kind, claim)
 	return func() {
-		res, err := alloc.Allocate(ctx, c.node, claims)
+		res, err := call()
 		if err != nil || len(res) != 1 {
 			tb.Fatalf("allocate: %v, %d results", err, len(res))
 		}
 	}
 }
 
-// tryAllocate is allocator for a claim the node may refuse: an error
+// tryAllocate is filterCall for a claim the node may refuse: an error
 // fails, no allocation does not.
 func (c *allocCluster) tryAllocate(tb testing.TB, kind string, claim *resourceapi.ResourceClaim) func() {
 	tb.Helper()
-	structured.EnableAllocators(kind)
-	tb.Cleanup(func() { structured.EnableAllocators() })
-	ctx := klog.NewContext(context.Background(), logr.Discard()) // quiet
-	alloc, err := structured.NewAllocator(ctx, allocatorFeatures[kind], c.state, c.classes, c.slices, cel.NewCache(100, cel.Features{}))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	claims := []*resourceapi.ResourceClaim{claim}
+	call := c.filterCall(tb, kind, claim)
 	return func() {
-		if _, err := alloc.Allocate(ctx, c.node, claims); err != nil {
+		if _, err := call(); err != nil {
 			tb.Fatalf("allocate: %v", err)
 		}
 	}
