@@ -60,12 +60,15 @@ type spareKeeper struct {
 	// wrote) and after a failed write (another writer, or none of ours
 	// landed: read it again).
 	current migspares.Assignment
+	// given are the nodes given a spare for waiting pods, by pod
+	// (migspares.Result.Given): a pod gets one, not one per recompute.
+	given map[string]string
 }
 
 // update decides the assignment from the fleet's view and writes it when
 // it changed. It says whether the ConfigMap is as decided; false asks for
 // another try at the next recompute.
-func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode, unplaced [][]string) bool {
+func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode, unplaced []fleet.Unplaced) bool {
 	logger := klog.FromContext(ctx)
 	var cm *corev1.ConfigMap
 	if k.current == nil {
@@ -76,7 +79,14 @@ func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode,
 		k.current = parseAssignment(logger, cm)
 	}
 	nodes := spareView(view)
-	res := migspares.Assign(nodes, k.current, k.target.Nodes(migspares.CanPartition(nodes)), unplaced)
+	waiting := make([]migspares.Waiting, 0, len(unplaced))
+	for _, u := range unplaced {
+		waiting = append(waiting, migspares.Waiting{Pod: u.Pod, Nodes: u.Nodes})
+	}
+	res := migspares.Assign(nodes, k.current, k.target.Nodes(migspares.CanPartition(nodes)), waiting, k.given)
+	// Kept whether or not the write below lands: a failed write is
+	// decided again at the next recompute, for the same pods.
+	k.given = res.Given
 	k.m.spareNodes.WithLabelValues("target").Set(float64(res.Target))
 	k.m.spareNodes.WithLabelValues("with_spare").Set(float64(res.WithSpare))
 	if maps.Equal(res.Assignment, k.current) {

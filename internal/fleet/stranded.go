@@ -97,12 +97,21 @@ type Stranding struct {
 	// Shapes are the distinct pending pods checked; Filters the allocator
 	// calls it took.
 	Shapes, Filters int
-	// Unplaced are, for each shape of lone pods that fits on no node now,
-	// the nodes it may go to (its node filters and allocated claims allow
-	// them) that have a free GPU, in the scheduler's order: where a MIG
-	// spare could let it in (gpudra-controller's spares across the
-	// fleet, package migspares).
-	Unplaced [][]string
+	// Unplaced are the shapes of lone pods that fit on no node now, with
+	// the nodes each may go to that have a free GPU: where a MIG spare
+	// could let it in (gpudra-controller's spares across the fleet,
+	// package migspares).
+	Unplaced []Unplaced
+}
+
+// Unplaced is one shape of waiting pods that fits on no node now.
+type Unplaced struct {
+	// Pod names one of its pods ("namespace/name"), so that what is done
+	// for it can be remembered from one recompute to the next.
+	Pod string
+	// Nodes are the nodes it may go to (its node filters and allocated
+	// claims allow them) that have a free GPU, in the scheduler's order.
+	Nodes []string
 }
 
 // pendingPod is one waiting pod: all its claims (those allocated already,
@@ -197,7 +206,7 @@ func (st *Strander) strand(ctx context.Context, in Inputs, sl []*CompactSlice, i
 			return out, err
 		}
 		if !fits {
-			out.Unplaced = append(out.Unplaced, open)
+			out.Unplaced = append(out.Unplaced, Unplaced{Pod: shapes[key][0].pod, Nodes: open})
 			// Every pod of a shape that fits nowhere waits on its own.
 			out.Unsatisfiable += len(shapes[key])
 			out.UnsatisfiableWorkloads += len(shapes[key])

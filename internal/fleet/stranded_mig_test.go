@@ -162,7 +162,7 @@ func TestUnplacedSaysWhereASpareWouldGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(got.Unplaced) != "[[node-b]]" {
-		t.Errorf("unplaced %v, want [[node-b]]: the pinned pod, which may go only there", got.Unplaced)
+	if fmt.Sprint(got.Unplaced) != "[{ns/pinned-pod [node-b]}]" {
+		t.Errorf("unplaced %v, want the pinned pod, which may go only to node-b", got.Unplaced)
 	}
 }

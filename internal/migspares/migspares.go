@@ -99,6 +99,16 @@ type Result struct {
 	// those that have one under Assignment (published, or assigned with
 	// a free GPU: a write the plugin has not acted on yet).
 	Target, WithSpare int
+	// Given are the nodes given a spare for waiting pods, by pod: the
+	// next call's given.
+	Given map[string]string
+}
+
+// Waiting is a waiting pod (one of a shape) that fits on no node now, and
+// the nodes it may go to that have a free GPU.
+type Waiting struct {
+	Pod   string
+	Nodes []string
 }
 
 // Assign computes the new assignment from the fleet, the current
@@ -116,22 +126,26 @@ type Result struct {
 //     first (MIG packs together), then the most free GPUs, then the
 //     hash of the name (every replica and restart agrees; racks are
 //     spread).
-//   - Pods that wait and fit on no node now (unplaced: for each, the
+//   - Pods that wait and fit on no node now (Waiting: for each, the
 //     nodes it may go to that have a free GPU) are given a spare where
 //     they may go: a pod whose node selector, affinity or tolerations
-//     keep it off every node that keeps a spare would otherwise wait
-//     forever. For each, if none of its nodes has a spare, the most
-//     preferred of them with a free healthy GPU is assigned one, over
-//     the target, and kept while the pod waits. A pod that waits for
-//     something a spare cannot give (nine GPUs on an eight-GPU node)
-//     costs one node's spare while it waits.
+//     keep it off every node that keeps a spare, or that needs something
+//     only a node without one has (a partition beside that node's L4),
+//     would otherwise wait forever. It fits nowhere now, so the spares
+//     already published where it may go do not help it: it is given one
+//     on the most preferred of its nodes that keeps none and has a free
+//     healthy GPU, over the target, once (Result.Given remembers the
+//     node, by pod, for the next call), and that node is kept while the
+//     pod waits. A pod that waits for something a spare cannot give
+//     (nine GPUs on an eight-GPU node) costs one node's spare while it
+//     waits, never more.
 //   - While more have one, assignments are dropped, least preferred
 //     first: first those whose spare is not published yet (dropping them
 //     takes a node off the count), then, while more nodes than the
 //     target are assigned, any; never one a waiting pod needs. A dropped
 //     node's published spare stays (the plugin keeps it, sticky); only
 //     its refills stop.
-func Assign(nodes []Node, current Assignment, target int, unplaced [][]string) Result {
+func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, given map[string]string) Result {
 	byName := make(map[string]Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
@@ -159,31 +173,38 @@ func Assign(nodes []Node, current Assignment, target int, unplaced [][]string) R
 		slices.SortFunc(ns, less)
 		return ns
 	}
-	// The nodes waiting pods need: one per pod with a spare where it may
-	// go, assigned first so that the target's own picks can count them.
+	// The nodes waiting pods need, one per pod, given before the target's
+	// own picks so that those can count them.
 	needed := map[string]bool{}
-	for _, names := range unplaced {
+	gave := map[string]string{}
+	for _, w := range waiting {
 		var fit []Node
-		for _, name := range names {
-			n, ok := byName[name]
-			if !ok || !n.Ready || n.freeGPUs() == 0 {
-				continue
+		for _, name := range w.Nodes {
+			if n, ok := byName[name]; ok && n.Ready && n.freeGPUs() > 0 {
+				fit = append(fit, n)
 			}
-			fit = append(fit, n)
 		}
-		if i := slices.IndexFunc(fit, hasSpare); i >= 0 {
-			// Wherever its spare is, the pod may take it; keep it.
-			if out[fit[i].Name] > 0 {
-				needed[fit[i].Name] = true
+		if name, ok := given[w.Pod]; ok {
+			// Given one already: keep it while the pod waits, and give
+			// no other (it may need what no spare gives).
+			gave[w.Pod] = name
+			if i := slices.IndexFunc(fit, func(n Node) bool { return n.Name == name }); i >= 0 {
+				if !hasSpare(fit[i]) {
+					with++
+				}
+				out[name] = max(out[name], 1)
+				needed[name] = true
 			}
 			continue
 		}
+		fit = slices.DeleteFunc(fit, func(n Node) bool { return n.publishesSpare() || out[n.Name] > 0 })
 		if len(fit) == 0 {
 			continue
 		}
 		pick := sorted(fit)[0]
 		out[pick.Name] = 1
 		needed[pick.Name] = true
+		gave[w.Pod] = pick.Name
 		with++
 		candidates = slices.DeleteFunc(candidates, func(n Node) bool { return n.Name == pick.Name })
 	}
@@ -212,7 +233,7 @@ func Assign(nodes []Node, current Assignment, target int, unplaced [][]string) R
 			delete(out, assigned[i].Name)
 		}
 	}
-	return Result{Assignment: out, Target: target, WithSpare: with}
+	return Result{Assignment: out, Target: target, WithSpare: with, Given: gave}
 }
 
 // less orders nodes by preference for a new spare.

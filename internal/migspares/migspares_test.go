@@ -51,9 +51,10 @@ func TestAssign(t *testing.T) {
 		nodes   []Node
 		current Assignment
 		target  Target
-		// unplaced are waiting pods that fit nowhere: the nodes each may
-		// go to.
-		unplaced [][]string
+		// waiting are pods that fit nowhere, with the nodes each may go
+		// to; given what earlier calls gave them.
+		waiting []Waiting
+		given   map[string]string
 		// want is the assigned nodes; wantCount how many when which
 		// ones does not matter.
 		want          []string
@@ -221,19 +222,32 @@ func TestAssign(t *testing.T) {
 				node("mixed", free, free),
 			},
 			current: Assignment{"dgx-1": 1, "dgx-2": 1}, target: Target{N: 2},
-			unplaced: [][]string{{"mixed"}},
-			want:     []string{"dgx-1", "dgx-2", "mixed"}, wantWithSpare: 3,
+			waiting: []Waiting{{"ns/p", []string{"mixed"}}},
+			want:    []string{"dgx-1", "dgx-2", "mixed"}, wantWithSpare: 3,
 		},
 		{
-			name: "a pod that may go where a spare is already: nothing added",
+			name: "a pod that may go anywhere but fits nowhere: a node without a spare gets one (the spares it could reach did not help)",
+			nodes: []Node{
+				node("dgx-1", free, free, free, free, free, free, free, published),
+				node("dgx-2", free, free, free, free, free, free, free, published),
+				node("mixed", free, free),
+			},
+			current: Assignment{"dgx-1": 1, "dgx-2": 1}, target: Target{N: 2},
+			waiting: []Waiting{{"ns/l4-and-mig", []string{"dgx-1", "dgx-2", "mixed"}}},
+			want:    []string{"dgx-1", "dgx-2", "mixed"}, wantWithSpare: 3,
+		},
+		{
+			name: "a pod given a spare before gets no second one, and keeps the first while it waits",
 			nodes: []Node{
 				node("a", free, published),
 				node("b", free, published),
-				node("c", free, free),
+				node("c", free, published),
+				node("d", free, free),
 			},
-			current: Assignment{"a": 1, "b": 1}, target: Target{N: 2},
-			unplaced: [][]string{{"a", "c"}},
-			want:     []string{"a", "b"}, wantWithSpare: 2,
+			current: Assignment{"a": 1, "b": 1, "c": 1}, target: Target{N: 2},
+			waiting: []Waiting{{"ns/hopeless", []string{"c", "d"}}},
+			given:   map[string]string{"ns/hopeless": "c"},
+			want:    []string{"a", "b", "c"}, wantWithSpare: 3,
 		},
 		{
 			name: "the waiting pod's node is kept when spares are over the target, others go",
@@ -244,8 +258,9 @@ func TestAssign(t *testing.T) {
 				node("d", free, free),
 			},
 			current: Assignment{"a": 1, "b": 1, "c": 1, "d": 1}, target: Target{N: 2},
-			unplaced: [][]string{{"d"}},
-			want:     []string{"a", "b", "d"}, wantWithSpare: 4,
+			waiting: []Waiting{{"ns/p", []string{"d"}}},
+			given:   map[string]string{"ns/p": "d"},
+			want:    []string{"a", "b", "d"}, wantWithSpare: 4,
 		},
 		{
 			name: "a pod whose nodes have no free GPU: nothing a spare can do",
@@ -255,8 +270,8 @@ func TestAssign(t *testing.T) {
 				node("c", whole, whole),
 			},
 			current: Assignment{"a": 1, "b": 1}, target: Target{N: 2},
-			unplaced: [][]string{{"c"}, {}},
-			want:     []string{"a", "b"}, wantWithSpare: 2,
+			waiting: []Waiting{{"ns/p", []string{"c"}}, {"ns/q", nil}},
+			want:    []string{"a", "b"}, wantWithSpare: 2,
 		},
 		{
 			name: "two pods for one node: one spare",
@@ -266,13 +281,13 @@ func TestAssign(t *testing.T) {
 				node("c", free, free),
 			},
 			current: Assignment{"a": 1, "b": 1}, target: Target{N: 2},
-			unplaced: [][]string{{"c"}, {"c"}},
-			want:     []string{"a", "b", "c"}, wantWithSpare: 3,
+			waiting: []Waiting{{"ns/p", []string{"c"}}, {"ns/q", []string{"c"}}},
+			want:    []string{"a", "b", "c"}, wantWithSpare: 3,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := tc.target.Nodes(CanPartition(tc.nodes))
-			got := Assign(tc.nodes, tc.current, n, tc.unplaced)
+			got := Assign(tc.nodes, tc.current, n, tc.waiting, tc.given)
 			names := slices.Sorted(maps.Keys(got.Assignment))
 			if tc.want != nil {
 				if !slices.Equal(names, tc.want) {
@@ -291,7 +306,7 @@ func TestAssign(t *testing.T) {
 			}
 			// Stable: the same view gives the same assignment, and it
 			// is a fixed point.
-			if again := Assign(tc.nodes, got.Assignment, n, tc.unplaced); !maps.Equal(again.Assignment, got.Assignment) {
+			if again := Assign(tc.nodes, got.Assignment, n, tc.waiting, got.Given); !maps.Equal(again.Assignment, got.Assignment) {
 				t.Errorf("not a fixed point: %v, then %v", got.Assignment, again.Assignment)
 			}
 		})
@@ -304,9 +319,9 @@ func (g GPU) withPublished() GPU { g.Published = true; return g }
 // first by name (a rack), and do not depend on the order of the view.
 func TestAssignSpreads(t *testing.T) {
 	nodes := fleetOf(100, 8)
-	a := Assign(nodes, nil, 5, nil).Assignment
+	a := Assign(nodes, nil, 5, nil, nil).Assignment
 	slices.Reverse(nodes)
-	b := Assign(nodes, nil, 5, nil).Assignment
+	b := Assign(nodes, nil, 5, nil, nil).Assignment
 	if !maps.Equal(a, b) {
 		t.Errorf("the order of the view changed the assignment: %v, %v", a, b)
 	}
