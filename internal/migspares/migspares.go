@@ -184,17 +184,18 @@ func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, giv
 				fit = append(fit, n)
 			}
 		}
-		if name, ok := given[w.Pod]; ok {
-			// Given one already: keep it while the pod waits, and give
-			// no other (it may need what no spare gives).
-			gave[w.Pod] = name
-			if i := slices.IndexFunc(fit, func(n Node) bool { return n.Name == name }); i >= 0 {
-				if !hasSpare(fit[i]) {
-					with++
-				}
-				out[name] = max(out[name], 1)
-				needed[name] = true
+		// Given one already, on a node it may still go to with a free
+		// GPU: keep it while the pod waits, and give no other (it may
+		// need what no spare gives). A node that is gone or full no
+		// longer helps it: it is given another.
+		if i := slices.IndexFunc(fit, func(n Node) bool { return n.Name == given[w.Pod] }); i >= 0 {
+			name := fit[i].Name
+			if !hasSpare(fit[i]) {
+				with++
 			}
+			out[name] = max(out[name], 1)
+			needed[name] = true
+			gave[w.Pod] = name
 			continue
 		}
 		fit = slices.DeleteFunc(fit, func(n Node) bool { return n.publishesSpare() || out[n.Name] > 0 })

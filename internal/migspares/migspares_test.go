@@ -250,6 +250,19 @@ func TestAssign(t *testing.T) {
 			want:    []string{"a", "b", "c"}, wantWithSpare: 3,
 		},
 		{
+			name: "a pod whose given node filled up is given another",
+			nodes: []Node{
+				node("a", free, published),
+				node("b", free, published),
+				node("c", whole, whole),
+				node("d", free, free),
+			},
+			current: Assignment{"a": 1, "b": 1}, target: Target{N: 2},
+			waiting: []Waiting{{"ns/p", []string{"c", "d"}}},
+			given:   map[string]string{"ns/p": "c"},
+			want:    []string{"a", "b", "d"}, wantWithSpare: 3,
+		},
+		{
 			name: "the waiting pod's node is kept when spares are over the target, others go",
 			nodes: []Node{
 				node("a", partitioned, free, published),
