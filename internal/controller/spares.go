@@ -20,7 +20,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,10 +54,12 @@ type spareKeeper struct {
 	namespace, name string
 	target          migspares.Target
 	m               *metrics
-	// current is the assignment the ConfigMap holds, as last read or
-	// written; nil until it is read (a new leader keeps what the last one
-	// wrote) and after a failed write (another writer, or none of ours
-	// landed: read it again).
+	// data is what the ConfigMap holds, as last read or written; nil
+	// until it is read (a new leader keeps what the last one wrote) and
+	// after a failed write (another writer, or none of ours landed: read
+	// it again). current are its entries the controller writes
+	// (migspares.Parse): a foreign value is neither kept nor counted.
+	data    map[string]string
 	current migspares.Assignment
 	// given are the nodes given a spare for waiting pods, by pod
 	// (migspares.Result.Given): a pod gets one, not one per recompute.
@@ -71,12 +72,12 @@ type spareKeeper struct {
 func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode, unplaced []fleet.Unplaced) bool {
 	logger := klog.FromContext(ctx)
 	var cm *corev1.ConfigMap
-	if k.current == nil {
+	if k.data == nil {
 		var err error
 		if cm, err = k.get(ctx); err != nil {
 			return false
 		}
-		k.current = parseAssignment(logger, cm)
+		k.read(logger, cm)
 	}
 	nodes := spareView(view)
 	waiting := make([]migspares.Waiting, 0, len(unplaced))
@@ -89,7 +90,8 @@ func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode,
 	k.given = res.Given
 	k.m.spareNodes.WithLabelValues("target").Set(float64(res.Target))
 	k.m.spareNodes.WithLabelValues("with_spare").Set(float64(res.WithSpare))
-	if maps.Equal(res.Assignment, k.current) {
+	data := migspares.EncodeAll(res.Assignment)
+	if maps.Equal(data, k.data) {
 		k.m.spareNodes.WithLabelValues("assigned").Set(float64(len(k.current)))
 		return true
 	}
@@ -100,10 +102,8 @@ func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode,
 		}
 	}
 	cm = cm.DeepCopy()
-	cm.Data = make(map[string]string, len(res.Assignment))
-	for node, n := range res.Assignment {
-		cm.Data[node] = strconv.Itoa(n)
-	}
+	// Only what it assigns: a foreign entry is left out.
+	cm.Data = data
 	if _, err := k.client.CoreV1().ConfigMaps(k.namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		reason := spareErrOther
 		switch {
@@ -114,13 +114,13 @@ func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode,
 		}
 		k.m.spareWriteErrors.WithLabelValues(reason).Inc()
 		logger.Error(err, "Writing the fleet's spare nodes; retrying at the next recompute", "configMap", klog.KRef(k.namespace, k.name))
-		k.current = nil
+		k.data, k.current = nil, nil
 		return false
 	}
 	added, dropped := diff(k.current, res.Assignment)
 	logger.Info("Spare nodes assigned", "configMap", klog.KRef(k.namespace, k.name), "target", res.Target, "withSpare", res.WithSpare,
 		"assigned", len(res.Assignment), "added", added, "dropped", dropped)
-	k.current = res.Assignment
+	k.data, k.current = data, res.Assignment
 	k.m.spareNodes.WithLabelValues("assigned").Set(float64(len(k.current)))
 	return true
 }
@@ -146,20 +146,21 @@ func (k *spareKeeper) get(ctx context.Context) (*corev1.ConfigMap, error) {
 	return nil, err
 }
 
-// parseAssignment reads the ConfigMap's data: node name -> spares. A
-// value that is not a number from 1 is left out (the plugin reads it as
-// 0 too), and rewritten at the next write.
-func parseAssignment(logger klog.Logger, cm *corev1.ConfigMap) migspares.Assignment {
-	out := migspares.Assignment{}
-	for node, v := range cm.Data {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			logger.Info("Ignoring a spare assignment that is not a number from 1", "configMap", klog.KObj(cm), "node", node, "value", v)
-			continue
-		}
-		out[node] = n
+// read takes the ConfigMap's data (migspares.Parse): the entries the
+// controller wrote are the current assignment; a foreign value (one it
+// never writes, e.g. a hand edit of 2147483647) is logged, cut short, and
+// left out of the next write, which the difference makes.
+func (k *spareKeeper) read(logger klog.Logger, cm *corev1.ConfigMap) {
+	k.data = maps.Clone(cm.Data)
+	if k.data == nil {
+		k.data = map[string]string{}
 	}
-	return out
+	var foreign map[string]string
+	k.current, foreign = migspares.Parse(cm.Data)
+	for _, node := range slices.Sorted(maps.Keys(foreign)) {
+		logger.Info("Ignoring a spare assignment gpudra-controller does not write; it is dropped at the next write",
+			"configMap", klog.KObj(cm), "node", migspares.ShortValue(node), "value", migspares.ShortValue(foreign[node]), "want", migspares.Encode(migspares.Own))
+	}
 }
 
 // spareView is the fleet's MIG view as the policy reads it, by node name.

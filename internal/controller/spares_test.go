@@ -301,3 +301,50 @@ func TestSpareKeeperRewritesWhatItCannotRead(t *testing.T) {
 		t.Errorf("metrics %v", s)
 	}
 }
+
+// TestSpareKeeperWritesOnlyWhatItAssigns: the controller owns the spares
+// ConfigMap. A value it never assigns (a hand edit of 2147483647, which
+// would make the node publish every free GPU's placements) is not kept in
+// its writes, a huge value is logged cut short, and the value it writes
+// for a kept node is 1, within the node's GPUs.
+func TestSpareKeeperWritesOnlyWhatItAssigns(t *testing.T) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
+	huge := strings.Repeat("9", 64<<10)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gpudra", Name: DefaultMigSparesConfigMap},
+		Data: map[string]string{"a": "2147483647", "b": huge, "c": " 1\n"}}
+	cs := fake.NewClientset(cm)
+	m := newMetrics(true, false)
+	m.registerSpares()
+	k := &spareKeeper{client: cs, namespace: "gpudra", name: DefaultMigSparesConfigMap, target: migspares.Target{N: 2}, m: m}
+	view := map[string]fleet.MIGNode{
+		"a": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-a0"}, {UUID: "GPU-a1"}, {UUID: "GPU-a2"}, {UUID: "GPU-a3"}}},
+		"b": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-b0"}}},
+		"c": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-c0"}}},
+	}
+	if !k.update(ctx, view, nil) {
+		t.Fatal("update failed")
+	}
+	got := assigned(cs)
+	for node, v := range got {
+		if v != "1" {
+			t.Errorf("ConfigMap %s=%.20q, want 1: the controller writes only what it assigns", node, v)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("ConfigMap has %d entries (%v), want the target's 2", len(got), slices.Sorted(maps.Keys(got)))
+	}
+	entries := logger.GetSink().(ktesting.Underlier).GetBuffer().Data()
+	if len(entries) == 0 {
+		t.Error("nothing logged about the foreign values")
+	}
+	for _, e := range entries {
+		for _, l := range [][]any{e.WithKVList, e.ParameterKVList} {
+			for i := 1; i < len(l); i += 2 {
+				if s, ok := l[i].(string); ok && len(s) > 100 {
+					t.Errorf("log %q: a value of %d bytes, want it cut short", e.Message, len(s))
+				}
+			}
+		}
+	}
+}

@@ -120,7 +120,7 @@ type Waiting struct {
 //     not acted on yet is not made again elsewhere).
 //   - Assignments of nodes that are gone, not ready, or without a free
 //     healthy partitionable GPU are dropped; the others are kept (no
-//     churn).
+//     churn), as Own (1): every assignment is 1, within the node's GPUs.
 //   - While fewer nodes than the target have a spare, 1 is assigned to
 //     more nodes without one, by preference (less): partitioned nodes
 //     first (MIG packs together), then the most free GPUs, then the
@@ -152,8 +152,10 @@ func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, giv
 	}
 	out := Assignment{}
 	for name, v := range current {
+		// Written as Own whatever it was: the controller writes only
+		// what it assigns.
 		if n, ok := byName[name]; ok && v > 0 && n.Ready && n.freeGPUs() > 0 {
-			out[name] = v
+			out[name] = Own
 		}
 	}
 	hasSpare := func(n Node) bool {

@@ -202,12 +202,12 @@ func TestAssign(t *testing.T) {
 			target:  Target{N: 2}, want: []string{"a", "b"}, wantWithSpare: 3,
 		},
 		{
-			name: "kept assignments keep their value",
+			name: "kept assignments are written as 1, whatever the value read",
 			nodes: []Node{
 				node("a", free, free),
 				node("b", free),
 			},
-			current: Assignment{"a": 2},
+			current: Assignment{"a": 2147483647},
 			target:  Target{N: 2}, want: []string{"a", "b"}, wantWithSpare: 2,
 		},
 		{
@@ -313,8 +313,8 @@ func TestAssign(t *testing.T) {
 				t.Errorf("%d nodes with a spare, want %d", got.WithSpare, tc.wantWithSpare)
 			}
 			for name, v := range got.Assignment {
-				if want := max(tc.current[name], 1); v != want {
-					t.Errorf("%s assigned %d, want %d", name, v, want)
+				if v != Own {
+					t.Errorf("%s assigned %d, want %d", name, v, Own)
 				}
 			}
 			// Stable: the same view gives the same assignment, and it

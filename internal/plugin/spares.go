@@ -19,8 +19,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -30,13 +28,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // Spares across the fleet (--mig-spare-gpus=fleet). gpudra-controller
 // keeps a few spare GPUs across the whole fleet rather than one on every
 // node, and writes how many each node keeps into one ConfigMap: data[<node
-// name>], a decimal number from 1. The plugin watches that one object (a
+// name>], a decimal number from 1 (its format and its one parser:
+// migspares.Decode). The plugin watches that one object (a
 // list and watch in its namespace selected by metadata.name, which RBAC
 // resourceNames can grant, rather than every ConfigMap) and republishes
 // when its node's number changes.
@@ -149,7 +149,7 @@ func (d *Driver) sparesChanged(ctx context.Context, obj any, deleted bool) {
 	}
 	n, err := 0, error(nil)
 	if listed {
-		n, err = parseSparesAssigned(raw)
+		n, err = migspares.Decode(raw)
 	}
 	before := f.assigned
 	f.seen, f.listed, f.raw, f.assigned = true, listed, raw, n
@@ -163,23 +163,9 @@ func (d *Driver) sparesChanged(ctx context.Context, obj any, deleted bool) {
 
 	logger := klog.FromContext(ctx).WithValues("configMap", klog.KRef(d.cfg.Namespace, d.cfg.SparesConfigMap))
 	if err != nil {
-		logger.Error(err, "The spares ConfigMap's entry for this node is not a number of spare GPUs; the node counts as assigned none", "key", d.cfg.NodeName, "value", raw)
+		logger.Error(err, "The spares ConfigMap's entry for this node is not a number of spare GPUs; the node counts as assigned none", "key", d.cfg.NodeName, "value", migspares.ShortValue(raw))
 	}
 	if n != before {
 		logger.Info("The spare GPUs gpudra-controller assigned this node changed", "spares", n, "before", before)
 	}
-}
-
-// parseSparesAssigned reads a node's entry of the spares ConfigMap: a
-// decimal number of GPUs from 1 (an entry of 0 is not written: the node
-// is left out).
-func parseSparesAssigned(s string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("%q: want a decimal number of spare GPUs from 1", s)
-	case n < 1:
-		return 0, fmt.Errorf("%d: want a number of spare GPUs from 1 (a node assigned none is left out)", n)
-	}
-	return n, nil
 }

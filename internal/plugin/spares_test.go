@@ -27,22 +27,6 @@ import (
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
-// The spares ConfigMap's entries: a decimal number of GPUs from 1;
-// anything else counts as none, with an error to log. (The plugin's
-// watch and publishing in fleet mode: internal/simulate's
-// TestFleetSpares.)
-func TestParseSparesAssigned(t *testing.T) {
-	for in, want := range map[string]int{"1": 1, "2": 2, " 3\n": 3, "0": -1, "-1": -1, "": -1, "two": -1, "1.5": -1, "0x2": -1} {
-		got, err := parseSparesAssigned(in)
-		switch {
-		case want < 0 && (err == nil || got != 0):
-			t.Errorf("parseSparesAssigned(%q) = %d, %v; want 0 and an error", in, got, err)
-		case want >= 0 && (err != nil || got != want):
-			t.Errorf("parseSparesAssigned(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-}
-
 // Fleet mode reads a ConfigMap of the plugin's namespace: Start refuses
 // to run without the namespace or the ConfigMap's name, and says which
 // flag is missing (and releases the backend, as on every failed start).
