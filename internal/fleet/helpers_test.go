@@ -63,6 +63,14 @@ func slice(node string, gen int64, devs ...resourceapi.Device) *resourceapi.Reso
 	}
 }
 
+// sliceOf is a slice of a pool of count slices.
+func sliceOf(node string, gen, count int64, devs ...resourceapi.Device) *resourceapi.ResourceSlice {
+	s := slice(node, gen, devs...)
+	s.Name += fmt.Sprintf("-of-%d", count)
+	s.Spec.Pool.ResourceSliceCount = count
+	return s
+}
+
 func node(name string, ready, schedulable bool) *corev1.Node {
 	st := corev1.ConditionTrue
 	if !ready {

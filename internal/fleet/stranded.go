@@ -110,7 +110,9 @@ type Unplaced struct {
 	// for it can be remembered from one recompute to the next.
 	Pod string
 	// Nodes are the nodes it may go to (its node filters and allocated
-	// claims allow them) that have a free GPU, in the scheduler's order.
+	// claims allow them) where the allocator says it would fit once the
+	// node publishes one more free GPU's MIG placements (sparefit.go), in
+	// the scheduler's order: none for a pod no spare can help.
 	Nodes []string
 }
 
@@ -206,7 +208,12 @@ func (st *Strander) strand(ctx context.Context, in Inputs, sl []*CompactSlice, i
 			return out, err
 		}
 		if !fits {
-			out.Unplaced = append(out.Unplaced, Unplaced{Pod: shapes[key][0].pod, Nodes: open})
+			// Only where a spare lets it in (sparefit.go).
+			helped, err := r.helpedBySpare(ctx, shapes[key][0], open)
+			if err != nil {
+				return out, err
+			}
+			out.Unplaced = append(out.Unplaced, Unplaced{Pod: shapes[key][0].pod, Nodes: helped})
 			// Every pod of a shape that fits nowhere waits on its own.
 			out.Unsatisfiable += len(shapes[key])
 			out.UnsatisfiableWorkloads += len(shapes[key])
@@ -315,6 +322,8 @@ type strandRun struct {
 	// (ruleTainted): never stranded.
 	outOfService func(*Device) bool
 	out          *Stranding
+	// fit is what helpedBySpare reuses (sparefit.go); nil until asked.
+	fit *spareFit
 }
 
 // ruleTainted says whether one of the DeviceTaintRules the scheduler

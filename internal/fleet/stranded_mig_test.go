@@ -131,8 +131,9 @@ func TestStrandedMIG(t *testing.T) {
 
 // TestUnplacedSaysWhereASpareWouldGo: a partition claim whose pod may go
 // only to a node that publishes no placements fits nowhere, and Unplaced
-// names that node (gpudra-controller gives it a spare); a pod that fits
-// is not listed, nor are nodes it may not go to or without a free GPU.
+// names that node (gpudra-controller gives it a spare: a spare's
+// placements, copied from node-a's, let it in there); a pod that fits is
+// not listed, nor are nodes it may not go to or without a free GPU.
 func TestUnplacedSaysWhereASpareWouldGo(t *testing.T) {
 	in := Inputs{
 		DriverName: driver, Now: now,
@@ -140,7 +141,9 @@ func TestUnplacedSaysWhereASpareWouldGo(t *testing.T) {
 			// node-a keeps a spare: GPU 1 publishes a partition.
 			slice("node-a", 1, gpuDev(0, h100, "GPU-a0"), gpuDev(1, h100, "GPU-a1"), migDev("gpu-1-mig-1g10gb-0", h100, "1g.10gb", "GPU-a1")),
 			// node-b and node-c publish whole GPUs only; node-c's is held.
-			slice("node-b", 1, gpuDev(0, h100, "GPU-b0"), gpuDev(1, h100, "GPU-b1")),
+			sliceOf("node-b", 1, 2, partitionable(gpuDev(0, h100, "GPU-b0"), "Hopper"), partitionable(gpuDev(1, h100, "GPU-b1"), "Hopper")),
+			// Where GPUs that publish no placements would publish them.
+			sliceOf("node-b", 1, 2),
 			slice("node-c", 1, gpuDev(0, h100, "GPU-c0")),
 		},
 		Nodes: []*corev1.Node{node("node-a", true, true), node("node-b", true, true), node("node-c", true, true)},

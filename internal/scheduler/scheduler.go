@@ -313,6 +313,41 @@ func (s *Scheduler) AllocatorFor(ctx context.Context, state *State, node string)
 	return alloc, nil
 }
 
+// AllocatorEdited is AllocatorFor with the node's own slices (those local
+// to it, spec.nodeName) replaced by what edit makes of them: what the
+// allocator would see once the node publishes something it does not yet
+// (gpudra-controller asks whether a MIG spare there would let a waiting
+// pod in). The taint rules apply to the edited slices too; edit may not
+// change the slices it is given, only return others.
+func (s *Scheduler) AllocatorEdited(ctx context.Context, state *State, node string, edit func([]*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice) (structured.Allocator, error) {
+	all := s.slices
+	if s.slicesFor != nil {
+		all = s.slicesFor(node)
+	}
+	var local, slices []*resourceapi.ResourceSlice
+	for _, sl := range all {
+		if sl.Spec.NodeName != nil && *sl.Spec.NodeName == node {
+			local = append(local, sl)
+		} else {
+			slices = append(slices, sl)
+		}
+	}
+	edited := edit(local)
+	if s.slicesFor == nil && len(s.taintRules) > 0 {
+		// s.slices have the rules applied already (New).
+		edited = ApplyTaintRules(edited, s.taintRules)
+	}
+	slices = append(slices, edited...)
+	if s.slicesFor != nil && len(s.taintRules) > 0 {
+		slices = ApplyTaintRules(slices, s.taintRules)
+	}
+	alloc, err := structured.NewAllocator(ctx, s.features.Allocator, state.allocated(), s.classes, slices, s.celCache)
+	if err != nil {
+		return nil, fmt.Errorf("create the allocator: %w", err)
+	}
+	return alloc, nil
+}
+
 // Filter allocates claims together on one node, bounded by FilterTimeout.
 // Fewer results than claims (none) means they do not fit there. An error
 // is a *FilterError; a panic of the allocator (on input the API server

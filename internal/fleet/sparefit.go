@@ -1,0 +1,289 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+)
+
+// Where a MIG spare would let a pod in (Stranding.Unplaced). A pod that
+// fits on no node now is given a spare (gpudra-controller, package
+// migspares) only on a node where the real allocator says its claims fit
+// once that node publishes one more free GPU's MIG placements: the node's
+// slices are edited as its plugin would publish them with a spare (the
+// highest free partitionable GPU's counter set and placements, copied
+// from a GPU of the same model that publishes them somewhere in the
+// fleet, and its whole device consuming the counter set) and the pod's
+// claims are allocated on them. A pod that asks for something no MIG
+// spare gives (nine whole GPUs on an eight-GPU node, a model the node
+// lacks) is helped nowhere, and costs no spare. When no GPU of the model
+// publishes placements anywhere, what a spare would publish is unknown:
+// the node counts as helped (the policy bounds how many spares waiting
+// pods hold).
+
+// spareTemplate is one GPU of a model as it publishes its MIG
+// placements: its counter set, what its whole device consumes while they
+// are published, and the placements.
+type spareTemplate struct {
+	minor    int
+	counters *resourceapi.CounterSet
+	whole    []resourceapi.DeviceCounterConsumption
+	migs     []resourceapi.Device
+}
+
+// spareFit is what helpsWithSpare reuses across the pods of one
+// computation.
+type spareFit struct {
+	// published are the GPUs (by UUID) whose placements are published.
+	published map[string]bool
+	// templates by model; nil for a model no GPU publishes placements of.
+	templates map[string]*spareTemplate
+	nodes     map[string]*corev1.Node
+}
+
+func (r *strandRun) spareFit() *spareFit {
+	if r.fit != nil {
+		return r.fit
+	}
+	f := &spareFit{published: map[string]bool{}, templates: map[string]*spareTemplate{}, nodes: map[string]*corev1.Node{}}
+	for _, d := range r.inv.devices {
+		if d.Type == slicebuilder.TypeMIG && d.ParentUUID != "" {
+			f.published[d.ParentUUID] = true
+		}
+	}
+	for _, n := range r.sched.Nodes() {
+		f.nodes[n.Name] = n
+	}
+	r.fit = f
+	return f
+}
+
+// template finds a GPU of the model whose placements are published, a
+// free one first, and reads it from its node's slices.
+func (r *strandRun) template(model string) *spareTemplate {
+	f := r.spareFit()
+	if t, ok := f.templates[model]; ok {
+		return t
+	}
+	free := map[*Device]bool{}
+	for _, devs := range r.free {
+		for _, d := range devs {
+			free[d] = true
+		}
+	}
+	var best *Device
+	for _, d := range r.inv.devices {
+		p, ok := r.byUUID[d.ParentUUID]
+		if d.Type != slicebuilder.TypeMIG || !ok || p.Model != model || len(p.Taints) > 0 {
+			continue
+		}
+		if best == nil || (free[p] && !free[best]) {
+			best = p
+		}
+		if free[best] {
+			break
+		}
+	}
+	var t *spareTemplate
+	if best != nil {
+		t = readTemplate(r.sched.NodeSlices(best.Node), best)
+	}
+	f.templates[model] = t
+	return t
+}
+
+// readTemplate reads one GPU's counter set, whole device's counter use
+// and placements from its node's slices.
+func readTemplate(sl []*resourceapi.ResourceSlice, whole *Device) *spareTemplate {
+	p, ok := gpu.ParseDeviceName(whole.ID.Device)
+	if !ok || p.MIG {
+		return nil
+	}
+	t := &spareTemplate{minor: p.Minor}
+	counterSet := slicebuilder.CounterSetName(p.Minor)
+	for _, s := range sl {
+		for i := range s.Spec.SharedCounters {
+			if s.Spec.SharedCounters[i].Name == counterSet {
+				t.counters = s.Spec.SharedCounters[i].DeepCopy()
+			}
+		}
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			switch {
+			case d.Name == whole.ID.Device:
+				for _, c := range d.ConsumesCounters {
+					t.whole = append(t.whole, *c.DeepCopy())
+				}
+			case attr(d, slicebuilder.AttrParentUUID) == whole.UUID && attr(d, "type") == slicebuilder.TypeMIG:
+				t.migs = append(t.migs, *d.DeepCopy())
+			}
+		}
+	}
+	if len(t.migs) == 0 {
+		return nil
+	}
+	return t
+}
+
+func attr(d *resourceapi.Device, name resourceapi.QualifiedName) string {
+	if a, ok := d.Attributes[name]; ok && a.StringValue != nil {
+		return *a.StringValue
+	}
+	return ""
+}
+
+// spareGPU is the free GPU of a node whose placements a spare would
+// publish (slicebuilder picks free GPUs from the highest minor down): one
+// that can partition and publishes none now; nil when there is none.
+func (r *strandRun) spareGPU(node string) *Device {
+	f := r.spareFit()
+	var best *Device
+	bestMinor := -1
+	for _, d := range r.free[node] {
+		if !d.MigCapable || d.Architecture == "Ampere" || !r.inv.migSlots[d.ID.Pool] || f.published[d.UUID] || r.outOfService(d) {
+			continue
+		}
+		if p, ok := gpu.ParseDeviceName(d.ID.Device); ok && !p.MIG && p.Minor > bestMinor {
+			best, bestMinor = d, p.Minor
+		}
+	}
+	return best
+}
+
+// withSpare edits a node's slices to publish g's placements as t lays
+// them out: two slices more in g's pool (its counter set, its
+// placements), the pool's slice count raised to match, and g's whole
+// device consuming the counter set.
+func withSpare(local []*resourceapi.ResourceSlice, g *Device, t *spareTemplate) []*resourceapi.ResourceSlice {
+	p, _ := gpu.ParseDeviceName(g.ID.Device)
+	from, to := fmt.Sprintf("gpu-%d-", t.minor), fmt.Sprintf("gpu-%d-", p.Minor)
+	rename := func(name string) string {
+		if rest, ok := strings.CutPrefix(name, from); ok {
+			return to + rest
+		}
+		return name
+	}
+	counterSet := slicebuilder.CounterSetName(p.Minor)
+	consumption := func(cs []resourceapi.DeviceCounterConsumption) []resourceapi.DeviceCounterConsumption {
+		out := make([]resourceapi.DeviceCounterConsumption, 0, len(cs))
+		for _, c := range cs {
+			c = *c.DeepCopy()
+			c.CounterSet = rename(c.CounterSet)
+			out = append(out, c)
+		}
+		return out
+	}
+	added := 1 // the placements' slice
+	if t.counters != nil {
+		added++ // the counter set's
+	}
+	var base *resourceapi.ResourceSlice
+	out := make([]*resourceapi.ResourceSlice, 0, len(local)+added)
+	for _, s := range local {
+		if s.Spec.Pool.Name != g.ID.Pool {
+			out = append(out, s)
+			continue
+		}
+		c := s.DeepCopy()
+		c.Spec.Pool.ResourceSliceCount += int64(added)
+		c.Spec.SharedCounters = slices.DeleteFunc(c.Spec.SharedCounters, func(cs resourceapi.CounterSet) bool { return cs.Name == counterSet })
+		for i := range c.Spec.Devices {
+			if c.Spec.Devices[i].Name == g.ID.Device && t.counters != nil {
+				c.Spec.Devices[i].ConsumesCounters = consumption(t.whole)
+			}
+		}
+		base = c
+		out = append(out, c)
+	}
+	if base == nil {
+		return local
+	}
+	slice := func(suffix string) *resourceapi.ResourceSlice {
+		s := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: base.Spec.Driver, NodeName: base.Spec.NodeName, Pool: base.Spec.Pool}}
+		s.Name = g.ID.Pool + "-spare-" + suffix
+		return s
+	}
+	if t.counters != nil {
+		cs := slice("counters")
+		c := *t.counters.DeepCopy()
+		c.Name = counterSet
+		cs.Spec.SharedCounters = []resourceapi.CounterSet{c}
+		out = append(out, cs)
+	}
+	devs := slice("placements")
+	for _, d := range t.migs {
+		d = *d.DeepCopy()
+		d.Name = rename(d.Name)
+		d.Attributes[slicebuilder.AttrParentUUID] = resourceapi.DeviceAttribute{StringValue: &g.UUID}
+		d.ConsumesCounters = consumption(d.ConsumesCounters)
+		d.Taints = nil
+		devs.Spec.Devices = append(devs.Spec.Devices, d)
+	}
+	return append(out, devs)
+}
+
+// helpedBySpare are the nodes of open (a pod that fits nowhere may go
+// there, and they have a free GPU) where the pod's claims fit once the
+// node publishes one more free GPU's placements, in open's order. Nodes
+// alike (nodeclass.go) are asked about once, unless the pod's selectors
+// read identities.
+func (r *strandRun) helpedBySpare(ctx context.Context, rep pendingPod, open []string) ([]string, error) {
+	f := r.spareFit()
+	perNode := readsIdentities(rep, r.classes)
+	answers := map[string]bool{} // by node class
+	var out []string
+	for _, name := range open {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		g := r.spareGPU(name)
+		if g == nil {
+			continue
+		}
+		t := r.template(g.Model)
+		if t == nil {
+			// What a spare of this model publishes is unknown here.
+			out = append(out, name)
+			continue
+		}
+		key := r.classOf[name]
+		ok, known := answers[key]
+		if !known || perNode {
+			alloc, err := r.sched.AllocatorEdited(ctx, r.state, name, func(local []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+				return withSpare(local, g, t)
+			})
+			if err != nil {
+				return nil, err
+			}
+			_, ok = tryCopies(ctx, r.sched, alloc, f.nodes[name], rep, 1, r.out)
+			answers[key] = ok
+		}
+		if ok {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,136 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/internal/fakenodes"
+	"github.com/gpudra/gpudra/internal/gpudratest"
+	"github.com/gpudra/gpudra/internal/migspares"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+)
+
+// spareFleet is n DGX H100 nodes in fleet mode, node-1 and node-2
+// publishing a spare, each labelled with its hostname.
+func spareFleet(t *testing.T, n int) Inputs {
+	t.Helper()
+	in := Inputs{DriverName: driver, Now: now, Classes: []*resourceapi.DeviceClass{gpuClass(), gpudratest.Class("mig.gpudra.io",
+		fmt.Sprintf("device.driver == '%s' && device.attributes['%s'].type == 'mig'", driver, driver))}}
+	dir := t.TempDir()
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("node-%d", i)
+		spares := 0
+		if i <= 2 {
+			spares = 1
+		}
+		sl, err := fakenodes.Node(context.Background(), "dgx-h100", name, driver, dir, fakenodes.Pool{SpareGPUs: slicebuilder.FleetAssigned(spares)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Slices = append(in.Slices, sl...)
+		nd := node(name, true, true)
+		nd.Labels = map[string]string{"kubernetes.io/hostname": name}
+		in.Nodes = append(in.Nodes, nd)
+	}
+	return in
+}
+
+// pinned is a waiting pod that may go only to one node.
+func pinned(name, claimName, nodeName string) *corev1.Pod {
+	p := unscheduled(name, claimName)
+	p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": nodeName}
+	return p
+}
+
+// spareAssignment is what the controller's policy makes of a Stranding:
+// migspares.Assign over the fleet's MIG view.
+func spareAssignment(in Inputs, st Stranding, current migspares.Assignment, target int) migspares.Result {
+	view := Account(in).MIG
+	var nodes []migspares.Node
+	for _, name := range slices.Sorted(maps.Keys(view)) {
+		v := view[name]
+		n := migspares.Node{Name: name, Ready: v.Schedulable}
+		for _, g := range v.GPUs {
+			n.GPUs = append(n.GPUs, migspares.GPU{Whole: g.Whole, Partitioned: g.Partitioned, Unhealthy: g.Tainted, Published: g.Published})
+		}
+		nodes = append(nodes, n)
+	}
+	var waiting []migspares.Waiting
+	for _, u := range st.Unplaced {
+		waiting = append(waiting, migspares.Waiting{Pod: u.Pod, Nodes: u.Nodes})
+	}
+	return migspares.Assign(nodes, current, target, waiting, nil)
+}
+
+// TestUnplacedOnlyWhereASpareHelps (issue 27, defect 3): waiting pods that
+// no MIG spare can help (nine whole GPUs on an eight-GPU node, each pinned
+// to its own node) are given no spare: the fleet keeps the target's 2,
+// not one node per pod. A pod that a spare does help (a partition on a
+// node that publishes none) is still given one there.
+func TestUnplacedOnlyWhereASpareHelps(t *testing.T) {
+	in := spareFleet(t, 16)
+	for i := range 12 {
+		c := fmt.Sprintf("nine-%d", i)
+		in.Claims = append(in.Claims, want(c, 9, false))
+		in.Pods = append(in.Pods, pinned("hopeless-"+fmt.Sprint(i), c, fmt.Sprintf("node-%d", i+5)))
+	}
+	current := migspares.Assignment{"node-1": 1, "node-2": 1}
+	st, err := Strand(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Unsatisfiable != 12 {
+		t.Fatalf("%d unsatisfiable pods, want the 12 hopeless ones", st.Unsatisfiable)
+	}
+	for _, u := range st.Unplaced {
+		if len(u.Nodes) > 0 {
+			t.Errorf("%s may be helped by a spare on %v, but it asks for nine whole GPUs", u.Pod, u.Nodes)
+		}
+	}
+	if got := spareAssignment(in, st, current, 2); len(got.Assignment) != 2 {
+		t.Errorf("12 pods no spare helps: %d nodes assigned (%v), want the target's 2", len(got.Assignment), slices.Sorted(maps.Keys(got.Assignment)))
+	}
+
+	in.Claims = append(in.Claims, claim("ns", "mig", "mig.gpudra.io", time.Minute))
+	in.Pods = append(in.Pods, pinned("helped", "mig", "node-3"))
+	st, err = Strand(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var helped []string
+	for _, u := range st.Unplaced {
+		if u.Pod == "ns/helped" {
+			helped = u.Nodes
+		}
+	}
+	if !slices.Equal(helped, []string{"node-3"}) {
+		t.Errorf("the partition pod pinned to node-3 is helped by a spare on %v, want [node-3]", helped)
+	}
+	got := spareAssignment(in, st, current, 2)
+	if names := slices.Sorted(maps.Keys(got.Assignment)); !slices.Equal(names, []string{"node-1", "node-2", "node-3"}) {
+		t.Errorf("assigned %v, want node-1, node-2 and node-3 (the partition pod's)", names)
+	}
+}
