@@ -136,15 +136,20 @@ type Waiting struct {
 //     on the most preferred of its nodes that keeps none and has a free
 //     healthy GPU, over the target, once (Result.Given remembers the
 //     node, by pod, for the next call), and that node is kept while the
-//     pod waits. A pod that waits for something a spare cannot give
-//     (nine GPUs on an eight-GPU node) costs one node's spare while it
-//     waits, never more.
-//   - While more have one, assignments are dropped, least preferred
-//     first: first those whose spare is not published yet (dropping them
-//     takes a node off the count), then, while more nodes than the
+//     pod waits. Waiting lists for each pod only the nodes where a spare
+//     lets it in (package fleet asks the allocator): a pod that waits for
+//     something a spare cannot give (nine GPUs on an eight-GPU node) has
+//     none and costs nothing. Waiting pods hold at most target nodes this
+//     way (the bound; pods that keep the node they were given first), so
+//     that however many pods wait, at most twice the target's nodes are
+//     assigned.
+//   - While more have one, assignments are dropped (given back): first
+//     the nodes given to pods that no longer wait, then the least
+//     preferred; first those whose spare is not published yet (dropping
+//     them takes a node off the count), then, while more nodes than the
 //     target are assigned, any; never one a waiting pod needs. A dropped
-//     node's published spare stays (the plugin keeps it, sticky); only
-//     its refills stop.
+//     node's published spare stays (the plugin keeps it, sticky: a claim
+//     may hold it); only its refills stop.
 func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, given map[string]string) Result {
 	byName := make(map[string]Node, len(nodes))
 	for _, n := range nodes {
@@ -177,9 +182,18 @@ func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, giv
 	}
 	// The nodes waiting pods need, one per pod, given before the target's
 	// own picks so that those can count them.
+	// At most target of them (Bound): pods that keep the node they were
+	// given come first, then the others in order.
 	needed := map[string]bool{}
 	gave := map[string]string{}
+	bound := target
+	keeps := func(w Waiting) bool { return given[w.Pod] != "" && slices.Contains(w.Nodes, given[w.Pod]) }
+	waiting = slices.Clone(waiting)
+	slices.SortStableFunc(waiting, func(a, b Waiting) int { return -cmp.Compare(boolInt(keeps(a)), boolInt(keeps(b))) })
 	for _, w := range waiting {
+		if len(needed) >= bound {
+			break
+		}
 		var fit []Node
 		for _, name := range w.Nodes {
 			if n, ok := byName[name]; ok && n.Ready && n.freeGPUs() > 0 {
@@ -224,7 +238,15 @@ func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, giv
 				assigned = append(assigned, byName[name])
 			}
 		}
-		assigned = sorted(assigned)
+		// Given back first: the nodes given to pods that no longer
+		// wait (they are last, dropped first), then by preference.
+		wasGiven := map[string]bool{}
+		for _, name := range given {
+			wasGiven[name] = true
+		}
+		slices.SortFunc(assigned, func(a, b Node) int {
+			return cmp.Or(cmp.Compare(boolInt(wasGiven[a.Name]), boolInt(wasGiven[b.Name])), less(a, b))
+		})
 		// Unpublished first: each drop takes one node off the count.
 		for i := len(assigned) - 1; i >= 0 && with > target; i-- {
 			if n := assigned[i]; !n.publishesSpare() {

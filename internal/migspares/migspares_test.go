@@ -297,6 +297,45 @@ func TestAssign(t *testing.T) {
 			waiting: []Waiting{{"ns/p", []string{"c"}}, {"ns/q", []string{"c"}}},
 			want:    []string{"a", "b", "c"}, wantWithSpare: 3,
 		},
+		{
+			name: "waiting pods hold at most the target's nodes over the target",
+			nodes: []Node{
+				node("a", free, published),
+				node("b", free, published),
+				node("c", free, free),
+				node("d", free, free),
+				node("e", free, free),
+				node("f", free, free),
+			},
+			current: Assignment{"a": 1, "b": 1}, target: Target{N: 2},
+			waiting:   []Waiting{{"ns/p", []string{"c"}}, {"ns/q", []string{"d"}}, {"ns/r", []string{"e"}}, {"ns/s", []string{"f"}}},
+			wantCount: 4, wantWithSpare: 4,
+		},
+		{
+			name: "a pod that keeps its node is served before new ones under the bound",
+			nodes: []Node{
+				node("a", free, published),
+				node("b", free, published),
+				node("c", free, free),
+				node("d", free, free),
+				node("e", free, free),
+			},
+			current: Assignment{"a": 1, "b": 1, "e": 1}, target: Target{N: 2},
+			waiting: []Waiting{{"ns/p", []string{"c"}}, {"ns/q", []string{"d"}}, {"ns/r", []string{"e"}}},
+			given:   map[string]string{"ns/r": "e"},
+			want:    []string{"a", "b", "c", "e"}, wantWithSpare: 4,
+		},
+		{
+			name: "pods gone: the nodes given to them are given back first, before less preferred ones",
+			nodes: []Node{
+				node("a", free, published),
+				node("b", free, free, published),
+				node("c", partitioned, free, published),
+			},
+			current: Assignment{"a": 1, "b": 1, "c": 1}, target: Target{N: 2},
+			given: map[string]string{"ns/gone": "c"},
+			want:  []string{"a", "b"}, wantWithSpare: 3,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := tc.target.Nodes(CanPartition(tc.nodes))
