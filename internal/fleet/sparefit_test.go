@@ -68,6 +68,11 @@ func pinned(name, claimName, nodeName string) *corev1.Pod {
 // spareAssignment is what the controller's policy makes of a Stranding:
 // migspares.Assign over the fleet's MIG view.
 func spareAssignment(in Inputs, st Stranding, current migspares.Assignment, target int) migspares.Result {
+	return assignWith(in, st, current, target, nil)
+}
+
+// assignWith is spareAssignment with what earlier calls gave waiting pods.
+func assignWith(in Inputs, st Stranding, current migspares.Assignment, target int, given map[string]string) migspares.Result {
 	view := Account(in).MIG
 	var nodes []migspares.Node
 	for _, name := range slices.Sorted(maps.Keys(view)) {
@@ -82,7 +87,7 @@ func spareAssignment(in Inputs, st Stranding, current migspares.Assignment, targ
 	for _, u := range st.Unplaced {
 		waiting = append(waiting, migspares.Waiting{Pod: u.Pod, Nodes: u.Nodes})
 	}
-	return migspares.Assign(nodes, current, target, waiting, nil)
+	return migspares.Assign(nodes, current, target, waiting, given)
 }
 
 // TestUnplacedOnlyWhereASpareHelps (issue 27, defect 3): waiting pods that
@@ -132,5 +137,61 @@ func TestUnplacedOnlyWhereASpareHelps(t *testing.T) {
 	got := spareAssignment(in, st, current, 2)
 	if names := slices.Sorted(maps.Keys(got.Assignment)); !slices.Equal(names, []string{"node-1", "node-2", "node-3"}) {
 		t.Errorf("assigned %v, want node-1, node-2 and node-3 (the partition pod's)", names)
+	}
+}
+
+// TestSparesDoNotRatchet (issue 27, defect 3): four rounds of three
+// waiting pods that no spare helps, each round pinned to other nodes and
+// then deleted, left 14 of 16 nodes publishing placements (published
+// spares are never withdrawn). Now the fleet keeps the target's 2.
+func TestSparesDoNotRatchet(t *testing.T) {
+	in := spareFleet(t, 16)
+	dir := t.TempDir()
+	// publish makes an assigned node publish its spare, as its plugin
+	// does; it stays published (sticky).
+	publish := func(a migspares.Assignment) {
+		for name := range a {
+			sl, err := fakenodes.Node(context.Background(), "dgx-h100", name, driver, dir, fakenodes.Pool{SpareGPUs: slicebuilder.FleetAssigned(1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Slices = slices.DeleteFunc(in.Slices, func(s *resourceapi.ResourceSlice) bool { return *s.Spec.NodeName == name })
+			in.Slices = append(in.Slices, sl...)
+		}
+	}
+	current := migspares.Assignment{"node-1": 1, "node-2": 1}
+	var given map[string]string
+	for round := range 4 {
+		in.Claims, in.Pods = nil, nil
+		for i := range 3 {
+			c := fmt.Sprintf("nine-%d-%d", round, i)
+			in.Claims = append(in.Claims, want(c, 9, false))
+			in.Pods = append(in.Pods, pinned(c, c, fmt.Sprintf("node-%d", 3+round*3+i)))
+		}
+		for range 2 { // the pods wait two recomputes, then are deleted
+			st, err := Strand(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := assignWith(in, st, current, 2, given)
+			current, given = res.Assignment, res.Given
+			publish(current)
+		}
+		in.Claims, in.Pods = nil, nil
+		st, err := Strand(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := assignWith(in, st, current, 2, given)
+		current, given = res.Assignment, res.Given
+	}
+	publishing := 0
+	for _, n := range Account(in).MIG {
+		if slices.ContainsFunc(n.GPUs, func(g MIGGPU) bool { return g.Published }) {
+			publishing++
+		}
+	}
+	if publishing != 2 {
+		t.Errorf("after four rounds of three deleted pods no spare helps, %d of 16 nodes publish placements, want the target's 2", publishing)
 	}
 }
