@@ -17,13 +17,18 @@ limitations under the License.
 package plugin
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/internal/backend"
+	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
@@ -53,5 +58,39 @@ func TestStartFleetNeedsNamespace(t *testing.T) {
 				t.Errorf("the backend was still open after Start failed (Close: %v)", err)
 			}
 		})
+	}
+}
+
+// TestSparesChangedReadsTheOneFormat: the plugin reads its node's entry
+// with migspares.Decode, the controller's parser (spaces around the
+// number ignored on both sides), and logs a bad value cut short.
+func TestSparesChangedReadsTheOneFormat(t *testing.T) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
+	d := &Driver{cfg: Config{NodeName: "node-1", Namespace: "gpudra", SparesConfigMap: "spares"}}
+	cm := func(v string) *v1.ConfigMap {
+		return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gpudra", Name: "spares"}, Data: map[string]string{"node-1": v}}
+	}
+	for _, tc := range []struct {
+		value string
+		want  int
+	}{{" 2\n", 2}, {"1", 1}, {strings.Repeat("9", 64<<10), 0}, {"\t1 ", 1}} {
+		d.sparesChanged(ctx, cm(tc.value), false)
+		controller, _ := migspares.Decode(tc.value)
+		if got := d.fleet.assignedSpares(); got != tc.want || got != controller {
+			t.Errorf("%.20q: the plugin reads %d, the controller %d; want %d", tc.value, got, controller, tc.want)
+		}
+	}
+	for _, e := range logger.GetSink().(ktesting.Underlier).GetBuffer().Data() {
+		if e.Err != nil && len(e.Err.Error()) > 160 {
+			t.Errorf("log %q: an error of %d bytes, want it short", e.Message, len(e.Err.Error()))
+		}
+		for _, l := range [][]any{e.WithKVList, e.ParameterKVList} {
+			for i := 1; i < len(l); i += 2 {
+				if s, ok := l[i].(string); ok && len(s) > 100 {
+					t.Errorf("log %q: a value of %d bytes, want it cut short", e.Message, len(s))
+				}
+			}
+		}
 	}
 }
