@@ -303,3 +303,57 @@ func TestDefaultClaimSpec(t *testing.T) {
 func devID(pool, device string) structured.DeviceID {
 	return structured.MakeDeviceID(driver, pool, device)
 }
+
+// TestAllocatorEdited: the allocator over a node's slices as edit makes
+// them, the others and the taint rules as they were; the scheduler's
+// own slices are untouched.
+func TestAllocatorEdited(t *testing.T) {
+	rule := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "r"}}
+	rule.Spec.DeviceSelector = &resourceapi.DeviceTaintSelector{Pool: new("node-2")}
+	rule.Spec.Taint = resourceapi.DeviceTaint{Key: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	inv := inventory(1, 2)
+	byNode := map[string][]*resourceapi.ResourceSlice{}
+	for _, sl := range inv {
+		byNode[*sl.Spec.NodeName] = append(byNode[*sl.Spec.NodeName], sl)
+	}
+	f, err := FeaturesFor("1.37")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewOver(f, NewClasses([]*resourceapi.DeviceClass{class("gpu", "")}), []string{"node-1", "node-2"},
+		func(node string) []*resourceapi.ResourceSlice { return byNode[node] }, []*resourceapi.DeviceTaintRule{rule})
+	// One more device on the node's slices.
+	more := func(local []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+		var out []*resourceapi.ResourceSlice
+		for _, sl := range local {
+			c := sl.DeepCopy()
+			d := *c.Spec.Devices[0].DeepCopy()
+			d.Name += "-more"
+			c.Spec.Devices = append(c.Spec.Devices, d)
+			out = append(out, c)
+		}
+		return out
+	}
+	fits := func(node string, edit func([]*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice) bool {
+		t.Helper()
+		alloc, err := s.AllocatorEdited(context.Background(), NewState(), node, edit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Filter(context.Background(), alloc, NodesNamed([]string{node})[0], []*resourceapi.ResourceClaim{claim("a", 1), claim("b", 1)})
+		return err == nil && len(res) == 2
+	}
+	same := func(local []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice { return local }
+	if fits("node-1", same) {
+		t.Error("two claims fit node-1's one device")
+	}
+	if !fits("node-1", more) {
+		t.Error("two claims do not fit node-1 with a device more")
+	}
+	if fits("node-2", more) {
+		t.Error("node-2's edited devices escaped the taint rule")
+	}
+	if n := len(byNode["node-1"][0].Spec.Devices); n != 1 {
+		t.Errorf("node-1's slice changed: %d devices", n)
+	}
+}
