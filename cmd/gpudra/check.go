@@ -36,6 +36,7 @@ import (
 	"github.com/gpudra/gpudra/internal/nvmlfake"
 	"github.com/gpudra/gpudra/internal/scheduler"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
+	"github.com/gpudra/gpudra/internal/textsafe"
 )
 
 func newCheckCommand() *cobra.Command {
@@ -257,12 +258,13 @@ type serverFlags struct {
 
 func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, srv serverFlags, output string, verbose, examples bool, cluster clusterFlags) int {
 	stderr := cmd.ErrOrStderr()
+	// Errors can quote the cluster's or the manifests' data.
 	fail := func(err error) int {
-		fmt.Fprintln(stderr, "gpudra check:", err)
+		fmt.Fprintln(stderr, "gpudra check:", textsafe.Text(err.Error()))
 		return check.ExitInput
 	}
 	noCluster := func(err error) int {
-		fmt.Fprintln(stderr, "gpudra check:", err)
+		fmt.Fprintln(stderr, "gpudra check:", textsafe.Text(err.Error()))
 		return exitFailure
 	}
 	if err := checkOutput(cmd, output); err != nil {

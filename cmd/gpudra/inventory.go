@@ -37,6 +37,7 @@ import (
 	"github.com/gpudra/gpudra/internal/inventory"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
+	"github.com/gpudra/gpudra/internal/textsafe"
 )
 
 // inventoryOptions are gpudra inventory's flags.
@@ -178,7 +179,8 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	}
 	fmt.Fprintf(w, "# %d differences from fake profile %s:\n", len(diffs), o.compare)
 	for _, d := range diffs {
-		fmt.Fprintf(w, "#   %s\n", d)
+		// Names and values the node published: one line each.
+		fmt.Fprintf(w, "#   %s\n", textsafe.Line(d))
 	}
 	return exitError{code: exitNegative}
 }

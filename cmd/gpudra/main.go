@@ -33,6 +33,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpudra/gpudra/internal/textsafe"
 	"github.com/gpudra/gpudra/internal/version"
 )
 
@@ -138,7 +139,9 @@ func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 		return exitOK
 	}
 	if msg := err.Error(); !strings.HasPrefix(msg, "exit status ") {
-		fmt.Fprintf(stderr, "%s: %s\n", root.DisplayName(), msg)
+		// An error can quote cluster data: nothing in it may move the
+		// cursor or forge a line of its own.
+		fmt.Fprintf(stderr, "%s: %s\n", root.DisplayName(), textsafe.Text(msg))
 	}
 	return exitCodeOf(err)
 }

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -211,5 +212,24 @@ spec:
 	}
 	if code, _, errOut := runRoot(t, "gpudra", "kind: DeviceClass\n", "simulate", "--manifests", "-"); code != exitUsage || !strings.Contains(errOut, "no claims, templates or pods") {
 		t.Errorf("simulate of classes alone: exit %d, %s", code, errOut)
+	}
+}
+
+// TestErrorEscaped: an error can quote cluster data (an object's name, an
+// attribute); what is not printable in it is escaped on standard error,
+// and its lines stay lines.
+func TestErrorEscaped(t *testing.T) {
+	root := &cobra.Command{Use: "gpudra", SilenceErrors: true, SilenceUsage: true,
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("claim \"a\rgpudra: all clear\x1b[2J\" refused\nsecond line")
+		}}
+	var errOut bytes.Buffer
+	root.SetErr(&errOut)
+	root.SetArgs(nil)
+	if code := execute(context.Background(), root, &errOut); code != exitFailure {
+		t.Errorf("exit status %d, want %d", code, exitFailure)
+	}
+	if got, want := errOut.String(), "gpudra: claim \"a\\rgpudra: all clear\\x1b[2J\" refused\nsecond line\n"; got != want {
+		t.Errorf("standard error %q, want %q", got, want)
 	}
 }

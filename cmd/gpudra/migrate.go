@@ -29,6 +29,7 @@ import (
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/migrate"
 	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/textsafe"
 )
 
 func newMigrateCommand() *cobra.Command {
@@ -127,7 +128,7 @@ type migratedFile struct {
 func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir, output string) int {
 	stderr := cmd.ErrOrStderr()
 	fail := func(err error) int {
-		fmt.Fprintln(stderr, "gpudra migrate:", err)
+		fmt.Fprintln(stderr, "gpudra migrate:", textsafe.Text(err.Error()))
 		return 2
 	}
 	if len(args) == 0 {
@@ -158,11 +159,11 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir,
 				fmt.Fprintln(out, "---")
 			}
 			if f.Skipped != "" {
-				fmt.Fprintf(out, "# gpudra migrate: skipped %s: %s\n", f.Name, f.Skipped)
+				fmt.Fprintf(out, "# gpudra migrate: skipped %s: %s\n", textsafe.Line(f.Name), textsafe.Line(f.Skipped))
 				continue
 			}
 			if len(res.Files) > 1 {
-				fmt.Fprintf(out, "# gpudra migrate: from %s\n", f.Name)
+				fmt.Fprintf(out, "# gpudra migrate: from %s\n", textsafe.Line(f.Name))
 			}
 			data := f.Data
 			if len(data) > 0 && data[len(data)-1] != '\n' {
@@ -198,8 +199,10 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir,
 			return fail(err)
 		}
 	} else {
+		// Notes quote names and values from the manifests: one line
+		// each, nothing in them moves the cursor.
 		for _, n := range res.Notes {
-			fmt.Fprintln(stderr, n)
+			fmt.Fprintln(stderr, textsafe.Line(n.String()))
 		}
 		fmt.Fprintln(stderr, migrateSummary(structured.Changed, len(res.Files), skipped, structured.Unmigrated))
 	}

@@ -136,3 +136,17 @@ func TestMigrateCommandSkipsUnreadableFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateNotesEscaped: a note quotes an object's name; what is not
+// printable in it is escaped, so a name cannot forge a note or reach the
+// terminal as a control sequence.
+func TestMigrateNotesEscaped(t *testing.T) {
+	in := "apiVersion: resource.nvidia.com/v1beta1\nkind: ComputeDomain\nmetadata:\n  name: \"domain\\r-:1: rewritten: all clear\\e[2J\"\nspec:\n  numNodes: 2\n"
+	code, _, report := runMigrateCLI(t, in, "-")
+	if code != 1 {
+		t.Errorf("exit %d, want 1; report:\n%q", code, report)
+	}
+	if strings.ContainsAny(report, "\r\x1b") || !strings.Contains(report, `domain\r-:1: rewritten: all clear\x1b[2J`) {
+		t.Errorf("report %q, want the name escaped", report)
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/gpudra/gpudra/internal/scheduler"
 	"github.com/gpudra/gpudra/internal/simulate"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
+	"github.com/gpudra/gpudra/internal/textsafe"
 )
 
 func newSimulateCommand() *cobra.Command {
@@ -277,7 +278,7 @@ func runSimulate(ctx context.Context, cmd *cobra.Command, opts simulate.Options,
 			sim.Failed++
 			se.Error = err.Error()
 			if text {
-				fmt.Fprintf(out, "  NOT RUNNABLE: %v\n", err)
+				fmt.Fprintf(out, "  NOT RUNNABLE: %s\n", textsafe.Text(err.Error()))
 			}
 		}
 		sim.Examples = append(sim.Examples, se)

@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/gpudra/gpudra/internal/textsafe"
 )
 
 // WriteJSON writes the report as indented JSON.
@@ -30,10 +32,31 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(rep)
 }
 
+// lines is text whose newlines are meant, already escaped with
+// textsafe.Text: printf leaves it as it is.
+type lines string
+
+// printf is fmt.Fprintf for the text report: what it shows comes from
+// cluster objects and manifests, so every string argument is escaped
+// with textsafe.Line (no value can forge a line or move the cursor),
+// except lines, already escaped and meant to hold newlines.
+func printf(w io.Writer, format string, args ...any) {
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			args[i] = textsafe.Line(v)
+		case lines:
+			args[i] = string(v)
+		}
+	}
+	fmt.Fprintf(w, format, args...)
+}
+
 // WriteText writes the report for people: the inventory, each class and
-// claim with what it matches and gets, then the findings.
+// claim with what it matches and gets, then the findings. What is not
+// printable in names, attributes and messages is escaped.
 func (rep *Report) WriteText(w io.Writer, verbose bool) error {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p := func(format string, args ...any) { printf(w, format, args...) }
 	inv := rep.Inventory
 	p("inventory: %s\n", inv.Source)
 	p("  %d node(s), %d ResourceSlice(s), %d device(s); drivers: %s\n", inv.Nodes, inv.Slices, inv.Devices, strings.Join(inv.Drivers, ", "))
@@ -152,9 +175,9 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 		if f.Expression != "" && f.Caret == "" && !strings.Contains(f.Message, "\n |") {
 			p("  expression: %s\n", oneLine(f.Expression))
 		}
-		p("  %s\n", indent(f.Message, "  "))
+		p("  %s\n", lines(indent(textsafe.Text(f.Message), "  ")))
 		if f.Caret != "" {
-			p("  %s\n", indent(f.Caret, "  "))
+			p("  %s\n", lines(indent(textsafe.Text(f.Caret), "  ")))
 		}
 		if len(f.Devices) > 0 {
 			p("  devices: %s\n", strings.Join(f.Devices, ", "))
@@ -168,7 +191,7 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 
 func writeRequest(w io.Writer, rq RequestInfo, pad string) {
 	if rq.Sub != nil {
-		fmt.Fprintf(w, "%srequest %s: firstAvailable\n", pad, rq.Name)
+		printf(w, "%srequest %s: firstAvailable\n", pad, rq.Name)
 		for _, s := range rq.Sub {
 			writeRequest(w, s, pad+"  ")
 		}
@@ -178,7 +201,7 @@ func writeRequest(w io.Writer, rq RequestInfo, pad string) {
 	if rq.Mode == "All" {
 		want = "all"
 	}
-	fmt.Fprintf(w, "%srequest %s: %s × %s; %s\n", pad, rq.Name, want, rq.Class, matchText(rq.Matches))
+	printf(w, "%srequest %s: %s × %s; %s\n", pad, rq.Name, want, rq.Class, matchText(rq.Matches))
 }
 
 func matchText(m Matches) string {

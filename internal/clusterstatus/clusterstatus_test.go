@@ -213,3 +213,42 @@ func TestBuildShares(t *testing.T) {
 		t.Errorf("text:\n%s", buf.String())
 	}
 }
+
+// TestWriteTextEscapes: the table shows what cluster objects say, and a
+// carriage return or newline in an attribute must not forge a row (nor a
+// tab shift the columns, nor an escape sequence reach the terminal): what
+// is not printable is escaped.
+func TestWriteTextEscapes(t *testing.T) {
+	sl := fakeSlices(t, "dgx-a100", fakenodes.Pool{})
+	forged := "A100\rnode-1  gpu-9  A100  ok  free  -  -  -\n\x1b[2J"
+	for i := range sl {
+		for j := range sl[i].Spec.Devices {
+			d := &sl[i].Spec.Devices[j]
+			if _, ok := d.Attributes[slicebuilder.AttrProductName]; ok {
+				d.Attributes[slicebuilder.AttrProductName] = resourceapi.DeviceAttribute{StringValue: ptr.To(forged)}
+			}
+		}
+	}
+	rep := Build(sl, nil, Options{Driver: driver})
+	var buf bytes.Buffer
+	if err := rep.WriteText(&buf, false); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.ContainsAny(out, "\r\x1b") || strings.Contains(out, "gpu-9") && !strings.Contains(out, `\rnode-1`) {
+		t.Errorf("a forged attribute reached the output raw:\n%q", out)
+	}
+	rows := 0
+	// A terminal starts a row at a carriage return as at a newline.
+	for _, line := range strings.FieldsFunc(out, func(r rune) bool { return r == '\r' || r == '\n' }) {
+		if strings.HasPrefix(line, "node-1 ") {
+			rows++
+		}
+	}
+	if rows != 8 {
+		t.Errorf("%d GPU rows, want 8 (one per GPU of a DGX A100):\n%q", rows, out)
+	}
+	if !strings.Contains(out, `A100\rnode-1  gpu-9  A100  ok  free  -  -  -\n\x1b[2J`) {
+		t.Errorf("the model is not shown escaped:\n%s", out)
+	}
+}

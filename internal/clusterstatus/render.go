@@ -21,12 +21,16 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/gpudra/gpudra/internal/textsafe"
 )
 
 // WriteText prints the report as a table, one row per GPU and one per
 // claim holding it or a partition of it, then what each node has free.
 // wide adds device UUIDs, PCI bus IDs, memory, sharing, taints and
-// whether the plugin reported the device prepared.
+// whether the plugin reported the device prepared. Everything taken from
+// cluster objects is printed with what is not printable escaped, so that
+// no value can forge a row or a column.
 func (r *Report) WriteText(w io.Writer, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := []string{"NODE", "GPU", "MODEL", "HEALTH", "STATE", "DEVICE", "CLAIM", "PODS"}
@@ -76,7 +80,7 @@ func (r *Report) WriteText(w io.Writer, wide bool) error {
 				if wide {
 					cols = append(cols, dash(uuid), dash(g.PCIBusID), dash(memory), sharing, prepared, dash(strings.Join(g.Taints, ",")))
 				}
-				fmt.Fprintln(tw, strings.Join(cols, "\t"))
+				fmt.Fprintln(tw, strings.Join(safeCells(cols), "\t"))
 			}
 			memory := ""
 			if g.Memory != nil {
@@ -106,15 +110,24 @@ func (r *Report) WriteText(w io.Writer, wide bool) error {
 	if len(r.Nodes) > 0 {
 		fmt.Fprintln(w, "\nFREE")
 		for _, n := range r.Nodes {
-			fmt.Fprintf(w, "%s: %s\n", n.Name, n.Free.Summary())
+			fmt.Fprintf(w, "%s: %s\n", textsafe.Line(n.Name), textsafe.Line(n.Free.Summary()))
 		}
 	} else {
-		fmt.Fprintf(w, "no ResourceSlices of driver %s\n", r.Driver)
+		fmt.Fprintf(w, "no ResourceSlices of driver %s\n", textsafe.Line(r.Driver))
 	}
 	for _, note := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", note)
+		fmt.Fprintf(w, "note: %s\n", textsafe.Line(note))
 	}
 	return nil
+}
+
+// safeCells escapes each cell of a row in place: a cell is one line, and
+// a tab in it would start another column.
+func safeCells(cols []string) []string {
+	for i, c := range cols {
+		cols[i] = textsafe.Line(c)
+	}
+	return cols
 }
 
 func dash(s string) string {

@@ -138,6 +138,11 @@ func TestXIDReason(t *testing.T) {
 // once the driver asks for no recovery action (after a GPU reset), and a
 // lost GPU once it answers again (after a reboot); until then it stays
 // unhealthy. XIDs in IgnoredXIDs change nothing.
+//
+// Every step waits for an event the watch must send, never for time: the
+// watch registers before it reports what it starts from, XIDs arrive in
+// the order they were logged, and the fake records a lost GPU before it
+// reports XID 79 (as the hardware does), so no recheck can read it fit.
 func TestHealthRecovers(t *testing.T) {
 	dir := t.TempDir()
 	s, err := nvmlfake.New(nvmlfake.Options{Profile: "dgx-a100", NodeName: "n", StateDir: dir})
@@ -148,6 +153,12 @@ func TestHealthRecovers(t *testing.T) {
 	defer s.Shutdown()
 	node, err := Discover(context.Background(), s, "n")
 	if err != nil {
+		t.Fatal(err)
+	}
+	g1, g3 := node.GPUs[1].UUID, node.GPUs[3].UUID
+	// An XID before the watch: the recovery action it left is where the
+	// watch starts from, and that report comes after the registration.
+	if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -171,44 +182,31 @@ func TestHealthRecovers(t *testing.T) {
 		select {
 		case ev := <-events:
 			t.Fatalf("%s: unexpected event %+v", what, ev)
-		case <-time.After(300 * time.Millisecond): // several rechecks
+		default:
 		}
 	}
-	g1, g3 := node.GPUs[1].UUID, node.GPUs[3].UUID
-	// Wait for registration: the first XID that arrives.
-	for {
-		if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case ev := <-events:
-			if ev.UUID != g1 || ev.Health != gpu.Unhealthy {
-				t.Fatalf("event %+v", ev)
-			}
-		case <-time.After(200 * time.Millisecond):
-			continue
-		}
-		break
-	}
-	// An XID logged before the watch registered is seen as the recovery
-	// action it left, and one after it as the XID: either way g1 stays
-	// unhealthy, and nothing says it recovered.
-	for end := time.After(300 * time.Millisecond); ; {
-		select {
-		case ev := <-events:
-			if ev.UUID != g1 || ev.Health != gpu.Unhealthy {
-				t.Fatalf("the driver asks for a GPU reset: unexpected event %+v", ev)
-			}
-			continue
-		case <-end:
-		}
-		break
+	if ev := next("the reset the driver asks for"); ev.UUID != g1 || ev.Health != gpu.Unhealthy || !strings.Contains(ev.Reason, "recovery action GPU reset") {
+		t.Fatalf("at the start: %+v, want %s unhealthy, waiting for a reset", ev, g1)
 	}
 
+	// Events come after the watch has reported where it starts from: an
+	// XID now is the next event.
+	if err := nvmlfake.InjectXID(dir, g1, 31); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("XID 31"); ev.UUID != g1 || ev.Health != gpu.Unhealthy || !strings.HasPrefix(ev.Reason, "XID 31") {
+		t.Fatalf("after XID 31 on %s: %+v, want it unhealthy after XID 31", g1, ev)
+	}
+	// XID 92 is ignored: the XID logged after it is the next event.
 	if err := nvmlfake.InjectXID(dir, g3, 92); err != nil {
 		t.Fatal(err)
 	}
-	quiet("XID 92 is in IgnoredXIDs")
+	if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("XID 48"); ev.UUID != g1 || ev.Health != gpu.Unhealthy || !strings.HasPrefix(ev.Reason, "XID 48") {
+		t.Fatalf("after XID 92 (in IgnoredXIDs) on %s and XID 48 on %s: %+v, want %s unhealthy after XID 48", g3, g1, ev, g1)
+	}
 
 	if err := nvmlfake.ResetGPU(dir, g1); err != nil {
 		t.Fatal(err)
@@ -224,6 +222,13 @@ func TestHealthRecovers(t *testing.T) {
 	}
 	if ev := next("lost"); ev.UUID != g3 || ev.Health != gpu.Unhealthy || !strings.Contains(ev.Reason, "XID 79") {
 		t.Fatalf("lost: %+v", ev)
+	}
+	// What every recheck from now on reads: the GPU does not answer.
+	if ok, why := recovered(s, g3, true); ok {
+		t.Fatalf("on the XID 79 event, the recheck finds %s recovered: %s", g3, why)
+	}
+	if err := nvmlfake.ResetGPU(dir, g3); err == nil {
+		t.Fatal("a lost GPU was reset")
 	}
 	quiet("a lost GPU stays unhealthy")
 	if err := nvmlfake.Reboot(dir); err != nil {

@@ -24,6 +24,8 @@ import (
 	"unicode/utf8"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/gpudra/gpudra/internal/textsafe"
 )
 
 // write returns a changed document's new text. Renamed scalars are
@@ -59,9 +61,11 @@ func (m *migrator) annotate(text []byte, encoded bool) []byte {
 		if n.Kind != NoEquivalent {
 			continue
 		}
-		c := annotatePrefix + n.Message
+		// One line, whatever the input's fields and values hold: a
+		// newline would end the comment and inject YAML.
+		c := annotatePrefix + textsafe.Line(n.Message)
 		if n.Field != "" {
-			c = annotatePrefix + n.Field + ": " + n.Message
+			c = annotatePrefix + textsafe.Line(n.Field+": "+n.Message)
 		}
 		if l := n.Line - m.lineOffset - 1; !encoded && l >= 0 && l < len(lines) {
 			byLine[l] = append(byLine[l], c)

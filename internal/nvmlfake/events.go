@@ -41,27 +41,45 @@ type xidRecord struct {
 	XID  uint64 `json:"xid"`
 }
 
+// The driver changes the GPU's state before it reports the XID, and the
+// fake does the same: the recovery action (and, for XID 79, the loss) is
+// recorded first and the event appended after, so a client that reads the
+// GPU on receiving the event finds the state the event reports. For XID 79
+// this is the order of real hardware: the GPU has already fallen off the
+// bus when the driver reports it (NVIDIA, "XID Errors",
+// https://docs.nvidia.com/deploy/xid-errors/: XID 79, "GPU has fallen off
+// the bus"). Appending first let the kubelet plugin's recheck read the old
+// state and clear the health taint it had just set.
+
 // InjectXID records an XID error on the GPU or MIG device with the given
 // UUID in stateDir. Every Server over stateDir whose event set has the
 // GPU registered for nvml.EventTypeXidCriticalError receives it from
-// EventSet.Wait.
+// EventSet.Wait, after the state change the XID causes is in place.
 func InjectXID(stateDir, uuid string, xid uint64) error {
 	if stateDir == "" {
 		return errors.New("inject XID: no state directory")
 	}
-	if err := appendXID(filepath.Join(stateDir, eventsFileName), uuid, xid); err != nil {
+	if err := checkXIDUUID(uuid); err != nil {
 		return err
 	}
-	return mutateStateDir(stateDir, func(st *state) error {
+	if err := mutateStateDir(stateDir, func(st *state) error {
 		recordRecovery(st, uuid, xid)
 		return nil
-	})
+	}); err != nil {
+		return fmt.Errorf("inject XID: %w", err)
+	}
+	return appendXID(filepath.Join(stateDir, eventsFileName), uuid, xid)
 }
 
-func appendXID(path, uuid string, xid uint64) error {
+// checkXIDUUID refuses what is neither a GPU nor a MIG device UUID.
+func checkXIDUUID(uuid string) error {
 	if !strings.HasPrefix(uuid, "GPU-") && !strings.HasPrefix(uuid, "MIG-") {
 		return fmt.Errorf("inject XID: %q is not a GPU-… or MIG-… UUID", uuid)
 	}
+	return nil
+}
+
+func appendXID(path, uuid string, xid uint64) error {
 	line, err := json.Marshal(xidRecord{UUID: uuid, XID: xid})
 	if err != nil {
 		return fmt.Errorf("inject XID: %w", err)
@@ -88,19 +106,20 @@ func (s *Server) InjectXID(uuid string, xid uint64) error {
 	if s.events.path != "" {
 		return InjectXID(s.opts.StateDir, uuid, xid)
 	}
-	if !strings.HasPrefix(uuid, "GPU-") && !strings.HasPrefix(uuid, "MIG-") {
-		return fmt.Errorf("inject XID: %q is not a GPU-… or MIG-… UUID", uuid)
+	if err := checkXIDUUID(uuid); err != nil {
+		return err
 	}
-	line, _ := json.Marshal(xidRecord{UUID: uuid, XID: xid})
-	s.events.mu.Lock()
-	s.events.mem = append(append(s.events.mem, line...), '\n')
-	s.events.mu.Unlock()
+	// State first, event after: see InjectXID.
 	if err := s.store.mutate(func(st *state) error {
 		recordRecovery(st, uuid, xid)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("inject XID: %w", err)
 	}
+	line, _ := json.Marshal(xidRecord{UUID: uuid, XID: xid})
+	s.events.mu.Lock()
+	s.events.mem = append(append(s.events.mem, line...), '\n')
+	s.events.mu.Unlock()
 	return nil
 }
 

@@ -46,25 +46,23 @@ import (
 const xidFallenOffTheBus = 79
 
 // LoseGPU makes the GPU with the given UUID in stateDir fall off the bus:
-// an XID 79 event for it, then ERROR_GPU_IS_LOST from every call on it,
-// for every Server over stateDir, until Reboot.
+// ERROR_GPU_IS_LOST from every call on it, for every Server over stateDir,
+// until Reboot, and then the XID 79 event that reports it. The loss comes
+// first, as on real hardware (see InjectXID).
 func LoseGPU(stateDir, uuid string) error {
-	if err := InjectXID(stateDir, uuid, xidFallenOffTheBus); err != nil {
+	if err := mutateStateDir(stateDir, func(st *state) error { return loseGPU(st, uuid) }); err != nil {
 		return err
 	}
-	return mutateStateDir(stateDir, func(st *state) error { return loseGPU(st, uuid) })
+	return InjectXID(stateDir, uuid, xidFallenOffTheBus)
 }
 
 // LoseGPU does what the package-level LoseGPU does, for this Server's
 // state (in memory or in its state directory).
 func (s *Server) LoseGPU(uuid string) error {
-	if err := s.InjectXID(uuid, xidFallenOffTheBus); err != nil {
-		return err
-	}
 	if err := s.store.mutate(func(st *state) error { return loseGPU(st, uuid) }); err != nil {
 		return fmt.Errorf("nvmlfake: %w", err)
 	}
-	return nil
+	return s.InjectXID(uuid, xidFallenOffTheBus)
 }
 
 func loseGPU(st *state, uuid string) error {

@@ -117,3 +117,70 @@ func TestXID79LosesTheGPU(t *testing.T) {
 		t.Errorf("after a reboot: %v", ret)
 	}
 }
+
+// TestXID79LossComesBeforeTheEvent: real hardware has already fallen off
+// the bus when the driver reports XID 79 (NVIDIA, "XID Errors",
+// https://docs.nvidia.com/deploy/xid-errors/), so whoever receives the
+// event and then reads the GPU finds it lost. The test holds back the
+// state change (the state directory's lock, or an in-memory store's
+// mutex) while the XID is injected: no event may be delivered until the
+// loss is recorded. Before, the fake appended the event first, and the
+// kubelet plugin's recheck could read the GPU as fit and clear the taint
+// it had just set.
+func TestXID79LossComesBeforeTheEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stateDir bool
+	}{{"state directory", true}, {"in memory", false}} {
+		for _, how := range []string{"InjectXID", "LoseGPU"} {
+			t.Run(tc.name+"/"+how, func(t *testing.T) {
+				dir := ""
+				if tc.stateDir {
+					dir = t.TempDir()
+				}
+				s := start(t, "dgx-h100", "n", dir)
+				d := device(t, s, 5)
+				u, _ := d.GetUUID()
+				set := register(t, s, d)
+
+				var release func()
+				if dir != "" {
+					unlock, err := lockDir(dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					release = unlock
+				} else {
+					s.store.mu.Lock()
+					release = s.store.mu.Unlock
+				}
+				done := make(chan error, 1)
+				go func() {
+					if how == "LoseGPU" {
+						done <- s.LoseGPU(u)
+					} else {
+						done <- s.InjectXID(u, 79)
+					}
+				}()
+				ev, ret := set.Wait(300)
+				release()
+				if ret == nvml.SUCCESS {
+					t.Fatalf("XID %d delivered while the GPU's loss was still held back: the event came before the state change", ev.EventData)
+				}
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				ev, ret = set.Wait(5000)
+				if ret != nvml.SUCCESS || ev.EventData != 79 {
+					t.Fatalf("event = %+v, %v; want XID 79", ev, ret)
+				}
+				if _, ret := d.GetUUID(); ret != nvml.ERROR_GPU_IS_LOST {
+					t.Errorf("on the XID 79 event, GetUUID = %v, want ERROR_GPU_IS_LOST", ret)
+				}
+				if _, ret := s.DeviceGetHandleByUUID(u); ret != nvml.ERROR_GPU_IS_LOST {
+					t.Errorf("on the XID 79 event, DeviceGetHandleByUUID = %v, want ERROR_GPU_IS_LOST", ret)
+				}
+			})
+		}
+	}
+}

@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/textsafe"
 )
 
 // Example is one example file: its claims, templates and pods.
@@ -157,30 +158,40 @@ func (c *Cluster) RunExample(ctx context.Context, ex Example) ([]*PodResult, err
 	return results, runErr
 }
 
-// PrintPod writes a human-readable account of what a pod got.
+// PrintPod writes a human-readable account of what a pod got. Names and
+// values come from the example's objects and the CDI specs: each is
+// printed on one line, with what is not printable escaped.
 func PrintPod(w io.Writer, res *PodResult) {
-	fmt.Fprintf(w, "pod %s\n", res.Pod)
+	p := func(format string, args ...any) {
+		for i, a := range args {
+			if s, ok := a.(string); ok {
+				args[i] = textsafe.Line(s)
+			}
+		}
+		fmt.Fprintf(w, format, args...)
+	}
+	p("pod %s\n", res.Pod)
 	for _, pc := range res.Claims {
 		var devs []string
 		for _, d := range pc.Devices {
 			devs = append(devs, fmt.Sprintf("%s (request %s)", d.DeviceName, strings.Join(d.RequestNames, ",")))
 		}
-		fmt.Fprintf(w, "  claim %s -> ResourceClaim %s: %s\n", pc.Name, pc.Claim.Name, strings.Join(devs, ", "))
+		p("  claim %s -> ResourceClaim %s: %s\n", pc.Name, pc.Claim.Name, strings.Join(devs, ", "))
 	}
 	for _, ct := range res.Containers {
-		fmt.Fprintf(w, "  container %s\n", ct.Name)
-		fmt.Fprintf(w, "    CDI devices: %s\n", strings.Join(ct.CDIDevices, " "))
+		p("  container %s\n", ct.Name)
+		p("    CDI devices: %s\n", strings.Join(ct.CDIDevices, " "))
 		for _, e := range ct.Env {
-			fmt.Fprintf(w, "    env    %s\n", e)
+			p("    env    %s\n", e)
 		}
 		for _, d := range ct.DeviceNodes {
-			fmt.Fprintf(w, "    device %s\n", d)
+			p("    device %s\n", d)
 		}
 		for _, m := range mountsByDir(ct.Mounts) {
-			fmt.Fprintf(w, "    mount  %s\n", m)
+			p("    mount  %s\n", m)
 		}
 		for _, h := range ct.Hooks {
-			fmt.Fprintf(w, "    hook   %s\n", h)
+			p("    hook   %s\n", h)
 		}
 	}
 }

@@ -17,24 +17,33 @@ limitations under the License.
 package simulate
 
 import (
-	"slices"
+	"bytes"
+	"strings"
 	"testing"
 )
 
-// TestMountsByDir: the demo writes one line per target directory.
-func TestMountsByDir(t *testing.T) {
-	got := mountsByDir([]string{
-		"/r/usr/lib/libcuda.so.1 -> /usr/lib/libcuda.so.1",
-		"/r/usr/bin/nvidia-smi -> /usr/bin/nvidia-smi",
-		"/r/usr/lib/libnvidia-ml.so.1 -> /usr/lib/libnvidia-ml.so.1",
-		"/r/usr/lib/a.so -> /usr/lib/a.so",
-		"/r/usr/lib/b.so -> /usr/lib/b.so",
+// TestPrintPodEscapes: what a pod got is printed from the example's
+// objects and the CDI specs; a carriage return, newline or escape
+// sequence in them must not forge a line or reach the terminal.
+func TestPrintPodEscapes(t *testing.T) {
+	var buf bytes.Buffer
+	PrintPod(&buf, &PodResult{
+		Pod: "default/p\rpod default/forged",
+		Containers: []Container{{
+			Name:       "c\x1b[2J",
+			CDIDevices: []string{"gpu.gpudra.io/gpu=gpu-0"},
+			Env:        []string{"A=b\n    env    FORGED=1"},
+		}},
 	})
-	want := []string{
-		"/usr/lib/{libcuda.so.1, libnvidia-ml.so.1, a.so, …} (4 files from /r/usr/lib)",
-		"/usr/bin/nvidia-smi (from /r/usr/bin)",
+	out := buf.String()
+	want := "pod default/p\\rpod default/forged\n" +
+		"  container c\\x1b[2J\n" +
+		"    CDI devices: gpu.gpudra.io/gpu=gpu-0\n" +
+		"    env    A=b\\n    env    FORGED=1\n"
+	if out != want {
+		t.Errorf("PrintPod:\n%q\nwant\n%q", out, want)
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("mountsByDir = %q, want %q", got, want)
+	if strings.ContainsAny(out, "\r\x1b") {
+		t.Error("a control character reached the output raw")
 	}
 }
