@@ -51,6 +51,17 @@ type Checkpoint struct {
 	// (recorded just before it does): the GPU goes back to the default
 	// once no claim asks for the level.
 	TimeSlices map[string]int `json:"timeSlices,omitempty"`
+	// MigPublished lists, by UUID and sorted, the GPUs whose MIG
+	// placements the plugin published (recorded before it publishes
+	// them): the scheduler may have allocated one of them to a claim
+	// that has not reached the node, so they stay published across
+	// plugin restarts and wipes of the node's ResourceSlices. A GPU
+	// leaves the list only once a claim prepared on the node holds it
+	// whole (the scheduler allocated it whole, which the published
+	// placements' counters allow only while no claim holds one of them).
+	// Absent in checkpoints written before it was recorded: a plugin
+	// reading one falls back on the slices the API server holds.
+	MigPublished []string `json:"migPublished,omitempty"`
 }
 
 // New returns an empty checkpoint of the current version.

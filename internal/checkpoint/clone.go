@@ -27,6 +27,7 @@ import (
 func (cp *Checkpoint) Clone() *Checkpoint {
 	out := *cp
 	out.MigModeEnabled = slices.Clone(cp.MigModeEnabled)
+	out.MigPublished = slices.Clone(cp.MigPublished)
 	out.TimeSlices = maps.Clone(cp.TimeSlices)
 	out.ComputeModes = maps.Clone(cp.ComputeModes)
 	if cp.MPSDaemons != nil {

@@ -412,6 +412,7 @@ func TestCloneIsDeep(t *testing.T) {
 	gi, ci := 1, 0
 	orig := sampleCheckpoint()
 	orig.MigModeEnabled = []string{"GPU-a"}
+	orig.MigPublished = []string{"GPU-a"}
 	dev := &orig.Claims["uid-1"].Devices[0]
 	dev.Env = []string{"A=1"}
 	dev.Mig = &MigDevice{Profile: "1g.10gb", GPUInstanceID: &gi, ComputeInstanceID: &ci}
@@ -426,6 +427,7 @@ func TestCloneIsDeep(t *testing.T) {
 
 	// Change everything reachable from the original.
 	orig.MigModeEnabled[0] = "GPU-b"
+	orig.MigPublished[0] = "GPU-b"
 	dev.Requests[0], dev.CDIDeviceIDs[0], dev.Env[0], dev.Config[0] = "x", "x", "x", 'x'
 	dev.Mig.Profile = "x"
 	*dev.Mig.GPUInstanceID, *dev.Mig.ComputeInstanceID = 9, 9
@@ -437,5 +439,36 @@ func TestCloneIsDeep(t *testing.T) {
 	}
 	if !bytes.Equal(after, before) {
 		t.Errorf("clone changed with the original:\n got %s\nwant %s", after, before)
+	}
+}
+
+// TestMigPublishedRoundTrip: the GPUs whose MIG placements were published
+// survive a save and load; a checkpoint written before they were recorded
+// (no "migPublished") still loads, with none recorded.
+func TestMigPublishedRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint.json")
+	cp := New("boot")
+	cp.MigPublished = []string{"GPU-a", "GPU-b"}
+	if err := NewStore(path).Save(cp); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewStore(path).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.MigPublished, cp.MigPublished) {
+		t.Errorf("round trip: MigPublished %v, want %v", got.MigPublished, cp.MigPublished)
+	}
+
+	old := `{"version": "v1", "bootID": "b", "claims": {}, "migModeEnabled": ["GPU-a"]}`
+	if err := os.WriteFile(path, envelope(t, old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err = NewStore(path).Load()
+	if err != nil {
+		t.Fatalf("a checkpoint without migPublished: %v", err)
+	}
+	if got.MigPublished != nil || !reflect.DeepEqual(got.MigModeEnabled, []string{"GPU-a"}) {
+		t.Errorf("a checkpoint without migPublished read as %+v", got)
 	}
 }

@@ -296,7 +296,10 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	}
 	d.recordHealthAtStart(ctx)
 	// A restarted plugin keeps publishing the MIG placements its earlier
-	// run published, and steps from the slices the API server holds.
+	// runs published: those the checkpoint records (publishLocked adds
+	// them), and those the API server still shows (published by a gpudra
+	// older than the record); it steps from the slices the API server
+	// holds.
 	ready := d.waitForStoredSlices(ctx)
 	d.mu.Lock()
 	d.migReady = ready

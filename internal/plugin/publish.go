@@ -87,10 +87,18 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 	}
 	admin, wholeOnly := d.admin, d.wholeGPUsOnly
 	shared := d.cfg.ConsumableCapacity && !d.exclusiveGPUsOnly
-	migReady := d.migReady
+	// What the last publish held, and what the checkpoint says was ever
+	// published and may be held by claims (after a restart or a wipe of
+	// the node's slices the former alone would forget it).
+	migReady := maps.Clone(d.migReady)
 	d.mu.Unlock()
+	recorded := d.state.MigPublished()
+	if migReady == nil {
+		migReady = map[string]bool{}
+	}
+	maps.Copy(migReady, recorded)
 
-	plan, err := slicebuilder.Plan(node, slicebuilder.Options{
+	opts := slicebuilder.Options{
 		DriverName:         d.cfg.DriverName,
 		SysfsRoot:          d.cfg.Backend.SysfsRoot(),
 		Health:             health,
@@ -101,9 +109,25 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 		WholeGPUsOnly:      wholeOnly,
 		MigProfiles:        d.cfg.MigProfiles,
 		ConsumableCapacity: shared,
-	})
+	}
+	plan, err := slicebuilder.Plan(node, opts)
 	if err != nil {
 		return fmt.Errorf("build ResourceSlices: %w", err)
+	}
+	if err := d.recordMigPublished(plan.MigReady, recorded, inUse); err != nil {
+		// Nothing is published that the checkpoint does not record: no
+		// new spares until the record can be written (retried), only
+		// what was published before and what claims hold.
+		klog.FromContext(ctx).Error(err, "Recording the GPUs whose MIG placements are published; no new spare is published until it is recorded", "retryAfter", migRecordRetry)
+		opts.SpareGPUs = slicebuilder.FleetAssigned(0)
+		if plan, err = slicebuilder.Plan(node, opts); err != nil {
+			return fmt.Errorf("build ResourceSlices: %w", err)
+		}
+		time.AfterFunc(migRecordRetry, func() {
+			if ctx.Err() == nil {
+				d.askRepublish()
+			}
+		})
 	}
 	d.mu.Lock()
 	d.migReady = plan.MigReady
@@ -116,6 +140,37 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 	}
 	klog.FromContext(ctx).V(3).Info("Published ResourceSlices", "gpus", len(node.GPUs), "unhealthy", len(health), "migReady", len(plan.MigReady))
 	return nil
+}
+
+// migRecordRetry is how long after a failed record of the GPUs whose MIG
+// placements are published the plugin tries again.
+const migRecordRetry = 2 * time.Second
+
+// recordMigPublished records in the checkpoint, before they are handed
+// to the ResourceSlice controller, the GPUs whose MIG placements a
+// publish holds (ready) that it does not record yet, and forgets those
+// that a claim prepared on the node holds whole: the scheduler gave that
+// claim the whole GPU, which the published placements' counters allow
+// only while no claim holds one of them, and until the claim lets go
+// no placement of the GPU can be allocated. A GPU recorded stays so
+// otherwise, whatever the spares assigned and whether its placements are
+// still published: a claim allocated there may not have reached the node.
+func (d *Driver) recordMigPublished(ready, recorded map[string]bool, inUse map[string]gpu.Use) error {
+	var add, remove []string
+	for uuid := range ready {
+		if !recorded[uuid] {
+			add = append(add, uuid)
+		}
+	}
+	for uuid := range recorded {
+		if inUse[uuid] == gpu.UsedWhole && !ready[uuid] {
+			remove = append(remove, uuid)
+		}
+	}
+	if len(add)+len(remove) == 0 {
+		return nil
+	}
+	return d.state.RecordMigPublished(add, remove)
 }
 
 // step hands the controller the next step, if the API server holds the

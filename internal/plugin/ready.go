@@ -92,7 +92,10 @@ const sliceWatchSyncTimeout = 30 * time.Second
 // placements they hold, by UUID: an earlier run of the plugin published
 // them, the scheduler may have allocated them to claims that have not
 // reached the node yet, and they stay published (slicebuilder.Options.
-// MigReady). Where the API server does not answer in time, every
+// MigReady). The checkpoint records them too (recordMigPublished), and
+// unlike the slices, which the kubelet wipes, it outlives restarts; the
+// slices cover what a gpudra older than the record published. Where the
+// API server does not answer in time, every
 // partitionable GPU counts as published before (more devices than
 // needed, never a device taken away under a claim).
 func (d *Driver) waitForStoredSlices(ctx context.Context) map[string]bool {

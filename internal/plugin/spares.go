@@ -45,9 +45,13 @@ import (
 // number from 1 and a watch that has not listed yet all mean 0 spares:
 // publishing fewer spares is always safe, as the GPUs published before
 // and still free stay published whatever the number (sticky,
-// slicebuilder.Options.MigReady; a restarted plugin reads them back from
-// the API server). So the controller can only add spares where they are
-// wanted; taking a node's assignment away only stops its refills.
+// slicebuilder.Options.MigReady). The plugin records each such GPU in
+// its checkpoint before it publishes the GPU's placements
+// (recordMigPublished), so a restarted plugin keeps publishing them even
+// after the kubelet wiped the node's slices and whatever the ConfigMap
+// says by then (docs/reliability.md, "Published MIG placements"). So the
+// controller can only add spares where they are wanted; taking a node's
+// assignment away only stops its refills.
 
 // fleetSpares is what the spares ConfigMap says about this node.
 type fleetSpares struct {

@@ -98,10 +98,17 @@ func crashInsideBatch(t *testing.T, crashAt int, after bool) {
 	hooks := nodestate.Hooks{
 		BeforeCheckpointWrite: func() error {
 			mu.Lock()
+			if cluster == nil {
+				// Before the burst: the plugin records the spare
+				// whose MIG placements it publishes (migPublished).
+				// Only the burst's writes crash.
+				mu.Unlock()
+				return nil
+			}
 			writes++
 			n, dead := writes, crashed
 			mu.Unlock()
-			if n == 1 && cluster != nil {
+			if n == 1 {
 				allRecorded(burst)
 			}
 			if dead || (!after && n == crashAt) {
@@ -115,7 +122,7 @@ func crashInsideBatch(t *testing.T, crashAt int, after bool) {
 		AfterCheckpointWrite: func() error {
 			mu.Lock()
 			defer mu.Unlock()
-			if after && writes == crashAt {
+			if after && cluster != nil && writes == crashAt {
 				crashed = true
 				return errCrash
 			}

@@ -18,18 +18,25 @@ package simulate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/plugin"
@@ -273,4 +280,183 @@ func TestFleetCompactLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("all freed", 3, 3, nil)
+}
+
+// wipeSlices deletes the node's ResourceSlices, as the kubelet does on
+// every start and 30 s after a plugin goes away.
+func wipeSlices(ctx context.Context, t testing.TB, c *Cluster) {
+	t.Helper()
+	list, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		if s.Spec.Driver != c.Opts.DriverName {
+			continue
+		}
+		if err := c.Client.ResourceV1().ResourceSlices().Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFleetSpareSurviveSliceWipe: a partition claim allocated on the
+// spare (GPU 7) and not yet prepared; the node's assignment dropped; the
+// kubelet wipes the node's slices; the plugin restarts. GPU 7's
+// placements are still published (the checkpoint says they were), so an
+// 8-GPU claim cannot be given GPU 7 whole under the partition claim, and
+// the partition claim prepares.
+func TestFleetSpareSurviveSliceWipe(t *testing.T) {
+	ctx, c := startClusterWith(t, fleetOptions())
+	configMaps := c.Client.CoreV1().ConfigMaps("gpudra")
+	cm, err := configMaps.Create(ctx, sparesConfigMap("gpudra-mig-spares", "node-1", "1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSparesAssigned(ctx, t, c, 1)
+	if got := migMinors(ctx, t, c); !slices.Equal(got, []int{7}) {
+		t.Fatalf("one spare assigned: the MIG placements of GPUs %v are published, want [7]", got)
+	}
+
+	// Allocated, not prepared: the kubelet has not reached it yet.
+	part, err := c.CreateClaim(ctx, migClaim("part", false, "1g.10gb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part, err = c.Allocate(ctx, part); err != nil {
+		t.Fatal(err)
+	}
+	if d := part.Status.Allocation.Devices.Results[0].Device; !strings.HasPrefix(d, "gpu-7-mig-") {
+		t.Fatalf("the partition is %s, want one of the spare, GPU 7", d)
+	}
+
+	cm.Data = map[string]string{}
+	if _, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSparesAssigned(ctx, t, c, 0)
+
+	c.Stop()
+	wipeSlices(ctx, t, c)
+	restarted, err := Start(ctx, c.Opts, c.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(restarted.Stop)
+	c = restarted
+	waitSparesAssigned(ctx, t, c, 0)
+
+	if got := migMinors(ctx, t, c); !slices.Equal(got, []int{7}) {
+		t.Errorf("after the wipe and restart: the MIG placements of GPUs %v are published, want [7] (a claim is allocated there)", got)
+	}
+	whole, err := c.CreateClaim(ctx, gpuClaim("all", 8, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Allocate(ctx, whole); !errors.Is(err, ErrUnschedulable) {
+		if err == nil {
+			var devices []string
+			for _, r := range got.Status.Allocation.Devices.Results {
+				devices = append(devices, r.Device)
+			}
+			t.Errorf("an 8-GPU claim was allocated %v: GPU 7 whole, under the partition claim allocated there", devices)
+		} else {
+			t.Errorf("allocating an 8-GPU claim: %v, want it unschedulable", err)
+		}
+	}
+	res, err := c.RunPod(ctx, podUsing("pod-part", "part"))
+	if err != nil {
+		t.Fatalf("the partition claim allocated before the restart: %v", err)
+	}
+	if d := allocatedDevices(res)[0]; !strings.HasPrefix(d, "gpu-7-mig-") {
+		t.Errorf("the partition is %s, want the one allocated on GPU 7", d)
+	}
+}
+
+// TestFleetSpareRecordedBeforePublished: the API server never accepts a
+// slice holding a GPU's MIG placements that the checkpoint on disk does
+// not record, so a crash at any point (before or after either write)
+// leaves every published placement recorded. While the record cannot be
+// written the new spare is not published; once it can, it is (the plugin
+// tries again).
+func TestFleetSpareRecordedBeforePublished(t *testing.T) {
+	opts := fleetOptions()
+	opts.Dir = gpudratest.ShortTempDir(t)
+	opts.defaults()
+	var (
+		mu         sync.Mutex
+		failWrites bool
+		unrecorded []string
+	)
+	opts.Hooks.BeforeCheckpointWrite = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failWrites {
+			return errors.New("simulated crash before the checkpoint write")
+		}
+		return nil
+	}
+	cpPath := filepath.Join(opts.PluginDataDir(), plugin.CheckpointFile)
+	client := NewClientset()
+	checkRecorded := func(action k8stesting.Action) (bool, runtime.Object, error) {
+		withObj, ok := action.(interface{ GetObject() runtime.Object })
+		if !ok {
+			return false, nil, nil
+		}
+		slice, ok := withObj.GetObject().(*resourceapi.ResourceSlice)
+		if !ok {
+			return false, nil, nil
+		}
+		cp, err := checkpoint.NewStore(cpPath).Load()
+		if err != nil {
+			return true, nil, err
+		}
+		for _, dev := range slice.Spec.Devices {
+			name, ok := gpu.ParseDeviceName(dev.Name)
+			if !ok || !name.MIG {
+				continue
+			}
+			uuid := dev.Attributes[slicebuilder.AttrParentUUID].StringValue
+			if uuid == nil || !slices.Contains(cp.MigPublished, *uuid) {
+				mu.Lock()
+				unrecorded = append(unrecorded, dev.Name)
+				mu.Unlock()
+			}
+		}
+		return false, nil, nil
+	}
+	client.PrependReactor("create", "resourceslices", checkRecorded)
+	client.PrependReactor("update", "resourceslices", checkRecorded)
+	_, ctx := ktesting.NewTestContext(t)
+	c, err := Start(ctx, opts, client)
+	if err != nil {
+		t.Fatalf("start simulated node: %v", err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	applyClasses(ctx, t, c)
+
+	mu.Lock()
+	failWrites = true
+	mu.Unlock()
+	if _, err := c.Client.CoreV1().ConfigMaps("gpudra").Create(ctx, sparesConfigMap("gpudra-mig-spares", "node-1", "1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSparesAssigned(ctx, t, c, 1)
+	if got := migMinors(ctx, t, c); len(got) != 0 {
+		t.Errorf("while the checkpoint cannot be written: the MIG placements of GPUs %v are published, want none", got)
+	}
+
+	mu.Lock()
+	failWrites = false
+	mu.Unlock()
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return slices.Equal(migMinors(ctx, t, c), []int{7}), nil
+	}); err != nil {
+		t.Errorf("once the checkpoint can be written: the MIG placements of GPUs %v are published, want [7]", migMinors(ctx, t, c))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(unrecorded) > 0 {
+		t.Errorf("the API server accepted MIG placements the checkpoint on disk did not record: %v", unrecorded)
+	}
 }
