@@ -28,7 +28,8 @@ packages=${BUSY_PACKAGES:-./internal/simulate/ ./internal/plugin/ ./internal/fle
 tests=(
   # internal/simulate
   TestConcurrentPreparesKeepTheGeneration TestPublishOneSliceAtATime TestXIDTaintsDevice
-  TestHealthRecovers TestSteadyStateNoWrites TestHungMPSDaemonIsReplaced TestReadyMeansPublished
+  TestHealthRecovers TestSteadyStateNoWrites TestReadyMeansPublished
+  TestHungMPSDaemonIsReplaced TestWedgedMPSDaemonNotAdopted TestWipedDaemonDirectory
   # internal/plugin, internal/fleet (synctest)
   TestCallGateYield TestTriggerBoundsRecomputes
   # internal/discovery, internal/nvmlfake
