@@ -24,7 +24,7 @@ REVISION     ?= $(shell hack/version.sh revision)
 LDFLAGS      := -X github.com/gpudra/gpudra/internal/version.version=$(VERSION) -X github.com/gpudra/gpudra/internal/version.revision=$(REVISION)
 IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 
-.PHONY: all build cli test test-unit test-race chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check gpu-check-bundle
+.PHONY: all build cli test test-unit test-race test-busy chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check gpu-check-bundle
 
 all: build
 
@@ -50,6 +50,10 @@ RACE_SIMULATE ?= ^(TestMigConcurrentPrepares|TestCrashInsideCheckpointBatch|Test
 test-race:
 	$(GO) test -race $(GOTESTFLAGS) $(RACE_PACKAGES)
 	$(GO) test -race $(GOTESTFLAGS) -timeout 30m -run '$(RACE_SIMULATE)' ./internal/simulate/
+
+## test-busy: the tests whose checks depend on scheduling (republish counts, polls, timeouts, goroutine interleaving), BUSY_RUNS (10) times each while two CPU-bound processes keep the machine busy (hack/test-busy.sh; BUSY_PACKAGES and BUSY_RUN pick others)
+test-busy:
+	hack/test-busy.sh
 
 ## chaos-sharing: the in-process sharing chaos run, no cluster: SHARING_CHAOS_ITERATIONS (200) iterations of MPS, time-sliced and plain shares with failures injected at every sharing step, daemons killed, stopped and wiped, plugin restarts, the sharing invariants checked after each (make test runs 12)
 SHARING_CHAOS_ITERATIONS ?= 200

@@ -18,69 +18,84 @@ package fleet
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
+// The trigger folds events into runs at most one per MinInterval. In a
+// synctest bubble: the clock moves only when every goroutine waits, so
+// the number of runs is exact, whatever else the machine is doing (with
+// the real clock, a loaded machine delayed the runs, the events and the
+// test's sleeps by different amounts).
 func TestTriggerBoundsRecomputes(t *testing.T) {
-	const interval = 200 * time.Millisecond
-	tr := NewTrigger(interval)
-	var runs atomic.Int32
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tr.Run(ctx, func(context.Context) { runs.Add(1) })
-	}()
-	waitFor := func(want int32) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for runs.Load() < want {
-			if time.Now().After(deadline) {
-				t.Fatalf("runs = %d, want %d", runs.Load(), want)
-			}
-			time.Sleep(5 * time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 200 * time.Millisecond
+		tr := NewTrigger(interval)
+		var mu sync.Mutex
+		var starts []time.Time
+		runs := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(starts)
 		}
-	}
-	waitFor(1) // the initial computation
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tr.Run(ctx, func(context.Context) {
+				mu.Lock()
+				starts = append(starts, time.Now())
+				mu.Unlock()
+			})
+		}()
+		synctest.Wait()
+		if got := runs(); got != 1 {
+			t.Fatalf("%d runs before any event, want the initial one", got)
+		}
 
-	// A burst of 1000 events: one more run (maybe two, if the burst
-	// straddles a run), not a thousand.
-	start := time.Now()
-	for range 1000 {
-		tr.Notify()
-	}
-	waitFor(2)
-	time.Sleep(3 * interval)
-	if got := runs.Load(); got < 2 || got > 3 {
-		t.Errorf("after a burst of 1000 events: %d runs in total, want 2 or 3", got)
-	}
-	if took := time.Since(start); took < interval {
-		t.Errorf("the burst's run came %v after the previous one, sooner than MinInterval", took)
-	}
+		// A burst of 1000 events: one more run, MinInterval after the
+		// first, not a thousand.
+		for range 1000 {
+			tr.Notify()
+		}
+		synctest.Wait()
+		if got := runs(); got != 1 {
+			t.Errorf("a burst right after a run ran at once (%d runs), want it held back MinInterval", got)
+		}
+		time.Sleep(3 * interval)
+		if got := runs(); got != 2 {
+			t.Errorf("after a burst of 1000 events: %d runs in total, want 2", got)
+		}
 
-	// A steady stream (an event every 10ms for 1s): about one run per
-	// interval.
-	before := runs.Load()
-	stream := time.Now()
-	for time.Since(stream) < time.Second {
-		tr.Notify()
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(2 * interval)
-	got := runs.Load() - before
-	if max := int32(time.Second/interval) + 2; got < 3 || got > max {
-		t.Errorf("a steady 100 events/s for 1s caused %d runs, want between 3 and %d", got, max)
-	}
+		// A steady stream (an event every 10ms for 1s): one run at its
+		// first event (the last run is long past), then one per
+		// interval, the last covering the last event.
+		before := runs()
+		stream := time.Now()
+		for time.Since(stream) < time.Second {
+			tr.Notify()
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(2 * interval)
+		if got, want := runs()-before, int(time.Second/interval)+1; got != want {
+			t.Errorf("a steady 100 events/s for 1s caused %d runs, want %d", got, want)
+		}
 
-	// No events, no runs.
-	idle := runs.Load()
-	time.Sleep(3 * interval)
-	if runs.Load() != idle {
-		t.Error("runs without events")
-	}
-	cancel()
-	<-done
+		// No events, no runs.
+		idle := runs()
+		time.Sleep(3 * interval)
+		if runs() != idle {
+			t.Error("runs without events")
+		}
+		cancel()
+		<-done
+
+		for i := 1; i < len(starts); i++ {
+			if gap := starts[i].Sub(starts[i-1]); gap < interval {
+				t.Errorf("run %d started %v after the previous one, sooner than MinInterval %v", i, gap, interval)
+			}
+		}
+	})
 }

@@ -19,44 +19,58 @@ package plugin
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 // Background work waits for the kubelet's calls in flight, and only for
 // them: at once on an idle node, until the last call ends, and never
-// longer than maxYield.
+// longer than maxYield. In a synctest bubble: the clock moves only when
+// every goroutine waits, so "at once" and "maxYield" are exact, whatever
+// else the machine is doing (with the real clock, a loaded machine made
+// the waits here longer than the bounds).
 func TestCallGateYield(t *testing.T) {
-	ctx := context.Background()
-	var g callGate
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var g callGate
 
-	start := time.Now()
-	g.yield(ctx)
-	if d := time.Since(start); d > maxYield/2 {
-		t.Fatalf("yield with no call in flight took %v", d)
-	}
+		start := time.Now()
+		g.yield(ctx)
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("yield with no call in flight took %v, want no time", d)
+		}
 
-	exit1, exit2 := g.enter(), g.enter()
-	done := make(chan time.Time, 1)
-	go func() { g.yield(ctx); done <- time.Now() }()
-	time.Sleep(20 * time.Millisecond)
-	exit1()
-	select {
-	case <-done:
-		t.Fatal("yield returned while a call was still in flight")
-	case <-time.After(20 * time.Millisecond):
-	}
-	ended := time.Now()
-	exit2()
-	if at := <-done; at.Before(ended) {
-		t.Fatal("yield returned before the last call ended")
-	}
+		exit1, exit2 := g.enter(), g.enter()
+		done := make(chan time.Time, 1)
+		go func() { g.yield(ctx); done <- time.Now() }()
+		synctest.Wait() // yield waits
+		exit1()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("yield returned while a call was still in flight")
+		default:
+		}
+		time.Sleep(maxYield / 2)
+		ended := time.Now()
+		exit2()
+		synctest.Wait()
+		select {
+		case at := <-done:
+			if !at.Equal(ended) {
+				t.Fatalf("yield returned %v after the last call ended, want at once", at.Sub(ended))
+			}
+		default:
+			t.Fatal("yield still waits after the last call ended")
+		}
 
-	// A node that is never quiet still gets its background work done.
-	exit := g.enter()
-	defer exit()
-	start = time.Now()
-	g.yield(ctx)
-	if d := time.Since(start); d < maxYield || d > 10*maxYield {
-		t.Fatalf("yield with a call that never ends took %v, want about %v", d, maxYield)
-	}
+		// A node that is never quiet still gets its background work done.
+		exit := g.enter()
+		defer exit()
+		start = time.Now()
+		g.yield(ctx)
+		if d := time.Since(start); d != maxYield {
+			t.Fatalf("yield with a call that never ends took %v, want %v", d, maxYield)
+		}
+	})
 }
