@@ -8,7 +8,9 @@
 #   BUSY_PACKAGES  the packages (default: those with such tests)
 #   BUSY_RUN       go test -run pattern (default: those tests)
 #   BUSY_HOGS      how many CPU-bound processes run beside them (default 2)
-#   BUSY_TIMEOUT   go test -timeout (default 30m)
+#   BUSY_TIMEOUT   go test -timeout, and how long the hogs may run (default 30m)
+#   BUSY_CMD       a whole command to run beside the hogs instead of the
+#                  list, e.g. BUSY_CMD='make test' BUSY_TIMEOUT=60m
 #
 # The hogs run under `timeout` (never longer than the tests may) and are
 # killed on exit, whatever the tests do.
@@ -49,7 +51,7 @@ run=${BUSY_RUN:-^($(IFS='|'; echo "${tests[*]}"))$}
 
 # Build first, so the hogs only slow the tests down, not the compiler.
 # shellcheck disable=SC2086
-go test -count=1 -run '^$' $packages >/dev/null
+if [ -z "${BUSY_CMD:-}" ]; then go test -count=1 -run '^$' $packages >/dev/null; fi
 
 pids=()
 cleanup() {
@@ -61,6 +63,12 @@ for _ in $(seq "$hogs"); do
   timeout "$timeout" sh -c 'while :; do :; done' &
   pids+=($!)
 done
+if [ -n "${BUSY_CMD:-}" ]; then
+  echo "test-busy: $hogs CPU-bound processes running; $BUSY_CMD"
+  # shellcheck disable=SC2086
+  timeout "$timeout" $BUSY_CMD
+  exit
+fi
 echo "test-busy: $hogs CPU-bound processes running; go test -count=$runs -run '$run' $packages"
 # shellcheck disable=SC2086
 go test -count="$runs" -timeout "$timeout" -run "$run" $packages
