@@ -52,7 +52,7 @@ func testXIDTaintsDevice(t *testing.T, profile string, gpuIndex, wantWrites int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitPublished(t, c)
 	sick := c.Driver.Node().GPUs[gpuIndex]
 	generation := published[0].Spec.Pool.Generation
 	placements := map[string]bool{}

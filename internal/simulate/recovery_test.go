@@ -24,6 +24,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2/ktesting"
 
@@ -46,7 +47,7 @@ func TestHealthRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // the ResourceSlice controller settles
+	waitPublished(t, c)
 	sick := c.Driver.Node().GPUs[2]
 	reports := watchHealthStream(ctx, t, c)
 	writes := countWrites(c.Client.Actions())
@@ -147,10 +148,28 @@ func waitForHealth(t *testing.T, reports <-chan kubeletplugin.DeviceHealthReport
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(20 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s: %v", what, err)
+	}
+}
+
+// waitPublished waits until the API server holds everything the plugin
+// wants published (Driver.Published): the writes of the start-up sync are
+// done, so writes counted from here are the test's own. A fixed pause in
+// its place ends too early on a busy machine, and start-up writes are then
+// counted against the test.
+func waitPublished(t *testing.T, c *Cluster) {
+	t.Helper()
+	var why error
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		why = c.Driver.Published()
+		return why == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the plugin's slices were never all published: %v (%v)", err, why)
 	}
 }
 
