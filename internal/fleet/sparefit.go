@@ -24,6 +24,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
@@ -43,11 +45,18 @@ import (
 // publishes placements anywhere, what a spare would publish is unknown:
 // the node counts as helped (the policy bounds how many spares waiting
 // pods hold).
+//
+// What it costs a recompute (BenchmarkRecomputeUnplaced): the allocator
+// is not asked for a pod none of whose requests can take a placement
+// (mayUsePlacement: nine whole GPUs), each node's spare GPU is found
+// once, and the allocators over the nodes asked first, with a spare, are
+// kept for the next pods.
 
 // spareTemplate is one GPU of a model as it publishes its MIG
 // placements: its counter set, what its whole device consumes while they
 // are published, and the placements.
 type spareTemplate struct {
+	driver   string
 	minor    int
 	counters *resourceapi.CounterSet
 	whole    []resourceapi.DeviceCounterConsumption
@@ -62,13 +71,25 @@ type spareFit struct {
 	// templates by model; nil for a model no GPU publishes placements of.
 	templates map[string]*spareTemplate
 	nodes     map[string]*corev1.Node
+	// spares are each node's spareGPU, nil for none, once asked.
+	spares map[string]*Device
+	// edited are the allocators over nodes' slices with a spare, by
+	// node, for the pods after the first asked there (at most
+	// maxEditedAllocators: each holds its node's slices).
+	edited map[string]structured.Allocator
 }
+
+// maxEditedAllocators bounds how many nodes' edited allocators one
+// computation keeps for the next pods: nodes alike are asked once per pod,
+// on the first of them the pod may go to, mostly the same few nodes.
+const maxEditedAllocators = 16
 
 func (r *strandRun) spareFit() *spareFit {
 	if r.fit != nil {
 		return r.fit
 	}
-	f := &spareFit{published: map[string]bool{}, templates: map[string]*spareTemplate{}, nodes: map[string]*corev1.Node{}}
+	f := &spareFit{published: map[string]bool{}, templates: map[string]*spareTemplate{}, nodes: map[string]*corev1.Node{},
+		spares: map[string]*Device{}, edited: map[string]structured.Allocator{}}
 	for _, d := range r.inv.devices {
 		if d.Type == slicebuilder.TypeMIG && d.ParentUUID != "" {
 			f.published[d.ParentUUID] = true
@@ -139,6 +160,7 @@ func readTemplate(sl []*resourceapi.ResourceSlice, whole *Device) *spareTemplate
 				}
 			case attr(d, slicebuilder.AttrParentUUID) == whole.UUID && attr(d, "type") == slicebuilder.TypeMIG:
 				t.migs = append(t.migs, *d.DeepCopy())
+				t.driver = s.Spec.Driver
 			}
 		}
 	}
@@ -159,6 +181,16 @@ func attr(d *resourceapi.Device, name resourceapi.QualifiedName) string {
 // publish (slicebuilder picks free GPUs from the highest minor down): one
 // that can partition and publishes none now; nil when there is none.
 func (r *strandRun) spareGPU(node string) *Device {
+	f := r.spareFit()
+	if g, ok := f.spares[node]; ok {
+		return g
+	}
+	g := r.findSpareGPU(node)
+	f.spares[node] = g
+	return g
+}
+
+func (r *strandRun) findSpareGPU(node string) *Device {
 	f := r.spareFit()
 	var best *Device
 	bestMinor := -1
@@ -253,7 +285,8 @@ func withSpare(local []*resourceapi.ResourceSlice, g *Device, t *spareTemplate) 
 func (r *strandRun) helpedBySpare(ctx context.Context, rep pendingPod, open []string) ([]string, error) {
 	f := r.spareFit()
 	perNode := readsIdentities(rep, r.classes)
-	answers := map[string]bool{} // by node class
+	answers := map[string]bool{}       // by node class
+	usesPlacement := map[string]bool{} // by model (mayUsePlacement)
 	var out []string
 	for _, name := range open {
 		if err := ctx.Err(); err != nil {
@@ -269,12 +302,20 @@ func (r *strandRun) helpedBySpare(ctx context.Context, rep pendingPod, open []st
 			out = append(out, name)
 			continue
 		}
+		if !perNode {
+			may, known := usesPlacement[g.Model]
+			if !known {
+				may = r.mayUsePlacement(ctx, rep, t)
+				usesPlacement[g.Model] = may
+			}
+			if !may {
+				continue // none of its requests can take a placement
+			}
+		}
 		key := r.classOf[name]
 		ok, known := answers[key]
 		if !known || perNode {
-			alloc, err := r.sched.AllocatorEdited(ctx, r.state, name, func(local []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
-				return withSpare(local, g, t)
-			})
+			alloc, err := r.editedAllocator(ctx, name, g, t)
 			if err != nil {
 				return nil, err
 			}
@@ -286,4 +327,83 @@ func (r *strandRun) helpedBySpare(ctx context.Context, rep pendingPod, open []st
 		}
 	}
 	return out, nil
+}
+
+// editedAllocator is the allocator over the node's slices with g's
+// placements published as t lays them out (withSpare), kept for the next
+// pods asked there.
+func (r *strandRun) editedAllocator(ctx context.Context, node string, g *Device, t *spareTemplate) (structured.Allocator, error) {
+	f := r.spareFit()
+	if a, ok := f.edited[node]; ok {
+		return a, nil
+	}
+	a, err := r.sched.AllocatorEdited(ctx, r.state, node, func(local []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+		return withSpare(local, g, t)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(f.edited) < maxEditedAllocators {
+		f.edited[node] = a
+	}
+	return a, nil
+}
+
+// mayUsePlacement says whether some request of the pod's unallocated
+// claims (or one of its subrequests) may be given one of the placements t
+// publishes: its class's and its own selectors match one of them, or
+// cannot be evaluated on it (an error: the allocator decides). A pod none
+// of whose requests can take a placement is helped by no spare (a spare
+// only adds placements, and its whole GPU consumes their counters): no
+// allocator need be asked. Only for selectors that read no identity (the
+// placements are t's GPU's, not the spare's).
+func (r *strandRun) mayUsePlacement(ctx context.Context, rep pendingPod, t *spareTemplate) bool {
+	cache := r.sched.CELCache()
+	matches := func(sel []resourceapi.DeviceSelector, d *resourceapi.Device) bool {
+		for _, s := range sel {
+			if s.CEL == nil {
+				continue
+			}
+			expr := cache.GetOrCompile(s.CEL.Expression)
+			if expr.Error != nil {
+				return true
+			}
+			ok, _, err := expr.DeviceMatches(ctx, cel.Device{Driver: t.driver, AllowMultipleAllocations: d.AllowMultipleAllocations, Attributes: d.Attributes, Capacity: d.Capacity})
+			if err != nil {
+				return true
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
+	takes := func(className string, sel []resourceapi.DeviceSelector) bool {
+		c, err := r.classes.Get(className)
+		if err != nil {
+			return true
+		}
+		for i := range t.migs {
+			if matches(c.Spec.Selectors, &t.migs[i]) && matches(sel, &t.migs[i]) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range rep.claims {
+		if c.Status.Allocation != nil {
+			continue // shared and allocated: not allocated again
+		}
+		for _, req := range c.Spec.Devices.Requests {
+			if req.Exactly != nil && takes(req.Exactly.DeviceClassName, req.Exactly.Selectors) {
+				return true
+			}
+			for _, sub := range req.FirstAvailable {
+				if takes(sub.DeviceClassName, sub.Selectors) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

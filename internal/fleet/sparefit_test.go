@@ -195,3 +195,33 @@ func TestSparesDoNotRatchet(t *testing.T) {
 		t.Errorf("after four rounds of three deleted pods no spare helps, %d of 16 nodes publish placements, want the target's 2", publishing)
 	}
 }
+
+// TestSpareHelpsAnyDevicePod: the allocator is skipped only for pods none
+// of whose requests can take a placement (mayUsePlacement). Nine devices
+// of a class that takes whole GPUs and partitions alike fit on no
+// eight-GPU node now, and fit once it publishes a spare (seven whole
+// GPUs and two of the spare's placements): that pod is helped; nine
+// whole GPUs are not.
+func TestSpareHelpsAnyDevicePod(t *testing.T) {
+	in := spareFleet(t, 4)
+	in.Classes = append(in.Classes, gpudratest.Class("any.gpudra.io",
+		fmt.Sprintf("device.driver == '%s' && device.attributes['%s'].type in ['gpu', 'mig']", driver, driver)))
+	any9 := claim("ns", "any", "any.gpudra.io", time.Minute)
+	any9.Spec.Devices.Requests[0].Exactly.Count = 9
+	in.Claims = append(in.Claims, any9, want("nine", 9, false))
+	in.Pods = append(in.Pods, pinned("any", "any", "node-3"), pinned("nine", "nine", "node-3"))
+	st, err := Strand(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, u := range st.Unplaced {
+		got[u.Pod] = u.Nodes
+	}
+	if nodes, ok := got["ns/any"]; !ok || !slices.Equal(nodes, []string{"node-3"}) {
+		t.Errorf("nine devices of any kind: unplaced %v, helped by a spare on %v; want helped on [node-3]", ok, nodes)
+	}
+	if nodes, ok := got["ns/nine"]; !ok || len(nodes) > 0 {
+		t.Errorf("nine whole GPUs: unplaced %v, helped by a spare on %v; want helped nowhere", ok, nodes)
+	}
+}
