@@ -324,6 +324,8 @@ type strandRun struct {
 	out          *Stranding
 	// fit is what helpedBySpare reuses (sparefit.go); nil until asked.
 	fit *spareFit
+	// allocators are the nodes' allocators useShape keeps (allocatorFor).
+	allocators map[string]structured.Allocator
 }
 
 // ruleTainted says whether one of the DeviceTaintRules the scheduler
@@ -382,7 +384,7 @@ func (r *strandRun) useShape(ctx context.Context, rep pendingPod) (fits bool, op
 		}
 		a, known := answers[r.classOf[node.Name]]
 		if !known || perNode {
-			allocator, err := r.sched.AllocatorFor(ctx, r.state, node.Name)
+			allocator, err := r.allocatorFor(ctx, node.Name)
 			if err != nil {
 				return false, nil, err
 			}
@@ -404,6 +406,31 @@ func (r *strandRun) useShape(ctx context.Context, rep pendingPod) (fits bool, op
 		open = nil
 	}
 	return fits, open, nil
+}
+
+// maxAllocators bounds how many nodes' allocators one computation keeps
+// for the next shapes (each holds its node's slices): nodes alike are
+// asked once per shape, on the first of them it may go to, mostly the
+// same few nodes.
+const maxAllocators = 16
+
+// allocatorFor is the allocator over a node's slices and what the claims
+// hold (scheduler.AllocatorFor), kept for the next shapes asked there.
+func (r *strandRun) allocatorFor(ctx context.Context, node string) (structured.Allocator, error) {
+	if a, ok := r.allocators[node]; ok {
+		return a, nil
+	}
+	a, err := r.sched.AllocatorFor(ctx, r.state, node)
+	if err != nil {
+		return nil, err
+	}
+	if r.allocators == nil {
+		r.allocators = map[string]structured.Allocator{}
+	}
+	if len(r.allocators) < maxAllocators {
+		r.allocators[node] = a
+	}
+	return a, nil
 }
 
 // wholeGPUNames turns what an allocation uses into the names of the whole
