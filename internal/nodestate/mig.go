@@ -246,15 +246,19 @@ func (s *State) maybeDisableMigModeLocked(ctx context.Context, hw Hardware, exce
 	return s.recordMigMode(uuid, false)
 }
 
-// gpuUsedLocked reports whether any claim but except has a device on the
-// GPU. Unlike the checks that keep claims apart, it reads memory only: a
-// claim forgotten in memory whose write is still in flight has destroyed
-// its MIG devices already, and MIG mode is turned off only on a GPU
-// without instances, so nothing can be lost; counting such a claim would
-// leave MIG mode on when the last claims of a GPU unprepare together.
+// gpuUsedLocked reports whether any claim but except, and but those being
+// unprepared, has a device on the GPU. Unlike the checks that keep claims
+// apart, it reads memory only. Claims on their way out do not count: a
+// claim forgotten in memory whose write is still in flight, or one marked
+// UnprepareStarted, has destroyed its MIG devices already or will, and
+// its own destroy asks again afterwards; MIG mode is turned off only on a
+// GPU without instances, so nothing can be lost. Counting them left MIG
+// mode on when the last claims of a GPU unprepared together: the last to
+// destroy its partition saw the other, which had destroyed its own but
+// was not forgotten yet (TestMigModeOffWhenUnpreparesOverlap).
 func (s *State) gpuUsedLocked(except, uuid string) bool {
 	for uid, c := range s.cp.Claims {
-		if uid == except {
+		if uid == except || c.State == checkpoint.UnprepareStarted {
 			continue
 		}
 		for _, d := range c.Devices {

@@ -21,12 +21,14 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
 var (
@@ -293,6 +295,56 @@ func TestMigConcurrentPrepares(t *testing.T) {
 	})
 	if got := instancesOn(hardware(t, c)); len(got) != 0 {
 		t.Errorf("after concurrent unprepares the hardware holds %v", got)
+	}
+}
+
+// TestMigModeOffWhenUnpreparesOverlap: two claims' partitions on one GPU
+// are unprepared so that the second claim's unprepare runs whole between
+// the first one destroying its partition and forgetting the claim (the
+// order that concurrent unprepares sometimes take: seen as "after
+// concurrent unprepares the hardware holds [gpu-7:mig-on]" in a CI run of
+// TestMigConcurrentPrepares). The GPU has no instance left, and MIG mode,
+// which gpudra turned on, must be off again whichever unprepare ends last.
+func TestMigModeOffWhenUnpreparesOverlap(t *testing.T) {
+	var second *resourceapi.ResourceClaim // set before any unprepare
+	var inner sync.Once
+	var c *Cluster
+	hooks := nodestate.Hooks{AfterMigDeviceDestroyed: func(claimUID, _ string) error {
+		if second == nil || claimUID == string(second.UID) {
+			return nil
+		}
+		inner.Do(func() {
+			resp, err := c.NodeUnprepareResources(t.Context(), second)
+			if err != nil {
+				t.Error(err)
+			} else if r := resp.Claims[string(second.UID)]; r.Error != "" {
+				t.Error(r.Error)
+			}
+		})
+		return nil
+	}}
+	ctx, c := startClusterWith(t, Options{Profile: "dgx-h100", Hooks: hooks})
+	var claims []*resourceapi.ResourceClaim
+	for i := range 2 {
+		res, err := runClaim(ctx, t, c, migClaim(fmt.Sprintf("p%d", i), false, "1g.10gb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, res.Claims[0].Claim)
+	}
+	if got, want := instancesOn(hardware(t, c)), expectedInstances(t, c, claims...); !reflect.DeepEqual(got, want) || len(want) != 3 {
+		t.Fatalf("hardware holds %v, want %v (two 1g on one GPU)", got, want)
+	}
+	second = claims[1]
+	resp, err := c.NodeUnprepareResources(ctx, claims[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.Claims[string(claims[0].UID)]; r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if got := instancesOn(hardware(t, c)); len(got) != 0 {
+		t.Errorf("after both unprepares the hardware holds %v, want nothing (MIG mode off)", got)
 	}
 }
 
