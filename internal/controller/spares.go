@@ -29,6 +29,7 @@ import (
 
 	"github.com/gpudra/gpudra/internal/fleet"
 	"github.com/gpudra/gpudra/internal/migspares"
+	"github.com/gpudra/gpudra/internal/sparesmap"
 )
 
 // DefaultMigSparesConfigMap is the ConfigMap the controller writes the
@@ -58,7 +59,7 @@ type spareKeeper struct {
 	// until it is read (a new leader keeps what the last one wrote) and
 	// after a failed write (another writer, or none of ours landed: read
 	// it again). current are its entries the controller writes
-	// (migspares.Parse): a foreign value is neither kept nor counted.
+	// (sparesmap.Parse): a foreign value is neither kept nor counted.
 	data    map[string]string
 	current migspares.Assignment
 	// given are the nodes given a spare for waiting pods, by pod
@@ -90,7 +91,7 @@ func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode,
 	k.given = res.Given
 	k.m.spareNodes.WithLabelValues("target").Set(float64(res.Target))
 	k.m.spareNodes.WithLabelValues("with_spare").Set(float64(res.WithSpare))
-	data := migspares.EncodeAll(res.Assignment)
+	data := sparesmap.EncodeAll(res.Assignment)
 	if maps.Equal(data, k.data) {
 		k.m.spareNodes.WithLabelValues("assigned").Set(float64(len(k.current)))
 		return true
@@ -146,7 +147,7 @@ func (k *spareKeeper) get(ctx context.Context) (*corev1.ConfigMap, error) {
 	return nil, err
 }
 
-// read takes the ConfigMap's data (migspares.Parse): the entries the
+// read takes the ConfigMap's data (sparesmap.Parse): the entries the
 // controller wrote are the current assignment; a foreign value (one it
 // never writes, e.g. a hand edit of 2147483647) is logged, cut short, and
 // left out of the next write, which the difference makes.
@@ -156,10 +157,10 @@ func (k *spareKeeper) read(logger klog.Logger, cm *corev1.ConfigMap) {
 		k.data = map[string]string{}
 	}
 	var foreign map[string]string
-	k.current, foreign = migspares.Parse(cm.Data)
+	k.current, foreign = sparesmap.Parse(cm.Data)
 	for _, node := range slices.Sorted(maps.Keys(foreign)) {
 		logger.Info("Ignoring a spare assignment gpudra-controller does not write; it is dropped at the next write",
-			"configMap", klog.KObj(cm), "node", migspares.ShortValue(node), "value", migspares.ShortValue(foreign[node]), "want", migspares.Encode(migspares.Own))
+			"configMap", klog.KObj(cm), "node", sparesmap.ShortValue(node), "value", sparesmap.ShortValue(foreign[node]), "want", sparesmap.Encode(sparesmap.Own))
 	}
 }
 

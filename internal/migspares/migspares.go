@@ -37,6 +37,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpudra/gpudra/internal/sparesmap"
 )
 
 // GPU is one partitionable GPU of a node, as the published slices and
@@ -120,7 +122,7 @@ type Waiting struct {
 //     not acted on yet is not made again elsewhere).
 //   - Assignments of nodes that are gone, not ready, or without a free
 //     healthy partitionable GPU are dropped; the others are kept (no
-//     churn), as Own (1): every assignment is 1, within the node's GPUs.
+//     churn), as sparesmap.Own (1): every assignment is 1, within the node's GPUs.
 //   - While fewer nodes than the target have a spare, 1 is assigned to
 //     more nodes without one, by preference (less): partitioned nodes
 //     first (MIG packs together), then the most free GPUs, then the
@@ -157,10 +159,10 @@ func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, giv
 	}
 	out := Assignment{}
 	for name, v := range current {
-		// Written as Own whatever it was: the controller writes only
+		// Written as sparesmap.Own whatever it was: the controller writes only
 		// what it assigns.
 		if n, ok := byName[name]; ok && v > 0 && n.Ready && n.freeGPUs() > 0 {
-			out[name] = Own
+			out[name] = sparesmap.Own
 		}
 	}
 	hasSpare := func(n Node) bool {

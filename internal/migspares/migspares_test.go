@@ -21,6 +21,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/gpudra/gpudra/internal/sparesmap"
 )
 
 // idle is n free GPUs, none publishing (a node in fleet mode with 0
@@ -352,8 +354,8 @@ func TestAssign(t *testing.T) {
 				t.Errorf("%d nodes with a spare, want %d", got.WithSpare, tc.wantWithSpare)
 			}
 			for name, v := range got.Assignment {
-				if v != Own {
-					t.Errorf("%s assigned %d, want %d", name, v, Own)
+				if v != sparesmap.Own {
+					t.Errorf("%s assigned %d, want %d", name, v, sparesmap.Own)
 				}
 			}
 			// Stable: the same view gives the same assignment, and it

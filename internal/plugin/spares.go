@@ -28,15 +28,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
+	"github.com/gpudra/gpudra/internal/sparesmap"
 )
 
 // Spares across the fleet (--mig-spare-gpus=fleet). gpudra-controller
 // keeps a few spare GPUs across the whole fleet rather than one on every
 // node, and writes how many each node keeps into one ConfigMap: data[<node
 // name>], a decimal number from 1 (its format and its one parser:
-// migspares.Decode). The plugin watches that one object (a
+// sparesmap.Decode). The plugin watches that one object (a
 // list and watch in its namespace selected by metadata.name, which RBAC
 // resourceNames can grant, rather than every ConfigMap) and republishes
 // when its node's number changes.
@@ -153,7 +153,7 @@ func (d *Driver) sparesChanged(ctx context.Context, obj any, deleted bool) {
 	}
 	n, err := 0, error(nil)
 	if listed {
-		n, err = migspares.Decode(raw)
+		n, err = sparesmap.Decode(raw)
 	}
 	before := f.assigned
 	f.seen, f.listed, f.raw, f.assigned = true, listed, raw, n
@@ -167,7 +167,7 @@ func (d *Driver) sparesChanged(ctx context.Context, obj any, deleted bool) {
 
 	logger := klog.FromContext(ctx).WithValues("configMap", klog.KRef(d.cfg.Namespace, d.cfg.SparesConfigMap))
 	if err != nil {
-		logger.Error(err, "The spares ConfigMap's entry for this node is not a number of spare GPUs; the node counts as assigned none", "key", d.cfg.NodeName, "value", migspares.ShortValue(raw))
+		logger.Error(err, "The spares ConfigMap's entry for this node is not a number of spare GPUs; the node counts as assigned none", "key", d.cfg.NodeName, "value", sparesmap.ShortValue(raw))
 	}
 	if n != before {
 		logger.Info("The spare GPUs gpudra-controller assigned this node changed", "spares", n, "before", before)

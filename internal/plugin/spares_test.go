@@ -28,8 +28,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/internal/backend"
-	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
+	"github.com/gpudra/gpudra/internal/sparesmap"
 )
 
 // Fleet mode reads a ConfigMap of the plugin's namespace: Start refuses
@@ -62,7 +62,7 @@ func TestStartFleetNeedsNamespace(t *testing.T) {
 }
 
 // TestSparesChangedReadsTheOneFormat: the plugin reads its node's entry
-// with migspares.Decode, the controller's parser (spaces around the
+// with sparesmap.Decode, the controller's parser (spaces around the
 // number ignored on both sides), and logs a bad value cut short.
 func TestSparesChangedReadsTheOneFormat(t *testing.T) {
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
@@ -76,7 +76,7 @@ func TestSparesChangedReadsTheOneFormat(t *testing.T) {
 		want  int
 	}{{" 2\n", 2}, {"1", 1}, {strings.Repeat("9", 64<<10), 0}, {"\t1 ", 1}} {
 		d.sparesChanged(ctx, cm(tc.value), false)
-		controller, _ := migspares.Decode(tc.value)
+		controller, _ := sparesmap.Decode(tc.value)
 		if got := d.fleet.assignedSpares(); got != tc.want || got != controller {
 			t.Errorf("%.20q: the plugin reads %d, the controller %d; want %d", tc.value, got, controller, tc.want)
 		}

@@ -14,7 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package migspares
+// Package sparesmap is the format of the spares ConfigMap, in one place:
+// gpudra-controller writes it (internal/migspares decides what) and each
+// kubelet plugin in fleet mode (--mig-spare-gpus=fleet) reads its own
+// node's entry. It knows nothing of GPUs: a node name maps to a number.
+package sparesmap
 
 import (
 	"fmt"
@@ -55,8 +59,8 @@ func Encode(n int) string { return strconv.Itoa(n) }
 // a hand edit of 2147483647) and is returned apart, to be logged
 // (ShortValue) and left out of the next write: the controller owns the
 // ConfigMap.
-func Parse(data map[string]string) (own Assignment, foreign map[string]string) {
-	own = Assignment{}
+func Parse(data map[string]string) (own map[string]int, foreign map[string]string) {
+	own = map[string]int{}
 	for node, v := range data {
 		if n, err := Decode(v); err == nil && n == Own {
 			own[node] = Own
@@ -71,7 +75,7 @@ func Parse(data map[string]string) (own Assignment, foreign map[string]string) {
 }
 
 // EncodeAll is the ConfigMap's data for an assignment.
-func EncodeAll(a Assignment) map[string]string {
+func EncodeAll(a map[string]int) map[string]string {
 	out := make(map[string]string, len(a))
 	for node, n := range a {
 		out[node] = Encode(n)

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package migspares
+package sparesmap
 
 import (
 	"maps"
@@ -48,13 +48,13 @@ func TestDecode(t *testing.T) {
 // foreign (2147483647 included), whatever the spaces around it.
 func TestParse(t *testing.T) {
 	own, foreign := Parse(map[string]string{"a": "1", "b": " 1\n", "c": "2147483647", "d": "x", "e": "0", "f": "2"})
-	if want := (Assignment{"a": 1, "b": 1}); !maps.Equal(own, want) {
+	if want := (map[string]int{"a": 1, "b": 1}); !maps.Equal(own, want) {
 		t.Errorf("own %v, want %v", own, want)
 	}
 	if want := map[string]string{"c": "2147483647", "d": "x", "e": "0", "f": "2"}; !maps.Equal(foreign, want) {
 		t.Errorf("foreign %v, want %v", foreign, want)
 	}
-	if got := EncodeAll(Assignment{"a": 1}); !maps.Equal(got, map[string]string{"a": "1"}) {
+	if got := EncodeAll(map[string]int{"a": 1}); !maps.Equal(got, map[string]string{"a": "1"}) {
 		t.Errorf("EncodeAll: %v", got)
 	}
 }
