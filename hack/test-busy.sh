@@ -32,6 +32,7 @@ tests=(
   TestConcurrentPreparesKeepTheGeneration TestPublishOneSliceAtATime TestXIDTaintsDevice
   TestHealthRecovers TestSteadyStateNoWrites TestReadyMeansPublished
   TestHungMPSDaemonIsReplaced TestWedgedMPSDaemonNotAdopted TestWipedDaemonDirectory
+  TestMigConcurrentPrepares TestMigModeOffWhenUnpreparesOverlap
   # internal/plugin, internal/fleet (synctest)
   TestCallGateYield TestTriggerBoundsRecomputes
   # internal/discovery, internal/nvmlfake
