@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpudra/gpudra/internal/gpudratest"
 )
@@ -505,13 +506,12 @@ func deviceType(d resourceapi.Device) string {
 func (e *env) scaleDeployment(ctx context.Context, t *testing.T, name string, n int32) {
 	t.Helper()
 	deployments := e.cs.AppsV1().Deployments(systemNS)
-	sc, err := deployments.GetScale(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.Spec.Replicas = n
-	if _, err := deployments.UpdateScale(ctx, name, sc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	// A patch of the scale subresource, not a read-modify-write: the
+	// Deployment controller writes the object's status meanwhile, and an
+	// update with the resourceVersion read before would conflict.
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+	if _, err := deployments.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "scale"); err != nil {
+		t.Fatalf("scale Deployment %s to %d: %v", name, n, err)
 	}
 	if err := poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		d, err := deployments.Get(ctx, name, metav1.GetOptions{})

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -82,33 +83,46 @@ func (e *env) pluginUtilization(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	labels := []string{`claim="` + claim.Name + `"`, `pod="util-gpu"`, `namespace="` + testNS + `"`, `device="` + dev.name + `"`, `node="` + e.node + `"`}
-	var m map[string]float64
-	if err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
-		m = e.pluginMetrics(ctx, t)
-		return sumMetric(m, "gpudra_device_utilization_ratio", labels...) == 0.73, nil
-	}); err != nil {
-		t.Fatalf("gpudra_device_utilization_ratio%v never showed 0.73: %v", labels, err)
-	}
-	record(t, t.Name()+": utilization set on the fake GPU → in the plugin's metrics", time.Since(start))
-	for name, want := range map[string]float64{
+	want := map[string]float64{
+		"gpudra_device_utilization_ratio":   0.73,
 		"gpudra_device_memory_used_bytes":   12 << 30,
 		"gpudra_device_temperature_celsius": 58,
 		"gpudra_device_power_watts":         412,
-	} {
-		if got := sumMetric(m, name, labels...); got != want {
-			t.Errorf("%s%v = %v, want %v", name, labels, got, want)
-		}
 	}
+	// The plugin samples once per telemetry interval: wait for a scrape
+	// that shows the whole of what the fake GPU now reports.
+	var m map[string]float64
+	differ := func() []string {
+		var bad []string
+		for name, w := range want {
+			if got := sumMetric(m, name, labels...); got != w {
+				bad = append(bad, fmt.Sprintf("%s%v = %v, want %v", name, labels, got, w))
+			}
+		}
+		sort.Strings(bad)
+		return bad
+	}
+	if err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		m = e.pluginMetrics(ctx, t)
+		return len(differ()) == 0, nil
+	}); err != nil {
+		t.Fatalf("the plugin's metrics never showed the telemetry set on %s: %v; last scrape: %s", dev.name, err, strings.Join(differ(), "; "))
+	}
+	record(t, t.Name()+": utilization set on the fake GPU → in the plugin's metrics", time.Since(start))
 	if got := sumMetric(m, "gpudra_plugin_requests_total", `operation="prepare"`, `result="success"`); got < 1 {
 		t.Errorf("gpudra_plugin_requests_total{prepare,success} = %v", got)
 	}
 	if got := m["gpudra_plugin_ready"+fmt.Sprintf("{node=%q}", e.node)]; got != 1 {
 		t.Errorf("gpudra_plugin_ready = %v, want 1", got)
 	}
-	// Error counters exist at 0 before the first error (increase() sees it).
+	// Error counters are exported before the first error (increase() sees
+	// it); earlier tests may have counted errors, so only presence is
+	// asserted here (internal/plugin checks they start at 0).
 	errKey := fmt.Sprintf("gpudra_plugin_requests_total{node=%q,operation=\"prepare\",result=\"error\"}", e.node)
-	if v, ok := m[errKey]; !ok || v != 0 {
-		t.Errorf("%s = %v (exported %v), want 0", errKey, v, ok)
+	if v, ok := m[errKey]; !ok {
+		t.Errorf("%s is not exported", errKey)
+	} else if v != 0 {
+		t.Logf("%s = %v: an earlier test saw a prepare fail", errKey, v)
 	}
 	// The device map: the GPU, its holder, and DCGM exporter's key.
 	info := []string{`UUID="` + dev.uuid + `"`, `claim="` + claim.Name + `"`, `pod="util-gpu"`, `state="allocated"`, `type="gpu"`}
