@@ -17,6 +17,8 @@ limitations under the License.
 package slicebuilder
 
 import (
+	"fmt"
+
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 )
@@ -55,6 +57,30 @@ const (
 	// matchAttribute to get NVLink-connected GPUs.
 	AttrNVLinkGroup resourceapi.QualifiedName = "nvlinkGroup"
 
+	// Multi-node NVLink (GB200/GB300 NVL72 trays, docs/nvlink.md). A GPU
+	// carries them only where every GPU of its node reports the NVLink
+	// fabric COMPLETED and healthy, in one clique.
+	//
+	// AttrNVLinkDomain is "<clusterUUID>.<cliqueID>", NVML's fabric
+	// cluster UUID and clique ID: the GPUs that reach each other's memory
+	// over NVLink across nodes. The same value names the node's label
+	// (NVLinkDomainLabel) and the domain's channel pool (ChannelPoolName).
+	AttrNVLinkDomain resourceapi.QualifiedName = "nvlinkDomain"
+	// AttrNVLinkClusterUUID is the fabric's cluster UUID alone (the NVLink
+	// domain: a rack or a rack pair).
+	AttrNVLinkClusterUUID resourceapi.QualifiedName = "nvlinkClusterUUID"
+	// AttrNVLinkCliqueID is the fabric clique (the NVLink partition in the
+	// domain; 32766 is the default partition spanning it).
+	AttrNVLinkCliqueID resourceapi.QualifiedName = "nvlinkCliqueID"
+	// AttrTrayIndex is the compute tray's index in its rack (NVML platform
+	// info); stable across a tray's replacement.
+	AttrTrayIndex resourceapi.QualifiedName = "trayIndex"
+	// AttrModuleID is the GPU's module ID on its tray (NVML platform info).
+	AttrModuleID resourceapi.QualifiedName = "moduleID"
+	// AttrChannel is an IMEX channel's number, on the channel devices of
+	// a domain's pool (TypeIMEXChannel).
+	AttrChannel resourceapi.QualifiedName = "channel"
+
 	// The standard attributes are defined by Kubernetes, so that
 	// matchAttribute can align GPUs with NICs and other devices of other
 	// drivers. They are fully qualified and computed by deviceattribute.
@@ -75,6 +101,30 @@ const (
 
 // TypeGPU is the value of AttrType on a whole GPU.
 const TypeGPU = "gpu"
+
+// TypeIMEXChannel is the value of AttrType on an IMEX channel device of an
+// NVLink domain's pool.
+const TypeIMEXChannel = "imex-channel"
+
+// ChannelPoolPrefix starts the name of every NVLink domain's channel pool,
+// which gpudra-controller publishes: "nvlink/<domain>".
+const ChannelPoolPrefix = "nvlink/"
+
+// ChannelPoolName is the pool of the IMEX channels of an NVLink domain
+// (an AttrNVLinkDomain value).
+func ChannelPoolName(domain string) string { return ChannelPoolPrefix + domain }
+
+// NVLinkDomainLabel is the Node label that carries the node's NVLink
+// domain (an AttrNVLinkDomain value), e.g. "gpu.gpudra.io/nvlink-domain",
+// for node selectors, Kueue TAS and topology-aware scheduling, and for
+// the channel pools' node selectors. Its domain is the driver name, as
+// for the taint key.
+func NVLinkDomainLabel(driverName string) string {
+	return driverName + "/nvlink-domain"
+}
+
+// ChannelDeviceName names channel n of a domain's pool: "channel-<n>".
+func ChannelDeviceName(n int) string { return fmt.Sprintf("channel-%d", n) }
 
 // UnhealthyTaintValue is the value of the health taint. It names no cause on
 // purpose: a cause that changes from one XID to the next would turn every
