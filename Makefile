@@ -24,7 +24,7 @@ REVISION     ?= $(shell hack/version.sh revision)
 LDFLAGS      := -X github.com/gpudra/gpudra/internal/version.version=$(VERSION) -X github.com/gpudra/gpudra/internal/version.revision=$(REVISION)
 IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 
-.PHONY: all build cli test test-unit test-race test-busy chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check gpu-check-bundle
+.PHONY: all build cli test test-unit test-race test-busy chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image image-multiarch check-arm64 e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check gpu-check-bundle
 
 all: build
 
@@ -90,6 +90,14 @@ cli:
 ## image: the image (kubelet plugin, controller, gpudra CLI) as a docker-archive tarball, without Docker: bin/gpudra-image.tar, tagged $(IMAGE), the chart's default
 image:
 	VERSION=$(VERSION) REVISION=$(REVISION) hack/image.sh $(BIN)/gpudra-image.tar $(IMAGE)
+
+## image-multiarch: the image for linux/amd64 and linux/arm64 as one OCI image index (bin/gpudra-image-oci.tar, with each architecture's docker archive beside it); arm64 is cross-compiled (needs gcc-aarch64-linux-gnu and libc6-dev-arm64-cross)
+image-multiarch:
+	VERSION=$(VERSION) REVISION=$(REVISION) hack/image-multiarch.sh $(BIN)/gpudra-image-oci.tar $(IMAGE)
+
+## check-arm64: builds the linux/arm64 image and runs its binaries under qemu-aarch64 (--version, gpudra simulate on the gb200-tray profile); needs qemu-user and the cross compiler
+check-arm64:
+	VERSION=$(VERSION) REVISION=$(REVISION) hack/check-arm64.sh
 
 # image-name prints the image make image tags (tests compare it with the chart's).
 image-name:

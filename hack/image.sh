@@ -11,9 +11,17 @@
 # set, keeps a copy of the binaries there (the e2e suite runs the gpudra CLI
 # it put in the image).
 #
+# IMAGE_ARCH (amd64 or arm64; default this host's) builds the image of that
+# architecture: another one than the host's is cross-compiled with Debian's
+# cross compiler (CROSS_CC, default aarch64-linux-gnu-gcc for arm64) and
+# packs the libraries of its sysroot (CROSS_SYSROOT, default
+# /usr/aarch64-linux-gnu): apt-get install gcc-aarch64-linux-gnu
+# libc6-dev-arm64-cross. make image-multiarch puts both in one index.
+#
 # The plugin links go-nvml through cgo, so the image carries the glibc it was
-# linked against (from this host, found with ldd). Load the result with
-# `ctr -n k8s.io images import`, `docker load` or `kind load image-archive`.
+# linked against (from this host, found with ldd, or the cross sysroot's).
+# Load the result with `ctr -n k8s.io images import`, `docker load` or
+# `kind load image-archive`.
 # The Dockerfile builds the same image for users with a container engine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,12 +31,30 @@ revision=$("$root/hack/version.sh" revision)
 ldflags=$("$root/hack/version.sh" ldflags)
 tag=${2:-ghcr.io/gpudra/gpudra:$version}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+host_arch=$(go env GOARCH)
+arch=${IMAGE_ARCH:-$host_arch}
+cross=(env) libs=(-ldd)
+if [ "$arch" != "$host_arch" ]; then
+  case $arch in
+    arm64) triplet=aarch64-linux-gnu ;;
+    amd64) triplet=x86_64-linux-gnu ;;
+    *) echo "image.sh: IMAGE_ARCH=$arch: only amd64 and arm64 are built" >&2; exit 2 ;;
+  esac
+  cc=${CROSS_CC:-$triplet-gcc}
+  sysroot=${CROSS_SYSROOT:-/usr/$triplet}
+  if ! command -v "$cc" >/dev/null || [ ! -e "$sysroot/lib/libc.so.6" ]; then
+    echo "image.sh: an $arch image needs $cc and the $arch libc in $sysroot (Debian: apt-get install gcc-$triplet libc6-dev-${arch}-cross)" >&2
+    exit 2
+  fi
+  cross=(env GOARCH="$arch" CC="$cc")
+  libs=(-arch "$arch" -libs "$sysroot")
+fi
 mkdir -p "$(dirname "$out")"  # bin/ on a fresh clone
 (cd "$root/hack/mkimage" && GOWORK=off CGO_ENABLED=0 go build -o "$work/mkimage" .)
 # One build with one set of flags, so the binaries share the build cache
 # (the controller needs no cgo, but building it without would recompile
 # every dependency).
-(cd "$root" && CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
+(cd "$root" && "${cross[@]}" CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
   go build -ldflags "-s -w $ldflags" -o "$work/" ./cmd/kubelet-plugin ./cmd/controller ./cmd/gpudra)
 mv "$work/kubelet-plugin" "$work/gpudra-kubelet-plugin"
 mv "$work/controller" "$work/gpudra-controller"
@@ -36,7 +62,7 @@ mv "$work/controller" "$work/gpudra-controller"
 # libc is not this one: linked statically. The chart's init container copies
 # it to the host (gpudra-kubelet-plugin --install-cdi-hook).
 # (The linker's warnings about dlopen in a static binary concern WSL only.)
-if ! hookout=$(cd "$root" && CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
+if ! hookout=$(cd "$root" && "${cross[@]}" CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
   go build -tags netgo,osusergo -ldflags '-s -w -extldflags "-static"' -o "$work/nvidia-cdi-hook" \
   github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook 2>&1); then
   echo "$hookout" >&2; exit 1
@@ -49,7 +75,7 @@ fi
 # The gpudra CLI is there for `kubectl debug node/<node> --image <this image>
 # -- gpudra inventory` (README), kubectl-gpudra for `kubectl gpudra`; /tmp
 # for the scratch directories the CLI makes.
-"$work/mkimage" -o "$out" -t "$tag" -ldd \
+"$work/mkimage" -o "$out" -t "$tag" "${libs[@]}" \
   -file "$work/gpudra-kubelet-plugin:/usr/bin/gpudra-kubelet-plugin" \
   -file "$work/nvidia-cdi-hook:/usr/bin/nvidia-cdi-hook" \
   -file "$work/gpudra-controller:/usr/bin/gpudra-controller" \

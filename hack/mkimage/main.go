@@ -24,12 +24,22 @@ limitations under the License.
 //	    -entrypoint /usr/bin/gpudra-kubelet-plugin
 //
 // -ldd adds the shared libraries each -file needs (as ldd resolves them on
-// this host), so a cgo binary runs on an otherwise empty image. -root adds a
+// this host), so a cgo binary runs on an otherwise empty image. For an
+// image of another architecture, where ldd cannot run the binary, -arch
+// names it and -libs SYSROOT adds the libraries the ELF itself names (its
+// interpreter and DT_NEEDED entries, recursively) from a cross sysroot such
+// as /usr/aarch64-linux-gnu (Debian's libc6-dev-arm64-cross). -root adds a
 // whole directory tree, symlinks kept; -symlink adds one link, -dir an
 // empty directory. -label sets
 // the image's labels (the OCI annotations org.opencontainers.image.*).
 // Files are owned by root; timestamps are zero, so the same inputs give the
 // same image ID.
+//
+//	mkimage index -o gpudra-oci.tar -t ghcr.io/gpudra/gpudra:dev amd64.tar arm64.tar
+//
+// writes a multi-architecture image: an OCI image layout (as a tarball)
+// whose index lists each docker-archive image with its platform, for
+// `crane push`, `skopeo copy oci-archive:…` or `ctr images import`.
 package main
 
 import (
@@ -71,10 +81,15 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "index" {
+		return runIndex(args[1:])
+	}
 	fl := flag.NewFlagSet("mkimage", flag.ContinueOnError)
 	out := fl.String("o", "", "output tarball (docker-archive)")
 	tag := fl.String("t", "", "image reference, e.g. ghcr.io/gpudra/gpudra:dev")
 	ldd := fl.Bool("ldd", false, "also add the shared libraries of every -file, as ldd resolves them")
+	arch := fl.String("arch", runtime.GOARCH, "the image's architecture, as GOARCH names it (amd64, arm64)")
+	libs := fl.String("libs", "", "SYSROOT: also add the shared libraries every -file's ELF names, from this cross sysroot (for -arch other than the host's)")
 	var files, roots, symlinks, dirs, labels, entrypoint, cmd, env multi
 	fl.Var(&files, "file", "SRC:DST, a host file and its path in the image (repeatable)")
 	fl.Var(&symlinks, "symlink", "DST:TARGET, a symbolic link in the image (repeatable)")
@@ -89,6 +104,12 @@ func run(args []string) error {
 	}
 	if *out == "" || *tag == "" {
 		return errors.New("-o and -t are required")
+	}
+	if *ldd && *libs != "" {
+		return errors.New("-ldd and -libs exclude each other: ldd resolves the host's libraries, -libs a sysroot's")
+	}
+	if *ldd && *arch != runtime.GOARCH {
+		return fmt.Errorf("-ldd resolves %s libraries on this host; for -arch %s use -libs SYSROOT", runtime.GOARCH, *arch)
 	}
 	ref, err := name.ParseReference(*tag)
 	if err != nil {
@@ -109,8 +130,13 @@ func run(args []string) error {
 		if err := l.addFile(src, dst); err != nil {
 			return err
 		}
-		if *ldd {
+		switch {
+		case *ldd:
 			if err := l.addLibs(src); err != nil {
+				return err
+			}
+		case *libs != "":
+			if err := l.addELFLibs(src, *libs, *arch); err != nil {
 				return err
 			}
 		}
@@ -160,7 +186,7 @@ func run(args []string) error {
 		return err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.OS, cf.Architecture = "linux", *arch
 	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
 	cf.Config.Entrypoint = entrypoint
 	cf.Config.Cmd = cmd

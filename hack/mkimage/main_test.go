@@ -18,11 +18,14 @@ package main
 
 import (
 	"archive/tar"
+	"debug/elf"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -93,6 +96,157 @@ func TestImage(t *testing.T) {
 		args := append([]string{"-o", filepath.Join(dir, "bad.tar"), "-t", "example.com/x:1"}, bad...)
 		if err := run(args); err == nil {
 			t.Errorf("mkimage %v: no error", bad)
+		}
+	}
+}
+
+// TestIndex writes an amd64 and an arm64 image and their multi-architecture
+// index, and reads the OCI layout back: one named index, one image per
+// platform, each with its own architecture in its config.
+func TestIndex(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var archives []string
+	for _, arch := range []string{"amd64", "arm64"} {
+		out := filepath.Join(dir, arch+".tar")
+		if err := run([]string{"-o", out, "-t", "example.com/tool:1.2.3", "-arch", arch, "-file", bin + ":/usr/bin/tool"}); err != nil {
+			t.Fatal(err)
+		}
+		archives = append(archives, out)
+	}
+	out := filepath.Join(dir, "oci.tar")
+	if err := run(append([]string{"index", "-o", out, "-t", "example.com/tool:1.2.3"}, archives...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(append([]string{"index", "-o", out, "-t", "example.com/tool:1.2.3"}, archives[0], archives[0])); err == nil {
+		t.Error("an index of two amd64 images was written")
+	}
+
+	root := filepath.Join(dir, "layout")
+	untar(t, out, root)
+	top, err := layout.ImageIndexFromPath(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 || m.Manifests[0].Annotations[refNameAnnotation] != "example.com/tool:1.2.3" {
+		t.Fatalf("index.json lists %+v, want one index named example.com/tool:1.2.3", m.Manifests)
+	}
+	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, d := range im.Manifests {
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Platform == nil || d.Platform.Architecture != cf.Architecture {
+			t.Errorf("manifest %s: platform %v, config says %s", d.Digest, d.Platform, cf.Architecture)
+		}
+		got[cf.OS+"/"+cf.Architecture] = true
+	}
+	if len(got) != 2 || !got["linux/amd64"] || !got["linux/arm64"] {
+		t.Errorf("the index holds %v, want linux/amd64 and linux/arm64", got)
+	}
+}
+
+// TestELFLibs packs a binary of this host's architecture with -libs "/"
+// (the host as its own sysroot): the image gets the interpreter the ELF
+// names and libc at the multiarch path, and a binary of another
+// architecture is refused.
+func TestELFLibs(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	interp, err := interpreter(f)
+	_ = f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if interp == "" {
+		t.Skip("the test binary is static: no libraries to find")
+	}
+	dir, ok := multiarchDirs[runtime.GOARCH]
+	if !ok {
+		t.Skipf("no multiarch directory known for %s", runtime.GOARCH)
+	}
+	l := &layer{entries: map[string]entry{}}
+	if err := l.addELFLibs(self, "/", runtime.GOARCH); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.entries[interp]; !ok {
+		t.Errorf("the interpreter %s is not in the image: %v", interp, keys(l.entries))
+	}
+	if _, ok := l.entries[dir+"/libc.so.6"]; !ok {
+		t.Errorf("libc.so.6 is not in %s: %v", dir, keys(l.entries))
+	}
+	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH]
+	if err := l.addELFLibs(self, "/", other); err == nil {
+		t.Errorf("a %s binary was packed as %s", runtime.GOARCH, other)
+	}
+}
+
+func keys(m map[string]entry) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func untar(t *testing.T, archive, dir string) {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
