@@ -53,10 +53,11 @@ import (
 // A ComputeDomain becomes the template it named, so that the pods that
 // name it keep working. Which class the template asks for depends on who
 // names it: pods that each get their own claim from it (a workload's pod
-// template without a PodGroup) would each get a different exclusive
-// channel, and could not share memory; they get the shared channel 0, as
-// NVIDIA gave each of them channel 0. A bare Pod, or pods whose PodGroup
-// holds the claim (one claim for the group), get an exclusive channel.
+// template, unless its PodGroup lists that claim) would each get a
+// different exclusive channel, and could not share memory; they get the
+// shared channel 0, as NVIDIA gave each of them channel 0. A bare Pod, or
+// pods whose PodGroup lists the claim (one claim for the group), get an
+// exclusive channel.
 
 const (
 	computeDomainKind = "ComputeDomain"
@@ -96,7 +97,8 @@ func refOf(namespace, name string) templateRef {
 }
 
 // perPodUse is an object whose pods each get their own claim from a
-// template: a workload's pod template outside a PodGroup.
+// template: a workload's pod template, unless its PodGroup holds the
+// claim.
 type perPodUse struct {
 	object string // "MPIJob nvbandwidth-test"
 	field  string
@@ -108,6 +110,18 @@ type inputs struct {
 	// perPod: for each template, the objects whose pods each take a
 	// claim of their own from it.
 	perPod map[templateRef][]perPodUse
+	// groupClaims are the PodGroups' claims from templates, by
+	// "namespace/podgroup/claim name" → template; grouped are the pod
+	// templates' references made in a PodGroup's pods, resolved against
+	// them once every input is read.
+	groupClaims map[string]string
+	grouped     []groupedRef
+}
+
+type groupedRef struct {
+	group, claim string // "namespace/podgroup", the pod's claim name
+	ref          templateRef
+	use          perPodUse
 }
 
 // scanInputs reads every document of the inputs for the references to
@@ -115,7 +129,7 @@ type inputs struct {
 // template asks for. Documents that do not parse are skipped here (the
 // migration reports them).
 func scanInputs(in []scheduler.File) *inputs {
-	s := &inputs{perPod: map[templateRef][]perPodUse{}}
+	s := &inputs{perPod: map[templateRef][]perPodUse{}, groupClaims: map[string]string{}}
 	for _, f := range in {
 		for _, d := range scheduler.SplitDocuments(f.Data) {
 			var root yaml.Node
@@ -123,6 +137,14 @@ func scanInputs(in []scheduler.File) *inputs {
 				continue
 			}
 			s.scanObject(root.Content[0])
+		}
+	}
+	// A pod's claim is its PodGroup's (one for all the group's pods) when
+	// the group lists a claim of that name from the same template, as
+	// the resourceclaim controller requires; otherwise it is the pod's own.
+	for _, g := range s.grouped {
+		if s.groupClaims[g.group+"/"+g.claim] != g.ref.name {
+			s.perPod[g.ref] = append(s.perPod[g.ref], g.use)
 		}
 	}
 	return s
@@ -136,26 +158,37 @@ func (s *inputs) scanObject(obj *yaml.Node) {
 		}
 		return
 	}
+	meta := get(obj, "metadata")
+	name := strings.TrimSpace(kind + " " + str(get(meta, "name")))
+	ns := refOf(str(get(meta, "namespace")), "").namespace
+	if kind == "PodGroup" {
+		for _, c := range items(get(get(obj, "spec"), "resourceClaims")) {
+			if t := str(get(c, "resourceClaimTemplateName")); t != "" {
+				s.groupClaims[ns+"/"+str(get(meta, "name"))+"/"+str(get(c, "name"))] = t
+			}
+		}
+		return
+	}
 	if kind == "Pod" {
 		return // one pod, one claim: an exclusive channel serves it
 	}
-	meta := get(obj, "metadata")
-	name := strings.TrimSpace(kind + " " + str(get(meta, "name")))
-	ns := str(get(meta, "namespace"))
 	walkPodSpecs(obj, "", func(spec *yaml.Node, field string) {
-		if g := get(spec, "schedulingGroup"); str(get(g, "podGroupName")) != "" {
-			return // the PodGroup's claim is one for all its pods
-		}
-		claims := get(spec, "resourceClaims")
-		for i, c := range claims.Content {
+		group := str(get(get(spec, "schedulingGroup"), "podGroupName"))
+		for i, c := range items(get(spec, "resourceClaims")) {
 			t := str(get(c, "resourceClaimTemplateName"))
 			if t == "" {
 				t = str(get(get(c, "source"), "resourceClaimTemplateName"))
 			}
-			if t != "" {
-				ref := refOf(ns, t)
-				s.perPod[ref] = append(s.perPod[ref], perPodUse{object: name, field: fmt.Sprintf("%s.resourceClaims[%d]", field, i)})
+			if t == "" {
+				continue
 			}
+			ref := refOf(ns, t)
+			use := perPodUse{object: name, field: fmt.Sprintf("%s.resourceClaims[%d]", field, i)}
+			if group != "" {
+				s.grouped = append(s.grouped, groupedRef{group: ns + "/" + group, claim: str(get(c, "name")), ref: ref, use: use})
+				continue
+			}
+			s.perPod[ref] = append(s.perPod[ref], use)
 		}
 	})
 }
@@ -367,4 +400,12 @@ func (m *migrator) renameWhy(n *yaml.Node, field, to, why string) {
 	m.edits = append(m.edits, edit{node: n, old: n.Value, new: to})
 	n.Value = to
 	m.changed = true
+}
+
+// items are a sequence's items; none for anything else.
+func items(n *yaml.Node) []*yaml.Node {
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	return n.Content
 }

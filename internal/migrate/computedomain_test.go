@@ -60,6 +60,9 @@ func TestComputeDomainClass(t *testing.T) {
 	deployment := func(ns, extra string) string {
 		return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: " + ns + "\nspec:\n  replicas: 2\n  template:\n    spec:\n" + podSpecUsing("      ", extra)
 	}
+	podGroup := func(template string) string {
+		return "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata:\n  name: job\n  namespace: ml\nspec:\n  resourceClaims:\n  - name: channel\n    resourceClaimTemplateName: " + template + "\n"
+	}
 	for _, tc := range []struct {
 		name   string
 		driver string
@@ -70,7 +73,8 @@ func TestComputeDomainClass(t *testing.T) {
 		{"a pod", "", []string{pod}, "nvlink-channel.gpudra.io"},
 		{"a deployment", "", []string{deployment("ml", "")}, "nvlink-shared.gpudra.io"},
 		{"a deployment in another namespace", "", []string{deployment("other", "")}, "nvlink-channel.gpudra.io"},
-		{"a PodGroup's deployment", "", []string{deployment("ml", "schedulingGroup:\n  podGroupName: job\n")}, "nvlink-channel.gpudra.io"},
+		{"a PodGroup's deployment, the group's claim", "", []string{deployment("ml", "schedulingGroup:\n  podGroupName: job\n"), podGroup("cd-channel")}, "nvlink-channel.gpudra.io"},
+		{"a PodGroup's deployment, its own claims", "", []string{deployment("ml", "schedulingGroup:\n  podGroupName: job\n"), podGroup("other")}, "nvlink-shared.gpudra.io"},
 		{"another driver name", "gpu.example.org", []string{deployment("ml", "")}, "nvlink-shared.gpu.example.org"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
