@@ -48,12 +48,25 @@ var nvlinkDomainOf = map[string]string{
 // the inventory's nodes from their GPUs' nvlinkDomain attribute.
 func checkNVLink(t *testing.T, yaml string, withNodes bool, sequential ...bool) *Report {
 	t.Helper()
-	gpus := fakePoolInventory(t, fakenodes.DefaultProfile, 5, fakenodes.Pool{WholeGPUsOnly: true})
-	slices, nodes := gpudratest.InNVLinkDomains(gpu.DefaultDriverName, 4, gpus, nvlinkDomainOf)
 	in := &scheduler.Manifests{}
 	if err := in.Add("input.yaml", []byte(yaml)); err != nil {
 		t.Fatal(err)
 	}
+	o := nvlinkOptions(t, in, withNodes)
+	o.Sequential = len(sequential) > 0 && sequential[0]
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// nvlinkOptions check the inputs on the NVLink inventory, adding its
+// Node objects to them when withNodes is set.
+func nvlinkOptions(t *testing.T, in *scheduler.Manifests, withNodes bool) Options {
+	t.Helper()
+	gpus := fakePoolInventory(t, fakenodes.DefaultProfile, 5, fakenodes.Pool{WholeGPUsOnly: true})
+	slices, nodes := gpudratest.InNVLinkDomains(gpu.DefaultDriverName, 4, gpus, nvlinkDomainOf)
 	if withNodes {
 		for _, n := range nodes {
 			data, err := sigsyaml.Marshal(n)
@@ -65,11 +78,7 @@ func checkNVLink(t *testing.T, yaml string, withNodes bool, sequential ...bool) 
 			}
 		}
 	}
-	rep, err := Run(context.Background(), Options{Inputs: in, Slices: slices, BuiltinClasses: true, ClusterClasses: gpudratest.ChannelClasses(), Sequential: len(sequential) > 0 && sequential[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return Options{Inputs: in, Slices: slices, SlicesSource: "5 DGX H100 nodes in 2 NVLink domains, made by hand", BuiltinClasses: true, ClusterClasses: gpudratest.ChannelClasses()}
 }
 
 // nvlinkGang is a gang Job of WORKERS pods, each on a whole node (eight
