@@ -50,7 +50,7 @@ func TestMigrateCommand(t *testing.T) {
 	}
 
 	code, _, report = runMigrateCLI(t, "", filepath.Join(cases, "no-equivalent.yaml"))
-	if code != 1 || !strings.Contains(report, "no-equivalent: ComputeDomain domain") {
+	if code != 1 || !strings.Contains(report, "no-equivalent: ResourceClaimTemplate vm-gpu") {
 		t.Errorf("no-equivalent.yaml: exit %d, want 1; report:\n%s", code, report)
 	}
 	if code, _, report := runMigrateCLI(t, ""); code != 2 || !strings.Contains(report, "give YAML files") {

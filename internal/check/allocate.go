@@ -113,6 +113,9 @@ func (r *runner) allocate(u *unit) {
 				return false
 			}
 		}
+		if r.fence != nil && !r.fence(node) {
+			return false
+		}
 		return r.mayFit(todo, node.Name)
 	})
 	if place != nil {

@@ -154,6 +154,9 @@ type runner struct {
 	// inputs' Node objects (gangs.go).
 	gangs    map[string]*gangInfo
 	nodeObjs []*v1.Node
+	// fence, while a gang is tried in one NVLink domain (nvlink.go),
+	// admits only that domain's nodes.
+	fence func(*v1.Node) bool
 	// namespaces are the inputs' Namespaces, by name.
 	namespaces map[string]*v1.Namespace
 	// notServedAt are the objects reported as not served, by source.
@@ -240,6 +243,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.clusterHeld = r.clusterHolds(opts.Held)
 	r.held = slices.Clone(r.clusterHeld)
 	units := r.buildUnits(in)
+	r.sharedChannelClaims(units)
 	r.allocateAll(units)
 	for _, u := range units {
 		if u.pod != "" {
@@ -394,6 +398,7 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 		r.nodeObjs = append(r.nodeObjs, o.Obj.(*v1.Node))
 	}
 	r.sched.UseNodes(r.nodeObjs)
+	r.labelNVLinkDomains()
 	r.inv = newInventory(r.sched.Slices(), r.sched.Nodes())
 	r.byNode = map[string][]int{}
 	for i, d := range r.inv.devices {
@@ -540,6 +545,9 @@ func (r *runner) customResource(p scheduler.Problem, f Finding) {
 			f.Hint = what.instead
 		} else if p.GVK.Kind == "ComputeDomain" {
 			f.Message += ", and what its controller would make (the IMEX channel's ResourceClaimTemplate) never exists"
+			f.Hint = vendorKinds[p.GVK.Kind]
+		} else if h, ok := vendorKinds[p.GVK.Kind]; ok {
+			f.Hint = h
 		}
 		if f.Hint == "" {
 			f.Hint = "gpudra has no equivalent: drop it, and rewrite the claims that used it for gpudra's classes (gpudra migrate reports each)"

@@ -307,7 +307,7 @@ func TestInputProblems(t *testing.T) {
 		{"misspelt kind", "apiVersion: resource.k8s.io/v1\nkind: DeviceKlass\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 9, "did you mean DeviceClass?"},
 		{"misspelt core kind", "apiVersion: v1\nkind: Podd\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 9, "did you mean Pod?"},
 		{"removed version", "apiVersion: apps/v1beta1\nkind: Deployment\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "use apiVersion apps/v1"},
-		{"NVIDIA's custom resource", "apiVersion: resource.nvidia.com/v1beta1\nkind: ComputeDomain\nmetadata: {name: x}\n", FindingNoCRD, SeverityError, 8, "nvlinkGroup"},
+		{"NVIDIA's custom resource", "apiVersion: resource.nvidia.com/v1beta1\nkind: ComputeDomain\nmetadata: {name: x}\n", FindingNoCRD, SeverityError, 8, "gpudra migrate turns the ComputeDomain into the claim template it names"},
 		{"custom resource", "apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: x}\n", FindingSkipped, SeverityWarning, 8, "not checked"},
 		{"classic DRA", "apiVersion: resource.k8s.io/v1alpha2\nkind: ResourceClaimTemplate\nmetadata: {name: x}\n", FindingInvalid, SeverityError, 8, "classic DRA API"},
 		{"v1beta1", "apiVersion: resource.k8s.io/v1beta1\nkind: DeviceClass\nmetadata: {name: x}\n", FindingNotServed, SeverityError, 8, "does not serve resource.k8s.io/v1beta1 unless an admin enables it"},

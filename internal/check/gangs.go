@@ -175,8 +175,26 @@ func (r *runner) allocateAll(units []*unit) {
 // takes every allocation back when one pod does not fit, or when fewer
 // pods than minCount are there to place.
 func (r *runner) allocateGang(g *gangInfo, members []*unit) {
-	// What the nodes' plugins hold, and what they republished for it, is
-	// taken back with the scheduler's state when the gang does not fit.
+	if domains := r.gangDomains(members); domains != nil {
+		r.allocateGangInDomains(g, members, domains)
+		return
+	}
+	placed := r.tryGang(g, members)
+	if placed == len(members) && placed >= g.minCount {
+		return
+	}
+	msg := fmt.Sprintf("PodGroup %s is a gang of at least %d pods: %d of the %d pods in the inputs fit together, so none is placed (the gang waits whole, holding no device)", g.obj.Name, g.minCount, placed, len(members))
+	if len(members) < g.minCount {
+		msg = fmt.Sprintf("PodGroup %s is a gang of at least %d pods and the inputs have %d: none is placed until the rest exist", g.obj.Name, g.minCount, len(members))
+	}
+	r.gangWaits(g, members, msg)
+}
+
+// tryGang places a gang's pods one after the other on one state and says
+// how many got all their claims; when not all did, or fewer than
+// minCount are there, the scheduler's state (what the nodes' plugins
+// hold, and what they republished for it) is taken back.
+func (r *runner) tryGang(g *gangInfo, members []*unit) int {
 	saved, savedHeld, savedPublished, sequential := r.state.Clone(), slices.Clone(r.held), r.savePublished(), r.opts.Sequential
 	if !sequential {
 		r.resetState()
@@ -194,14 +212,16 @@ func (r *runner) allocateGang(g *gangInfo, members []*unit) {
 		}
 	}
 	if placed == len(members) && placed >= g.minCount {
-		return
-	}
-	msg := fmt.Sprintf("PodGroup %s is a gang of at least %d pods: %d of the %d pods in the inputs fit together, so none is placed (the gang waits whole, holding no device)", g.obj.Name, g.minCount, placed, len(members))
-	if len(members) < g.minCount {
-		msg = fmt.Sprintf("PodGroup %s is a gang of at least %d pods and the inputs have %d: none is placed until the rest exist", g.obj.Name, g.minCount, len(members))
+		return placed
 	}
 	r.state, r.held = saved, savedHeld
 	r.restorePublished(savedPublished)
+	return placed
+}
+
+// gangWaits reports a gang that is not placed: none of its claims holds a
+// device, each says why.
+func (r *runner) gangWaits(g *gangInfo, members []*unit, msg string) {
 	for _, u := range members {
 		for _, ce := range r.unitClaims(u) {
 			ci := &r.report.Claims[ce.idx]

@@ -39,7 +39,7 @@ func (r *runner) classHintFor(class string) string {
 	}
 	if ours, ok := vendorClasses[class]; ok {
 		ours = builtinClassName(strings.ReplaceAll(ours, gpu.DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
-		if _, known := r.known[ours]; known {
+		if _, known := r.known[ours]; known || strings.HasPrefix(ours, "nvlink-") {
 			h = fmt.Sprintf("%s is another driver's class; gpudra's class for these devices is %s. ", class, ours)
 		}
 	}

@@ -117,10 +117,12 @@ func (r *runner) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
 }
 
 // poolOf is the pool (node) of an allocation's gpudra devices, "" when it
-// has none.
+// has none. The IMEX channels of an NVLink domain's pool (ChannelPoolName)
+// are no node's devices: their prepare is the domain's, not a node's
+// GPU plan, and check does not model it.
 func (r *runner) poolOf(res *resourceapi.AllocationResult) string {
 	for _, d := range res.Devices.Results {
-		if d.Driver == r.opts.DriverName {
+		if d.Driver == r.opts.DriverName && !strings.HasPrefix(d.Pool, slicebuilder.ChannelPoolPrefix) {
 			return d.Pool
 		}
 	}

@@ -75,6 +75,10 @@ const (
 	// FindingNoCRD: a custom resource of NVIDIA's driver, for which a
 	// gpudra cluster has no CRD.
 	FindingNoCRD FindingKind = "no-crd"
+	// FindingChannelWithoutGang (a warning): a standalone claim for an
+	// IMEX channel that several pods share outside a gang; the first
+	// pod's binding fixes the NVLink domain for all of them.
+	FindingChannelWithoutGang FindingKind = "channel-without-gang"
 )
 
 // Finding is one problem, located as precisely as the input allows.

@@ -31,6 +31,9 @@ type vendorAPI struct {
 	driver string // its default driver name
 	// kinds maps its config kinds to gpudra's equivalent ("" for none).
 	kinds map[string]string
+	// advice says what to do instead of a kind gpudra needs no
+	// equivalent of (its kinds entry is "").
+	advice map[string]string
 }
 
 // Facts from the drivers' own APIs: NVIDIA's dra-driver-nvidia-gpu
@@ -45,6 +48,9 @@ var vendorAPIs = []vendorAPI{
 		"VfioDeviceConfig":           "",
 		"ComputeDomainChannelConfig": "",
 		"ComputeDomainDaemonConfig":  "",
+	}, advice: map[string]string{
+		"ComputeDomainChannelConfig": "gpudra's IMEX channels need no config (the scheduler picks the NVLink domain and the channel): drop it, and ask for DeviceClass nvlink-channel.gpudra.io (gpudra migrate does both)",
+		"ComputeDomainDaemonConfig":  "gpudra runs the IMEX daemons itself, one on every node of an NVLink domain, before any job: drop the claim that carries it (gpudra migrate does)",
 	}},
 	{group: "gpu.resource.example.com", who: "the DRA example driver (dra-example-driver)", driver: "gpu.example.com", kinds: map[string]string{
 		"GpuConfig": configapi.GpuConfigKind,
@@ -54,8 +60,8 @@ var vendorAPIs = []vendorAPI{
 // vendorKinds are other drivers' custom resources that manifests written
 // for them carry, and what they mean for gpudra.
 var vendorKinds = map[string]string{
-	"ComputeDomain":       "NVIDIA's multi-node NVLink (IMEX) domain; gpudra has no equivalent. Within a node, GPUs on one NVLink island share the attribute nvlinkGroup: constrain a claim with matchAttribute: gpu.gpudra.io/nvlinkGroup",
-	"ComputeDomainClique": "NVIDIA's multi-node NVLink (IMEX) clique; gpudra has no equivalent. Within a node, GPUs on one NVLink island share the attribute nvlinkGroup",
+	"ComputeDomain":       "gpudra's equivalent is a claim for one IMEX channel of an NVLink domain (DeviceClass nvlink-channel.gpudra.io, or nvlink-shared.gpudra.io for the shared channel 0): gpudra migrate turns the ComputeDomain into the claim template it names, and gpudra runs the IMEX daemons itself",
+	"ComputeDomainClique": "the record of a clique that NVIDIA's IMEX daemons write: gpudra's nodes carry their NVLink domain as the label gpu.gpudra.io/nvlink-domain instead; drop it",
 }
 
 // vendorOf returns the vendor API an apiVersion belongs to.
@@ -76,6 +82,8 @@ func (v vendorAPI) equivalent(kind, driverName string) string {
 	switch {
 	case !known:
 		return fmt.Sprintf("gpudra's configs are apiVersion %s, kinds %s and %s, under driver %s", configapi.SchemeGroupVersion, configapi.GpuConfigKind, configapi.MigConfigKind, driverName)
+	case ours == "" && v.advice[kind] != "":
+		return v.advice[kind]
 	case ours == "":
 		return fmt.Sprintf("gpudra has no equivalent of %s", kind)
 	}
@@ -89,6 +97,10 @@ var vendorClasses = map[string]string{
 	"gpu.nvidia.com":  "gpu.gpudra.io",
 	"mig.nvidia.com":  "mig.gpudra.io",
 	"gpu.example.com": "gpu.gpudra.io",
+	// NVIDIA's IMEX channels: of a ComputeDomain, and of the channel
+	// pools its driver published before ComputeDomains.
+	"compute-domain-default-channel.nvidia.com": "nvlink-channel.gpudra.io",
+	"imex.nvidia.com": "nvlink-channel.gpudra.io",
 }
 
 // renamedAttributes are attribute names of other drivers (or of their
@@ -105,7 +117,6 @@ var renamedAttributes = map[string]string{
 // has nothing like (deployments/helm/dra-driver-nvidia-gpu/templates of
 // NVIDIA's driver), and why.
 var vendorClassesWithoutEquivalent = map[string]string{
-	"vfio.gpu.nvidia.com":                       "NVIDIA's class for GPUs bound to vfio-pci for virtual machines (KubeVirt): gpudra has no equivalent; it gives containers GPUs through the NVIDIA driver, and a GPU bound to vfio-pci is not visible to it",
-	"compute-domain-daemon.nvidia.com":          "NVIDIA's class for the IMEX daemon of a ComputeDomain (multi-node NVLink): gpudra has no equivalent",
-	"compute-domain-default-channel.nvidia.com": "NVIDIA's class for the IMEX channels of a ComputeDomain (multi-node NVLink): gpudra has no equivalent; within a node, GPUs on one NVLink island share the attribute nvlinkGroup: keep them together with matchAttribute",
+	"vfio.gpu.nvidia.com":              "NVIDIA's class for GPUs bound to vfio-pci for virtual machines (KubeVirt): gpudra has no equivalent; it gives containers GPUs through the NVIDIA driver, and a GPU bound to vfio-pci is not visible to it",
+	"compute-domain-daemon.nvidia.com": "NVIDIA's class for the IMEX daemon of a ComputeDomain (multi-node NVLink): gpudra needs no claim for it, as it runs one IMEX daemon on every node of an NVLink domain before any job; drop the claim",
 }

@@ -146,9 +146,10 @@ func Files(in []scheduler.File, opts Options) (*Result, error) {
 		opts.DriverName = gpu.DefaultDriverName
 	}
 	res := &Result{}
+	scan := scanInputs(in)
 	for _, f := range in {
 		notes := len(res.Notes)
-		out, err := migrateFile(f, opts, res)
+		out, err := migrateFile(f, opts, scan, res)
 		if err != nil {
 			n := Note{File: f.Name, Kind: Unreadable, Message: err.Error()}
 			_ = errors.As(err, &n)
@@ -160,7 +161,7 @@ func Files(in []scheduler.File, opts Options) (*Result, error) {
 	return res, nil
 }
 
-func migrateFile(f scheduler.File, opts Options, res *Result) (Output, error) {
+func migrateFile(f scheduler.File, opts Options, scan *inputs, res *Result) (Output, error) {
 	docs := scheduler.SplitDocuments(f.Data)
 	var buf bytes.Buffer
 	changed := false
@@ -172,7 +173,7 @@ func migrateFile(f scheduler.File, opts Options, res *Result) (Output, error) {
 			return Output{}, Note{File: f.Name, Line: d.Line, Kind: Unreadable,
 				Message: "a Go template (a Helm chart's?), not a manifest: skipped; render it first and migrate what it renders to (helm template RELEASE CHART | gpudra migrate -)"}
 		}
-		text, docChanged, err := migrateDocument(f.Name, d, opts, res)
+		text, docChanged, err := migrateDocument(f.Name, d, opts, scan, res)
 		if err != nil {
 			return Output{}, err
 		}
@@ -190,7 +191,7 @@ func (n Note) Error() string { return n.String() }
 
 // migrateDocument returns the document's new text, or its old one when
 // nothing in it changes.
-func migrateDocument(file string, d scheduler.Document, opts Options, res *Result) ([]byte, bool, error) {
+func migrateDocument(file string, d scheduler.Document, opts Options, scan *inputs, res *Result) ([]byte, bool, error) {
 	if scheduler.OnlyComments(d.Text) {
 		return d.Text, false, nil
 	}
@@ -201,13 +202,16 @@ func migrateDocument(file string, d scheduler.Document, opts Options, res *Resul
 	if len(root.Content) == 0 {
 		return d.Text, false, nil
 	}
-	m := &migrator{opts: opts, file: file, lineOffset: d.Line - 1, lines: strings.Split(string(d.Text), "\n")}
+	m := &migrator{opts: opts, in: scan, file: file, text: d.Text, lineOffset: d.Line - 1, lines: strings.Split(string(d.Text), "\n")}
 	obj := root.Content[0]
 	drop := m.object(obj, "")
 	sort.SliceStable(m.notes, func(i, j int) bool { return m.notes[i].Line < m.notes[j].Line })
 	res.Notes = append(res.Notes, m.notes...)
 	if drop != "" {
 		return []byte(commentOut(drop, d.Text)), true, nil
+	}
+	if m.replacement != nil {
+		return m.replacement, true, nil
 	}
 	out := d.Text
 	if m.changed {

@@ -28,6 +28,8 @@ import (
 	"strings"
 	"testing"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/gpudra/gpudra/deviceclasses"
 	"github.com/gpudra/gpudra/internal/check"
 	"github.com/gpudra/gpudra/internal/fakenodes"
@@ -115,6 +117,9 @@ func runCheck(t *testing.T, name string, data []byte, profile, driverName string
 	if driverName == "" {
 		driverName = "gpu.gpudra.io"
 	}
+	if profile == nvlinkProfile {
+		return runCheckNVLink(t, in, driverName)
+	}
 	slices, err := fakenodes.Slices(context.Background(), profile, 1, driverName)
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +132,41 @@ func runCheck(t *testing.T, name string, data []byte, profile, driverName string
 	}
 	t.Cleanup(func() { _ = rp.Close() })
 	rep, err := check.Run(context.Background(), check.Options{Inputs: in, Slices: slices, Republish: rp.Slices, BuiltinClasses: true, DriverName: driverName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// nvlinkProfile, as a case's profile, is an inventory of multi-node
+// NVLink: three DGX H100 nodes (whole GPUs), node-1 and node-2 in one
+// NVLink domain and node-3 in another, each domain with a pool of 8
+// exclusive IMEX channels and the shared channel 0, made by hand
+// (gpudratest.InNVLinkDomains) until the fake profiles and
+// gpudra-controller publish them; the channel classes come from
+// gpudratest.ChannelClasses until the chart's deviceclasses/ carry them.
+const nvlinkProfile = "nvlink"
+
+func runCheckNVLink(t *testing.T, in *scheduler.Manifests, driverName string) *check.Report {
+	t.Helper()
+	ctx := context.Background()
+	gpus, err := fakenodes.SlicesOf(ctx, fakenodes.DefaultProfile, 3, driverName, fakenodes.Pool{WholeGPUsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices, nodes := gpudratest.InNVLinkDomains(driverName, 8, gpus, map[string]string{
+		"node-1": gpudratest.DomainA, "node-2": gpudratest.DomainA, "node-3": gpudratest.DomainB,
+	})
+	for _, n := range nodes {
+		data, err := sigsyaml.Marshal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := in.Add("nodes.yaml", append([]byte("apiVersion: v1\nkind: Node\n"), data...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := check.Run(ctx, check.Options{Inputs: in, Slices: slices, BuiltinClasses: true, ClusterClasses: gpudratest.ChannelClasses(), DriverName: driverName})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,16 +90,13 @@ var builtinExtendedResources = sync.OnceValue(func() map[string]string {
 
 // nvidiaClassesWithoutEquivalent are NVIDIA's other DeviceClasses.
 var nvidiaClassesWithoutEquivalent = map[string]string{
-	"imex.nvidia.com":                           "IMEX channels (multi-node NVLink) of NVIDIA's driver before ComputeDomains; gpudra has no equivalent. Within a node, GPUs on one NVLink island share the attribute nvlinkGroup: keep such GPUs together with matchAttribute",
-	"vfio.gpu.nvidia.com":                       "GPUs bound to vfio-pci for passthrough to virtual machines (KubeVirt); gpudra has no equivalent: it gives containers GPUs through the NVIDIA driver, and a GPU bound to vfio-pci is not visible to it",
-	"compute-domain-daemon.nvidia.com":          "the IMEX daemon of a ComputeDomain (multi-node NVLink); gpudra has no equivalent",
-	"compute-domain-default-channel.nvidia.com": "IMEX channels of a ComputeDomain (multi-node NVLink); gpudra has no equivalent. Within a node, GPUs on one NVLink island share the attribute nvlinkGroup: keep such GPUs together with matchAttribute",
+	"vfio.gpu.nvidia.com": "GPUs bound to vfio-pci for passthrough to virtual machines (KubeVirt); gpudra has no equivalent: it gives containers GPUs through the NVIDIA driver, and a GPU bound to vfio-pci is not visible to it",
 }
 
-// nvidiaKinds are NVIDIA's custom resources.
+// nvidiaKinds are NVIDIA's custom resources that have no equivalent
+// (computedomain.go converts or drops the others).
 var nvidiaKinds = map[string]string{
-	"ComputeDomain":       "NVIDIA's multi-node NVLink (IMEX) domain; gpudra has no equivalent. Within a node, GPUs on one NVLink island share the attribute nvlinkGroup: keep them together with matchAttribute",
-	"ComputeDomainClique": "NVIDIA's multi-node NVLink (IMEX) clique; gpudra has no equivalent",
+	"ComputeDomain": "a ComputeDomain inside a List: write it on its own, and gpudra migrate turns it into the claim template it names",
 }
 
 // renamedAttributes are attribute names of NVIDIA's driver that gpudra
@@ -180,7 +177,7 @@ func rewriteCEL(expr, driverName string) (out string, changes, missing []string)
 		missing = append(missing, "devices of type 'vfio' (GPUs bound to vfio-pci for virtual machines): gpudra has no equivalent")
 	}
 	if strings.Contains(expr, computeDomainDriverName) {
-		missing = append(missing, "NVIDIA's ComputeDomain driver (multi-node NVLink, IMEX): gpudra has no equivalent")
+		missing = append(missing, fmt.Sprintf("a selector on the devices of NVIDIA's ComputeDomain driver (multi-node NVLink, IMEX): gpudra's IMEX channels are %s's devices of type 'imex-channel' with the attributes channel and nvlinkDomain (DeviceClasses nvlink-channel and nvlink-shared); rewrite the selector on them", driverName))
 	}
 	out = oldBusID.ReplaceAllString(expr, "device.attributes[${1}"+standardDomain+"${2}].pciBusID")
 	if out != expr {
@@ -221,7 +218,7 @@ func (m *migrator) parameters(p *yaml.Node, field string) bool {
 		m.note(NoEquivalent, k, field+".kind", "VfioDeviceConfig configures GPUs passed through to virtual machines; gpudra has no equivalent")
 		return false
 	case "ComputeDomainChannelConfig", "ComputeDomainDaemonConfig":
-		m.note(NoEquivalent, k, field+".kind", str(k)+" configures NVIDIA's ComputeDomains (multi-node NVLink, IMEX); gpudra has no equivalent")
+		m.note(NoEquivalent, k, field+".kind", str(k)+" configures NVIDIA's ComputeDomains (multi-node NVLink, IMEX) under driver "+computeDomainDriverName+", not "+nvidiaDriverName+"; left as it is")
 		return false
 	default:
 		m.note(NoEquivalent, k, field+".kind", fmt.Sprintf("NVIDIA's driver has no config kind %q that gpudra knows of: left as it is", str(k)))

@@ -28,7 +28,9 @@ import (
 // migrator rewrites one document's node tree in place.
 type migrator struct {
 	opts       Options
+	in         *inputs // what all the inputs hold
 	file       string
+	text       []byte   // the document's text
 	lineOffset int      // the document's first line in the file, minus one
 	lines      []string // the document's lines
 	current    string
@@ -41,6 +43,17 @@ type migrator struct {
 	// encoded: the document was written anew (its lines moved).
 	encoded bool
 	notes   []Note
+	// replacement is the document's new text, where migrate writes
+	// another object in its place (a ComputeDomain's claim template).
+	replacement []byte
+	// dropWhy, set while migrating a claim, drops its document (a claim
+	// for NVIDIA's IMEX daemon).
+	dropWhy string
+	// droppedConfigs are the config items to take out (NVIDIA's
+	// ComputeDomainChannelConfig).
+	droppedConfigs map[*yaml.Node]bool
+	// kind, namespace and name of the object being migrated.
+	kind, namespace, name string
 }
 
 // edit is one scalar renamed: a key or value set to a new value, or a CEL
@@ -92,6 +105,7 @@ func (m *migrator) object(obj *yaml.Node, path string) string {
 		name = ns + "/" + name
 	}
 	m.current = strings.TrimSpace(kind + " " + name)
+	m.kind, m.namespace, m.name = kind, str(get(meta, "namespace")), str(get(meta, "name"))
 	m.podClaims(obj, path)
 
 	switch {
@@ -102,8 +116,10 @@ func (m *migrator) object(obj *yaml.Node, path string) string {
 		switch kind {
 		case "ResourceClaim":
 			m.devices(get(get(obj, "spec"), "devices"), joinField(path, "spec.devices"))
+			return m.dropWhy
 		case "ResourceClaimTemplate":
 			m.devices(get(get(get(obj, "spec"), "spec"), "devices"), joinField(path, "spec.spec.devices"))
+			return m.dropWhy
 		case "DeviceClass":
 			return m.deviceClass(obj, str(get(meta, "name")), path)
 		case "ResourceSlice":
@@ -114,7 +130,13 @@ func (m *migrator) object(obj *yaml.Node, path string) string {
 		case "DeviceTaintRule":
 			m.taintRule(obj, path)
 		}
+	case group == nvidiaConfigGroup && kind == computeDomainKind && path == "":
+		m.replacement = m.computeDomain(obj, m.text)
 	case group == nvidiaConfigGroup:
+		if why, ok := nvidiaDroppedKinds[kind]; ok {
+			m.note(Dropped, obj, "", why)
+			return "dropped " + why
+		}
 		if why, ok := nvidiaKinds[kind]; ok {
 			m.note(NoEquivalent, obj, "", why)
 		}
@@ -267,6 +289,11 @@ func (m *migrator) deviceClass(obj *yaml.Node, name, path string) string {
 		m.note(NoEquivalent, obj, "", fmt.Sprintf("NVIDIA's DeviceClass %s: %s; left as it is (it selects no device on a gpudra cluster)", name, why))
 		return ""
 	}
+	if why := m.droppedIMEXClass(name); why != "" {
+		msg := fmt.Sprintf("NVIDIA's DeviceClass %s: %s", name, why)
+		m.note(Dropped, obj, "", msg)
+		return "dropped " + msg
+	}
 	spec := get(obj, "spec")
 	if ext := str(get(spec, "extendedResourceName")); ext != "" && m.opts.DriverName == gpu.DefaultDriverName && strings.HasSuffix(name, "."+nvidiaDriverName) {
 		if ours := builtinExtendedResources()[ext]; ours != "" {
@@ -314,7 +341,11 @@ func (m *migrator) devices(dev *yaml.Node, path string) {
 			}
 		}
 	}
+	if m.dropWhy != "" {
+		return // the claim is dropped, its configs with it
+	}
 	m.configs(get(dev, "config"), joinField(path, "config"))
+	dropEmptyConfig(dev)
 }
 
 // exactRequest migrates the fields of one request (or subrequest) that
@@ -330,6 +361,8 @@ func (m *migrator) exactRequest(r *yaml.Node, path string) {
 		mig = name == "mig.nvidia.com"
 		if ours, ok := m.classFor(name); ok {
 			m.rename(c, field, ours)
+		} else if m.imexRequest(c, field, name) {
+			// an IMEX channel or daemon: handled
 		} else if why, ok := nvidiaClassesWithoutEquivalent[name]; ok {
 			m.note(NoEquivalent, c, field, fmt.Sprintf("DeviceClass %s: %s", name, why))
 		}
@@ -394,10 +427,13 @@ func (m *migrator) configs(cfgs *yaml.Node, path string) {
 			if m.parameters(get(op, "parameters"), field+".parameters") {
 				m.rename(driver, field+".driver", m.opts.DriverName)
 			}
+		case d == computeDomainDriverName && str(get(get(op, "parameters"), "kind")) == "ComputeDomainChannelConfig":
+			m.channelConfig(cfgs, c, op, field)
 		case d == computeDomainDriverName:
 			m.note(NoEquivalent, driver, field+".driver", "a config for NVIDIA's ComputeDomain driver (multi-node NVLink, IMEX): gpudra has no equivalent")
 		}
 	}
+	m.removeDropped(cfgs)
 }
 
 // blockText is the text of a block scalar as written, without its
