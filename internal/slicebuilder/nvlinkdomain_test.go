@@ -105,7 +105,9 @@ func TestNoNVLinkDomainAttributesOutsideADomain(t *testing.T) {
 				g.Fabric.Health = gpu.FabricUnhealthy
 			}
 		}),
-		"no fabric": tray(func(_ int, g *gpu.GPU) { g.Fabric, g.Platform = gpu.Fabric{State: gpu.FabricNotSupported}, gpu.Platform{} }),
+		"no fabric": tray(func(_ int, g *gpu.GPU) {
+			g.Fabric, g.Platform = gpu.Fabric{State: gpu.FabricNotSupported}, gpu.Platform{}
+		}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			for dn, d := range devicesByName(t, node) {
