@@ -172,3 +172,27 @@ func fabricAndPlatform(ctx context.Context, lib nvml.Interface, d nvml.Device, g
 	g.Platform, err2 = platform(ctx, d)
 	return errors.Join(err1, err2)
 }
+
+// RefreshFabric returns node with every GPU's fabric and platform read
+// again: the fabric manager changes them while the node runs (a probe
+// finishing, a clique moved by NMX, a fabric turning unhealthy). A GPU
+// that cannot be reached keeps its last reading; its health is the health
+// watch's business.
+func RefreshFabric(ctx context.Context, lib nvml.Interface, node gpu.Node) gpu.Node {
+	logger := klog.FromContext(ctx)
+	out := node
+	out.GPUs = make([]gpu.GPU, len(node.GPUs))
+	for i, g := range node.GPUs {
+		out.GPUs[i] = g
+		d, ret := lib.DeviceGetHandleByUUID(g.UUID)
+		if ret != nvml.SUCCESS {
+			logger.V(2).Info("Cannot reach the GPU to read its NVLink fabric; keeping its last reading", "gpu", g.UUID, "err", ret)
+			continue
+		}
+		if err := fabricAndPlatform(ctx, lib, d, &out.GPUs[i]); err != nil {
+			logger.V(2).Info("Cannot read the GPU's NVLink fabric; keeping its last reading", "gpu", g.UUID, "err", err)
+			out.GPUs[i] = g
+		}
+	}
+	return out
+}

@@ -142,3 +142,34 @@ func TestDiscoverFabricTransitions(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// RefreshFabric reads the transitions of a running node without a new
+// discovery, and keeps everything else of the node as it was.
+func TestRefreshFabric(t *testing.T) {
+	dir := t.TempDir()
+	lib, err := nvmlfake.New(nvmlfake.Options{Profile: "gb200-tray", NodeName: "tray", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	t.Cleanup(func() { lib.Shutdown() })
+	node, err := Discover(context.Background(), lib, "tray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nvmlfake.SetFabric(dir, "", nvmlfake.FabricChange{State: "IN_PROGRESS"}); err != nil {
+		t.Fatal(err)
+	}
+	refreshed := RefreshFabric(context.Background(), lib, node)
+	if d := refreshed.NVLinkDomain(); d.InDomain() || d.Message != "gpu-0: fabric state IN_PROGRESS" {
+		t.Errorf("refreshed domain %+v, want none: the probe is in progress", d)
+	}
+	if !node.NVLinkDomain().InDomain() {
+		t.Error("RefreshFabric changed the node it was given")
+	}
+	if refreshed.GPUs[1].UUID != node.GPUs[1].UUID || refreshed.GPUs[1].MemoryBytes != node.GPUs[1].MemoryBytes {
+		t.Error("RefreshFabric changed more than the fabric")
+	}
+}
