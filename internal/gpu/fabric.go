@@ -184,3 +184,16 @@ func (n Node) NVLinkDomain() NVLinkDomain {
 		CliqueID:    first.Fabric.CliqueID,
 	}
 }
+
+// Describe says in a phrase where the node stands, for people: its
+// domain, why a fabric node is in none, or that it has no fabric.
+func (d NVLinkDomain) Describe() string {
+	switch {
+	case d.InDomain():
+		return "NVLink domain " + d.Name
+	case d.Fabric:
+		return "in a multi-node NVLink fabric, in no NVLink domain: " + d.Message
+	default:
+		return "no multi-node NVLink fabric"
+	}
+}

@@ -130,3 +130,18 @@ func TestNVLinkDomain(t *testing.T) {
 		})
 	}
 }
+
+func TestNVLinkDomainDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		d    NVLinkDomain
+		want string
+	}{
+		{NVLinkDomain{}, "no multi-node NVLink fabric"},
+		{NVLinkDomain{Fabric: true, Name: "u.2"}, "NVLink domain u.2"},
+		{NVLinkDomain{Fabric: true, Reason: ReasonUnhealthy, Message: "gpu-3: fabric health UNHEALTHY"}, "in a multi-node NVLink fabric, in no NVLink domain: gpu-3: fabric health UNHEALTHY"},
+	} {
+		if got := tc.d.Describe(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
