@@ -67,8 +67,11 @@ limitations under the License.
 // and one clique (gpu.Node.NVLinkDomain). Its whole GPUs and their
 // monitoring devices then carry the five domain attributes; its MIG
 // placements do not. Every other node publishes none of them, so a
-// selector tests for the domain with matchAttribute (which a missing key
-// does not fail) or has().
+// claim keeps its GPUs in one domain with matchAttribute (which a missing
+// key does not fail), and a selector reads the attribute as
+// device.attributes['gpu.gpudra.io'].?nvlinkDomain.orValue(''): a plain
+// read fails on the GPUs of every other node, and with them the
+// scheduler's whole attempt.
 //
 //	capacity         unit   meaning
 //	---------------  -----  -----------------------------------------------

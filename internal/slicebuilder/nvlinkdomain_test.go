@@ -17,9 +17,11 @@ limitations under the License.
 package slicebuilder
 
 import (
+	"context"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
 
 	"github.com/gpudra/gpudra/internal/gpu"
 )
@@ -118,5 +120,32 @@ func TestNoNVLinkDomainAttributesOutsideADomain(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The selector the docs give finds a domain's GPUs and is false, not an
+// error, on the GPUs of nodes outside any domain; the plain read fails
+// there, which is why the docs give the other.
+func TestNVLinkDomainSelector(t *testing.T) {
+	inDomain := devicesByName(t, tray(nil))
+	outside := devicesByName(t, mixedNode())
+	compiler := cel.GetCompiler(cel.Features{})
+	eval := func(expr string, d resourceapi.Device) (bool, error) {
+		prog := compiler.CompileCELExpression(expr, cel.Options{})
+		if prog.Error != nil {
+			t.Fatalf("compile %s: %v", expr, prog.Error)
+		}
+		ok, _, err := prog.DeviceMatches(context.Background(), cel.Device{Driver: testDriver, Attributes: d.Attributes, Capacity: d.Capacity})
+		return ok, err
+	}
+	const safe = `device.attributes['gpu.gpudra.io'].?nvlinkDomain.orValue('') == '9f410827-0000-4000-8000-000000000001.32766'`
+	if ok, err := eval(safe, inDomain["gpu-0"]); !ok || err != nil {
+		t.Errorf("a GPU of the domain: %v, %v", ok, err)
+	}
+	if ok, err := eval(safe, outside["gpu-0"]); ok || err != nil {
+		t.Errorf("a GPU outside any domain: %v, %v; want false and no error", ok, err)
+	}
+	if _, err := eval(`device.attributes['gpu.gpudra.io'].nvlinkDomain == 'x'`, outside["gpu-0"]); err == nil {
+		t.Error("the plain read of a missing nvlinkDomain did not fail: the docs' advice is moot")
 	}
 }
