@@ -69,7 +69,7 @@ limitations under the License.
 // placements do not. Every other node publishes none of them, so a
 // claim keeps its GPUs in one domain with matchAttribute (which a missing
 // key does not fail), and a selector reads the attribute as
-// device.attributes['gpu.gpudra.io'].?nvlinkDomain.orValue(”): a plain
+// device.attributes["gpu.gpudra.io"].?nvlinkDomain.orValue(""): a plain
 // read fails on the GPUs of every other node, and with them the
 // scheduler's whole attempt.
 //
