@@ -293,8 +293,8 @@ func setFabric(st *state, uuid string, c FabricChange) error {
 }
 
 // fabricReading is the GPU's current fabric: the profile's (or the
-// model's), with any injected change applied. ok is false for a GPU
-// without fabric support.
+// model's), with any injected change applied; ERROR_NOT_SUPPORTED for a
+// GPU without a fabric.
 func (g *fakeGPU) fabricReading() (f fabricConfig, ret nvml.Return) {
 	switch g.model.fabric {
 	case noFabric:
