@@ -74,7 +74,10 @@ the node's root is at /host):
     -- gpudra inventory --driver-root /host --compare dgx-h100
 
 -o json prints the slices as one List object, -o yaml (the default) as YAML
-documents, -o none only the comparison.
+documents, -o none only the comparison. A comment line says where the node
+stands in a multi-node NVLink fabric (GB200/GB300 NVL72): its NVLink
+domain, why its GPUs are in none, or that it has no such fabric (on
+stderr with -o json).
 
 Exit status: 0 (no differences), 1 differences from --compare's profile, 2 a
 bad command line, 3 the GPUs could not be read (no NVIDIA driver, NVML
@@ -122,7 +125,7 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	published, err := inventorySlices(ctx, backend.Options{
+	published, domain, err := inventorySlices(ctx, backend.Options{
 		Kind: o.backend, NodeName: o.nodeName, DriverRoot: o.driverRoot,
 		FakeProfile: o.fakeProfile, FakeStateDir: dir, InventoryOnly: true, ReadOnly: true,
 	}, o.driverName, choice, spare)
@@ -138,9 +141,16 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 		s.TypeMeta = metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"}
 	}
 	out := cmd.OutOrStdout()
+	// Where the node stands in a multi-node NVLink fabric: a comment
+	// beside YAML, on stderr beside JSON, which must stay one object.
+	nvlink := out
+	if o.output == "json" {
+		nvlink = cmd.ErrOrStderr()
+	}
 	switch o.output {
 	case "yaml":
 		fmt.Fprintf(out, "# The ResourceSlices gpudra's kubelet plugin publishes for node %s: check manifests against them with gpudra check <this file> <manifests>\n", o.nodeName)
+		fmt.Fprintf(nvlink, "# %s\n", textsafe.Line(domain.Describe()))
 		for _, s := range published {
 			b, err := yaml.Marshal(s)
 			if err != nil {
@@ -158,11 +168,14 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 			return err
 		}
 		fmt.Fprintf(out, "%s\n", b)
+		fmt.Fprintf(nvlink, "# %s\n", textsafe.Line(domain.Describe()))
+	case "none":
+		fmt.Fprintf(nvlink, "# %s\n", textsafe.Line(domain.Describe()))
 	}
 	if o.compare == "" {
 		return nil
 	}
-	want, err := inventorySlices(ctx, backend.Options{
+	want, _, err := inventorySlices(ctx, backend.Options{
 		Kind: "fake", NodeName: o.nodeName, FakeProfile: o.compare, FakeStateDir: dir + "/compare", InventoryOnly: true,
 	}, o.driverName, choice, spare)
 	if err != nil {
@@ -186,26 +199,27 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 }
 
 // inventorySlices opens the backend read-only, discovers the GPUs and
-// builds the node's slices as the plugin does.
-func inventorySlices(ctx context.Context, opts backend.Options, driverName string, choice slicebuilder.MigProfiles, spare slicebuilder.SpareGPUs) ([]*resourceapi.ResourceSlice, error) {
+// builds the node's slices as the plugin does; it also says where the node
+// stands in a multi-node NVLink fabric.
+func inventorySlices(ctx context.Context, opts backend.Options, driverName string, choice slicebuilder.MigProfiles, spare slicebuilder.SpareGPUs) ([]*resourceapi.ResourceSlice, gpu.NVLinkDomain, error) {
 	be, err := backend.Open(ctx, opts)
 	if err != nil {
 		if opts.Kind == "nvml" {
-			return nil, fmt.Errorf("%w (is the NVIDIA driver installed? With the GPU Operator's driver container, pass --driver-root /run/nvidia/driver)", err)
+			return nil, gpu.NVLinkDomain{}, fmt.Errorf("%w (is the NVIDIA driver installed? With the GPU Operator's driver container, pass --driver-root /run/nvidia/driver)", err)
 		}
-		return nil, err
+		return nil, gpu.NVLinkDomain{}, err
 	}
 	defer be.Close()
 	node, err := be.Discover(ctx)
 	if err != nil {
-		return nil, err
+		return nil, gpu.NVLinkDomain{}, err
 	}
 	node.Name = opts.NodeName
 	res, err := slicebuilder.Build(node, slicebuilder.Options{DriverName: driverName, SysfsRoot: be.SysfsRoot(), MigProfiles: choice, SpareGPUs: spare})
 	if err != nil {
-		return nil, err
+		return nil, gpu.NVLinkDomain{}, err
 	}
-	return fakenodes.PoolSlices(driverName, opts.NodeName, res), nil
+	return fakenodes.PoolSlices(driverName, opts.NodeName, res), node.NVLinkDomain(), nil
 }
 
 func envOr(key, def string) string {

@@ -78,6 +78,30 @@ func TestInventory(t *testing.T) {
 	}
 }
 
+// TestInventoryNVLinkDomain: inventory says where the node stands in a
+// multi-node NVLink fabric, and the GPUs of a tray carry the domain.
+func TestInventoryNVLinkDomain(t *testing.T) {
+	out, _, err := runGpudra(t, "--device-backend", "fake", "--fake-profile", "gb200-tray", "--node-name", "tray-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "# NVLink domain 00000001-0000-0000-0000-000000000001.2\n") ||
+		!strings.Contains(out, "nvlinkDomain:\n        string: 00000001-0000-0000-0000-000000000001.2") {
+		t.Errorf("a GB200 tray's inventory does not show its domain:\n%s", out)
+	}
+	out, _, err = runGpudra(t, "--device-backend", "fake", "--fake-profile", "dgx-h100", "--output", "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "# no multi-node NVLink fabric\n" {
+		t.Errorf("a DGX H100's inventory -o none: %q", out)
+	}
+	_, stderr, err := runGpudra(t, "--device-backend", "fake", "--fake-profile", "gb200-tray", "--output", "json")
+	if err != nil || !strings.Contains(stderr, "# NVLink domain 00000001-0000-0000-0000-000000000001.2") {
+		t.Errorf("-o json: the domain on stderr: %q, %v", stderr, err)
+	}
+}
+
 // TestInventoryRoundTrip: what gpudra inventory prints, gpudra check reads
 // as the node: the same devices match each class and request, and every
 // claim gets the same devices, as on the fake profile it was taken from;

@@ -47,6 +47,12 @@ func (l library) Discover(ctx context.Context) (gpu.Node, error) {
 	return discovery.Discover(ctx, l.lib, l.nodeName)
 }
 
+// RefreshFabric returns node with its GPUs' NVLink fabric and platform
+// readings refreshed (discovery.RefreshFabric).
+func (l library) RefreshFabric(ctx context.Context, node gpu.Node) gpu.Node {
+	return discovery.RefreshFabric(ctx, l.lib, node)
+}
+
 // HealthOptions tune WatchHealth: which XIDs are informational, how often
 // an unhealthy GPU is asked whether it recovered.
 type HealthOptions = discovery.HealthOptions

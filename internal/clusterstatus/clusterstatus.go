@@ -61,6 +61,9 @@ type Node struct {
 	Name string `json:"name"`
 	GPUs []GPU  `json:"gpus"`
 	Free Free   `json:"free"`
+	// NVLinkDomain is the multi-node NVLink domain its GPUs publish
+	// (nvlinkDomain); empty for a node in none.
+	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
 }
 
 // Free is what a node can give right now.
@@ -87,15 +90,16 @@ const (
 
 // GPU is one physical GPU.
 type GPU struct {
-	Device   string             `json:"device"` // gpu-<minor>
-	Minor    int                `json:"minor"`
-	UUID     string             `json:"uuid,omitempty"`
-	Model    string             `json:"model,omitempty"`
-	PCIBusID string             `json:"pciBusID,omitempty"`
-	Memory   *resource.Quantity `json:"memory,omitempty"`
-	Healthy  bool               `json:"healthy"`
-	Taints   []string           `json:"taints,omitempty"` // key=value:effect
-	State    string             `json:"state"`
+	Device       string             `json:"device"` // gpu-<minor>
+	NVLinkDomain string             `json:"nvlinkDomain,omitempty"`
+	Minor        int                `json:"minor"`
+	UUID         string             `json:"uuid,omitempty"`
+	Model        string             `json:"model,omitempty"`
+	PCIBusID     string             `json:"pciBusID,omitempty"`
+	Memory       *resource.Quantity `json:"memory,omitempty"`
+	Healthy      bool               `json:"healthy"`
+	Taints       []string           `json:"taints,omitempty"` // key=value:effect
+	State        string             `json:"state"`
 	// Available says a claim for a whole GPU could get it now: published,
 	// nothing held, no NoSchedule taint.
 	Available  bool               `json:"available"`
@@ -344,6 +348,7 @@ func Build(resourceSlices []resourceapi.ResourceSlice, claims []resourceapi.Reso
 			if g.Available {
 				n.Free.GPUs++
 			}
+			n.NVLinkDomain = cmp.Or(n.NVLinkDomain, g.NVLinkDomain)
 			for p, c := range g.Room {
 				if n.Free.Partitions == nil {
 					n.Free.Partitions = map[string]int{}
@@ -580,6 +585,7 @@ func describe(g *GPU, d resourceapi.Device) {
 	g.UUID = stringAttr(d, slicebuilder.AttrUUID)
 	g.Model = stringAttr(d, slicebuilder.AttrProductName)
 	g.PCIBusID = stringAttr(d, slicebuilder.AttrPCIBusID)
+	g.NVLinkDomain = stringAttr(d, slicebuilder.AttrNVLinkDomain)
 	if c, ok := d.Capacity[slicebuilder.CapMemory]; ok {
 		q := c.Value.DeepCopy()
 		g.Memory = &q

@@ -252,3 +252,24 @@ func TestWriteTextEscapes(t *testing.T) {
 		t.Errorf("the model is not shown escaped:\n%s", out)
 	}
 }
+
+// A GB200 tray's NVLink domain shows beside what it has free; a DGX H100
+// has none.
+func TestNVLinkDomain(t *testing.T) {
+	for _, tc := range []struct{ profile, domain, line string }{
+		{"gb200-tray", "00000001-0000-0000-0000-000000000001.2", "node-1: 4 whole GPUs (NVLink domain 00000001-0000-0000-0000-000000000001.2)\n"},
+		{"dgx-h100", "", "node-1: 8 whole GPUs"},
+	} {
+		rep := Build(fakeSlices(t, tc.profile, fakenodes.Pool{}), nil, Options{Driver: driver})
+		if len(rep.Nodes) != 1 || rep.Nodes[0].NVLinkDomain != tc.domain {
+			t.Fatalf("%s: nodes %+v", tc.profile, rep.Nodes)
+		}
+		var b bytes.Buffer
+		if err := rep.WriteText(&b, false); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.line) || (tc.domain == "" && strings.Contains(b.String(), "NVLink domain")) {
+			t.Errorf("%s: output lacks %q:\n%s", tc.profile, tc.line, b.String())
+		}
+	}
+}

@@ -110,7 +110,11 @@ func (r *Report) WriteText(w io.Writer, wide bool) error {
 	if len(r.Nodes) > 0 {
 		fmt.Fprintln(w, "\nFREE")
 		for _, n := range r.Nodes {
-			fmt.Fprintf(w, "%s: %s\n", textsafe.Line(n.Name), textsafe.Line(n.Free.Summary()))
+			domain := ""
+			if n.NVLinkDomain != "" {
+				domain = " (NVLink domain " + n.NVLinkDomain + ")"
+			}
+			fmt.Fprintf(w, "%s: %s%s\n", textsafe.Line(n.Name), textsafe.Line(n.Free.Summary()), textsafe.Line(domain))
 		}
 	} else {
 		fmt.Fprintf(w, "no ResourceSlices of driver %s\n", textsafe.Line(r.Driver))

@@ -63,6 +63,9 @@ func Discover(ctx context.Context, lib nvml.Interface, nodeName string) (gpu.Nod
 			return gpu.Node{}, fmt.Errorf("GPU %d: get handle: %w", i, ret)
 		}
 		g, err := describe(ctx, i, d)
+		if err == nil {
+			err = fabricAndPlatform(ctx, lib, d, &g)
+		}
 		if errors.Is(err, nvml.ERROR_GPU_IS_LOST) {
 			logger.Error(err, "GPU fell off the bus while being discovered; not publishing it", "index", i)
 			continue
@@ -76,7 +79,8 @@ func Discover(ctx context.Context, lib nvml.Interface, nodeName string) (gpu.Nod
 	for i, group := range nvlinkGroups(ctx, devices) {
 		node.GPUs[i].NVLinkGroup = group
 	}
-	logger.V(4).Info("Discovered GPUs", "count", len(node.GPUs), "driver", node.DriverVersion, "cuda", node.CUDADriverVersion)
+	logger.V(4).Info("Discovered GPUs", "count", len(node.GPUs), "driver", node.DriverVersion, "cuda", node.CUDADriverVersion,
+		"nvlinkDomain", node.NVLinkDomain().Name)
 	return node, nil
 }
 

@@ -71,6 +71,11 @@ type GPU struct {
 	// PCIBusID is the canonical PCI address, lower case, with a 4-digit
 	// domain: "0000:1b:00.0".
 	PCIBusID string
+	// Fabric is the GPU's multi-node NVLink fabric reading; Node.NVLinkDomain
+	// decides from all GPUs' whether the node is in a domain.
+	Fabric Fabric
+	// Platform is where the GPU sits in its rack and on its board.
+	Platform Platform
 }
 
 // DeviceName is the name of the whole-GPU device in the ResourceSlice.

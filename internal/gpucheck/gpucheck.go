@@ -30,7 +30,10 @@ limitations under the License.
 //     NVIDIA's toolkit (nvcdi) finds below the driver root, written into a
 //     temporary directory, and every path it names checked on the host;
 //  5. a few seconds of the health watch (XID and ECC events);
-//  6. the MIG profiles and placements NVML reports (read-only queries).
+//  6. the NVLink fabric and platform info (multi-node NVLink: a lone
+//     H100 shows the driver's "not in a fabric cluster": COMPLETED with a
+//     zero cluster UUID);
+//  7. the MIG profiles and placements NVML reports (read-only queries).
 //
 // Nothing is left behind but the report.
 package gpucheck
@@ -198,6 +201,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	_ = step(fmt.Sprintf("watch health events for %s", o.Health), func(s *Step) error {
 		return watchHealth(ctx, be, node, o.Health, s)
 	})
+	_ = step("NVLink fabric and platform (read-only NVML queries)", func(s *Step) error {
+		s.Result = Info
+		s.Summary = node.NVLinkDomain().Describe()
+		for _, g := range node.GPUs {
+			s.Details = append(s.Details, fabricLine(g))
+		}
+		return nil
+	})
 	_ = step("MIG profiles and placements (read-only NVML queries)", func(s *Step) error {
 		s.Result = Info
 		n := 0
@@ -233,6 +244,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	})
 	rep.finish()
 	return rep, nil
+}
+
+// fabricLine is one GPU's fabric and platform reading, as NVML gave it.
+func fabricLine(g gpu.GPU) string {
+	f, p := g.Fabric, g.Platform
+	line := fmt.Sprintf("%s: fabric %s", g.DeviceName(), f.State)
+	if f.State != gpu.FabricNotSupported {
+		line += fmt.Sprintf(", status %s, cluster UUID %s, clique %d, health %s", f.Status, f.ClusterUUID, f.CliqueID, firstNonEmpty(string(f.Health), "not reported"))
+	}
+	if p.Known {
+		line += fmt.Sprintf("; platform: chassis %q, slot %d, tray %d, host %d", p.ChassisSerial, p.SlotNumber, p.TrayIndex, p.HostID)
+	} else {
+		line += "; platform: not reported"
+	}
+	if p.ModuleIDKnown {
+		line += fmt.Sprintf(", module ID %d", p.ModuleID)
+	}
+	return line
 }
 
 func (r *Report) finish() {

@@ -36,7 +36,7 @@ func TestRunDifferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Passed || rep.Profile != "dgx-h100" || len(rep.Steps) != 7 {
+	if rep.Passed || rep.Profile != "dgx-h100" || len(rep.Steps) != 8 {
 		t.Fatalf("report: passed %v, profile %q, %d steps", rep.Passed, rep.Profile, len(rep.Steps))
 	}
 	cmp := rep.Steps[2]
@@ -47,6 +47,43 @@ func TestRunDifferences(t *testing.T) {
 		if s.Result == Fail {
 			t.Errorf("step %q failed: %s", s.Name, s.Summary)
 		}
+	}
+}
+
+// TestRunFabric: the report shows each GPU's NVLink fabric and platform
+// reading and where the node stands: a DGX H100 in no multi-node fabric
+// (the driver's COMPLETED with a zero cluster UUID), a GB200 tray in its
+// domain.
+func TestRunFabric(t *testing.T) {
+	for _, tc := range []struct {
+		fake, summary, gpu0 string
+	}{
+		{"dgx-h100", "no multi-node NVLink fabric",
+			"gpu-0: fabric COMPLETED, status SUCCESS, cluster UUID 00000000-0000-0000-0000-000000000000, clique 0, health not reported; platform: not reported"},
+		{"gb200-tray", "NVLink domain 00000001-0000-0000-0000-000000000001.2",
+			`gpu-0: fabric COMPLETED, status SUCCESS, cluster UUID 00000001-0000-0000-0000-000000000001, clique 2, health HEALTHY; platform: chassis "1820000000001", slot 14, tray 4, host 1, module ID 2`},
+	} {
+		t.Run(tc.fake, func(t *testing.T) {
+			rep, err := Run(context.Background(), Options{
+				Backend: backend.Options{Kind: "fake", FakeProfile: tc.fake, NodeName: "n", CDIHookPath: "/bin/sh"},
+				Health:  50 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fabric *Step
+			for i := range rep.Steps {
+				if strings.HasPrefix(rep.Steps[i].Name, "NVLink fabric") {
+					fabric = &rep.Steps[i]
+				}
+			}
+			if fabric == nil || fabric.Summary != tc.summary || len(fabric.Details) == 0 || fabric.Details[0] != tc.gpu0 {
+				t.Fatalf("fabric step %+v", fabric)
+			}
+			if !rep.Passed {
+				t.Errorf("the check of fake %s failed: %+v", tc.fake, rep.Steps)
+			}
+		})
 	}
 }
 

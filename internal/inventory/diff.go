@@ -34,10 +34,16 @@ import (
 // not reported.
 var nodeSpecific = []string{"uuid", "parentUUID", "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot"}
 
+// rackSpecific are the attributes of a tray's place in its rack and
+// fabric, which differ between any two trays: only whether a device has
+// them is compared (a tray whose NVLink fabric is not ready has none).
+var rackSpecific = []string{"nvlinkDomain", "nvlinkClusterUUID", "nvlinkCliqueID", "trayIndex"}
+
 // Diff lists, one line each, how the devices and counter sets of got
 // differ from want's: devices or counter sets only one has, and
 // attributes, capacities, counters and counter consumption that differ.
-// Node-specific attributes (UUIDs, PCI addresses) are not compared.
+// Node-specific attributes (UUIDs, PCI addresses) are not compared, and
+// of a tray's place in its NVLink fabric and rack only the presence.
 func Diff(got, want []*resourceapi.ResourceSlice) []string {
 	var out []string
 	gd, wd := devices(got), devices(want)
@@ -81,6 +87,9 @@ func deviceDiff(name string, g, w resourceapi.Device) []string {
 		}
 		v, vok := g.Attributes[a]
 		u, uok := w.Attributes[a]
+		if slices.Contains(rackSpecific, string(a)) && vok && uok {
+			continue
+		}
 		if vok != uok || attrString(v) != attrString(u) {
 			out = append(out, fmt.Sprintf("device %s: attribute %s is %s here, %s in the comparison", name, a, attrOr(v, vok), attrOr(u, uok)))
 		}

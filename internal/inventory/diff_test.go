@@ -57,3 +57,24 @@ func TestDiff(t *testing.T) {
 		}
 	}
 }
+
+// Two trays of different racks, or a tray and the fake one, differ in
+// their NVLink domain and tray index but are the same hardware; a tray
+// whose fabric is not ready lacks the domain, which is reported.
+func TestDiffNVLinkDomain(t *testing.T) {
+	tray := func(domain string, trayIndex int64) resourceapi.Device {
+		d := dev("gpu-0", "NVIDIA GB200", "GPU-a", 189471)
+		if domain != "" {
+			d.Attributes["nvlinkDomain"] = resourceapi.DeviceAttribute{StringValue: &domain}
+			d.Attributes["trayIndex"] = resourceapi.DeviceAttribute{IntValue: &trayIndex}
+		}
+		return d
+	}
+	if d := Diff([]*resourceapi.ResourceSlice{slice(tray("a.2", 4))}, []*resourceapi.ResourceSlice{slice(tray("b.32766", 15))}); len(d) != 0 {
+		t.Errorf("trays of two racks differ: %v", d)
+	}
+	got := strings.Join(Diff([]*resourceapi.ResourceSlice{slice(tray("", 0))}, []*resourceapi.ResourceSlice{slice(tray("b.32766", 15))}), "\n")
+	if !strings.Contains(got, "device gpu-0: attribute nvlinkDomain is absent here") {
+		t.Errorf("a tray without its domain: %s", got)
+	}
+}

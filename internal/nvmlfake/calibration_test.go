@@ -51,6 +51,28 @@ type calibration struct {
 		Multiprocessors   *fact[int]    `json:"multiprocessors"`
 		NVLinks           *fact[int]    `json:"nvlinks"`
 	} `json:"gpu"`
+	// Fabric is nvidia-smi -q's <fabric> block: state, status, cliqueId,
+	// clusterUuid, health summary, in nvidia-smi's words ("N/A" for a
+	// GPU that answers ERROR_NOT_SUPPORTED).
+	Fabric *struct {
+		State         string `json:"state"`
+		Status        string `json:"status"`
+		CliqueID      uint32 `json:"cliqueId"`
+		ClusterUUID   string `json:"clusterUuid"`
+		HealthSummary string `json:"healthSummary"`
+		Source        string `json:"source"`
+		Inferred      string `json:"inferred"`
+	} `json:"fabric"`
+	// Platform is nvidia-smi -q's <platformInfo> block of one board's
+	// GPUs, module IDs in minor-number order.
+	Platform *struct {
+		ChassisSerial string `json:"chassisSerial"`
+		SlotNumber    uint8  `json:"slotNumber"`
+		TrayIndex     uint8  `json:"trayIndex"`
+		HostID        uint8  `json:"hostID"`
+		ModuleIDs     []int  `json:"moduleIDs"`
+		Source        string `json:"source"`
+	} `json:"platform"`
 	MIG *struct {
 		Source           string       `json:"source"`
 		PlacementsSource string       `json:"placementsSource"`
@@ -195,8 +217,115 @@ func TestCalibration(t *testing.T) {
 				check("nvlinks", f.Source, countLinks(d), f.Value)
 			}
 			checkMIG(t, c, d, node.GPUs[0].MIG)
+			checkFabric(t, c, d)
+			checkPlatform(t, c, key)
 		})
 	}
+}
+
+// smiFabricStates and smiFabricHealth are nvidia-smi's words for NVML's
+// fabric enums.
+var (
+	smiFabricStates = map[uint8]string{
+		nvml.GPU_FABRIC_STATE_NOT_SUPPORTED: "N/A", nvml.GPU_FABRIC_STATE_NOT_STARTED: "Not Started",
+		nvml.GPU_FABRIC_STATE_IN_PROGRESS: "In Progress", nvml.GPU_FABRIC_STATE_COMPLETED: "Completed",
+	}
+	smiFabricHealth = map[uint8]string{
+		nvml.GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED: "N/A", nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY: "Healthy",
+		nvml.GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY: "Unhealthy", nvml.GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY: "Limited Capacity",
+	}
+)
+
+// checkFabric compares the fake's fabric reading, through the _v4 and the
+// v1 calls, with the <fabric> block of the evidence. Every model has one.
+func checkFabric(t *testing.T, c calibration, d nvml.Device) {
+	t.Helper()
+	f := c.Fabric
+	if f == nil {
+		t.Errorf("%s: no fabric evidence (every model needs nvidia-smi -q's <fabric> block)", c.Model)
+		return
+	}
+	c.checkSource(t, "fabric", f.Source)
+	v4, ret := d.GetGpuFabricInfo_v4()
+	v1, ret1 := d.GetGpuFabricInfo()
+	if f.State == "N/A" {
+		if ret != nvml.ERROR_NOT_SUPPORTED || ret1 != nvml.ERROR_NOT_SUPPORTED {
+			t.Errorf("fabric: the real GPU shows N/A; the fake answers %v (v4), %v (v1), want ERROR_NOT_SUPPORTED", ret, ret1)
+		}
+		return
+	}
+	if ret != nvml.SUCCESS || ret1 != nvml.SUCCESS {
+		t.Fatalf("fabric: %v (v4), %v (v1)", ret, ret1)
+	}
+	got := fmt.Sprintf("state %s, status %s, cliqueId %d, clusterUuid %s, health %s",
+		smiFabricStates[v4.State], smiReturn(v4.Status), v4.Cliques[0].Id, uuidString(v4.ClusterUuid), smiFabricHealth[v4.HealthSummary])
+	want := fmt.Sprintf("state %s, status %s, cliqueId %d, clusterUuid %s, health %s", f.State, f.Status, f.CliqueID, f.ClusterUUID, f.HealthSummary)
+	if got != want {
+		t.Errorf("fabric (v4): fake says %s; real GPU %s (source %s)", got, want, f.Source)
+	}
+	if v4.NumCliques != 1 || v4.Cliques[0].Type != nvml.GPU_FABRIC_CLIQUE_TYPE_UNICAST_POINTER {
+		t.Errorf("fabric (v4): cliques %d, first of type %d; want the clique ID as the one UNICAST_POINTER entry", v4.NumCliques, v4.Cliques[0].Type)
+	}
+	if v1.State != v4.State || v1.CliqueId != v4.Cliques[0].Id || v1.ClusterUuid != v4.ClusterUuid || v1.Status != v4.Status {
+		t.Errorf("fabric: v1 %+v disagrees with v4 %+v", v1, v4)
+	}
+}
+
+// checkPlatform compares nvmlDeviceGetPlatformInfo and GetModuleId on a
+// board of the model's GPUs with the <platformInfo> evidence; a model
+// without it must answer ERROR_NOT_SUPPORTED.
+func checkPlatform(t *testing.T, c calibration, modelKey string) {
+	t.Helper()
+	p := c.Platform
+	n := 1
+	if p != nil {
+		c.checkSource(t, "platform", p.Source)
+		n = len(p.ModuleIDs)
+	}
+	path := filepath.Join(t.TempDir(), "board.yaml")
+	if err := os.WriteFile(path, []byte("gpus:\n"+strings.Repeat("- model: "+modelKey+"\n", n)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, path, "calibration", "")
+	for i := range n {
+		d, _ := s.DeviceGetHandleByIndex(i)
+		info, ret := d.GetPlatformInfo()
+		module, mret := d.GetModuleId()
+		if p == nil {
+			if ret != nvml.ERROR_NOT_SUPPORTED || mret != nvml.ERROR_NOT_SUPPORTED {
+				t.Errorf("platform: no evidence, but the fake answers %v, %v", ret, mret)
+			}
+			continue
+		}
+		if ret != nvml.SUCCESS || mret != nvml.SUCCESS {
+			t.Fatalf("GPU %d platform: %v, module ID: %v", i, ret, mret)
+		}
+		got := fmt.Sprintf("chassis %s, slot %d, tray %d, host %d, module %d/%d", cBytes(info.ChassisSerialNumber[:]),
+			info.SlotNumber, info.TrayIndex, info.HostId, info.ModuleId, module)
+		want := fmt.Sprintf("chassis %s, slot %d, tray %d, host %d, module %d/%d", p.ChassisSerial, p.SlotNumber, p.TrayIndex, p.HostID, p.ModuleIDs[i], p.ModuleIDs[i])
+		if got != want {
+			t.Errorf("GPU %d platform: fake says %s; real GPU %s (source %s)", i, got, want, p.Source)
+		}
+	}
+}
+
+func smiReturn(status uint32) string {
+	if nvml.Return(status) == nvml.SUCCESS {
+		return "Success"
+	}
+	return nvml.Return(status).Error()
+}
+
+func uuidString(b [16]uint8) string {
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func cBytes(b []uint8) string {
+	n := 0
+	for n < len(b) && b[n] != 0 {
+		n++
+	}
+	return string(b[:n])
 }
 
 // countLinks is how many NVLink links the GPU answers for.

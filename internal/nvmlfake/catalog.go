@@ -49,6 +49,18 @@ type model struct {
 	// migNeedsReset is true where a MIG mode change stays pending until
 	// the GPU is reset (Ampere); Hopper and later apply it at once.
 	migNeedsReset bool
+	// fabric is what the GPU answers to nvmlDeviceGetGpuFabricInfo
+	// (fabric.go); localFabricHealth the health summary of a localFabric
+	// GPU.
+	fabric            fabricSupport
+	localFabricHealth uint8
+	// defaultFabric and defaultPlatform are a multi-node fabric model's
+	// readings where the profile file does not set them.
+	defaultFabric   *fabricConfig
+	defaultPlatform *platformConfig
+	// moduleIDs are nvmlDeviceGetModuleId's answers by the GPU's index on
+	// its board; nil answers ERROR_NOT_SUPPORTED.
+	moduleIDs []int
 }
 
 // identity is a model's nvidia-smi -q identity.
@@ -112,6 +124,7 @@ var catalog = func() map[string]*model {
 			sms:         132,
 			coresPerSM:  128,
 			nvlinks:     18,
+			fabric:      localFabric,
 			mig: newMIGTable([]giSpec{
 				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE, memoryMiB: 9984, sms: 16, dec: 1, ce: 1, jpeg: 1},
 				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, memoryMiB: 9984, sms: 16, dec: 1, ce: 1, jpeg: 1, ofa: 1},
@@ -129,6 +142,7 @@ var catalog = func() map[string]*model {
 			sms:         132,
 			coresPerSM:  128,
 			nvlinks:     18,
+			fabric:      localFabric,
 			mig: newMIGTable([]giSpec{
 				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE, memoryMiB: 16384, sms: 16, dec: 1, ce: 1, jpeg: 1},
 				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, memoryMiB: 16384, sms: 16, dec: 1, ce: 1, jpeg: 1, ofa: 1},
@@ -140,12 +154,14 @@ var catalog = func() map[string]*model {
 			}),
 		},
 		{
-			key:         "b200-sxm-180gb",
-			config:      identity("NVIDIA B200", nvml.DEVICE_ARCH_BLACKWELL, 10, 0, 183359, 0x290110DE),
-			subsystemID: 0x199910DE,
-			sms:         148,
-			coresPerSM:  128,
-			nvlinks:     18,
+			key:               "b200-sxm-180gb",
+			config:            identity("NVIDIA B200", nvml.DEVICE_ARCH_BLACKWELL, 10, 0, 183359, 0x290110DE),
+			subsystemID:       0x199910DE,
+			sms:               148,
+			coresPerSM:        128,
+			nvlinks:           18,
+			fabric:            localFabric,
+			localFabricHealth: nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY,
 			mig: newMIGTable([]giSpec{
 				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE, memoryMiB: 20992, sms: 18, dec: 1, ce: 2, jpeg: 1},
 				{index: nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, memoryMiB: 20992, sms: 18, dec: 1, ce: 2, jpeg: 1, ofa: 1},
@@ -155,6 +171,28 @@ var catalog = func() map[string]*model {
 				{index: nvml.GPU_INSTANCE_PROFILE_4_SLICE, memoryMiB: 91136, sms: 72, dec: 4, ce: 8, jpeg: 4},
 				{index: nvml.GPU_INSTANCE_PROFILE_7_SLICE, memoryMiB: 182784, sms: 148, dec: 7, ce: 16, jpeg: 7, ofa: 1},
 			}),
+		},
+		{
+			// One GPU of a GB200 NVL72 compute tray (two Grace CPUs, four
+			// GPUs, 18 trays to a rack). Its fabric and platform readings
+			// are the capture's (qx-gb200.xml), the module IDs by minor
+			// number. No public nvidia-smi mig -lgip of a GB200 was
+			// found, so the fake offers no MIG (testdata says so).
+			key:         "gb200",
+			config:      identity("NVIDIA GB200", nvml.DEVICE_ARCH_BLACKWELL, 10, 0, 189471, 0x294110DE),
+			subsystemID: 0x204610DE,
+			sms:         148,
+			coresPerSM:  128,
+			nvlinks:     18,
+			fabric:      multiNodeFabric,
+			defaultFabric: &fabricConfig{
+				clusterUUID: [16]uint8{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+				cliqueID:    2,
+				state:       nvml.GPU_FABRIC_STATE_COMPLETED,
+				health:      nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY,
+			},
+			defaultPlatform: &platformConfig{chassisSerial: "1820000000001", slotNumber: 14, trayIndex: 4, hostID: 1},
+			moduleIDs:       []int{2, 1, 4, 3},
 		},
 		{
 			// The common PCIe inference card (Ada Lovelace, no NVLink,

@@ -69,6 +69,7 @@ func (g *fakeGPU) install() {
 	g.installEvents()
 	g.installTelemetry()
 	g.installRecovery()
+	g.installFabric()
 
 	// Fields the mock's own methods read; set for anyone who looks.
 	d.UUID, d.PciBusID, d.Minor, d.Index = g.uuid, nvmlBusID(g.bus), g.index, g.index

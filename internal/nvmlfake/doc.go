@@ -30,6 +30,10 @@ limitations under the License.
 //   - identity: GPU-<uuid> UUIDs and NVML-style PCI bus IDs that are stable
 //     for a node name and differ between nodes; minor number = index;
 //   - NVLink: islands of GPUs whose pairwise P2P NVLink status is OK;
+//   - multi-node NVLink: fabric info (v1 and _v4) and platform info as
+//     the real GPUs report them; a GB200 tray's domain, clique and place
+//     in the rack from its profile file, transitions injected with
+//     SetFabric (fabric.go);
 //   - MIG: real profile IDs (19 for 1g on A100/H100, not the profile
 //     index), placements in memory-slice units, MIG mode checks, pending
 //     mode changes on Ampere, overlap and capacity checks that fail with

@@ -44,6 +44,12 @@ const maxGPUs = 16
 //	                                 # PCI bus, root complex bus, NUMA node
 //	- model: l4                      # no nvlinkIsland: no NVLink peers
 //	  migEnabled: false              # MIG mode of a GPU the state does not know yet
+//	fabric:                          # GB200/GB300 trays only, all optional:
+//	  clusterUUID: 9f410827-0000-4000-8000-000000000001  # the NVLink domain
+//	  cliqueID: 32766                # the NVLink partition in it
+//	  state: COMPLETED               # NOT_STARTED, IN_PROGRESS, COMPLETED
+//	  health: HEALTHY                # HEALTHY, UNHEALTHY, LIMITED_CAPACITY
+//	platform: {chassisSerial: "1820000000001", slotNumber: 14, trayIndex: 4, hostID: 1}
 type ProfileFile struct {
 	// Profile names a built-in profile: the file then says which machine
 	// the node is, as a file on a real node's disk would not need to. It
@@ -54,6 +60,13 @@ type ProfileFile struct {
 	DriverVersion     string    `json:"driverVersion,omitempty"`
 	CUDADriverVersion string    `json:"cudaDriverVersion,omitempty"`
 	GPUs              []GPUSpec `json:"gpus"`
+	// Fabric and Platform set what the node's GPUs report of their
+	// multi-node NVLink fabric and of their place in the rack (models of
+	// an NVL72 rack only, such as gb200). With Profile they override the
+	// built-in profile's: that is how each tray of a fake rack gets its
+	// own tray index or clique.
+	Fabric   *FabricSpec   `json:"fabric,omitempty"`
+	Platform *PlatformSpec `json:"platform,omitempty"`
 }
 
 // GPUSpec is one GPU of a profile file.
@@ -82,6 +95,10 @@ type profile struct {
 	// cudaVersion is NVML's integer form, 12040 for 12.4.
 	cudaVersion int
 	gpus        []gpuSlot
+	// fabric and platform are the node's NVLink fabric and rack position;
+	// nil unless its GPUs are of a multi-node fabric model.
+	fabric   *fabricConfig
+	platform *platformConfig
 }
 
 // gpuSlot is one GPU of a resolved profile.
@@ -136,11 +153,28 @@ var (
 	}
 )
 
+// gb200TrayPCIe: the bus numbers of the GB200 capture, two GPUs per Grace
+// CPU (NUMA node), one root port per GPU.
+var gb200TrayPCIe = []PCIPlacement{{0x29, 0x26, 0}, {0x3f, 0x3c, 0}, {0x9c, 0x99, 1}, {0xb2, 0xaf, 1}}
+
 // builtinProfiles are the profiles selectable by name.
 var builtinProfiles = map[string]ProfileFile{
 	"dgx-a100": eight("a100-sxm4-40gb", defaultDriverVersion, defaultCUDAVersion, dgxA100PCIe),
 	"dgx-h100": eight("h100-sxm5-80gb", defaultDriverVersion, defaultCUDAVersion, dgxHopperPCIe),
 	"dgx-h200": eight("h200-sxm5-141gb", defaultDriverVersion, defaultCUDAVersion, dgxHopperPCIe),
+	// One compute tray of a GB200 NVL72 rack: four GPUs on one NVLink
+	// island, in the rack's fabric (the GB200 capture's domain and clique
+	// unless the profile file's fabric: and platform: say otherwise).
+	"gb200-tray": {
+		DriverVersion:     "580.173.02",
+		CUDADriverVersion: "13.0",
+		GPUs: []GPUSpec{
+			{Model: "gb200", NVLinkIsland: onIsland(0), PCI: &gb200TrayPCIe[0]},
+			{Model: "gb200", NVLinkIsland: onIsland(0), PCI: &gb200TrayPCIe[1]},
+			{Model: "gb200", NVLinkIsland: onIsland(0), PCI: &gb200TrayPCIe[2]},
+			{Model: "gb200", NVLinkIsland: onIsland(0), PCI: &gb200TrayPCIe[3]},
+		},
+	},
 	// Blackwell needs an R570 driver.
 	"dgx-b200": eight("b200-sxm-180gb", "570.124.06", "12.8", dgxHopperPCIe),
 	// Two NVLink islands of different models and a PCIe card without
@@ -197,9 +231,16 @@ func loadProfile(nameOrPath string) (*profile, error) {
 			return nil, fmt.Errorf("profile file %s: profile %q is not a built-in profile (%s)", nameOrPath, pf.Profile, strings.Join(Profiles(), ", "))
 		}
 		if pf.DriverVersion != "" || pf.CUDADriverVersion != "" || len(pf.GPUs) > 0 {
-			return nil, fmt.Errorf("profile file %s: profile %q names a built-in profile; drop driverVersion, cudaDriverVersion and gpus, or drop profile", nameOrPath, pf.Profile)
+			return nil, fmt.Errorf("profile file %s: profile %q names a built-in profile; drop driverVersion, cudaDriverVersion and gpus, or drop profile (fabric and platform may stay)", nameOrPath, pf.Profile)
 		}
+		fabric, platform := pf.Fabric, pf.Platform
 		pf = builtin
+		if fabric != nil {
+			pf.Fabric = fabric
+		}
+		if platform != nil {
+			pf.Platform = platform
+		}
 	}
 	p, err := resolveProfile(pf)
 	if err != nil {
@@ -250,6 +291,9 @@ func resolveProfile(pf ProfileFile) (*profile, error) {
 		p.gpus = append(p.gpus, slot)
 	}
 	if err := placePCIe(p, pf); err != nil {
+		return nil, err
+	}
+	if err := resolveFabric(p, pf); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -163,7 +163,7 @@ gpus:
 
 func TestUnknownProfileListsBuiltins(t *testing.T) {
 	_, err := New(Options{Profile: "dgx-z900", NodeName: "n"})
-	if err == nil || !strings.Contains(err.Error(), "dgx-a100, dgx-b200, dgx-h100, dgx-h200, mixed") {
+	if err == nil || !strings.Contains(err.Error(), "dgx-a100, dgx-b200, dgx-h100, dgx-h200, gb200-tray, mixed") {
 		t.Fatalf("error = %v, want the built-in profiles listed", err)
 	}
 }

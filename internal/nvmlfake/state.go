@@ -53,6 +53,11 @@ type gpuState struct {
 	// RecoveryAction is what the driver asks for after an XID
 	// (nvml.DeviceGpuRecoveryAction; recovery.go); a reset clears it.
 	RecoveryAction int `json:"recoveryAction,omitempty"`
+	// Fabric is an injected change of the GPU's NVLink fabric reading
+	// (SetFabric, fabric.go); nil answers the profile's. Neither a reset
+	// nor a reboot clears it: it stands for the fabric manager's view of
+	// the GPU, which lives outside the node.
+	Fabric *fabricOverride `json:"fabric,omitempty"`
 }
 
 // giState is one GPU instance.
@@ -88,6 +93,10 @@ func (s *state) clone() *state {
 	out := &state{Version: s.Version, BootID: s.BootID, GPUs: make(map[string]*gpuState, len(s.GPUs))}
 	for uuid, g := range s.GPUs {
 		gc := *g
+		if g.Fabric != nil {
+			f := *g.Fabric
+			gc.Fabric = &f
+		}
 		gc.GpuInstances = make([]giState, len(g.GpuInstances))
 		for i, gi := range g.GpuInstances {
 			gi.ComputeInstances = slices.Clone(gi.ComputeInstances)

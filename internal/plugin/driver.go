@@ -87,6 +87,9 @@ type Config struct {
 	// FileWatchInterval is how often the sockets and the data directory are
 	// checked (0: 5s); the plugin exits when they are gone.
 	FileWatchInterval time.Duration
+	// FabricRefreshInterval is how often the GPUs' NVLink fabric is read
+	// again (0: 10s; fabric.go).
+	FabricRefreshInterval time.Duration
 	// DeviceMetadata hands each prepared device's attributes to its
 	// containers (KEP-5304, the DRA device metadata "downward API"): the
 	// kubelet plugin library writes them, and mounts them at
@@ -156,8 +159,11 @@ type Driver struct {
 	helper *kubeletplugin.Helper
 	state  *nodestate.State
 
-	mu     sync.Mutex
-	node   gpu.Node
+	mu   sync.Mutex
+	node gpu.Node
+	// domain is the node's NVLink domain as node's fabric readings decide
+	// it (gpu.Node.NVLinkDomain), kept to tell when it changes.
+	domain gpu.NVLinkDomain
 	health map[string]gpu.HealthEvent // by GPU UUID; absent = healthy
 	// healthChanged is closed and replaced on every health change, waking
 	// WatchHealthStatus streams.
@@ -286,6 +292,7 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 		return nil, err
 	}
 	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
+	d.reportDomain(ctx, d.currentDomain())
 	d.startSliceWatch(ctx)
 	// Until it has listed the ConfigMap, the node counts as assigned no
 	// spares: the first publish keeps what an earlier run published, and
@@ -326,6 +333,9 @@ func (cfg Config) withDefaults(logger klog.Logger) Config {
 	if cfg.FileWatchInterval == 0 {
 		cfg.FileWatchInterval = fileWatchInterval
 	}
+	if cfg.FabricRefreshInterval == 0 {
+		cfg.FabricRefreshInterval = fabricRefreshInterval
+	}
 	if cfg.IdleThreshold == 0 {
 		cfg.IdleThreshold = DefaultIdleThreshold
 	}
@@ -360,7 +370,7 @@ func (d *Driver) discover(ctx context.Context) error {
 	node.Name = cfg.NodeName
 	logger.Info("Discovered GPUs", "node", node.Name, "gpus", len(node.GPUs), "driverVersion", node.DriverVersion)
 	warnUnknownProfiles(ctx, node, cfg.MigProfiles)
-	d.node = node
+	d.node, d.domain = node, node.NVLinkDomain()
 	return nil
 }
 
@@ -453,7 +463,7 @@ func (d *Driver) recordHealthAtStart(ctx context.Context) {
 // claims' status.devices, the MIG placements' steps, republishing, the
 // watch of the sockets, of the MPS daemons, and telemetry.
 func (d *Driver) startLoops(ctx context.Context) {
-	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons}
+	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons, d.watchFabric}
 	if d.cfg.TelemetryInterval > 0 {
 		loops = append(loops, d.sampleLoop)
 	}

@@ -36,6 +36,13 @@ import (
 // its backend opened.
 func startConfig(t *testing.T) Config {
 	t.Helper()
+	return startConfigProfile(t, "dgx-h100")
+}
+
+// startConfigProfile is startConfig on another fake profile (a name or a
+// profile file).
+func startConfigProfile(t *testing.T, profile string) Config {
+	t.Helper()
 	// Unix socket paths are short: not t.TempDir's.
 	dir, err := os.MkdirTemp("", "gpudra-start-")
 	if err != nil {
@@ -52,7 +59,7 @@ func startConfig(t *testing.T) Config {
 	}
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
-	be, err := backend.Open(ctx, backend.Options{Kind: "fake", NodeName: "node-1", FakeProfile: "dgx-h100",
+	be, err := backend.Open(ctx, backend.Options{Kind: "fake", NodeName: "node-1", FakeProfile: profile,
 		FakeStateDir: filepath.Join(dir, "fake-gpus"), DriverRoot: "/"})
 	if err != nil {
 		t.Fatal(err)

@@ -239,6 +239,7 @@ var (
 	descClaimsIdle      = MetricClaimsIdle.Desc()
 	descDeviceInfo      = MetricDeviceInfo.Desc()
 	descSparesAssigned  = MetricMigSparesAssigned.Desc()
+	descNoDomain        = MetricNVLinkDomainUnavailable.Desc()
 )
 
 // deviceCollector exports the node state and the last sampling pass of
@@ -248,7 +249,7 @@ type deviceCollector struct{ d atomic.Pointer[Driver] }
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{descPreparedClaims, descPreparedDevices, descUnhealthy, descMPSDaemons, descReady,
 		descUtilization, descMemUtil, descMemUsed, descMemTotal, descTemperature, descPower, descClaimIdle, descClaimsIdle,
-		descDeviceInfo, descSparesAssigned} {
+		descDeviceInfo, descSparesAssigned, descNoDomain} {
 		ch <- desc
 	}
 }
@@ -300,6 +301,15 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReady, ready)
 	if d.cfg.SpareGPUs.Fleet {
 		gauge(descSparesAssigned, float64(d.fleet.assignedSpares()))
+	}
+	if domain := d.currentDomain(); domain.Fabric {
+		for _, reason := range gpu.DomainReasons {
+			v := 0.0
+			if reason == domain.Reason {
+				v = 1
+			}
+			gauge(descNoDomain, v, string(reason))
+		}
 	}
 
 	snap := d.telemetry.last.Load()

@@ -164,12 +164,13 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 	gpus := slices.Clone(node.GPUs)
 	slices.SortStableFunc(gpus, func(a, b gpu.GPU) int { return a.Minor - b.Minor })
 
+	domain := node.NVLinkDomain()
 	var candidates []migCandidate
 	var partitions []gpuPartitions
 	var wholeOf []wholeConsumption
 	for _, g := range gpus {
 		health := opts.Health[g.UUID]
-		shared, err := newGPUAttributes(g, vers, opts.SysfsRoot)
+		shared, err := newGPUAttributes(g, vers, domain, opts.SysfsRoot)
 		if err != nil {
 			return layout, nil, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
 		}

@@ -46,9 +46,13 @@ func newNodeVersions(node gpu.Node) (nodeVersions, error) {
 }
 
 // wholeGPUAttributes is how many attributes a whole GPU can have: 4 of
-// its own, the GPU's 8 that its MIG partitions share, and the 3 standard
-// topology ones.
-const wholeGPUAttributes = 15
+// its own, the GPU's 8 that its MIG partitions share, the 3 standard
+// topology ones, and the nvlinkDomainAttributes of a node in a multi-node
+// NVLink domain.
+const (
+	nvlinkDomainAttributes = 5
+	wholeGPUAttributes     = 15 + nvlinkDomainAttributes
+)
 
 // gpuAttributes are the attributes of a GPU that are true of the whole GPU
 // and of every MIG partition cut from it alike: the silicon (product,
@@ -65,12 +69,12 @@ type gpuAttributes struct {
 }
 
 // newGPUAttributes computes a GPU's shared attributes once per Build.
-func newGPUAttributes(g gpu.GPU, vers nodeVersions, sysfsRoot string) (gpuAttributes, error) {
+func newGPUAttributes(g gpu.GPU, vers nodeVersions, domain gpu.NVLinkDomain, sysfsRoot string) (gpuAttributes, error) {
 	cc, err := NormalizeVersion(g.CUDAComputeCapability)
 	if err != nil {
 		return gpuAttributes{}, fmt.Errorf("CUDA compute capability: %w", err)
 	}
-	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, 11)
+	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, wholeGPUAttributes-4)
 	attrs[AttrProductName] = stringAttr(g.ProductName)
 	attrs[AttrBrand] = stringAttr(g.Brand)
 	attrs[AttrArchitecture] = stringAttr(g.Architecture)
@@ -79,10 +83,33 @@ func newGPUAttributes(g gpu.GPU, vers nodeVersions, sysfsRoot string) (gpuAttrib
 	attrs[AttrCUDADriverVersion] = versionAttr(vers.cudaDriver)
 	attrs[AttrMigCapable] = boolAttr(g.MigCapable)
 	attrs[AttrNVLinkGroup] = intAttr(int64(g.NVLinkGroup))
+	addNVLinkDomainAttributes(attrs, g, domain)
 	if err := addTopologyAttributes(attrs, g.PCIBusID, sysfsRoot); err != nil {
 		return gpuAttributes{}, err
 	}
 	return gpuAttributes{attrs: attrs, cc: cc}, nil
+}
+
+// addNVLinkDomainAttributes publishes the node's multi-node NVLink domain
+// on its GPU, only when the node is in one (gpu.Node.NVLinkDomain decides):
+// on every other node the GPU is published as before, and a selector
+// tests for the domain with matchAttribute or has(), which a missing key
+// does not fail. MIG partitions do not carry them: a job spanning nodes
+// over NVLink takes whole GPUs, and every attribute is bytes in every
+// slice; a prepared partition's metadata still names its GPU.
+func addNVLinkDomainAttributes(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, g gpu.GPU, domain gpu.NVLinkDomain) {
+	if !domain.InDomain() {
+		return
+	}
+	attrs[AttrNVLinkDomain] = stringAttr(domain.Name)
+	attrs[AttrNVLinkClusterUUID] = stringAttr(domain.ClusterUUID)
+	attrs[AttrNVLinkCliqueID] = intAttr(int64(domain.CliqueID))
+	if g.Platform.Known {
+		attrs[AttrTrayIndex] = intAttr(int64(g.Platform.TrayIndex))
+	}
+	if g.Platform.ModuleIDKnown {
+		attrs[AttrModuleID] = intAttr(int64(g.Platform.ModuleID))
+	}
 }
 
 // into copies the shared attributes into a device's map, each value

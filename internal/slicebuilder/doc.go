@@ -52,9 +52,26 @@ limitations under the License.
 //	cudaDriverVersion                  version  newest CUDA the driver supports, "12.4" → 12.4.0
 //	migCapable                         bool     the GPU supports MIG
 //	nvlinkGroup                        int      NVLink island (lowest index in it); use with matchAttribute
+//	nvlinkDomain                       string   "<clusterUUID>.<cliqueID>": the multi-node NVLink domain; only on nodes in one
+//	nvlinkClusterUUID                  string   the fabric's cluster UUID (rack or rack pair); only on nodes in a domain
+//	nvlinkCliqueID                     int      the fabric's clique (NVLink partition; 32766 the default); only on nodes in a domain
+//	trayIndex                          int      the compute tray's index in its rack; only on nodes in a domain
+//	moduleID                           int      the GPU's module on its tray; only on nodes in a domain
 //	resource.kubernetes.io/pciBusID    string   "0000:1b:00.0"; omitted if discovery has none
 //	resource.kubernetes.io/pcieRoot    string   "pci0000:00"; omitted if sysfs cannot tell
 //	resource.kubernetes.io/numaNode    int      NUMA node; omitted if sysfs has none (or -1)
+//
+// A node is in a multi-node NVLink domain (a GB200/GB300 NVL72 rack's
+// partition) only when every GPU reports the fabric probe COMPLETED with
+// status SUCCESS, a non-zero cluster UUID, a health that is not UNHEALTHY,
+// and one clique (gpu.Node.NVLinkDomain). Its whole GPUs and their
+// monitoring devices then carry the five domain attributes; its MIG
+// placements do not. Every other node publishes none of them, so a
+// claim keeps its GPUs in one domain with matchAttribute (which a missing
+// key does not fail), and a selector reads the attribute as
+// device.attributes["gpu.gpudra.io"].?nvlinkDomain.orValue(""): a plain
+// read fails on the GPUs of every other node, and with them the
+// scheduler's whole attempt.
 //
 //	capacity         unit   meaning
 //	---------------  -----  -----------------------------------------------

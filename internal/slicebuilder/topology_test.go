@@ -106,8 +106,8 @@ func TestTopologyAttributes(t *testing.T) {
 			if tt.wantNUMA != nil && (!ok || got.IntValue == nil || *got.IntValue != *tt.wantNUMA) {
 				t.Errorf("numaNode = %s, want int %d", attrString(got), *tt.wantNUMA)
 			}
-			if tt.wantBusID && tt.wantRoot != "" && tt.wantNUMA != nil && len(attrs) != wholeGPUAttributes {
-				t.Errorf("%d attributes with full topology, wholeGPUAttributes says %d", len(attrs), wholeGPUAttributes)
+			if tt.wantBusID && tt.wantRoot != "" && tt.wantNUMA != nil && len(attrs) != wholeGPUAttributes-nvlinkDomainAttributes {
+				t.Errorf("%d attributes with full topology outside an NVLink domain, wholeGPUAttributes says %d", len(attrs), wholeGPUAttributes-nvlinkDomainAttributes)
 			}
 		})
 	}
