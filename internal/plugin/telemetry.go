@@ -182,8 +182,8 @@ func (d *Driver) sample(ctx context.Context, now time.Time) {
 		}
 		var uuids []string
 		for _, dev := range c.Devices {
-			if dev.AdminAccess {
-				continue
+			if dev.AdminAccess || dev.Channel != nil {
+				continue // an IMEX channel is no GPU
 			}
 			if dev.Mig != nil {
 				uuids = append(uuids, dev.Mig.UUID)
