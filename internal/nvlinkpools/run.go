@@ -121,7 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go p.nodes.RunWithContext(ctx)
 	go p.slices.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), p.nodes.HasSynced, p.slices.HasSynced) {
-		return ctx.Err()
+		return nil // ctx is done
 	}
 
 	// The slice controller starts with the pools the labels already ask
