@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -158,4 +159,38 @@ type notReady struct{}
 
 func (notReady) Ready(context.Context, string) error {
 	return errors.New("the daemon does not answer READY")
+}
+
+// TestChannelCrashAndReboot: a plugin that dies half-way through a
+// channel's prepare leaves nothing once restarted (the kubelet's retry
+// prepares it in full); a reboot that lost the spec of a prepared channel
+// gets the very same spec back from the checkpoint.
+func TestChannelCrashAndReboot(t *testing.T) {
+	crash := errors.New("simulated crash")
+	n := newNode(t, 1)
+	n.domain = domainA
+	claim := makeClaim(claimSpec{name: "job", results: []resourceapi.DeviceRequestAllocationResult{channelResult(domainA, 9)}})
+	n.hooks.BeforePrepareCompleted = func(string) error { return crash }
+	if _, err := n.start().Prepare(n.ctx, claim); !errors.Is(err, crash) {
+		t.Fatalf("Prepare = %v, want the simulated crash", err)
+	}
+	n.hooks = Hooks{}
+	s, report := n.restart()
+	if len(report.RolledBack) != 1 || len(n.onDisk()) != 0 || len(n.specFiles()) != 0 {
+		t.Fatalf("after the crash and a restart: report %+v, records %v, specs %v; want the claim rolled back, nothing left", report, n.onDisk(), n.specFiles())
+	}
+	if _, err := s.Prepare(n.ctx, claim); err != nil {
+		t.Fatalf("the kubelet's retry: %v", err)
+	}
+	spec := n.readSpec(uidOf("job"))
+	if err := os.Remove(n.specPath(uidOf("job"))); err != nil {
+		t.Fatal(err)
+	}
+	n.bootID = "boot-2"
+	if _, report := n.restart(); len(report.Rewritten) != 1 {
+		t.Errorf("after a reboot: %+v, want the spec rewritten", report)
+	}
+	if got := n.readSpec(uidOf("job")); string(got) != string(spec) {
+		t.Errorf("rewritten spec:\n%s\nwant the original:\n%s", got, spec)
+	}
 }
