@@ -35,6 +35,7 @@ import (
 	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/idle"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // The plugin reads every GPU's (and every prepared MIG device's) use from
@@ -276,8 +277,11 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 		prepared++
 		for _, dev := range cl.Devices {
 			typ, access := "gpu", "exclusive"
-			if dev.Mig != nil {
+			switch {
+			case dev.Mig != nil:
 				typ = "mig"
+			case dev.Channel != nil:
+				typ = slicebuilder.TypeIMEXChannel
 			}
 			if dev.AdminAccess {
 				access = "admin"
