@@ -43,6 +43,7 @@ import (
 	"github.com/gpudra/gpudra/internal/controller"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/migspares"
+	"github.com/gpudra/gpudra/internal/nvlinkpools"
 	"github.com/gpudra/gpudra/internal/servingcert"
 	gpudraversion "github.com/gpudra/gpudra/internal/version"
 )
@@ -68,6 +69,7 @@ type flags struct {
 	migSpareNodes     string
 	migSparesCM       string
 	fleetAccounting   bool
+	nvlinkChannels    int
 	memoryLimitRatio  float64
 	webhookTimeout    time.Duration
 	webhookInFlight   string
@@ -112,6 +114,7 @@ func newFlags() (*flags, *cmdline.Command) {
 	fs.DurationVar(&f.recomputeInterval, "recompute-interval", controller.DefaultRecomputeInterval, "Least time between two fleet metric recomputes; changes in between fold into the next one.")
 	fs.StringVar(&f.migSpareNodes, "mig-spare-nodes", migspares.DefaultTarget, "Nodes across the fleet that keep a free GPU's MIG placements published, for the plugins with --mig-spare-gpus=fleet: a number, or a percent of the ready nodes with a partitionable GPU (rounded up); at least 2 (or every such node, when fewer). 0 turns it off: plugins in fleet mode then publish no spares beyond their partitioned GPUs and those whose placements are published already. Needs --fleet-accounting.")
 	fs.StringVar(&f.migSparesCM, "mig-spares-configmap", controller.DefaultMigSparesConfigMap, "ConfigMap in --namespace the spare nodes are written into (node name: spares), which the plugins in fleet mode read; the chart creates it, the controller only gets and updates it.")
+	fs.IntVar(&f.nvlinkChannels, "nvlink-channels", nvlinkpools.DefaultChannels, "Exclusive IMEX channels (channel-1 to channel-N) in each NVLink domain's pool, besides the shared channel-0; at most 2047. The leader labels every node with its GPUs' NVLink domain (gpu.gpudra.io/nvlink-domain) and publishes one pool per domain (docs/nvlink.md). 0 turns both off. Needs --fleet-accounting.")
 	fs.BoolVar(&f.fleetAccounting, "fleet-accounting", true, "Run the fleet accounting (informers and fleet metrics) on the leader; false serves the webhook alone, with memory that does not grow with the fleet.")
 	fs.Float64Var(&f.memoryLimitRatio, "memory-limit-ratio", 0.9, "Keep the Go heap under this fraction of the container's memory limit (env "+memoryLimitEnv+", bytes; the chart sets it from resources.limits.memory), as GOMEMLIMIT does; 0 turns it off. A GOMEMLIMIT in the environment takes precedence.")
 	// What the chart sets through the environment (controller-deployment.yaml).
@@ -156,6 +159,11 @@ func run() error {
 	if err != nil {
 		return gpudraversion.UsageError{Err: fmt.Errorf("--mig-spare-nodes=%s: %w", f.migSpareNodes, err)}
 	}
+	if f.nvlinkChannels != 0 {
+		if err := nvlinkpools.ValidateChannels(f.nvlinkChannels); err != nil {
+			return gpudraversion.UsageError{Err: fmt.Errorf("--nvlink-channels: %w", err)}
+		}
+	}
 	client, err := kubeClient(cmd, f.kubeconfig)
 	if err != nil {
 		return err
@@ -177,6 +185,7 @@ func run() error {
 	if f.fleetAccounting {
 		// Without the accounting there is no fleet view to pick from.
 		cfg.MigSpareNodes = spareNodes
+		cfg.NVLinkChannels = f.nvlinkChannels
 	}
 	if cfg.MetricsListener, err = net.Listen("tcp", f.metricsAddr); err != nil {
 		return fmt.Errorf("--metrics-address: %w", err)

@@ -88,6 +88,9 @@ type deviceFiles interface {
 	// migDeviceEdits is what a container needs to use one MIG device of
 	// the parent GPU.
 	migDeviceEdits(parent gpu.GPU, giID, ciID int, migUUID string) (gpu.Edits, error)
+	// imexChannelEdits is what a container needs to use an IMEX channel
+	// (imex.go).
+	imexChannelEdits(ch gpu.IMEXChannel) (gpu.Edits, error)
 	// sysfsRoot is the root under which /sys/bus/pci/devices/<busID>
 	// resolves.
 	sysfsRoot() string
@@ -143,6 +146,10 @@ type Options struct {
 	// else (gpudra inventory, gpudra check's fake nodes): the driver files
 	// for containers are not looked for, and CommonEdits has none.
 	InventoryOnly bool
+	// FakeIMEXMajor is the major the fake backend gives the IMEX
+	// channels' character device (0: DefaultFakeIMEXMajor), as the real
+	// driver's /proc/devices would.
+	FakeIMEXMajor int
 	// ReadOnly opens NVML so that no call can change a GPU (gpudra
 	// inventory, gpudra gpu-check): every mutating call is refused with
 	// ERROR_NO_PERMISSION and listed in Refused. Such a backend cannot

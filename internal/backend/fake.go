@@ -35,6 +35,8 @@ import (
 // environment variable so a test workload can tell which GPU it got.
 type fakeFiles struct {
 	stateDir string
+	// imexMajor is the IMEX channels' major (0: DefaultFakeIMEXMajor).
+	imexMajor int
 }
 
 var _ deviceFiles = fakeFiles{}
@@ -67,14 +69,14 @@ func openFake(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	if opts.InventoryOnly {
-		return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, policy: newFakePolicy(srv), refused: refused}, nil
+		return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir, imexMajor: opts.FakeIMEXMajor}, policy: newFakePolicy(srv), refused: refused}, nil
 	}
 	driver, err := fakeDriverEdits(ctx, srv, lib, opts)
 	if err != nil {
 		_ = l.Close()
 		return nil, err
 	}
-	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir}, driver: driver, policy: newFakePolicy(srv), refused: refused}, nil
+	return &Backend{library: l, files: fakeFiles{stateDir: opts.FakeStateDir, imexMajor: opts.FakeIMEXMajor}, driver: driver, policy: newFakePolicy(srv), refused: refused}, nil
 }
 
 // fakeDriverEdits writes the fake driver installation into the state

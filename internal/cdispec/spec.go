@@ -123,7 +123,7 @@ func toCDI(e gpu.Edits) cdispecs.ContainerEdits {
 		out.Env = append([]string(nil), e.Env...)
 	}
 	for _, n := range e.DeviceNodes {
-		out.DeviceNodes = append(out.DeviceNodes, &cdispecs.DeviceNode{Path: n.Path, HostPath: n.HostPath})
+		out.DeviceNodes = append(out.DeviceNodes, &cdispecs.DeviceNode{Path: n.Path, HostPath: n.HostPath, Type: n.Type, Major: n.Major, Minor: n.Minor})
 	}
 	for _, m := range e.Mounts {
 		out.Mounts = append(out.Mounts, &cdispecs.Mount{

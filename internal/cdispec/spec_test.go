@@ -294,3 +294,33 @@ func TestWriteClaimSpecRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestCharDeviceNumbers: a device node given its type and numbers (an IMEX
+// channel, which does not exist on the host) reaches the container with
+// them, not with those of the path on the host.
+func TestCharDeviceNumbers(t *testing.T) {
+	w := newWriter(t)
+	ch := Device{Name: "channel-5", Edits: gpu.Edits{
+		Env: []string{"GPUDRA_IMEX_CHANNEL=5"},
+		DeviceNodes: []gpu.DeviceNode{{
+			Path: "/dev/nvidia-caps-imex-channels/channel5", HostPath: "/dev/nvidia-caps-imex-channels/channel5",
+			Type: "c", Major: 234, Minor: 5,
+		}},
+	}}
+	if err := w.WriteClaimSpec(uidA, commonEdits(t), []Device{ch}); err != nil {
+		t.Fatal(err)
+	}
+	spec := inject(t, w.Dir(), w.DeviceID(uidA, "channel-5"))
+	var found bool
+	for _, d := range spec.Linux.Devices {
+		if d.Path == "/dev/nvidia-caps-imex-channels/channel5" {
+			found = true
+			if d.Type != "c" || d.Major != 234 || d.Minor != 5 {
+				t.Errorf("channel node %s %d:%d, want c 234:5", d.Type, d.Major, d.Minor)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no channel node in the container: %+v", spec.Linux.Devices)
+	}
+}

@@ -145,6 +145,10 @@ type Device struct {
 	// Mig is set for a MIG partition: where it is and how far its creation
 	// got, written before and after each step.
 	Mig *MigDevice `json:"mig,omitempty"`
+	// Channel is set for an IMEX channel of a multi-node NVLink domain: a
+	// device of the domain's pool (Pool "nvlink/<domain>"), not of the
+	// node's; it has no GPU, so GPUUUID is empty.
+	Channel *IMEXChannel `json:"channel,omitempty"`
 	// ShareID is set when the device was allocated as one share of a
 	// device that allows multiple allocations (consumable capacity):
 	// other claims may hold other shares of it.
@@ -176,6 +180,13 @@ const (
 	// recorded.
 	MigCreated MigStep = "Created"
 )
+
+// IMEXChannel is the IMEX channel a device is: its NVLink domain and its
+// number (the minor of its device node).
+type IMEXChannel struct {
+	Domain string `json:"domain"`
+	Number int    `json:"number"`
+}
 
 // MigDevice is a MIG partition gpudra creates for a claim.
 type MigDevice struct {

@@ -63,7 +63,7 @@ func conflictWithin(a, b Device) string {
 		}
 		return fmt.Sprintf("device %q is allocated twice, to request %q and to request %q", ra.Device, rb.Request, ra.Request)
 	}
-	if a.GPU.UUID != b.GPU.UUID {
+	if a.GPU.UUID != b.GPU.UUID || a.Channel != nil || b.Channel != nil {
 		return ""
 	}
 	switch {
@@ -117,6 +117,10 @@ func sharedDevice(p Device, d checkpoint.Device) bool {
 }
 
 func overlaps(p Device, d checkpoint.Device) bool {
+	if p.Channel != nil || d.Channel != nil {
+		// A channel is no GPU: it overlaps only itself.
+		return d.Pool == p.Result.Pool && d.Device == p.Result.Device
+	}
 	if d.Device == p.Result.Device {
 		return true
 	}

@@ -50,6 +50,10 @@ type Options struct {
 	// config does not say: the node pool's tier. Nil: not shared beyond
 	// the driver's default.
 	ShareSharing *configapi.Sharing
+	// NVLinkDomain is the node's multi-node NVLink domain (the
+	// nvlinkDomain its GPUs carry); empty when it is in none. Only the
+	// channels of this domain's pool are prepared here.
+	NVLinkDomain string
 }
 
 // Device is one allocated device of the driver, resolved on the node,
@@ -65,6 +69,9 @@ type Device struct {
 	GPU      gpu.GPU
 	// Mig is set for a MIG placement; GPU is then its parent.
 	Mig *gpu.MigDevice
+	// Channel is set for an IMEX channel of the node's NVLink domain;
+	// GPU is then empty.
+	Channel *gpu.IMEXChannel
 	// Config is the effective config (the configs that apply, merged);
 	// ConfigAt is where its last layer is written (nil without one).
 	Config   configapi.Config
@@ -101,6 +108,9 @@ func (d Device) Held() checkpoint.Device {
 		h.ShareID = string(*d.Result.ShareID)
 		h.ShareMemoryBytes, h.ShareMultiprocessors = d.Share()
 	}
+	if c := d.Channel; c != nil {
+		h.Channel = &checkpoint.IMEXChannel{Domain: c.Domain, Number: c.Number}
+	}
 	if m := d.Mig; m != nil {
 		h.Mig = &checkpoint.MigDevice{
 			Profile:        m.Profile.Name,
@@ -128,6 +138,14 @@ func Plan(opts Options, claim *resourceapi.ResourceClaim) ([]Device, error) {
 			continue
 		}
 		at := func(r *Refusal) *Refusal { r.Request, r.Device = result.Request, result.Device; return r }
+		if domain, ok := strings.CutPrefix(result.Pool, channelPoolPrefix); ok {
+			ch, err := planChannel(opts, claim, result, domain)
+			if err != nil {
+				return nil, at(err)
+			}
+			planned = append(planned, ch)
+			continue
+		}
 		if result.Pool != node.Name {
 			return nil, at(refuse(ForeignPool, "request %q: device %s is in pool %q, but this node's pool is %q", result.Request, result.Device, result.Pool, node.Name))
 		}
@@ -295,4 +313,36 @@ func deviceClassName(claim *resourceapi.ResourceClaim, request string) string {
 		}
 	}
 	return ""
+}
+
+// channelPoolPrefix starts the pools gpudra-controller publishes, one per
+// NVLink domain (slicebuilder.ChannelPoolPrefix, which this layer cannot
+// import; a test keeps them equal).
+const channelPoolPrefix = "nvlink/"
+
+// planChannel resolves an IMEX channel of the pool of domain: only the
+// node's own domain's channels are prepared here (the pool's node
+// selector already says so; this is defence in depth against a stale
+// allocation or a node that changed domain), never with admin access or
+// a gpudra config, which mean nothing for a channel.
+func planChannel(opts Options, claim *resourceapi.ResourceClaim, result resourceapi.DeviceRequestAllocationResult, domain string) (Device, *Refusal) {
+	ref := claim.Namespace + "/" + claim.Name
+	n, ok := gpu.ParseChannelDeviceName(result.Device)
+	if !ok {
+		return Device{}, refuse(UnknownDevice, "claim %s, request %q: device %q of pool %q is not an IMEX channel (channel-0 to channel-%d)", ref, result.Request, result.Device, result.Pool, gpu.MaxIMEXChannel)
+	}
+	switch {
+	case opts.NVLinkDomain == "":
+		return Device{}, refuse(ForeignDomain, "claim %s, request %q: device %s is an IMEX channel of NVLink domain %q, but node %s is in no NVLink domain (its GPUs report no complete, healthy fabric): the claim's pods must run on the domain's nodes (its allocation's node selector says which)", ref, result.Request, result.Device, domain, opts.Node.Name)
+	case domain != opts.NVLinkDomain:
+		return Device{}, refuse(ForeignDomain, "claim %s, request %q: device %s is an IMEX channel of NVLink domain %q, but node %s is in domain %q: the claim's pods must run on the nodes of domain %q", ref, result.Request, result.Device, domain, opts.Node.Name, opts.NVLinkDomain, domain)
+	case IsAdmin(result):
+		return Device{}, refuse(ChannelMisuse, "claim %s, request %q: device %s is an IMEX channel, which cannot be allocated with adminAccess: a channel is what a job's pods share memory through, not something to monitor; ask for it without adminAccess", ref, result.Request, result.Device)
+	}
+	for _, c := range resourceclaim.ConfigForResult(claim.Status.Allocation.Devices.Config, result) {
+		if c.Opaque != nil && c.Opaque.Driver == opts.DriverName {
+			return Device{}, refuse(ChannelMisuse, "claim %s, request %q: device %s is an IMEX channel, and a %s config applies to it, which has no meaning for a channel: limit the config to the claim's GPU requests (its requests field)", ref, result.Request, result.Device, opts.DriverName)
+		}
+	}
+	return Device{Result: result, Requests: []string{result.Request}, Channel: &gpu.IMEXChannel{Domain: domain, Number: n}}, nil
 }

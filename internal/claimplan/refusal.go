@@ -66,6 +66,12 @@ const (
 	// sharing of another claim's share (MPS beside no MPS, two time-slice
 	// intervals).
 	SharingConflict Kind = "sharing-conflict"
+	// ForeignDomain: an IMEX channel of another NVLink domain's pool than
+	// the node's, or a channel on a node in no domain.
+	ForeignDomain Kind = "foreign-domain"
+	// ChannelMisuse: an IMEX channel allocated with admin access or given
+	// a gpudra config, neither of which a channel has a meaning for.
+	ChannelMisuse Kind = "channel-misuse"
 )
 
 // The refusals the node state makes after the plan, where hardware or the
@@ -123,6 +129,8 @@ var Kinds = []KindInfo{
 	{Kind: ShareOverSubscribed, Why: "the scheduler accounts for the shares of a GPU it hands out: needs a stale or hand-written allocation, or a claim prepared on the node that the API server no longer shows"},
 	{Kind: HeldByOther, Why: "the scheduler never allocates a device that another claim holds exclusively: needs a stale allocation, or a claim prepared on the node that the API server no longer shows"},
 	{Kind: SharingConflict, Checkable: true},
+	{Kind: ForeignDomain, Why: "the domain pool's node selector keeps its channels on the domain's nodes: needs a stale allocation, or a node whose GPUs changed domain since its label was read"},
+	{Kind: ChannelMisuse, Why: "gpudra check does not model the NVLink domains' channel pools yet (docs/nvlink.md)"},
 	{Kind: UnknownRecord, Why: "needs the node's checkpoint, written by a newer gpudra"},
 	{Kind: RollbackFailed, Why: "needs the node's hardware or files to fail while an earlier attempt is undone"},
 	{Kind: MIGSetup, Why: "needs the GPU: NVML refuses a placement that an instance gpudra did not make holds, or MIG mode waits for a reset"},

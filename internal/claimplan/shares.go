@@ -116,7 +116,9 @@ const staleShare = "; the allocation is stale or not the scheduler's, so nothing
 // beside the other claims' shares is OverSubscribed's.
 func checkShares(opts Options, planned []Device) error {
 	for _, p := range planned {
-		if p.Result.ShareID == nil || p.Admin() {
+		// The shared IMEX channel 0 is allocated in shares too; it has
+		// no capacity to check.
+		if p.Result.ShareID == nil || p.Admin() || p.Channel != nil {
 			continue
 		}
 		r := &Refusal{Kind: InvalidShare, Request: p.Result.Request, Device: p.Result.Device}

@@ -54,6 +54,9 @@ func planSharing(opts Options, planned []Device) error {
 	var mpsConfig *ConfigRef
 	for i := range planned {
 		p := &planned[i]
+		if p.Channel != nil {
+			continue // nothing of a GPU is shared through a channel
+		}
 		sh := sharingOf(p.Config)
 		if sh == nil && partialShare(*p) {
 			sh = opts.ShareSharing

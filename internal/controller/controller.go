@@ -33,7 +33,9 @@ import (
 
 	"github.com/gpudra/gpudra/internal/admission"
 	"github.com/gpudra/gpudra/internal/componentmetrics"
+	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/migspares"
+	"github.com/gpudra/gpudra/internal/nvlinkpools"
 	"github.com/gpudra/gpudra/internal/servingcert"
 )
 
@@ -87,6 +89,13 @@ type Config struct {
 	// MigSparesConfigMap is the ConfigMap in Namespace the assignment is
 	// written into (empty: DefaultMigSparesConfigMap).
 	MigSparesConfigMap string
+
+	// NVLinkChannels is how many exclusive IMEX channels each NVLink
+	// domain's pool holds (package nvlinkpools); 0 turns the domain labels
+	// and channel pools off. Like the spares, it runs on the leader of the
+	// replicas with FleetAccounting: the webhook's replicas hold no
+	// informers and no rights to write.
+	NVLinkChannels int
 
 	// RecomputeInterval is the least time between two fleet recomputes
 	// (0: DefaultRecomputeInterval).
@@ -382,6 +391,40 @@ func lead(ctx context.Context, cfg Config, m *metrics) error {
 		<-ctx.Done()
 		return nil
 	}
+	if cfg.NVLinkChannels > 0 {
+		logger.Info("Leading: labelling nodes with their NVLink domain and publishing its channel pool")
+		errs := make(chan error, 1)
+		ctx, cancel := context.WithCancel(ctx)
+		defer func() {
+			cancel()
+			<-errs
+		}()
+		go func() {
+			err := nvlinkpools.Run(ctx, nvlinkpools.Config{
+				DriverName:   cfg.DriverName,
+				Client:       cfg.Client,
+				Channels:     cfg.NVLinkChannels,
+				OwnerClass:   NVLinkChannelClass(cfg.DriverName),
+				ResyncPeriod: cfg.ResyncPeriod,
+			})
+			if err != nil && ctx.Err() == nil {
+				logger.Error(err, "The NVLink domain labels and channel pools stopped")
+			}
+			errs <- err
+		}()
+	}
 	logger.Info("Leading: exporting fleet metrics")
 	return watchFleet(ctx, cfg, m)
+}
+
+// NVLinkChannelClass is the DeviceClass of the exclusive IMEX channels
+// (deviceclasses/nvlink.yaml), as the chart names it for a driver:
+// nvlink-channel.gpudra.io for the default one, nvlink-channel.<driver>
+// beside it. The channel pools' slices are owned by it, so that
+// uninstalling the chart deletes them.
+func NVLinkChannelClass(driverName string) string {
+	if driverName == gpu.DefaultDriverName {
+		return "nvlink-channel.gpudra.io"
+	}
+	return "nvlink-channel." + driverName
 }

@@ -32,7 +32,10 @@ limitations under the License.
 //   - with MigSpareNodes, picks from the same recompute the nodes that keep
 //     a spare GPU's MIG placements published (package migspares) and
 //     writes them into the ConfigMap the plugins in fleet mode read
-//     (spares.go).
+//     (spares.go);
+//   - with FleetAccounting and NVLinkChannels, labels each Node with its
+//     GPUs' NVLink domain and publishes one IMEX channel pool per domain
+//     (package nvlinkpools).
 //
 // Only the leader exports fleet metrics, so that summing them over the
 // replicas a Prometheus scrapes counts every device once. A replica that

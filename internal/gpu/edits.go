@@ -35,6 +35,13 @@ type DeviceNode struct {
 	Path string
 	// HostPath on the node; empty means the same as Path.
 	HostPath string
+	// Type ("c": a character device), Major and Minor, when set, are what
+	// the runtime creates the node in the container with, rather than
+	// what it finds at HostPath: an IMEX channel's node need not exist on
+	// the host (nothing creates channels there), only its device numbers
+	// must be right.
+	Type         string
+	Major, Minor int64
 }
 
 // Mount is a bind mount into the container.

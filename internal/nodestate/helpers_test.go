@@ -112,6 +112,10 @@ type node struct {
 	bootID string
 	hooks  Hooks
 	cdi    *cdispec.Writer
+	// domain is the node's NVLink domain (none by default); imex its
+	// daemon's readiness (nil: always ready).
+	domain string
+	imex   IMEXReadiness
 }
 
 func newNode(t *testing.T, gpus int) *node {
@@ -144,6 +148,10 @@ func (n *node) newState() (*State, error) {
 		Checkpoint: checkpoint.NewStore(n.cpPath),
 		BootID:     n.bootID,
 		Hooks:      n.hooks,
+
+		NVLinkDomain: func() string { return n.domain },
+		Channels:     fakeChannels{},
+		IMEX:         n.imex,
 	})
 }
 

@@ -40,9 +40,18 @@ func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedD
 		MPS:             s.opts.MPS != nil,
 		SharesPublished: s.sharesPublished(),
 		ShareSharing:    s.opts.ShareSharing,
+		NVLinkDomain:    s.nvlinkDomain(),
 	}, claim)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
 	return planned, nil
+}
+
+// nvlinkDomain is the node's NVLink domain now ("" in none).
+func (s *State) nvlinkDomain() string {
+	if s.opts.NVLinkDomain == nil {
+		return ""
+	}
+	return s.opts.NVLinkDomain()
 }

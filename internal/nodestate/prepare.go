@@ -97,6 +97,20 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		// and no spec to write (a CDI spec needs at least one device).
 		return []PreparedDevice{}, nil
 	}
+	// A channel's domain must have a ready IMEX daemon here before
+	// anything is recorded: not ready is a failure the kubelet retries.
+	for _, p := range planned {
+		if p.Channel == nil {
+			continue
+		}
+		imex := s.opts.IMEX
+		if imex == nil {
+			imex = AlwaysReady{}
+		}
+		if err := imex.Ready(ctx, p.Channel.Domain); err != nil {
+			return nil, fmt.Errorf("%s: device %s: the IMEX daemon of NVLink domain %s is not ready on this node: %w", ref, p.Result.Device, p.Channel.Domain, err)
+		}
+	}
 	record, err := s.record(ref, planned)
 	if err != nil {
 		return nil, err
@@ -127,6 +141,9 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	// GPUs of MIG-capable models need MIG mode off.
 	for i, p := range planned {
 		var err error
+		if p.Channel != nil {
+			continue // a channel has nothing to set up but its CDI spec
+		}
 		if p.Mig != nil {
 			err = claimplan.Wrap(claimplan.MIGSetup, s.prepareMig(ctx, &record, i))
 		} else if !p.Admin() {
@@ -269,6 +286,14 @@ func configEnv(cfg configapi.Config) []string {
 func (s *State) writeSpec(c checkpoint.Claim) error {
 	devices := make([]cdispec.Device, 0, len(c.Devices))
 	for _, d := range c.Devices {
+		if ch := d.Channel; ch != nil {
+			edits, err := s.channelEdits(gpu.IMEXChannel{Domain: ch.Domain, Number: ch.Number})
+			if err != nil {
+				return fmt.Errorf("write CDI spec: device %s: %w", d.Device, err)
+			}
+			devices = append(devices, cdispec.Device{Name: d.Device, Edits: edits})
+			continue
+		}
 		g, ok := s.node().GPUByUUID(d.GPUUUID)
 		if !ok {
 			return fmt.Errorf("write CDI spec: device %s: GPU %s is no longer present on this node", d.Device, d.GPUUUID)

@@ -100,6 +100,16 @@ type Options struct {
 	Hardware Hardware
 	// CDI writes and removes the per-claim CDI specs.
 	CDI *cdispec.Writer
+	// NVLinkDomain says the node's multi-node NVLink domain (its GPUs'
+	// nvlinkDomain) at the time of a prepare; "" (or nil) when it is in
+	// none, and then no IMEX channel is prepared here.
+	NVLinkDomain func() string
+	// Channels gives containers IMEX channels (the backend); nil refuses
+	// channel claims at prepare.
+	Channels ChannelDevices
+	// IMEX says whether the node's IMEX daemon is ready; nil is
+	// AlwaysReady.
+	IMEX IMEXReadiness
 	// Checkpoint persists prepared claims.
 	Checkpoint *checkpoint.Store
 	// BootID identifies the current boot; a different boot ID in the
@@ -359,7 +369,7 @@ func (s *State) GPUsInUse() map[string]gpu.Use {
 	for _, c := range s.cp.Claims {
 		for _, d := range c.Devices {
 			switch {
-			case d.AdminAccess:
+			case d.AdminAccess, d.Channel != nil:
 			case d.Mig != nil:
 				out[d.GPUUUID] = gpu.UsedByMIG
 			default:

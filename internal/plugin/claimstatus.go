@@ -288,6 +288,9 @@ func deviceStatuses(driver string, rec checkpoint.Claim, node gpu.Node, now time
 // deviceStatus is what status.devices[].data says of one device.
 func deviceStatus(d checkpoint.Device, g gpu.GPU) *configapi.DeviceStatus {
 	st := configapi.NewDeviceStatus()
+	if d.Channel != nil {
+		return st // an IMEX channel is no GPU: its pool and name say all
+	}
 	st.UUID, st.PCIBusID, st.ProductName, st.Minor = d.GPUUUID, g.PCIBusID, g.ProductName, g.Minor
 	st.AdminAccess = d.AdminAccess
 	if m := d.Mig; m != nil {

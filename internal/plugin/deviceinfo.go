@@ -87,8 +87,8 @@ func (d *Driver) deviceInfo() []deviceInfo {
 			continue
 		}
 		for _, dev := range c.Devices {
-			if dev.AdminAccess {
-				continue
+			if dev.AdminAccess || dev.Channel != nil {
+				continue // an IMEX channel is no GPU
 			}
 			if dev.Mig == nil {
 				// One series per claim, even for a claim that holds

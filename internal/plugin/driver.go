@@ -401,6 +401,10 @@ func (d *Driver) openState(ctx context.Context) error {
 		// A claim can hold a share of a GPU only while they are published
 		// as shareable.
 		SharesPublished: d.ConsumableCapacityActive,
+		// IMEX channels of the node's own NVLink domain (docs/nvlink.md).
+		NVLinkDomain: d.nvlinkDomain,
+		Channels:     cfg.Backend,
+		IMEX:         nodestate.AlwaysReady{},
 	})
 	if err != nil {
 		return err

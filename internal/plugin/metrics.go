@@ -43,7 +43,7 @@ var (
 	MetricPreparedClaims = metricdoc.Metric{Name: "gpudra_plugin_prepared_claims", Type: metricdoc.Gauge,
 		Help: "Claims prepared on this node (their containers can start)."}
 	MetricPreparedDevices = metricdoc.Metric{Name: "gpudra_plugin_prepared_devices", Type: metricdoc.Gauge, Labels: []string{"type", "access"},
-		Help: "Devices of prepared claims on this node, by type (gpu, mig) and access (exclusive, or admin for monitoring)."}
+		Help: "Devices of prepared claims on this node, by type (gpu, mig, imex-channel: an IMEX channel of the node's NVLink domain) and access (exclusive, or admin for monitoring)."}
 	MetricMigCreated = metricdoc.Metric{Name: "gpudra_plugin_mig_instances_created_total", Type: metricdoc.Counter,
 		Help: "MIG GPU instances the plugin created for claims."}
 	MetricMigDestroyed = metricdoc.Metric{Name: "gpudra_plugin_mig_instances_destroyed_total", Type: metricdoc.Counter,

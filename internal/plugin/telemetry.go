@@ -35,6 +35,7 @@ import (
 	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/idle"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // The plugin reads every GPU's (and every prepared MIG device's) use from
@@ -182,8 +183,8 @@ func (d *Driver) sample(ctx context.Context, now time.Time) {
 		}
 		var uuids []string
 		for _, dev := range c.Devices {
-			if dev.AdminAccess {
-				continue
+			if dev.AdminAccess || dev.Channel != nil {
+				continue // an IMEX channel is no GPU
 			}
 			if dev.Mig != nil {
 				uuids = append(uuids, dev.Mig.UUID)
@@ -277,8 +278,11 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 		prepared++
 		for _, dev := range cl.Devices {
 			typ, access := "gpu", "exclusive"
-			if dev.Mig != nil {
+			switch {
+			case dev.Mig != nil:
 				typ = "mig"
+			case dev.Channel != nil:
+				typ = slicebuilder.TypeIMEXChannel
 			}
 			if dev.AdminAccess {
 				access = "admin"
