@@ -43,8 +43,8 @@ import (
 	"github.com/gpudra/gpudra/internal/controller"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/migspares"
-	"github.com/gpudra/gpudra/internal/nvlinkpools"
 	"github.com/gpudra/gpudra/internal/servingcert"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 	gpudraversion "github.com/gpudra/gpudra/internal/version"
 )
 
@@ -114,7 +114,7 @@ func newFlags() (*flags, *cmdline.Command) {
 	fs.DurationVar(&f.recomputeInterval, "recompute-interval", controller.DefaultRecomputeInterval, "Least time between two fleet metric recomputes; changes in between fold into the next one.")
 	fs.StringVar(&f.migSpareNodes, "mig-spare-nodes", migspares.DefaultTarget, "Nodes across the fleet that keep a free GPU's MIG placements published, for the plugins with --mig-spare-gpus=fleet: a number, or a percent of the ready nodes with a partitionable GPU (rounded up); at least 2 (or every such node, when fewer). 0 turns it off: plugins in fleet mode then publish no spares beyond their partitioned GPUs and those whose placements are published already. Needs --fleet-accounting.")
 	fs.StringVar(&f.migSparesCM, "mig-spares-configmap", controller.DefaultMigSparesConfigMap, "ConfigMap in --namespace the spare nodes are written into (node name: spares), which the plugins in fleet mode read; the chart creates it, the controller only gets and updates it.")
-	fs.IntVar(&f.nvlinkChannels, "nvlink-channels", nvlinkpools.DefaultChannels, "Exclusive IMEX channels (channel-1 to channel-N) in each NVLink domain's pool, besides the shared channel-0; at most 2047. The leader labels every node with its GPUs' NVLink domain (gpu.gpudra.io/nvlink-domain) and publishes one pool per domain (docs/nvlink.md). 0 turns both off. Needs --fleet-accounting.")
+	fs.IntVar(&f.nvlinkChannels, "nvlink-channels", slicebuilder.DefaultChannels, "Exclusive IMEX channels (channel-1 to channel-N) in each NVLink domain's pool, besides the shared channel-0; at most 2047. The leader labels every node with its GPUs' NVLink domain (gpu.gpudra.io/nvlink-domain) and publishes one pool per domain (docs/nvlink.md). 0 turns both off. Needs --fleet-accounting.")
 	fs.BoolVar(&f.fleetAccounting, "fleet-accounting", true, "Run the fleet accounting (informers and fleet metrics) on the leader; false serves the webhook alone, with memory that does not grow with the fleet.")
 	fs.Float64Var(&f.memoryLimitRatio, "memory-limit-ratio", 0.9, "Keep the Go heap under this fraction of the container's memory limit (env "+memoryLimitEnv+", bytes; the chart sets it from resources.limits.memory), as GOMEMLIMIT does; 0 turns it off. A GOMEMLIMIT in the environment takes precedence.")
 	// What the chart sets through the environment (controller-deployment.yaml).
@@ -160,7 +160,7 @@ func run() error {
 		return gpudraversion.UsageError{Err: fmt.Errorf("--mig-spare-nodes=%s: %w", f.migSpareNodes, err)}
 	}
 	if f.nvlinkChannels != 0 {
-		if err := nvlinkpools.ValidateChannels(f.nvlinkChannels); err != nil {
+		if err := slicebuilder.ValidateChannels(f.nvlinkChannels); err != nil {
 			return gpudraversion.UsageError{Err: fmt.Errorf("--nvlink-channels: %w", err)}
 		}
 	}

@@ -66,7 +66,43 @@ func (r *runner) nodeOf(pool string) gpu.Node {
 // planOptions are the plugin's settings for a node of the pool.
 func (r *runner) planOptions(pool string) claimplan.Options {
 	return claimplan.Options{DriverName: r.opts.DriverName, Node: r.nodeOf(pool), MPS: !r.opts.MPSDisabled,
-		SharesPublished: r.sharesPublished(pool), ShareSharing: r.shareSharing}
+		SharesPublished: r.sharesPublished(pool), ShareSharing: r.shareSharing, NVLinkDomain: r.nvlinkDomainOf(pool)}
+}
+
+// nvlinkDomainOf is the NVLink domain of a node's pool as its plugin knows
+// it (internal/plugin's nvlinkDomain): the nvlinkDomain its GPUs carry, ""
+// when none does or two disagree.
+func (r *runner) nvlinkDomainOf(pool string) string {
+	domain := ""
+	for _, d := range r.inv.devices {
+		if d.driver != r.opts.DriverName || d.pool != pool {
+			continue
+		}
+		a, ok := d.dev.Attributes[slicebuilder.AttrNVLinkDomain]
+		if !ok || a.StringValue == nil {
+			continue
+		}
+		if domain != "" && domain != *a.StringValue {
+			return ""
+		}
+		domain = *a.StringValue
+	}
+	return domain
+}
+
+// domainPool is a node pool of the given NVLink domain, "" when the
+// inventory has none: where a claim of the domain's channels alone is
+// prepared (every node of the domain prepares it alike).
+func (r *runner) domainPool(domain string) string {
+	for _, d := range r.inv.devices {
+		if d.driver != r.opts.DriverName || isChannelPool(d.pool) {
+			continue
+		}
+		if a, ok := d.dev.Attributes[slicebuilder.AttrNVLinkDomain]; ok && a.StringValue != nil && *a.StringValue == domain {
+			return d.pool
+		}
+	}
+	return ""
 }
 
 // sharesPublished reports whether the pool's slices publish its GPUs as
@@ -116,17 +152,27 @@ func (r *runner) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
 	}
 }
 
-// poolOf is the pool (node) of an allocation's gpudra devices, "" when it
-// has none. The IMEX channels of an NVLink domain's pool (ChannelPoolName)
-// are no node's devices: their prepare is the domain's, not a node's
-// GPU plan, and check does not model it.
+// poolOf is the node pool where an allocation's gpudra devices are
+// prepared, "" when it has none: the node's own pool, or, for a claim of
+// an NVLink domain's IMEX channels alone (whose pool is no node's), a node
+// of that domain, where the plugin runs the same checks as on every other
+// node of the domain.
 func (r *runner) poolOf(res *resourceapi.AllocationResult) string {
+	channelDomain := ""
 	for _, d := range res.Devices.Results {
-		if d.Driver == r.opts.DriverName && !strings.HasPrefix(d.Pool, slicebuilder.ChannelPoolPrefix) {
+		if d.Driver != r.opts.DriverName {
+			continue
+		}
+		domain, ok := strings.CutPrefix(d.Pool, slicebuilder.ChannelPoolPrefix)
+		if !ok {
 			return d.Pool
 		}
+		channelDomain = domain
 	}
-	return ""
+	if channelDomain == "" {
+		return ""
+	}
+	return r.domainPool(channelDomain)
 }
 
 // clusterHolds is what a live cluster's allocated claims hold on gpudra's

@@ -130,7 +130,7 @@ var Kinds = []KindInfo{
 	{Kind: HeldByOther, Why: "the scheduler never allocates a device that another claim holds exclusively: needs a stale allocation, or a claim prepared on the node that the API server no longer shows"},
 	{Kind: SharingConflict, Checkable: true},
 	{Kind: ForeignDomain, Why: "the domain pool's node selector keeps its channels on the domain's nodes: needs a stale allocation, or a node whose GPUs changed domain since its label was read"},
-	{Kind: ChannelMisuse, Why: "gpudra check does not model the NVLink domains' channel pools yet (docs/nvlink.md)"},
+	{Kind: ChannelMisuse, Checkable: true},
 	{Kind: UnknownRecord, Why: "needs the node's checkpoint, written by a newer gpudra"},
 	{Kind: RollbackFailed, Why: "needs the node's hardware or files to fail while an earlier attempt is undone"},
 	{Kind: MIGSetup, Why: "needs the GPU: NVML refuses a placement that an instance gpudra did not make holds, or MIG mode waits for a reset"},

@@ -140,7 +140,34 @@ func SlicesOf(ctx context.Context, profile string, nodes int, driverName string,
 		}
 		out = append(out, perNode[i]...)
 	}
-	return out, nil
+	return append(out, ChannelPoolSlices(driverName, out)...), nil
+}
+
+// ChannelPoolSlices are the IMEX channel pools gpudra-controller publishes
+// (with its default --nvlink-channels) for the NVLink domains of the given
+// node slices: one pool per nvlinkDomain their GPUs carry, whose node
+// selector lets in the nodes the controller labels with it.
+func ChannelPoolSlices(driverName string, nodeSlices []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+	seen := map[string]bool{}
+	var domains []string
+	for _, s := range nodeSlices {
+		if s.Spec.Driver != driverName || s.Spec.NodeName == nil {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			if a, ok := d.Attributes[slicebuilder.AttrNVLinkDomain]; ok && a.StringValue != nil && !seen[*a.StringValue] {
+				seen[*a.StringValue] = true
+				domains = append(domains, *a.StringValue)
+			}
+		}
+	}
+	sort.Strings(domains)
+	var out []*resourceapi.ResourceSlice
+	for _, domain := range domains {
+		// Named per domain: PoolSlices numbers a pool's slices from 0.
+		out = append(out, PoolSlices(driverName, "nvlink-"+domain, *slicebuilder.ChannelPools(driverName, []string{domain}, slicebuilder.DefaultChannels))...)
+	}
+	return out
 }
 
 // Node opens the fake backend for one node (its state in a directory

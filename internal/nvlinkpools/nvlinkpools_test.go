@@ -73,9 +73,9 @@ func node(name string, labels map[string]string) *v1.Node {
 }
 
 func TestValidateChannels(t *testing.T) {
-	for n, ok := range map[int]bool{0: false, 1: true, DefaultChannels: true, MaxChannels: true, MaxChannels + 1: false, -1: false} {
-		if err := ValidateChannels(n); (err == nil) != ok {
-			t.Errorf("ValidateChannels(%d) = %v, want ok=%v", n, err, ok)
+	for n, ok := range map[int]bool{0: false, 1: true, slicebuilder.DefaultChannels: true, slicebuilder.MaxChannels: true, slicebuilder.MaxChannels + 1: false, -1: false} {
+		if err := slicebuilder.ValidateChannels(n); (err == nil) != ok {
+			t.Errorf("slicebuilder.ValidateChannels(%d) = %v, want ok=%v", n, err, ok)
 		}
 	}
 }
@@ -83,7 +83,7 @@ func TestValidateChannels(t *testing.T) {
 // TestPools: a pool per domain, on the domain's nodes, channel-0 shared
 // and the others exclusive, in slices the API accepts.
 func TestPools(t *testing.T) {
-	res := Pools(driver, []string{domainA, domainB}, DefaultChannels)
+	res := slicebuilder.ChannelPools(driver, []string{domainA, domainB}, slicebuilder.DefaultChannels)
 	if len(res.Pools) != 2 {
 		t.Fatalf("%d pools, want 2", len(res.Pools))
 	}
@@ -95,8 +95,8 @@ func TestPools(t *testing.T) {
 	if req.Key != label || req.Operator != v1.NodeSelectorOpIn || !slices.Equal(req.Values, []string{domainA}) {
 		t.Errorf("node selector %+v, want %s In [%s]", req, label, domainA)
 	}
-	if len(pool.Slices) != 1 || len(pool.Slices[0].Devices) != DefaultChannels+1 {
-		t.Fatalf("default pool: %d slices, want one of %d devices", len(pool.Slices), DefaultChannels+1)
+	if len(pool.Slices) != 1 || len(pool.Slices[0].Devices) != slicebuilder.DefaultChannels+1 {
+		t.Fatalf("default pool: %d slices, want one of %d devices", len(pool.Slices), slicebuilder.DefaultChannels+1)
 	}
 	for i, d := range pool.Slices[0].Devices {
 		if d.Name != slicebuilder.ChannelDeviceName(i) || *d.Attributes[slicebuilder.AttrChannel].IntValue != int64(i) ||
@@ -108,7 +108,7 @@ func TestPools(t *testing.T) {
 			t.Errorf("%s: allowMultipleAllocations %v, want %v", d.Name, shared, i == 0)
 		}
 	}
-	big := Pools(driver, []string{domainA}, MaxChannels).Pools[slicebuilder.ChannelPoolName(domainA)]
+	big := slicebuilder.ChannelPools(driver, []string{domainA}, slicebuilder.MaxChannels).Pools[slicebuilder.ChannelPoolName(domainA)]
 	total := 0
 	for _, s := range big.Slices {
 		if len(s.Devices) > resourceapi.ResourceSliceMaxDevices {
@@ -116,8 +116,8 @@ func TestPools(t *testing.T) {
 		}
 		total += len(s.Devices)
 	}
-	if total != MaxChannels+1 {
-		t.Errorf("%d channels in the largest pool, want %d", total, MaxChannels+1)
+	if total != slicebuilder.MaxChannels+1 {
+		t.Errorf("%d channels in the largest pool, want %d", total, slicebuilder.MaxChannels+1)
 	}
 }
 
@@ -259,8 +259,8 @@ func TestLabelsAndPools(t *testing.T) {
 		slice.Spec.NodeSelector.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != domainA {
 		t.Errorf("pool slice not selecting domain A's nodes: nodeName %v, selector %+v", slice.Spec.NodeName, slice.Spec.NodeSelector)
 	}
-	if len(slice.Spec.Devices) != DefaultChannels+1 {
-		t.Errorf("%d channels, want %d", len(slice.Spec.Devices), DefaultChannels+1)
+	if len(slice.Spec.Devices) != slicebuilder.DefaultChannels+1 {
+		t.Errorf("%d channels, want %d", len(slice.Spec.Devices), slicebuilder.DefaultChannels+1)
 	}
 	if refs := slice.OwnerReferences; len(refs) != 1 || refs[0].UID != class.UID || refs[0].Kind != "DeviceClass" {
 		t.Errorf("owner references %+v, want the DeviceClass %s", refs, class.Name)

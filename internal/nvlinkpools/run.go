@@ -44,7 +44,7 @@ type Config struct {
 	DriverName string
 	Client     kubernetes.Interface
 	// Channels is how many exclusive channels each pool holds
-	// (ValidateChannels; 0: DefaultChannels).
+	// (slicebuilder.ValidateChannels; 0: slicebuilder.DefaultChannels).
 	Channels int
 	// OwnerClass is the DeviceClass that owns the pools' slices, so that
 	// deleting it (uninstalling the chart) deletes them too. Empty, or
@@ -85,9 +85,9 @@ const nodeIndex = "nodeName"
 func Run(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx)
 	if cfg.Channels == 0 {
-		cfg.Channels = DefaultChannels
+		cfg.Channels = slicebuilder.DefaultChannels
 	}
-	if err := ValidateChannels(cfg.Channels); err != nil {
+	if err := slicebuilder.ValidateChannels(cfg.Channels); err != nil {
 		return err
 	}
 	p := &publisher{
@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg Config) error {
 		opts.SyncDelay = &cfg.SliceSyncDelay
 	}
 	p.published = p.domains()
-	opts.Resources = Pools(cfg.DriverName, p.published, cfg.Channels)
+	opts.Resources = slicebuilder.ChannelPools(cfg.DriverName, p.published, cfg.Channels)
 	slicer, err := resourceslice.StartController(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -311,7 +311,7 @@ func (p *publisher) syncPools(ctx context.Context) {
 	}
 	klog.FromContext(ctx).Info("NVLink domains changed: publishing their channel pools", "domains", domains, "was", p.published)
 	p.published = domains
-	p.slicer.Update(Pools(p.cfg.DriverName, domains, p.cfg.Channels))
+	p.slicer.Update(slicebuilder.ChannelPools(p.cfg.DriverName, domains, p.cfg.Channels))
 }
 
 // owner is the DeviceClass the pools' slices are owned by, or nil.

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package nvlinkpools
+package slicebuilder
 
 import (
 	"fmt"
@@ -24,9 +24,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
-
-	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
+
+// The IMEX channel pools of NVLink domains, which gpudra-controller
+// publishes (internal/nvlinkpools) and the offline tools stand in for
+// (internal/fakenodes), so that both build the same pool.
 
 // DefaultChannels is how many exclusive channels (channel-1…channel-N) a
 // domain's pool holds by default: 127 plus the shared channel-0 fill one
@@ -48,14 +50,14 @@ func ValidateChannels(n int) error {
 	return nil
 }
 
-// DomainSelector is the node selector of a domain's pool: the nodes
+// ChannelPoolSelector is the node selector of a domain's pool: the nodes
 // labelled with the domain. The scheduler copies it into the allocation
 // of every claim that gets a channel, so that all the pods using the
 // claim land in the domain.
-func DomainSelector(driverName, domain string) *v1.NodeSelector {
+func ChannelPoolSelector(driverName, domain string) *v1.NodeSelector {
 	return &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
 		MatchExpressions: []v1.NodeSelectorRequirement{{
-			Key:      slicebuilder.NVLinkDomainLabel(driverName),
+			Key:      NVLinkDomainLabel(driverName),
 			Operator: v1.NodeSelectorOpIn,
 			Values:   []string{domain},
 		}},
@@ -70,11 +72,11 @@ func ChannelDevices(domain string, n int) []resourceapi.Device {
 	devices := make([]resourceapi.Device, 0, n+1)
 	for c := 0; c <= n; c++ {
 		d := resourceapi.Device{
-			Name: slicebuilder.ChannelDeviceName(c),
+			Name: ChannelDeviceName(c),
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-				slicebuilder.AttrType:         {StringValue: ptr.To(slicebuilder.TypeIMEXChannel)},
-				slicebuilder.AttrChannel:      {IntValue: ptr.To(int64(c))},
-				slicebuilder.AttrNVLinkDomain: {StringValue: ptr.To(domain)},
+				AttrType:         {StringValue: ptr.To(TypeIMEXChannel)},
+				AttrChannel:      {IntValue: ptr.To(int64(c))},
+				AttrNVLinkDomain: {StringValue: ptr.To(domain)},
 			},
 		}
 		if c == 0 {
@@ -85,20 +87,20 @@ func ChannelDevices(domain string, n int) []resourceapi.Device {
 	return devices
 }
 
-// Pools are the channel pools of the given domains, n exclusive channels
+// ChannelPools are the channel pools of the given domains, n exclusive channels
 // each, as the ResourceSlice controller publishes them: a domain's
 // devices in slices of at most resourceapi.ResourceSliceMaxDevices, in
 // channel order (the allocator tries them first to last).
-func Pools(driverName string, domains []string, n int) *resourceslice.DriverResources {
+func ChannelPools(driverName string, domains []string, n int) *resourceslice.DriverResources {
 	res := &resourceslice.DriverResources{Pools: make(map[string]resourceslice.Pool, len(domains))}
 	for _, domain := range domains {
 		devices := ChannelDevices(domain, n)
 		var pool resourceslice.Pool
-		pool.NodeSelector = DomainSelector(driverName, domain)
+		pool.NodeSelector = ChannelPoolSelector(driverName, domain)
 		for chunk := range slices.Chunk(devices, resourceapi.ResourceSliceMaxDevices) {
 			pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: chunk})
 		}
-		res.Pools[slicebuilder.ChannelPoolName(domain)] = pool
+		res.Pools[ChannelPoolName(domain)] = pool
 	}
 	return res
 }
