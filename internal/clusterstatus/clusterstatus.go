@@ -52,8 +52,30 @@ type Report struct {
 	// namespace (devices held elsewhere show as held, without names).
 	Namespace string `json:"namespace,omitempty"`
 	Nodes     []Node `json:"nodes"`
+	// Domains are the NVLink domains whose IMEX channel pools
+	// gpudra-controller publishes, with the channels claims hold.
+	Domains []Domain `json:"nvlinkDomains,omitempty"`
 	// Notes say what the view could not know.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// Domain is one NVLink domain's channel pool.
+type Domain struct {
+	Name string `json:"name"`
+	// Nodes are the nodes whose GPUs publish the domain.
+	Nodes []string `json:"nodes"`
+	// Channels is how many channels the pool publishes (channel-0, the
+	// shared one, included).
+	Channels int `json:"channels"`
+	// Held are the channels claims hold, by channel.
+	Held []HeldChannel `json:"held,omitempty"`
+}
+
+// HeldChannel is a channel and a claim that holds it (channel-0 may be
+// held by several).
+type HeldChannel struct {
+	Channel string `json:"channel"`
+	Holder
 }
 
 // Node is one node's pool.
@@ -334,6 +356,9 @@ func Build(resourceSlices []resourceapi.ResourceSlice, claims []resourceapi.Reso
 		n.GPUs = append(n.GPUs, *g)
 	}
 	for _, pool := range pools {
+		if strings.HasPrefix(pool, slicebuilder.ChannelPoolPrefix) {
+			continue // a domain's, not a node's: in rep.Domains
+		}
 		node := cmp.Or(nodeOf[pool], pool)
 		if _, ok := byNode[node]; !ok && (len(o.Nodes) == 0 || slices.Contains(o.Nodes, node)) {
 			byNode[node] = &Node{Name: node} // a pool without GPUs
@@ -366,7 +391,46 @@ func Build(resourceSlices []resourceapi.ResourceSlice, claims []resourceapi.Reso
 		rep.Nodes = append(rep.Nodes, *n)
 	}
 	slices.SortFunc(rep.Nodes, func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+	rep.Domains = domains(rep.Nodes, devices, pools, held)
 	return rep
+}
+
+// domains are the channel pools among the pools, with the nodes of each
+// domain and the channels claims hold.
+func domains(nodes []Node, devices map[deviceKey]published, pools []string, held map[deviceKey][]heldDevice) []Domain {
+	var out []Domain
+	for _, pool := range pools {
+		name, ok := strings.CutPrefix(pool, slicebuilder.ChannelPoolPrefix)
+		if !ok {
+			continue
+		}
+		d := Domain{Name: name}
+		for _, n := range nodes {
+			if n.NVLinkDomain == name {
+				d.Nodes = append(d.Nodes, n.Name)
+			}
+		}
+		for k := range devices {
+			if k.pool == pool {
+				d.Channels++
+			}
+		}
+		for k, hs := range held {
+			if k.pool != pool {
+				continue
+			}
+			for _, h := range hs {
+				d.Held = append(d.Held, HeldChannel{Channel: k.device, Holder: h.Holder})
+			}
+		}
+		slices.SortFunc(d.Held, func(a, b HeldChannel) int {
+			na, _ := gpu.ParseChannelDeviceName(a.Channel)
+			nb, _ := gpu.ParseChannelDeviceName(b.Channel)
+			return cmp.Or(cmp.Compare(na, nb), cmp.Compare(a.Namespace+"/"+a.Claim, b.Namespace+"/"+b.Claim))
+		})
+		out = append(out, d)
+	}
+	return out
 }
 
 // heldDevice is a claim's hold on one device.

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -270,6 +271,41 @@ func TestNVLinkDomain(t *testing.T) {
 		}
 		if !strings.Contains(b.String(), tc.line) || (tc.domain == "" && strings.Contains(b.String(), "NVLink domain")) {
 			t.Errorf("%s: output lacks %q:\n%s", tc.profile, tc.line, b.String())
+		}
+	}
+}
+
+// An NVLink domain's channel pool is no node: it shows as a domain, with
+// its nodes and the channels claims hold, and the node row stays the
+// tray's alone.
+func TestNVLinkDomainChannels(t *testing.T) {
+	const domain = "00000001-0000-0000-0000-000000000001.2"
+	pool := slicebuilder.ChannelPoolName(domain)
+	claims := []resourceapi.ResourceClaim{
+		claim("team-a", "job-1", "worker-0", []resourceapi.DeviceRequestAllocationResult{{Request: "channel", Driver: driver, Pool: pool, Device: "channel-1"}}),
+		claim("team-b", "job-2", "worker-0", []resourceapi.DeviceRequestAllocationResult{{Request: "channel", Driver: driver, Pool: pool, Device: "channel-0"}}),
+	}
+	rep := Build(fakeSlices(t, "gb200-tray", fakenodes.Pool{}), claims, Options{Driver: driver, Namespace: "team-a"})
+	if len(rep.Nodes) != 1 || rep.Nodes[0].Name != "node-1" {
+		t.Fatalf("nodes %+v, want node-1 alone", rep.Nodes)
+	}
+	if len(rep.Domains) != 1 {
+		t.Fatalf("domains %+v, want one", rep.Domains)
+	}
+	d := rep.Domains[0]
+	if d.Name != domain || !slices.Equal(d.Nodes, []string{"node-1"}) || d.Channels != slicebuilder.DefaultChannels+1 {
+		t.Errorf("domain %s, nodes %v, %d channels; want %s, [node-1], %d", d.Name, d.Nodes, d.Channels, domain, slicebuilder.DefaultChannels+1)
+	}
+	if len(d.Held) != 2 || d.Held[0].Channel != "channel-0" || !d.Held[0].Hidden || d.Held[1].Channel != "channel-1" || d.Held[1].Claim != "job-1" {
+		t.Errorf("held %+v, want channel-0 by a claim of another namespace, channel-1 by team-a/job-1", d.Held)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteText(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NVLINK DOMAINS\n", domain + ": 1 node(s) node-1; 128 channels, 2 held\n", "  channel-1  team-a/job-1 pods worker-0\n", "  channel-0  (another namespace)\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the text lacks %q:\n%s", want, b.String())
 		}
 	}
 }

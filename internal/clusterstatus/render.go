@@ -119,6 +119,23 @@ func (r *Report) WriteText(w io.Writer, wide bool) error {
 	} else {
 		fmt.Fprintf(w, "no ResourceSlices of driver %s\n", textsafe.Line(r.Driver))
 	}
+	if len(r.Domains) > 0 {
+		fmt.Fprintln(w, "\nNVLINK DOMAINS")
+		for _, d := range r.Domains {
+			fmt.Fprintf(w, "%s: %d node(s) %s; %d channels, %d held\n", textsafe.Line(d.Name), len(d.Nodes),
+				textsafe.Line(strings.Join(d.Nodes, ",")), d.Channels, len(d.Held))
+			for _, h := range d.Held {
+				who := "(another namespace)"
+				if !h.Hidden {
+					who = h.Namespace + "/" + h.Claim
+					if len(h.Pods) > 0 {
+						who += " pods " + strings.Join(h.Pods, ",")
+					}
+				}
+				fmt.Fprintf(w, "  %s  %s\n", textsafe.Line(h.Channel), textsafe.Line(who))
+			}
+		}
+	}
 	for _, note := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", textsafe.Line(note))
 	}

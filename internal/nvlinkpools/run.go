@@ -124,8 +124,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil // ctx is done
 	}
 
-	// The slice controller starts with the pools the labels already ask
-	// for, so that a new leader deletes none that should stay.
+	// The slice controller starts with the pools of the labels that the
+	// nodes' slices confirm, so that a new leader deletes none that should
+	// stay and a stale label (a node that left its domain while no leader
+	// ran) publishes no pool, not even until its label is fixed.
 	opts := resourceslice.Options{
 		DriverName: cfg.DriverName,
 		KubeClient: cfg.Client,
@@ -137,7 +139,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.SliceSyncDelay > 0 {
 		opts.SyncDelay = &cfg.SliceSyncDelay
 	}
-	p.published = p.domains()
+	p.published = p.confirmedDomains()
 	opts.Resources = slicebuilder.ChannelPools(cfg.DriverName, p.published, cfg.Channels)
 	slicer, err := resourceslice.StartController(ctx, opts)
 	if err != nil {
@@ -288,14 +290,29 @@ func (p *publisher) syncNode(ctx context.Context, name string) error {
 	return nil
 }
 
-// domains are the domains at least one Node is labelled with, sorted.
-func (p *publisher) domains() []string {
+// confirmedDomains are the domains of the labels that their nodes' slices
+// confirm: the labels syncNode keeps.
+func (p *publisher) confirmedDomains() []string {
 	var out []string
 	for _, obj := range p.nodes.GetStore().List() {
-		if n, ok := obj.(*v1.Node); ok {
-			if d, has := n.Labels[p.label]; has && d != "" && !slices.Contains(out, d) {
-				out = append(out, d)
-			}
+		n, ok := obj.(*v1.Node)
+		if !ok {
+			continue
+		}
+		d, has := n.Labels[p.label]
+		if !has || d == "" || slices.Contains(out, d) {
+			continue
+		}
+		objs, err := p.slices.GetIndexer().ByIndex(nodeIndex, n.Name)
+		if err != nil {
+			continue
+		}
+		nodeSlices := make([]*resourceapi.ResourceSlice, 0, len(objs))
+		for _, o := range objs {
+			nodeSlices = append(nodeSlices, o.(*resourceapi.ResourceSlice))
+		}
+		if confirmed, err := NodeDomain(p.cfg.DriverName, n.Name, nodeSlices); err == nil && confirmed == d {
+			out = append(out, d)
 		}
 	}
 	slices.Sort(out)
@@ -303,9 +320,9 @@ func (p *publisher) domains() []string {
 }
 
 // syncPools hands the slice controller the pools of the labelled domains
-// when that set changed.
+// (the labels their nodes' slices confirm) when that set changed.
 func (p *publisher) syncPools(ctx context.Context) {
-	domains := p.domains()
+	domains := p.confirmedDomains()
 	if slices.Equal(domains, p.published) {
 		return
 	}
