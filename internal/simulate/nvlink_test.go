@@ -73,7 +73,7 @@ func traySlice(node, domain string) *resourceapi.ResourceSlice {
 }
 
 // channelState is a tray's node state on the fake backend, in the domain.
-func channelState(ctx context.Context, t *testing.T, node, domain string) (*nodestate.State, string) {
+func channelState(ctx context.Context, t testing.TB, node, domain string) (*nodestate.State, string) {
 	t.Helper()
 	dir := t.TempDir()
 	be, err := backend.Open(ctx, backend.Options{Kind: "fake", NodeName: node, FakeProfile: "dgx-h100",
@@ -270,4 +270,35 @@ func channelScheduler(ctx context.Context, t *testing.T, cs *fake.Clientset) *sc
 	sched := scheduler.New(features, scheduler.NewClasses(classes), slices, nil)
 	sched.UseNodes(nodes)
 	return sched
+}
+
+// BenchmarkChannelPrepare prepares one IMEX channel of the node's NVLink
+// domain in process (the node state: checkpoint writes and the CDI spec
+// with the channel's device node), what a replacement pod of a running
+// job pays on a tray of its domain, and reports p50 and p99. The IMEX
+// daemon's readiness check is not in it: gpudra runs no daemon yet.
+func BenchmarkChannelPrepare(b *testing.B) {
+	_, ctx := ktesting.NewTestContext(b)
+	s, _ := channelState(ctx, b, "tray-1", nvlDomainA)
+	var lat []time.Duration
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		name := "job-" + strconv.Itoa(i)
+		c := gpudratest.WithUID(gpudratest.Claim("team", name, gpudratest.Request("channel", "nvlink-channel.gpudra.io", 1)), "uid-"+name)
+		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+			Request: "channel", Driver: gpu.DefaultDriverName, Pool: slicebuilder.ChannelPoolName(nvlDomainA), Device: slicebuilder.ChannelDeviceName(1 + i%slicebuilder.DefaultChannels),
+		}}}}
+		b.StartTimer()
+		start := time.Now()
+		if _, err := s.Prepare(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		if err := s.Unprepare(ctx, nodestate.ClaimRef{UID: string(c.UID), Namespace: c.Namespace, Name: c.Name}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	reportLatency(b, lat)
 }
