@@ -99,6 +99,18 @@ func start(t *testing.T, ln net.Listener, nodes []string) *node {
 	n := &node{d: d, socket: socket, errc: make(chan error, 1)}
 	go func() { n.errc <- d.Run(context.Background()) }()
 	t.Cleanup(d.Stop)
+	// Ready is set once both the peer listener and the control socket
+	// serve.
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-n.errc:
+			t.Fatalf("Run: %v", err)
+		default:
+		}
+		return d.Ready(), nil
+	}); err != nil {
+		t.Fatalf("node %d never became ready", d.Index())
+	}
 	return n
 }
 
