@@ -23,6 +23,12 @@ limitations under the License.
 // IMEX_CMD_UNIX_DOMAIN_PATH. Tests can hang it (it stops answering, as a
 // daemon under SIGSTOP does) and stop it (its peers see it go).
 //
+// It runs in-process (Daemon, for Go tests) or as a process: a binary
+// that links the package becomes the daemon when started as
+// "fake-nvidia-imex -c <imexd.cfg>" and the control client when started as
+// "fake-nvidia-imex-ctl -q|-N -j [--u=<socket>]", for the multi-node local
+// cluster, where each node is its own network namespace.
+//
 // It imports and exports no GPU memory: what it makes testable is the
 // daemon's membership and readiness, not IMEX channels' memory sharing.
 // Facts it follows: ../../docs/nvlink.md and the research notes on NVLink
