@@ -268,7 +268,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 func (d *Daemon) signalStop() { d.stopOnce.Do(func() { close(d.stopping) }) }
 
-// Stop stops a running daemon and waits for Run to return.
+// Stop stops the daemon and waits for Run to return; call it once Run
+// has been started (it waits for that Run).
 func (d *Daemon) Stop() {
 	d.signalStop()
 	<-d.done
@@ -479,8 +480,9 @@ func (d *Daemon) connectOnce(logger klog.Logger, i int, timeout time.Duration) {
 	}
 }
 
-// lost records that peer i is not connected: DISCONNECTED if it ever was
-// (or was refused), UNAVAILABLE if it never answered.
+// lost records that peer i is not connected: a CONNECTED peer becomes
+// DISCONNECTED; one never connected stays UNAVAILABLE, and a refused one
+// INVALID until it answers with the same node list.
 func (d *Daemon) lost(i int) {
 	if d.isStopping() {
 		return
