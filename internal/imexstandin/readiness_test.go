@@ -26,12 +26,12 @@ import (
 func TestCheckerFollowsTheDaemon(t *testing.T) {
 	lns, addrs := listeners(t, 1)
 	n := start(t, lns[0], addrs)
-	c := Checker{Socket: n.socket, Timeout: 500 * time.Millisecond}
+	c := Checker{Socket: n.socket}
 	if err := c.Ready(ctx(t, 5*time.Second), "uuid.1"); err != nil {
 		t.Fatalf("ready daemon: %v", err)
 	}
 	n.d.Hang()
-	err := c.Ready(context.Background(), "uuid.1")
+	err := Checker{Socket: n.socket, Timeout: 500 * time.Millisecond}.Ready(context.Background(), "uuid.1")
 	if err == nil || !strings.Contains(err.Error(), "NVLink domain uuid.1") || !strings.Contains(err.Error(), "did not answer in time") {
 		t.Errorf("hung daemon: %v; want an error naming the domain and the missing answer", err)
 	}
