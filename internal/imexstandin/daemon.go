@@ -155,6 +155,14 @@ func (d *Daemon) findSelf() (int, error) {
 			}
 		}
 	}
+	if d.ln == nil {
+		// A stand-in node list may name host:port (several daemons on one
+		// address); this daemon's entry is then its address at
+		// SERVER_PORT.
+		for _, w := range want {
+			want = append(want, net.JoinHostPort(w, strconv.Itoa(d.cfg.ServerPort)))
+		}
+	}
 	for i, n := range d.nodes {
 		for _, w := range want {
 			if n == w {

@@ -154,3 +154,75 @@ func TestCtlWithoutConfig(t *testing.T) {
 		t.Errorf("-N without -j: %d", code)
 	}
 }
+
+// process is one stand-in daemon process of a test.
+type process struct {
+	cmd    *exec.Cmd
+	socket string
+	exited chan struct{}
+}
+
+func startProcess(t *testing.T, cfgFile, socket string) *process {
+	t.Helper()
+	p := &process{cmd: self(t, Subcommand, "-c", cfgFile), socket: socket, exited: make(chan struct{})}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// nodeStatus waits, bounded, until the process's -N -j shows node i's
+// connection to node j in state want.
+func nodeStatus(t *testing.T, p *process, i, j string, want PeerState) {
+	t.Helper()
+	var s NodesStatus
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		s, err = QueryNodeStatus(ctx, p.socket)
+		return err == nil && s.Nodes[i].Connections[j].Status == want, nil
+	})
+	if err != nil {
+		t.Fatalf("node %s's connection to node %s never became %s: %+v", i, j, want, s)
+	}
+}
+
+// Two processes on 127.0.0.1, each at its own SERVER_PORT, as two trays
+// would be at their own addresses: one is hung with SIGSTOP, resumed, and
+// killed with SIGKILL, and the other sees each.
+func TestProcessesSeeEachOtherHungAndKilled(t *testing.T) {
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	nodes := strings.Join(addrs, "\n") + "\n"
+	var ps []*process
+	for _, a := range addrs {
+		_, port, _ := net.SplitHostPort(a)
+		cfgFile, socket := writeFiles(t, nodes, "BIND_INTERFACE_IP=127.0.0.1\nSERVER_PORT="+port+"\n")
+		ps = append(ps, startProcess(t, cfgFile, socket))
+	}
+	nodeStatus(t, ps[0], "0", "1", PeerConnected)
+	nodeStatus(t, ps[1], "1", "0", PeerConnected)
+
+	if err := ps[1].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if ready, err := Query(ctx, ps[1].socket); ready || err == nil {
+		t.Errorf("-q to a stopped process: %v, %v; want no answer", ready, err)
+	}
+	if err := ps[1].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	nodeStatus(t, ps[1], "1", "0", PeerConnected)
+
+	if err := ps[1].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-ps[1].exited
+	nodeStatus(t, ps[0], "0", "1", PeerDisconnected)
+}
