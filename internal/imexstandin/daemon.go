@@ -200,7 +200,8 @@ func (d *Daemon) Ready() bool {
 
 // Run serves until ctx ends or Stop is called, then tells its peers it is
 // shutting down and returns. It returns an error at once when it cannot
-// listen.
+// listen. A Daemon runs once; a restarted node is a new Daemon, as a
+// restarted IMEX daemon is a new instance to its peers.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer close(d.done)
 	logger := klog.FromContext(ctx).WithValues("imexNode", d.self)
