@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -192,6 +193,34 @@ func nodeStatus(t *testing.T, p *process, i, j string, want PeerState) {
 	}
 }
 
+// waitStopped waits, bounded, until every thread of the process is
+// stopped: kill(SIGSTOP) returns before the threads running on other CPUs
+// have stopped, and one of them could still answer a query.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(stats) == 0 {
+			return false, err
+		}
+		for _, f := range stats {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return false, nil // a thread that just went
+			}
+			// pid (comm) state …: the state follows the last ')'.
+			rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
+			if fields := strings.Fields(rest); len(fields) == 0 || fields[0] != "T" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("process %d did not stop: %v", pid, err)
+	}
+}
+
 // Two processes on 127.0.0.1, each at its own SERVER_PORT, as two trays
 // would be at their own addresses: one is hung with SIGSTOP, resumed, and
 // killed with SIGKILL, and the other sees each.
@@ -210,6 +239,7 @@ func TestProcessesSeeEachOtherHungAndKilled(t *testing.T) {
 	if err := ps[1].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	waitStopped(t, ps[1].cmd.Process.Pid)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	if ready, err := Query(ctx, ps[1].socket); ready || err == nil {
