@@ -52,7 +52,7 @@ func runIndex(args []string) error {
 	}
 	archives := fl.Args()
 	if *out == "" || *tag == "" || len(archives) == 0 {
-		return errors.New("usage: mkimage index -o OUT.tar -t REF IMAGE.tar...")
+		return errors.New("usage: mkimage index -o OUT.tar -t REF IMAGE.tar [IMAGE.tar …]")
 	}
 	ref, err := name.ParseReference(*tag)
 	if err != nil {
