@@ -19,6 +19,7 @@ package plugin
 import (
 	"context"
 	"reflect"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -71,12 +72,16 @@ func (d *Driver) refreshFabric(ctx context.Context) {
 	domain := fresh.NVLinkDomain()
 	d.mu.Lock()
 	// Only the fabric and platform of the node's GPUs are replaced: the
-	// rest of d.node is the discovery's, which nothing else changes.
-	for i := range d.node.GPUs {
-		if i < len(fresh.GPUs) && d.node.GPUs[i].UUID == fresh.GPUs[i].UUID {
-			d.node.GPUs[i].Fabric, d.node.GPUs[i].Platform = fresh.GPUs[i].Fabric, fresh.GPUs[i].Platform
+	// rest of d.node is the discovery's, which nothing else changes. The
+	// GPUs go into a new slice: copies of d.node taken under the lock
+	// (publishing, telemetry) share the old one and read it unlocked.
+	gpus := slices.Clone(d.node.GPUs)
+	for i := range gpus {
+		if i < len(fresh.GPUs) && gpus[i].UUID == fresh.GPUs[i].UUID {
+			gpus[i].Fabric, gpus[i].Platform = fresh.GPUs[i].Fabric, fresh.GPUs[i].Platform
 		}
 	}
+	d.node.GPUs = gpus
 	old := d.domain
 	d.domain = domain
 	d.mu.Unlock()
