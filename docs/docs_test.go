@@ -227,6 +227,10 @@ func TestAttributesDocumented(t *testing.T) {
 			}
 		}
 	}
+	// imexReady is published only where the plugin asks a node's IMEX
+	// daemon, which no fake node of an offline inventory has (an inventory
+	// without it counts as ready, as gpudra-controller counts it).
+	attrs[string(slicebuilder.AttrIMEXReady)] = true
 	docAttrs, docCaps := firstColumn(t, "| attribute | type | meaning |"), firstColumn(t, "| capacity | unit | meaning |")
 	compareSets(t, "the attributes of whole GPUs", slices.Sorted(maps.Keys(attrs)), "README.md's attribute table", docAttrs)
 	compareSets(t, "the capacities of whole GPUs", slices.Sorted(maps.Keys(caps)), "README.md's capacity table", docCaps)

@@ -46,6 +46,7 @@ import (
 	"github.com/gpudra/gpudra/internal/componentmetrics"
 	"github.com/gpudra/gpudra/internal/discovery"
 	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/imexready"
 	"github.com/gpudra/gpudra/internal/mps"
 	"github.com/gpudra/gpudra/internal/mpspod"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
@@ -89,6 +90,10 @@ type flags struct {
 	idleAfter     time.Duration
 	ignoredXIDs   []uint
 	healthRecheck time.Duration
+	// Multi-node NVLink.
+	imexDaemon        string
+	imexSocket        string
+	imexCheckInterval time.Duration
 }
 
 func main() {
@@ -136,6 +141,9 @@ func newFlags() (*flags, *cmdline.Command) {
 	fs.DurationVar(&f.idleAfter, "idle-after", plugin.DefaultIdleAfter, "How long every device of a claim must stay below --idle-threshold for the claim to count as idle (gpudra_claims_idle).")
 	fs.UintSliceVar(&f.ignoredXIDs, "ignored-xids", nil, "XIDs that leave a GPU healthy (comma-separated); default: the application XIDs "+xidList(discovery.DefaultIgnoredXIDs)+".")
 	fs.DurationVar(&f.healthRecheck, "health-recheck-interval", discovery.DefaultRecheckInterval, "How often an unhealthy GPU is asked whether it recovered (the driver asks for no recovery action, or a lost GPU answers again); its taint goes when it has.")
+	fs.StringVar(&f.imexDaemon, "imex-daemon", plugin.IMEXDaemonHost, "On a node in a multi-node NVLink domain (GB200/GB300 trays): how its IMEX daemon is checked. host: ask the operator's nvidia-imex service with the driver root's nvidia-imex-ctl -q --u=<--imex-socket> every --imex-check-interval, publish the answer (imexReady) so that new pods holding an IMEX channel stay off a node whose daemon is not ready, and refuse to prepare a channel until it answers READY; none: ask nothing (you vouch for the daemons). Nodes in no domain ask nothing either way (docs/nvlink.md).")
+	fs.StringVar(&f.imexSocket, "imex-socket", imexready.DefaultSocket, "With --imex-daemon=host: the IMEX daemon's control socket, its IMEX_CMD_UNIX_DOMAIN_PATH (the daemon's config must set IMEX_CMD_ENABLED=1 and this path), as the plugin's container sees it.")
+	fs.DurationVar(&f.imexCheckInterval, "imex-check-interval", imexready.DefaultInterval, "With --imex-daemon=host: how often the IMEX daemon is asked; a daemon that stops answering keeps new multi-node pods off the node about this long (plus a republish) later.")
 	// What the chart sets through the environment (daemonset.yaml).
 	cmd.Env(map[string]string{
 		"driver-name":                   "DRIVER_NAME",
@@ -163,6 +171,8 @@ func newFlags() (*flags, *cmdline.Command) {
 		"mps-daemon-image-pull-policy":  "MPS_DAEMON_IMAGE_PULL_POLICY",
 		"mps-daemon-image-pull-secrets": "MPS_DAEMON_IMAGE_PULL_SECRETS",
 		"metrics-address":               "METRICS_ADDRESS",
+		"imex-daemon":                   "IMEX_DAEMON",
+		"imex-socket":                   "IMEX_SOCKET",
 	})
 	return f, cmd
 }
@@ -202,6 +212,12 @@ func run() error {
 	healthcheck, err := healthcheckAddr(f.healthPort)
 	if err != nil {
 		return err
+	}
+	if err := plugin.ValidateIMEXDaemon(f.imexDaemon); err != nil {
+		return fmt.Errorf("--imex-daemon: %w", err)
+	}
+	if f.imexCheckInterval <= 0 {
+		return fmt.Errorf("--imex-check-interval must be positive, got %v", f.imexCheckInterval)
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -271,6 +287,9 @@ func run() error {
 		HealthRecheck:      f.healthRecheck,
 		IdleThreshold:      f.idleThreshold,
 		IdleAfter:          f.idleAfter,
+		IMEXDaemon:         f.imexDaemon,
+		IMEXSocket:         f.imexSocket,
+		IMEXCheckInterval:  f.imexCheckInterval,
 		Instruments:        instruments,
 		Fatal: func(err error) {
 			fatal = err

@@ -37,6 +37,9 @@ type policyTools interface {
 	// mpsDaemon is how to run an MPS control daemon for the device with
 	// the given UUID (a GPU's or a MIG device's).
 	mpsDaemon(deviceUUID string) gpu.DaemonCommand
+	// imexCtl is how to run nvidia-imex-ctl, the IMEX daemon's control
+	// client (docs/nvlink.md): the command and its environment.
+	imexCtl() gpu.ToolCommand
 }
 
 // ComputeMode reports the GPU's compute mode.
@@ -79,4 +82,11 @@ func (b *Backend) SetTimeSlice(uuid string, level int) error {
 // given UUID (GPU-… or MIG-…), in the foreground.
 func (b *Backend) MPSDaemon(deviceUUID string) gpu.DaemonCommand {
 	return b.policy.mpsDaemon(deviceUUID)
+}
+
+// IMEXCtl is how to run nvidia-imex-ctl, which asks the node's IMEX
+// daemon whether it is ready: the driver root's on real GPUs, the
+// stand-in's on fake ones.
+func (b *Backend) IMEXCtl() gpu.ToolCommand {
+	return b.policy.imexCtl()
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/imexstandin"
 	"github.com/gpudra/gpudra/internal/mpsstandin"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
 )
@@ -60,6 +61,12 @@ func (f fakePolicy) mpsDaemon(deviceUUID string) gpu.DaemonCommand {
 		Env:     []string{"CUDA_VISIBLE_DEVICES=" + deviceUUID},
 		Control: []string{f.self, mpsstandin.ControlSubcommand},
 	}
+}
+
+// imexCtl is the stand-in's nvidia-imex-ctl, in the plugin's own binary
+// (imexstandin dispatches on its first argument).
+func (f fakePolicy) imexCtl() gpu.ToolCommand {
+	return gpu.ToolCommand{Args: []string{f.self, imexstandin.CtlSubcommand}}
 }
 
 // TimeSlice reads a fake GPU's time-slice level: for tests, which check

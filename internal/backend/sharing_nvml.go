@@ -84,3 +84,11 @@ func (p nvmlPolicy) mpsDaemon(deviceUUID string) gpu.DaemonCommand {
 		HostAccess: true,
 	}
 }
+
+// imexCtl runs the driver root's nvidia-imex-ctl with the driver's
+// libraries, as nvidia-smi is run. NVIDIA's driver chroots into the
+// driver root instead, which needs CAP_SYS_CHROOT; the tool needs no more
+// than the libraries LD_LIBRARY_PATH names.
+func (p nvmlPolicy) imexCtl() gpu.ToolCommand {
+	return gpu.ToolCommand{Args: []string{filepath.Join(p.binDir, "nvidia-imex-ctl")}, Env: p.env()}
+}

@@ -398,7 +398,9 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 		r.nodeObjs = append(r.nodeObjs, o.Obj.(*v1.Node))
 	}
 	r.sched.UseNodes(r.nodeObjs)
-	r.labelNVLinkDomains()
+	if note := r.labelNVLinkDomains(); note != "" {
+		notes = append(notes, note)
+	}
 	r.inv = newInventory(r.sched.Slices(), r.sched.Nodes())
 	r.byNode = map[string][]int{}
 	for i, d := range r.inv.devices {

@@ -38,8 +38,10 @@ import (
 // around it:
 //
 //   - nodes read from the inventory (no Node object among the inputs) carry
-//     the domain label, as gpudra's kubelet plugin labels its node, taken
-//     from their GPUs' nvlinkDomain attribute;
+//     the domain label and the IMEX readiness label, as gpudra-controller
+//     labels them, taken from their GPUs' nvlinkDomain and imexReady
+//     attributes (a GPU without imexReady counts as ready, as the
+//     controller counts it);
 //   - a gang (a PodGroup) with a channel claim is placed in one domain or
 //     not at all: each domain is tried in turn, as topology-aware
 //     workload scheduling (or Kueue TAS) on the domain label picks one with
@@ -50,13 +52,17 @@ import (
 //     that domain lacks room for the others.
 
 // labelNVLinkDomains gives each inventory node without a Node object among
-// the inputs the domain label of its GPUs' nvlinkDomain attribute.
-func (r *runner) labelNVLinkDomains() {
+// the inputs the domain label of its GPUs' nvlinkDomain attribute, and
+// the IMEX readiness label unless a GPU says imexReady false. It returns
+// a note for the report saying what it assumed, "" when it labelled no
+// node.
+func (r *runner) labelNVLinkDomains() string {
 	given := map[string]bool{}
 	for _, n := range r.nodeObjs {
 		given[n.Name] = true
 	}
 	domainOf := map[string]string{}
+	notReady := map[string]bool{}
 	for _, s := range r.sched.Slices() {
 		node := ptr.Deref(s.Spec.NodeName, "")
 		if node == "" || s.Spec.Driver != r.opts.DriverName {
@@ -66,17 +72,33 @@ func (r *runner) labelNVLinkDomains() {
 			if a, ok := d.Attributes[slicebuilder.AttrNVLinkDomain]; ok && a.StringValue != nil {
 				domainOf[node] = *a.StringValue
 			}
+			if a, ok := d.Attributes[slicebuilder.AttrIMEXReady]; ok && a.BoolValue != nil && !*a.BoolValue {
+				notReady[node] = true
+			}
 		}
 	}
 	label := slicebuilder.NVLinkDomainLabel(r.opts.DriverName)
+	ready := slicebuilder.IMEXReadyLabel(r.opts.DriverName)
+	labelled, down := 0, 0
 	for _, n := range r.sched.Nodes() {
 		if d := domainOf[n.Name]; d != "" && !given[n.Name] {
 			if n.Labels == nil {
 				n.Labels = map[string]string{}
 			}
 			n.Labels[label] = d
+			labelled++
+			if notReady[n.Name] {
+				down++
+			} else {
+				n.Labels[ready] = "true"
+			}
 		}
 	}
+	if labelled == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d node(s) in NVLink domains labelled as gpudra-controller labels them (%s, %s): %d with the IMEX daemon ready, as their GPUs' imexReady says (or, without it, as the controller assumes); check cannot ask a daemon itself",
+		labelled, label, ready, labelled-down)
 }
 
 // isChannelPool says whether a pool is an NVLink domain's channel pool.

@@ -74,3 +74,11 @@ type DaemonCommand struct {
 	// neither.
 	HostAccess bool
 }
+
+// ToolCommand is how to run one of the driver's command-line tools in the
+// plugin's container: Args[0] is the executable (arguments follow the
+// caller's), Env its environment (nil: the plugin's own).
+type ToolCommand struct {
+	Args []string
+	Env  []string
+}

@@ -77,6 +77,7 @@ func InNVLinkDomains(driverName string, channels int, slices []*resourceapi.Reso
 		labels := map[string]string{"kubernetes.io/hostname": node}
 		if domain != "" {
 			labels[slicebuilder.NVLinkDomainLabel(driverName)] = domain
+			labels[slicebuilder.IMEXReadyLabel(driverName)] = "true"
 			if !seenDomain[domain] {
 				seenDomain[domain] = true
 				domains = append(domains, domain)
@@ -98,11 +99,9 @@ func ChannelPool(driverName, domain string, channels int) *resourceapi.ResourceS
 	s := &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "nvlink-" + domain},
 		Spec: resourceapi.ResourceSliceSpec{
-			Driver: driverName,
-			Pool:   resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
-			NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{
-				Key: slicebuilder.NVLinkDomainLabel(driverName), Operator: v1.NodeSelectorOpIn, Values: []string{domain},
-			}}}}},
+			Driver:       driverName,
+			Pool:         resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
+			NodeSelector: slicebuilder.ChannelPoolSelector(driverName, domain),
 		},
 	}
 	for n := 0; n <= channels; n++ {

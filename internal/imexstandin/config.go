@@ -27,7 +27,9 @@ limitations under the License.
 // that links the package becomes the daemon when started as
 // "fake-nvidia-imex -c <imexd.cfg>" and the control client when started as
 // "fake-nvidia-imex-ctl -q|-N -j [--u=<socket>]", for the multi-node local
-// cluster, where each node is its own network namespace.
+// cluster, where each node is its own network namespace. The fake backend
+// hands the plugin that client as its nvidia-imex-ctl (backend.IMEXCtl),
+// so the plugin asks the stand-in exactly as it asks NVIDIA's daemon.
 //
 // It imports and exports no GPU memory: what it makes testable is the
 // daemon's membership and readiness, not IMEX channels' memory sharing.

@@ -46,11 +46,8 @@ type IMEXReadiness interface {
 }
 
 // AlwaysReady is the IMEXReadiness of a node whose IMEX daemon gpudra
-// does not check yet: every domain is ready.
-//
-// TODO(issue 28 item 4): ask the node's IMEX daemon (the managed daemon
-// pod's control socket, or nvidia-imex-ctl -q against the operator's
-// service) and answer an error until it says READY.
+// does not check (--imex-daemon=none): every domain is ready. The plugin
+// otherwise uses imexready.Prober.
 type AlwaysReady struct{}
 
 // Ready implements IMEXReadiness.

@@ -40,6 +40,45 @@ func domainAttribute(driverName string, d *resourceapi.Device) (string, bool) {
 	return "", false
 }
 
+// imexReadyAttribute reads a device's AttrIMEXReady, short or qualified.
+func imexReadyAttribute(driverName string, d *resourceapi.Device) (bool, bool) {
+	for _, name := range []resourceapi.QualifiedName{
+		slicebuilder.AttrIMEXReady,
+		resourceapi.QualifiedName(driverName + "/" + string(slicebuilder.AttrIMEXReady)),
+	} {
+		if a, ok := d.Attributes[name]; ok && a.BoolValue != nil {
+			return *a.BoolValue, true
+		}
+	}
+	return false, false
+}
+
+// NodeIMEXReady says whether a node's IMEX daemon can serve new
+// multi-node work, from the slices its plugin published: false when a GPU
+// of the newest generation says imexReady false. A plugin that does not
+// check the daemon publishes no imexReady, and its node counts as ready:
+// the admin vouches for the daemon (--imex-daemon=none), or the plugin is
+// older than the check and its node must not lose its channels in a
+// rolling upgrade.
+func NodeIMEXReady(driverName, nodeName string, nodeSlices []*resourceapi.ResourceSlice) bool {
+	newest := map[string]int64{}
+	for _, s := range nodeSlices {
+		newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
+	}
+	for _, s := range nodeSlices {
+		if s.Spec.Driver != driverName || s.Spec.NodeName == nil || *s.Spec.NodeName != nodeName ||
+			s.Spec.Pool.Generation < newest[s.Spec.Pool.Name] {
+			continue
+		}
+		for i := range s.Spec.Devices {
+			if ready, ok := imexReadyAttribute(driverName, &s.Spec.Devices[i]); ok && !ready {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // NodeDomain is a node's NVLink domain, from the ResourceSlices its
 // plugin published (those of other drivers and cluster-scoped ones are
 // skipped): the nvlinkDomain attribute its GPUs carry, "" when none

@@ -25,6 +25,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -307,4 +308,60 @@ func TestLabelsAndPools(t *testing.T) {
 			t.Errorf("node %s's own slice: %v", n, err)
 		}
 	}
+}
+
+// withIMEXReady sets imexReady on every GPU of a node slice.
+func withIMEXReady(s *resourceapi.ResourceSlice, ready bool) *resourceapi.ResourceSlice {
+	for i := range s.Spec.Devices {
+		s.Spec.Devices[i].Attributes[slicebuilder.AttrIMEXReady] = resourceapi.DeviceAttribute{BoolValue: ptr.To(ready)}
+	}
+	return s
+}
+
+// A tray whose IMEX daemon stops answering loses the readiness label that
+// the pool selects on, and keeps its domain label (topology for Kueue and
+// node selectors) and the pool: new pods holding a channel stay off it,
+// single-node work does not. A plugin that does not check the daemon
+// publishes no imexReady, and its tray counts as ready.
+func TestIMEXReadyLabel(t *testing.T) {
+	ctx, cs := start(t,
+		node("tray-1", nil), withIMEXReady(nodeSlice("tray-1", domainA, 1), true),
+		node("tray-2", nil), nodeSlice("tray-2", domainA, 1),
+		node("h100", nil), nodeSlice("h100", "", 1),
+	)
+	readyLabel := slicebuilder.IMEXReadyLabel(driver)
+	readyOf := func(name string) string {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Labels[readyLabel]
+	}
+	until(ctx, t, "tray-1 and tray-2 ready", func() bool { return readyOf("tray-1") == "true" && readyOf("tray-2") == "true" })
+	until(ctx, t, "domain A's pool", func() bool { return len(poolSlices(ctx, t, cs, domainA)) == 1 })
+	sel := poolSlices(ctx, t, cs, domainA)[0].Spec.NodeSelector
+	if want := slicebuilder.ChannelPoolSelector(driver, domainA); !equality.Semantic.DeepEqual(sel, want) {
+		t.Errorf("pool selector %+v, want %+v", sel, want)
+	}
+	if readyOf("h100") != "" {
+		t.Errorf("h100, in no domain, is labelled IMEX-ready")
+	}
+
+	// tray-1's daemon stops answering.
+	if _, err := cs.ResourceV1().ResourceSlices().Update(ctx, withIMEXReady(nodeSlice("tray-1", domainA, 1), false), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(ctx, t, "tray-1's readiness label removed", func() bool { return readyOf("tray-1") == "" })
+	if v, _ := labelOf(ctx, t, cs, "tray-1"); v != domainA {
+		t.Errorf("tray-1's domain label is %q, want it kept (%s)", v, domainA)
+	}
+	if len(poolSlices(ctx, t, cs, domainA)) != 1 {
+		t.Errorf("domain A's pool went when one tray's daemon stopped answering")
+	}
+
+	// It answers again.
+	if _, err := cs.ResourceV1().ResourceSlices().Update(ctx, withIMEXReady(nodeSlice("tray-1", domainA, 1), true), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(ctx, t, "tray-1 ready again", func() bool { return readyOf("tray-1") == "true" })
 }

@@ -65,8 +65,10 @@ const poolsKey = "\x00pools"
 // publisher is Run's state. Its fields are set before the worker starts
 // and only the worker (one goroutine) uses the mutable ones.
 type publisher struct {
-	cfg    Config
-	label  string
+	cfg   Config
+	label string
+	// ready is the IMEX readiness label, set beside label.
+	ready  string
 	nodes  cache.SharedIndexInformer
 	slices cache.SharedIndexInformer
 	queue  workqueue.TypedRateLimitingInterface[string]
@@ -93,6 +95,7 @@ func Run(ctx context.Context, cfg Config) error {
 	p := &publisher{
 		cfg:   cfg,
 		label: slicebuilder.NVLinkDomainLabel(cfg.DriverName),
+		ready: slicebuilder.IMEXReadyLabel(cfg.DriverName),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nvlink_domains"}),
 	}
@@ -246,7 +249,10 @@ func (p *publisher) next(ctx context.Context) bool {
 	return true
 }
 
-// syncNode sets or removes a Node's domain label to match its slices.
+// syncNode sets or removes a Node's domain label and its IMEX readiness
+// label to match its slices: the readiness label is "true" on a node in a
+// domain whose slices do not say its daemon is not ready, absent
+// otherwise.
 func (p *publisher) syncNode(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx)
 	obj, exists, err := p.nodes.GetStore().GetByKey(name)
@@ -268,15 +274,24 @@ func (p *publisher) syncNode(ctx context.Context, name string) error {
 		// requeues the node.
 		logger.Error(err, "No NVLink domain label", "node", klog.KObj(node))
 	}
-	current, has := node.Labels[p.label]
-	if (domain == "" && !has) || (domain != "" && has && current == domain) {
+	ready := ""
+	if domain != "" && NodeIMEXReady(p.cfg.DriverName, name, nodeSlices) {
+		ready = "true"
+	}
+	labels := map[string]any{}
+	current := node.Labels[p.label]
+	for key, want := range map[string]string{p.label: domain, p.ready: ready} {
+		if have, has := node.Labels[key]; has != (want != "") || have != want {
+			labels[key] = nil // nil removes the label
+			if want != "" {
+				labels[key] = want
+			}
+		}
+	}
+	if len(labels) == 0 {
 		return nil
 	}
-	var value any // nil removes the label
-	if domain != "" {
-		value = domain
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{p.label: value}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 	if err != nil {
 		return err
 	}
@@ -284,9 +299,9 @@ func (p *publisher) syncNode(ctx context.Context, name string) error {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("node %s: set label %s=%q: %w", name, p.label, domain, err)
+		return fmt.Errorf("node %s: set labels %s=%q, %s=%q: %w", name, p.label, domain, p.ready, ready, err)
 	}
-	logger.Info("NVLink domain label", "node", klog.KObj(node), "label", p.label, "domain", domain, "was", current)
+	logger.Info("NVLink domain labels", "node", klog.KObj(node), "label", p.label, "domain", domain, "was", current, "imexReady", ready != "")
 	return nil
 }
 
@@ -345,14 +360,20 @@ func (p *publisher) owner(ctx context.Context) *resourceslice.Owner {
 	return &resourceslice.Owner{APIVersion: "resource.k8s.io/v1", Kind: "DeviceClass", Name: class.Name, UID: class.UID}
 }
 
-// trim keeps of Nodes their name and domain label, and of slices what
-// NodeDomain reads: the caches stay small on a large fleet.
+// trim keeps of Nodes their name and the two labels, and of slices what
+// NodeDomain and NodeIMEXReady read: the caches stay small on a large
+// fleet.
 func (p *publisher) trim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *v1.Node:
 		out := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion}}
-		if v, ok := o.Labels[p.label]; ok {
-			out.Labels = map[string]string{p.label: v}
+		for _, key := range []string{p.label, p.ready} {
+			if v, ok := o.Labels[key]; ok {
+				if out.Labels == nil {
+					out.Labels = map[string]string{}
+				}
+				out.Labels[key] = v
+			}
 		}
 		return out, nil
 	case *resourceapi.ResourceSlice:
@@ -362,10 +383,11 @@ func (p *publisher) trim(obj any) (any, error) {
 		}
 		for i := range o.Spec.Devices {
 			if d, ok := domainAttribute(p.cfg.DriverName, &o.Spec.Devices[i]); ok {
-				out.Spec.Devices = append(out.Spec.Devices, resourceapi.Device{
-					Name:       o.Spec.Devices[i].Name,
-					Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{slicebuilder.AttrNVLinkDomain: {StringValue: &d}},
-				})
+				attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{slicebuilder.AttrNVLinkDomain: {StringValue: &d}}
+				if ready, ok := imexReadyAttribute(p.cfg.DriverName, &o.Spec.Devices[i]); ok {
+					attrs[slicebuilder.AttrIMEXReady] = resourceapi.DeviceAttribute{BoolValue: &ready}
+				}
+				out.Spec.Devices = append(out.Spec.Devices, resourceapi.Device{Name: o.Spec.Devices[i].Name, Attributes: attrs})
 			}
 		}
 		return out, nil

@@ -41,6 +41,7 @@ import (
 	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/idle"
+	"github.com/gpudra/gpudra/internal/imexready"
 	"github.com/gpudra/gpudra/internal/mps"
 	"github.com/gpudra/gpudra/internal/nodestate"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
@@ -90,6 +91,13 @@ type Config struct {
 	// FabricRefreshInterval is how often the GPUs' NVLink fabric is read
 	// again (0: 10s; fabric.go).
 	FabricRefreshInterval time.Duration
+	// IMEXDaemon is how the node's IMEX daemon is checked (imex.go):
+	// IMEXDaemonHost (ask it with nvidia-imex-ctl -q at IMEXSocket every
+	// IMEXCheckInterval, 0: 5s) or IMEXDaemonNone (ask nothing; "" is
+	// none).
+	IMEXDaemon        string
+	IMEXSocket        string
+	IMEXCheckInterval time.Duration
 	// DeviceMetadata hands each prepared device's attributes to its
 	// containers (KEP-5304, the DRA device metadata "downward API"): the
 	// kubelet plugin library writes them, and mounts them at
@@ -211,6 +219,9 @@ type Driver struct {
 	daemonTrouble map[string]string
 	// events records Events on the Node.
 	events *nodeEvents
+	// imex asks the node's IMEX daemon whether it is ready (nil with
+	// --imex-daemon=none); it guards its own answer (imex.go).
+	imex *imexready.Prober
 
 	// endpoints are the sockets and data directory the kubelet reaches
 	// the plugin through; healthcheck serves their liveness.
@@ -288,6 +299,8 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	if err := d.discover(ctx); err != nil {
 		return nil, err
 	}
+	d.imex = newIMEXProber(cfg)
+	d.probeIMEXOnce(ctx)
 	if err := d.openState(ctx); err != nil {
 		return nil, err
 	}
@@ -404,7 +417,7 @@ func (d *Driver) openState(ctx context.Context) error {
 		// IMEX channels of the node's own NVLink domain (docs/nvlink.md).
 		NVLinkDomain: d.nvlinkDomain,
 		Channels:     cfg.Backend,
-		IMEX:         nodestate.AlwaysReady{},
+		IMEX:         d.imexReadiness(),
 	})
 	if err != nil {
 		return err
@@ -467,7 +480,7 @@ func (d *Driver) recordHealthAtStart(ctx context.Context) {
 // claims' status.devices, the MIG placements' steps, republishing, the
 // watch of the sockets, of the MPS daemons, and telemetry.
 func (d *Driver) startLoops(ctx context.Context) {
-	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons, d.watchFabric}
+	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons, d.watchFabric, d.watchIMEX}
 	if d.cfg.TelemetryInterval > 0 {
 		loops = append(loops, d.sampleLoop)
 	}

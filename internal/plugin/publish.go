@@ -109,6 +109,7 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 		WholeGPUsOnly:      wholeOnly,
 		MigProfiles:        d.cfg.MigProfiles,
 		ConsumableCapacity: shared,
+		IMEXReady:          d.imexReady(),
 	}
 	plan, err := slicebuilder.Plan(node, opts)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
@@ -188,9 +189,8 @@ func TestNVLinkChannelJob(t *testing.T) {
 		t.Fatalf("the job got %s/%s, want an exclusive channel of domain A's pool", r.Pool, r.Device)
 	}
 	sel := first.Status.Allocation.NodeSelector
-	if sel == nil || len(sel.NodeSelectorTerms) != 1 || len(sel.NodeSelectorTerms[0].MatchExpressions) != 1 ||
-		sel.NodeSelectorTerms[0].MatchExpressions[0].Key != label || sel.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != nvlDomainA {
-		t.Fatalf("allocation node selector %+v, want %s In [%s]", sel, label, nvlDomainA)
+	if want := slicebuilder.ChannelPoolSelector(gpu.DefaultDriverName, nvlDomainA); !equality.Semantic.DeepEqual(sel, want) {
+		t.Fatalf("allocation node selector %+v, want domain A's pool selector %+v (%s In [%s], IMEX daemon ready)", sel, want, label, nvlDomainA)
 	}
 
 	// The job's other pods: on the domain's other tray they fit, on the

@@ -74,6 +74,11 @@ type Options struct {
 	// allocations, each claim taking a share of their memory and
 	// multiprocessors (see shared.go).
 	ConsumableCapacity bool
+	// IMEXReady is whether the node's IMEX daemon answered READY when
+	// last asked, published as AttrIMEXReady on the whole GPUs of a node
+	// in an NVLink domain; nil where the plugin does not check the daemon
+	// (no attribute).
+	IMEXReady *bool
 }
 
 // Build describes a node's GPUs as the ResourceSlices that the kubelet
@@ -170,7 +175,7 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 	var wholeOf []wholeConsumption
 	for _, g := range gpus {
 		health := opts.Health[g.UUID]
-		shared, err := newGPUAttributes(g, vers, domain, opts.SysfsRoot)
+		shared, err := newGPUAttributes(g, vers, domain, opts.IMEXReady, opts.SysfsRoot)
 		if err != nil {
 			return layout, nil, fmt.Errorf("GPU %s (minor %d): %w", g.UUID, g.Minor, err)
 		}

@@ -51,7 +51,7 @@ func ValidateChannels(n int) error {
 }
 
 // ChannelPoolSelector is the node selector of a domain's pool: the nodes
-// labelled with the domain. The scheduler copies it into the allocation
+// labelled with the domain whose IMEX daemon is ready. The scheduler copies it into the allocation
 // of every claim that gets a channel, so that all the pods using the
 // claim land in the domain.
 func ChannelPoolSelector(driverName, domain string) *v1.NodeSelector {
@@ -60,6 +60,10 @@ func ChannelPoolSelector(driverName, domain string) *v1.NodeSelector {
 			Key:      NVLinkDomainLabel(driverName),
 			Operator: v1.NodeSelectorOpIn,
 			Values:   []string{domain},
+		}, {
+			Key:      IMEXReadyLabel(driverName),
+			Operator: v1.NodeSelectorOpIn,
+			Values:   []string{"true"},
 		}},
 	}}}
 }

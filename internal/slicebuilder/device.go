@@ -69,7 +69,7 @@ type gpuAttributes struct {
 }
 
 // newGPUAttributes computes a GPU's shared attributes once per Build.
-func newGPUAttributes(g gpu.GPU, vers nodeVersions, domain gpu.NVLinkDomain, sysfsRoot string) (gpuAttributes, error) {
+func newGPUAttributes(g gpu.GPU, vers nodeVersions, domain gpu.NVLinkDomain, imexReady *bool, sysfsRoot string) (gpuAttributes, error) {
 	cc, err := NormalizeVersion(g.CUDAComputeCapability)
 	if err != nil {
 		return gpuAttributes{}, fmt.Errorf("CUDA compute capability: %w", err)
@@ -83,7 +83,7 @@ func newGPUAttributes(g gpu.GPU, vers nodeVersions, domain gpu.NVLinkDomain, sys
 	attrs[AttrCUDADriverVersion] = versionAttr(vers.cudaDriver)
 	attrs[AttrMigCapable] = boolAttr(g.MigCapable)
 	attrs[AttrNVLinkGroup] = intAttr(int64(g.NVLinkGroup))
-	addNVLinkDomainAttributes(attrs, g, domain)
+	addNVLinkDomainAttributes(attrs, g, domain, imexReady)
 	if err := addTopologyAttributes(attrs, g.PCIBusID, sysfsRoot); err != nil {
 		return gpuAttributes{}, err
 	}
@@ -97,9 +97,12 @@ func newGPUAttributes(g gpu.GPU, vers nodeVersions, domain gpu.NVLinkDomain, sys
 // does not fail. MIG partitions do not carry them: a job spanning nodes
 // over NVLink takes whole GPUs, and every attribute is bytes in every
 // slice; a prepared partition's metadata still names its GPU.
-func addNVLinkDomainAttributes(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, g gpu.GPU, domain gpu.NVLinkDomain) {
+func addNVLinkDomainAttributes(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, g gpu.GPU, domain gpu.NVLinkDomain, imexReady *bool) {
 	if !domain.InDomain() {
 		return
+	}
+	if imexReady != nil {
+		attrs[AttrIMEXReady] = boolAttr(*imexReady)
 	}
 	attrs[AttrNVLinkDomain] = stringAttr(domain.Name)
 	attrs[AttrNVLinkClusterUUID] = stringAttr(domain.ClusterUUID)

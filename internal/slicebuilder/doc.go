@@ -57,6 +57,7 @@ limitations under the License.
 //	nvlinkCliqueID                     int      the fabric's clique (NVLink partition; 32766 the default); only on nodes in a domain
 //	trayIndex                          int      the compute tray's index in its rack; only on nodes in a domain
 //	moduleID                           int      the GPU's module on its tray; only on nodes in a domain
+//	imexReady                          bool     the node's IMEX daemon answered READY when last asked; only on nodes in a domain whose plugin checks it
 //	resource.kubernetes.io/pciBusID    string   "0000:1b:00.0"; omitted if discovery has none
 //	resource.kubernetes.io/pcieRoot    string   "pci0000:00"; omitted if sysfs cannot tell
 //	resource.kubernetes.io/numaNode    int      NUMA node; omitted if sysfs has none (or -1)

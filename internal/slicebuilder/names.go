@@ -77,6 +77,12 @@ const (
 	AttrTrayIndex resourceapi.QualifiedName = "trayIndex"
 	// AttrModuleID is the GPU's module ID on its tray (NVML platform info).
 	AttrModuleID resourceapi.QualifiedName = "moduleID"
+	// AttrIMEXReady says whether the node's IMEX daemon answered READY
+	// when the plugin last asked (every few seconds). Only whole GPUs of
+	// a node in a domain carry it, and only where the plugin checks the
+	// daemon (--imex-daemon=host); gpudra-controller turns it into the
+	// IMEXReadyLabel that the channel pools select on.
+	AttrIMEXReady resourceapi.QualifiedName = "imexReady"
 	// AttrChannel is an IMEX channel's number, on the channel devices of
 	// a domain's pool (TypeIMEXChannel).
 	AttrChannel resourceapi.QualifiedName = "channel"
@@ -121,6 +127,18 @@ func ChannelPoolName(domain string) string { return ChannelPoolPrefix + domain }
 // for the taint key.
 func NVLinkDomainLabel(driverName string) string {
 	return driverName + "/nvlink-domain"
+}
+
+// IMEXReadyLabel is the Node label, "true" or absent, that says the
+// node's IMEX daemon can serve new multi-node work: gpudra-controller sets
+// it on a node of a domain unless the node's GPUs say the daemon is not
+// ready (AttrIMEXReady false; a plugin that does not check the daemon
+// publishes no AttrIMEXReady, and its node counts as ready). The channel
+// pools select on it, so a node whose daemon stopped answering takes no
+// new pod that holds a channel, while its GPUs stay usable for
+// single-node work.
+func IMEXReadyLabel(driverName string) string {
+	return driverName + "/imex-ready"
 }
 
 // ChannelDeviceName names channel n of a domain's pool: "channel-<n>".

@@ -18,6 +18,7 @@ package slicebuilder
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -147,5 +148,44 @@ func TestNVLinkDomainSelector(t *testing.T) {
 	}
 	if _, err := eval(`device.attributes['gpu.gpudra.io'].nvlinkDomain == 'x'`, outside["gpu-0"]); err == nil {
 		t.Error("the plain read of a missing nvlinkDomain did not fail: the docs' advice is moot")
+	}
+}
+
+// The IMEX daemon's readiness is published on the GPUs of a node in a
+// domain only where the plugin checks the daemon, and only there: a node
+// in no domain has no daemon that matters.
+func TestIMEXReadyAttribute(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		node  gpu.Node
+		ready *bool
+		want  string
+	}{
+		{"not checked", tray(nil), nil, "<nil>"},
+		{"ready", tray(nil), ptrTo(true), "bool true"},
+		{"not ready", tray(nil), ptrTo(false), "bool false"},
+		{"no domain", tray(func(_ int, g *gpu.GPU) { g.Fabric.State = gpu.FabricInProgress }), ptrTo(true), "<nil>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Build(tc.node, Options{DriverName: testDriver, SysfsRoot: noSysfs, IMEXReady: tc.ready})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range res.Pools[tc.node.Name].Slices {
+				for _, d := range s.Devices {
+					got := "<nil>"
+					if a, ok := d.Attributes[AttrIMEXReady]; ok {
+						got = attrString(a)
+					}
+					want := tc.want
+					if d.Name != "gpu-0" && d.Name != "gpu-1" && d.Name != "gpu-2" && d.Name != "gpu-3" && !strings.HasSuffix(d.Name, "-monitor") {
+						want = "<nil>" // MIG placements carry no domain attributes
+					}
+					if got != want {
+						t.Errorf("%s imexReady = %s, want %s", d.Name, got, want)
+					}
+				}
+			}
+		})
 	}
 }

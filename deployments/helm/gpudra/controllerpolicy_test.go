@@ -123,7 +123,7 @@ func judge(t *testing.T, vap *admissionregistrationv1.ValidatingAdmissionPolicy,
 }
 
 func TestControllerPolicies(t *testing.T) {
-	const label = "gpu.gpudra.io/nvlink-domain"
+	const label, ready = "gpu.gpudra.io/nvlink-domain", "gpu.gpudra.io/imex-ready"
 	t.Run("nodes", func(t *testing.T) {
 		vap := controllerPolicy(t, "gpudra-controller-nodes")
 		node := func(labels map[string]string) *v1.Node {
@@ -131,13 +131,18 @@ func TestControllerPolicies(t *testing.T) {
 		}
 		old := node(map[string]string{"zone": "a"})
 		allowed := map[string]*v1.Node{
-			"set the label":    node(map[string]string{"zone": "a", label: "u.1"}),
-			"remove the label": node(map[string]string{"zone": "a"}),
+			"set the label":      node(map[string]string{"zone": "a", label: "u.1"}),
+			"set both labels":    node(map[string]string{"zone": "a", label: "u.1", ready: "true"}),
+			"remove the label":   node(map[string]string{"zone": "a"}),
+			"remove both labels": node(map[string]string{"zone": "a"}),
 		}
 		for name, n := range allowed {
 			prev := old
-			if name == "remove the label" {
+			switch name {
+			case "remove the label":
 				prev = node(map[string]string{"zone": "a", label: "u.1"})
+			case "remove both labels":
+				prev = node(map[string]string{"zone": "a", label: "u.1", ready: "true"})
 			}
 			if denied, matched := judge(t, vap, controllerSA, "UPDATE", n, prev); !matched || len(denied) > 0 {
 				t.Errorf("%s: matched %v, denied %v", name, matched, denied)

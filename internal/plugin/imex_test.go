@@ -1,0 +1,184 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package plugin
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/gpudra/gpudra/internal/imexstandin"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
+)
+
+// imexDaemon runs a stand-in IMEX daemon of a one-tray domain in the test
+// process, from real config files, and returns it and its control socket.
+func imexDaemon(t *testing.T) (*imexstandin.Daemon, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "imex") // short: a socket path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeFile, socket := filepath.Join(dir, "nodes_config.cfg"), filepath.Join(dir, "imex_ctrl.sock")
+	cfgFile := filepath.Join(dir, "imexd.cfg")
+	if err := os.WriteFile(nodeFile, []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgFile, []byte("IMEX_NODE_CONFIG_FILE="+nodeFile+"\nIMEX_CMD_ENABLED=1\nIMEX_CMD_UNIX_DOMAIN_PATH="+socket+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := imexstandin.LoadConfig(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := imexstandin.LoadNodes(cfg.NodeConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := imexstandin.New(cfg, nodes, imexstandin.Options{Listener: ln})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = d.Run(context.Background()) }()
+	t.Cleanup(d.Stop)
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return d.Ready(), nil
+	}); err != nil {
+		t.Fatal("the stand-in IMEX daemon never served")
+	}
+	return d, socket
+}
+
+// wantedIMEXReady is the imexReady of every whole GPU the plugin wants
+// published ("" where a GPU carries none).
+func wantedIMEXReady(d *Driver) []string {
+	d.publishMu.Lock()
+	defer d.publishMu.Unlock()
+	if d.pub.wanted == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range d.pub.wanted.Slices {
+		for _, dev := range s.Devices {
+			a, ok := dev.Attributes[slicebuilder.AttrType]
+			if !ok || a.StringValue == nil || *a.StringValue != slicebuilder.TypeGPU {
+				continue
+			}
+			v := ""
+			if r, ok := dev.Attributes[slicebuilder.AttrIMEXReady]; ok && r.BoolValue != nil {
+				v = map[bool]string{true: "true", false: "false"}[*r.BoolValue]
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func allAre(vs []string, want string) bool {
+	for _, v := range vs {
+		if v != want {
+			return false
+		}
+	}
+	return len(vs) > 0
+}
+
+// With --imex-daemon=host a tray publishes what its IMEX daemon answers:
+// ready from the first publish on, not ready (with an Event, and
+// channels refused at prepare) within a few intervals of the daemon
+// hanging.
+func TestIMEXDaemonReadiness(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	daemon, socket := imexDaemon(t)
+	cfg := startConfigProfile(t, "gb200-tray")
+	cfg.IMEXDaemon, cfg.IMEXSocket, cfg.IMEXCheckInterval = IMEXDaemonHost, socket, 50*time.Millisecond
+	d, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	domain := d.currentDomain()
+	if !domain.InDomain() {
+		t.Fatalf("the gb200-tray profile is in no NVLink domain: %+v", domain)
+	}
+	// The first publish already says ready: Start asked the daemon.
+	if got := wantedIMEXReady(d); !allAre(got, "true") {
+		t.Fatalf("imexReady of the GPUs after Start: %v, want true on all", got)
+	}
+	if err := d.imexReadiness().Ready(ctx, domain.Name); err != nil {
+		t.Errorf("a prepare's readiness check with the daemon ready: %v", err)
+	}
+
+	daemon.Hang()
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return allAre(wantedIMEXReady(d), "false"), nil
+	}); err != nil {
+		t.Fatalf("imexReady after the daemon hung: %v, want false on all", wantedIMEXReady(d))
+	}
+	err = d.imexReadiness().Ready(ctx, domain.Name)
+	if err == nil || !strings.Contains(err.Error(), domain.Name) || !strings.Contains(err.Error(), socket) {
+		t.Errorf("a prepare's readiness check with the daemon hung: %v, want an error naming the domain and the socket", err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := cfg.KubeClient.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == ReasonIMEXDaemonNotReady && e.InvolvedObject.Kind == "Node" && strings.Contains(e.Message, domain.Name) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Errorf("no %s Event on the Node: %v", ReasonIMEXDaemonNotReady, err)
+	}
+}
+
+// With --imex-daemon=none the plugin asks nothing and publishes no
+// imexReady: gpudra-controller counts the node as ready.
+func TestIMEXDaemonNone(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	cfg := startConfigProfile(t, "gb200-tray")
+	cfg.IMEXDaemon = IMEXDaemonNone
+	d, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Stop)
+	if got := wantedIMEXReady(d); !allAre(got, "") {
+		t.Errorf("imexReady with --imex-daemon=none: %v, want none", got)
+	}
+	if err := d.imexReadiness().Ready(ctx, d.currentDomain().Name); err != nil {
+		t.Errorf("readiness with --imex-daemon=none: %v", err)
+	}
+	if err := ValidateIMEXDaemon("managed"); err == nil {
+		t.Error("--imex-daemon=managed accepted: no managed daemon exists")
+	}
+}
