@@ -45,7 +45,7 @@ test-unit: fmt-check vet verify-generate
 	$(GO) test -timeout $(GOTESTTIMEOUT) $(GOTESTFLAGS) ./...
 
 ## test-race: the packages that hold locks and goroutines under the race detector: node state, checkpoint, plugin, MPS launchers and stand-in, CDI writer, health, fake GPUs, controller, fleet, and the in-process pipeline's concurrency, crash and sharing tests (.ci/run runs it)
-RACE_PACKAGES ?= ./internal/nodestate/ ./internal/checkpoint/ ./internal/plugin/ ./internal/mps/ ./internal/mpspod/ ./internal/mpsstandin/ ./internal/cdispec/ ./internal/discovery/ ./internal/nvmlfake/ ./internal/controller/... ./internal/fleet/ ./internal/nvlinkpools/ ./internal/imexstandin/
+RACE_PACKAGES ?= ./internal/nodestate/ ./internal/checkpoint/ ./internal/plugin/ ./internal/mps/ ./internal/mpspod/ ./internal/mpsstandin/ ./internal/cdispec/ ./internal/discovery/ ./internal/nvmlfake/ ./internal/controller/... ./internal/fleet/ ./internal/nvlinkpools/ ./internal/imexstandin/ ./internal/imexready/
 RACE_SIMULATE ?= ^(TestMigConcurrentPrepares|TestCrashInsideCheckpointBatch|TestSharingChaos|TestHungMPSDaemonIsReplaced|TestMPSOneDaemonPerDevice|TestMPSSurvivesRestartAndUpgrade|TestMPSDaemonKilledIsRestarted|TestTwoSharesOfOneGPUInOneClaim|TestHealthRecovers|TestSharedClaim)$$
 test-race:
 	$(GO) test -race $(GOTESTFLAGS) $(RACE_PACKAGES)

@@ -26,7 +26,7 @@ timeout=${BUSY_TIMEOUT:-30m}
 # publish and health tests of the in-process node, the MPS daemons, the
 # fake NVML's events, the webhook's timeouts, the controller's shutdown and
 # leases, group commit, the call gate and the fleet trigger.
-packages=${BUSY_PACKAGES:-./internal/simulate/ ./internal/plugin/ ./internal/fleet/ ./internal/discovery/ ./internal/nvmlfake/ ./internal/mps/ ./internal/mpsstandin/ ./internal/admission/ ./internal/nodestate/ ./internal/slicebuilder/ ./internal/controller/}
+packages=${BUSY_PACKAGES:-./internal/simulate/ ./internal/plugin/ ./internal/fleet/ ./internal/discovery/ ./internal/nvmlfake/ ./internal/mps/ ./internal/mpsstandin/ ./internal/admission/ ./internal/nodestate/ ./internal/slicebuilder/ ./internal/controller/ ./internal/nvlinkpools/ ./internal/imexstandin/ ./internal/imexready/}
 tests=(
   # internal/simulate
   TestConcurrentPreparesKeepTheGeneration TestPublishOneSliceAtATime TestXIDTaintsDevice
@@ -47,6 +47,9 @@ tests=(
   # internal/controller
   TestControllerMetricsFollowTheCluster TestLeaderElection TestServingFailureGivesTheLeaseUp TestWebhookAlone
   TestSparesFollowTheFleet TestFleetHeapPerNode
+  # internal/nvlinkpools, internal/imexstandin, internal/imexready, internal/plugin (IMEX)
+  TestLabelsAndPools TestIMEXReadyLabel TestStopTellsPeersAndRestartReconnects TestHangStopsAnswering
+  TestProcessesSeeEachOtherHungAndKilled TestProbeFollowsTheDaemon TestRunReportsFlips TestIMEXDaemonReadiness
 )
 run=${BUSY_RUN:-^($(IFS='|'; echo "${tests[*]}"))$}
 

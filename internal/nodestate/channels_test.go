@@ -169,15 +169,39 @@ func TestChannelCrashAndReboot(t *testing.T) {
 	crash := errors.New("simulated crash")
 	n := newNode(t, 1)
 	n.domain = domainA
-	claim := makeClaim(claimSpec{name: "job", results: []resourceapi.DeviceRequestAllocationResult{channelResult(domainA, 9)}})
+	// On a fresh node (no checkpoint file yet) a channel claim is recorded
+	// PrepareStarted first, and a crash before it completes is rolled
+	// back: a spec without any checkpoint would read as a lost checkpoint.
+	first := makeClaim(claimSpec{name: "first", results: []resourceapi.DeviceRequestAllocationResult{channelResult(domainA, 8)}})
 	n.hooks.BeforePrepareCompleted = func(string) error { return crash }
-	if _, err := n.start().Prepare(n.ctx, claim); !errors.Is(err, crash) {
+	if _, err := n.start().Prepare(n.ctx, first); !errors.Is(err, crash) {
 		t.Fatalf("Prepare = %v, want the simulated crash", err)
 	}
 	n.hooks = Hooks{}
 	s, report := n.restart()
 	if len(report.RolledBack) != 1 || len(n.onDisk()) != 0 || len(n.specFiles()) != 0 {
-		t.Fatalf("after the crash and a restart: report %+v, records %v, specs %v; want the claim rolled back, nothing left", report, n.onDisk(), n.specFiles())
+		t.Fatalf("after the crash on a fresh node and a restart: report %+v, records %v, specs %v; want the claim rolled back, nothing left", report, n.onDisk(), n.specFiles())
+	}
+	if _, err := s.Prepare(n.ctx, first); err != nil {
+		t.Fatalf("the kubelet's retry: %v", err)
+	}
+
+	// Once the checkpoint exists, a channel claim is recorded once,
+	// complete: a crash before that leaves its spec and no record, and
+	// start-up removes the spec as stale.
+	claim := makeClaim(claimSpec{name: "job", results: []resourceapi.DeviceRequestAllocationResult{channelResult(domainA, 9)}})
+	n.hooks.BeforePrepareCompleted = func(string) error { return crash }
+	s, _ = n.restart()
+	if _, err := s.Prepare(n.ctx, claim); !errors.Is(err, crash) {
+		t.Fatalf("Prepare = %v, want the simulated crash", err)
+	}
+	if _, recorded := n.onDisk()[uidOf("job")]; recorded || len(n.specFiles()) != 2 {
+		t.Fatalf("after the crash: records %v, specs %v; want job's spec and no record of it", n.onDisk(), n.specFiles())
+	}
+	n.hooks = Hooks{}
+	s, report = n.restart()
+	if len(report.RemovedStale) != 1 || report.RemovedStale[0] != uidOf("job") || len(n.onDisk()) != 1 || len(n.specFiles()) != 1 {
+		t.Fatalf("after the crash and a restart: report %+v, records %v, specs %v; want job's stale spec removed, first's kept", report, n.onDisk(), n.specFiles())
 	}
 	if _, err := s.Prepare(n.ctx, claim); err != nil {
 		t.Fatalf("the kubelet's retry: %v", err)

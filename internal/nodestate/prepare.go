@@ -115,6 +115,9 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	if err != nil {
 		return nil, err
 	}
+	if channelsOnly(planned) && s.checkpointOnDisk() {
+		return s.prepareChannels(ctx, ref, planned, record, arrive)
+	}
 	record.State = checkpoint.PrepareStarted
 
 	// The in-use check and the PrepareStarted record happen under one hold
@@ -183,6 +186,79 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	}
 	logger.V(2).Info("Prepared claim", "devices", len(record.Devices))
 	return toPrepared(record.Devices), nil
+}
+
+// channelsOnly says whether a claim holds IMEX channels and nothing else.
+func channelsOnly(planned []claimplan.Device) bool {
+	for _, p := range planned {
+		if p.Channel == nil {
+			return false
+		}
+	}
+	return len(planned) > 0
+}
+
+// prepareChannels prepares a claim of IMEX channels only, the claim every
+// pod of a multi-node job prepares, replacement pods included. A channel
+// sets up nothing on the node but its CDI spec, so there is nothing to
+// roll back from and no PrepareStarted record to make: the spec is
+// written, then the claim recorded once, complete. That is one checkpoint
+// write instead of two. A crash between the two leaves a spec that no
+// record holds, which start-up removes as stale (Reconcile); the kubelet
+// then prepares the claim again. A failure here removes the spec.
+func (s *State) prepareChannels(ctx context.Context, ref ClaimRef, planned []claimplan.Device, record checkpoint.Claim, arrive func()) ([]PreparedDevice, error) {
+	arrive() // nothing recorded until the spec is written: no batch waits for it
+	if err := s.writeSpec(record); err != nil {
+		return nil, s.failChannels(ref, claimplan.Wrap(claimplan.CDISpec, err))
+	}
+	if h := s.opts.Hooks.BeforePrepareCompleted; h != nil {
+		if err := h(ref.UID); err != nil {
+			return nil, err
+		}
+	}
+	record.State = checkpoint.PrepareCompleted
+	// The in-use check and the record under one hold of s.mu, as for
+	// every claim.
+	s.mu.Lock()
+	if err := s.checkNotInUseLocked(ref, planned); err != nil {
+		s.mu.Unlock()
+		return nil, s.failChannels(ref, err)
+	}
+	gen := s.putClaimLocked(ref.UID, &record)
+	s.mu.Unlock()
+	if err := s.commit(gen); err != nil {
+		if isCrash(err) {
+			return nil, err
+		}
+		return nil, s.failChannels(ref, claimplan.Wrap(claimplan.CheckpointWrite, fmt.Errorf("record PrepareCompleted: %w", err)))
+	}
+	klog.FromContext(ctx).V(2).Info("Prepared claim", "claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "devices", len(record.Devices))
+	return toPrepared(record.Devices), nil
+}
+
+// checkpointOnDisk says whether the checkpoint file exists. Until it
+// does (a fresh node), a spec without a record would read as a lost
+// checkpoint at the next start-up (checkNothingPrepared), so a channel
+// claim takes the two-write path that records it first.
+func (s *State) checkpointOnDisk() bool {
+	if s.onDisk.Load() {
+		return true
+	}
+	exists, err := s.opts.Checkpoint.Exists()
+	if err != nil || !exists {
+		return false
+	}
+	s.onDisk.Store(true)
+	return true
+}
+
+// failChannels removes the spec of a channel claim whose prepare failed
+// (no record holds it) and returns the error for the kubelet.
+func (s *State) failChannels(ref ClaimRef, err error) error {
+	if rerr := s.opts.CDI.RemoveClaimSpec(ref.UID); rerr != nil {
+		return fmt.Errorf("%s: %w; removing its CDI spec also failed: %v", ref, err, rerr)
+	}
+	return fmt.Errorf("%s: %w", ref, err)
 }
 
 // failPrepare rolls back a prepare that got past PrepareStarted and returns

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpudra/gpudra/internal/cdispec"
@@ -191,6 +192,10 @@ type State struct {
 	// commits makes changes to cp durable, in batches.
 	commits commits
 
+	// onDisk is set once the checkpoint file is known to exist
+	// (checkpointOnDisk); it is never cleared.
+	onDisk atomic.Bool
+
 	claimLocks keyedMutex
 	// gpuLocks serialize, per GPU UUID, every change of a GPU's hardware
 	// state: MIG mode and instances, compute mode, time slice, its MPS
@@ -246,6 +251,7 @@ func New(opts Options) (*State, error) {
 	}
 	migrateComputeModes(cp)
 	s := &State{opts: opts, cp: cp}
+	s.onDisk.Store(exists)
 	s.commits.durable = cp.Clone()
 	s.commits.cond = sync.NewCond(&s.commits.mu)
 	s.commits.maxGather = defaultMaxGather

@@ -127,9 +127,13 @@ func TestIMEXDaemonReadiness(t *testing.T) {
 	if !domain.InDomain() {
 		t.Fatalf("the gb200-tray profile is in no NVLink domain: %+v", domain)
 	}
-	// The first publish already says ready: Start asked the daemon.
-	if got := wantedIMEXReady(d); !allAre(got, "true") {
-		t.Fatalf("imexReady of the GPUs after Start: %v, want true on all", got)
+	// Start asked the daemon before its first publish, so that says ready
+	// unless the query took longer than its timeout (a loaded machine):
+	// wait for it rather than assert on how fast a process started.
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return allAre(wantedIMEXReady(d), "true"), nil
+	}); err != nil {
+		t.Fatalf("imexReady of the GPUs with the daemon serving: %v, want true on all", wantedIMEXReady(d))
 	}
 	if err := d.imexReadiness().Ready(ctx, domain.Name); err != nil {
 		t.Errorf("a prepare's readiness check with the daemon ready: %v", err)
