@@ -39,6 +39,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
@@ -69,6 +70,10 @@ type Domain struct {
 	Channels int `json:"channels"`
 	// Held are the channels claims hold, by channel.
 	Held []HeldChannel `json:"held,omitempty"`
+	// IMEXNotReady are the nodes whose plugin says their IMEX daemon is
+	// not ready (imexReady false): new pods holding a channel stay off
+	// them.
+	IMEXNotReady []string `json:"imexNotReady,omitempty"`
 }
 
 // HeldChannel is a channel and a claim that holds it (channel-0 may be
@@ -86,7 +91,17 @@ type Node struct {
 	// NVLinkDomain is the multi-node NVLink domain its GPUs publish
 	// (nvlinkDomain); empty for a node in none.
 	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
+	// IMEXDaemon is what its GPUs say of the node's IMEX daemon
+	// (imexReady): "ready", "not ready", or empty where the plugin does
+	// not ask.
+	IMEXDaemon string `json:"imexDaemon,omitempty"`
 }
+
+// IMEX daemon states of Node.IMEXDaemon.
+const (
+	IMEXReady    = "ready"
+	IMEXNotReady = "not ready"
+)
 
 // Free is what a node can give right now.
 type Free struct {
@@ -112,16 +127,18 @@ const (
 
 // GPU is one physical GPU.
 type GPU struct {
-	Device       string             `json:"device"` // gpu-<minor>
-	NVLinkDomain string             `json:"nvlinkDomain,omitempty"`
-	Minor        int                `json:"minor"`
-	UUID         string             `json:"uuid,omitempty"`
-	Model        string             `json:"model,omitempty"`
-	PCIBusID     string             `json:"pciBusID,omitempty"`
-	Memory       *resource.Quantity `json:"memory,omitempty"`
-	Healthy      bool               `json:"healthy"`
-	Taints       []string           `json:"taints,omitempty"` // key=value:effect
-	State        string             `json:"state"`
+	Device       string `json:"device"` // gpu-<minor>
+	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
+	// IMEXReady is the GPU's imexReady attribute, nil without it.
+	IMEXReady *bool              `json:"-"`
+	Minor     int                `json:"minor"`
+	UUID      string             `json:"uuid,omitempty"`
+	Model     string             `json:"model,omitempty"`
+	PCIBusID  string             `json:"pciBusID,omitempty"`
+	Memory    *resource.Quantity `json:"memory,omitempty"`
+	Healthy   bool               `json:"healthy"`
+	Taints    []string           `json:"taints,omitempty"` // key=value:effect
+	State     string             `json:"state"`
 	// Available says a claim for a whole GPU could get it now: published,
 	// nothing held, no NoSchedule taint.
 	Available  bool               `json:"available"`
@@ -374,6 +391,15 @@ func Build(resourceSlices []resourceapi.ResourceSlice, claims []resourceapi.Reso
 				n.Free.GPUs++
 			}
 			n.NVLinkDomain = cmp.Or(n.NVLinkDomain, g.NVLinkDomain)
+			if g.IMEXReady != nil {
+				// One GPU that says not ready makes the node not ready,
+				// as gpudra-controller reads it.
+				if !*g.IMEXReady {
+					n.IMEXDaemon = IMEXNotReady
+				} else if n.IMEXDaemon == "" {
+					n.IMEXDaemon = IMEXReady
+				}
+			}
 			for p, c := range g.Room {
 				if n.Free.Partitions == nil {
 					n.Free.Partitions = map[string]int{}
@@ -408,6 +434,9 @@ func domains(nodes []Node, devices map[deviceKey]published, pools []string, held
 		for _, n := range nodes {
 			if n.NVLinkDomain == name {
 				d.Nodes = append(d.Nodes, n.Name)
+				if n.IMEXDaemon == IMEXNotReady {
+					d.IMEXNotReady = append(d.IMEXNotReady, n.Name)
+				}
 			}
 		}
 		for k := range devices {
@@ -650,6 +679,9 @@ func describe(g *GPU, d resourceapi.Device) {
 	g.Model = stringAttr(d, slicebuilder.AttrProductName)
 	g.PCIBusID = stringAttr(d, slicebuilder.AttrPCIBusID)
 	g.NVLinkDomain = stringAttr(d, slicebuilder.AttrNVLinkDomain)
+	if a, ok := d.Attributes[slicebuilder.AttrIMEXReady]; ok && a.BoolValue != nil {
+		g.IMEXReady = ptr.To(*a.BoolValue)
+	}
 	if c, ok := d.Capacity[slicebuilder.CapMemory]; ok {
 		q := c.Value.DeepCopy()
 		g.Memory = &q

@@ -309,3 +309,40 @@ func TestNVLinkDomainChannels(t *testing.T) {
 		}
 	}
 }
+
+// A tray whose plugin says its IMEX daemon is not ready shows so, beside
+// its domain and under the domain's channels; one that says ready shows
+// that.
+func TestIMEXDaemonState(t *testing.T) {
+	const domain = "00000001-0000-0000-0000-000000000001.2"
+	for _, tc := range []struct {
+		ready bool
+		want  []string
+		not   string
+	}{
+		{true, []string{"(NVLink domain " + domain + ", IMEX daemon ready)"}, "IMEX daemon not ready on"},
+		{false, []string{"(NVLink domain " + domain + ", IMEX daemon not ready)", "  IMEX daemon not ready on node-1: no new pod holding a channel lands there\n"}, "IMEX daemon ready)"},
+	} {
+		slices := fakeSlices(t, "gb200-tray", fakenodes.Pool{})
+		for _, s := range slices {
+			for i := range s.Spec.Devices {
+				if _, ok := s.Spec.Devices[i].Attributes[slicebuilder.AttrNVLinkDomain]; ok && s.Spec.NodeName != nil {
+					s.Spec.Devices[i].Attributes[slicebuilder.AttrIMEXReady] = resourceapi.DeviceAttribute{BoolValue: ptr.To(tc.ready)}
+				}
+			}
+		}
+		rep := Build(slices, nil, Options{Driver: driver})
+		var b bytes.Buffer
+		if err := rep.WriteText(&b, false); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("ready=%v: the text lacks %q:\n%s", tc.ready, want, b.String())
+			}
+		}
+		if strings.Contains(b.String(), tc.not) {
+			t.Errorf("ready=%v: the text says %q:\n%s", tc.ready, tc.not, b.String())
+		}
+	}
+}

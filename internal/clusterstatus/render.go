@@ -112,7 +112,11 @@ func (r *Report) WriteText(w io.Writer, wide bool) error {
 		for _, n := range r.Nodes {
 			domain := ""
 			if n.NVLinkDomain != "" {
-				domain = " (NVLink domain " + n.NVLinkDomain + ")"
+				domain = " (NVLink domain " + n.NVLinkDomain
+				if n.IMEXDaemon != "" {
+					domain += ", IMEX daemon " + n.IMEXDaemon
+				}
+				domain += ")"
 			}
 			fmt.Fprintf(w, "%s: %s%s\n", textsafe.Line(n.Name), textsafe.Line(n.Free.Summary()), textsafe.Line(domain))
 		}
@@ -124,6 +128,9 @@ func (r *Report) WriteText(w io.Writer, wide bool) error {
 		for _, d := range r.Domains {
 			fmt.Fprintf(w, "%s: %d node(s) %s; %d channels, %d held\n", textsafe.Line(d.Name), len(d.Nodes),
 				textsafe.Line(strings.Join(d.Nodes, ",")), d.Channels, len(d.Held))
+			if len(d.IMEXNotReady) > 0 {
+				fmt.Fprintf(w, "  IMEX daemon not ready on %s: no new pod holding a channel lands there\n", textsafe.Line(strings.Join(d.IMEXNotReady, ",")))
+			}
 			for _, h := range d.Held {
 				who := "(another namespace)"
 				if !h.Hidden {
