@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -241,5 +242,23 @@ func TestGangJobs(t *testing.T) {
 	}
 	if trayClaimSpec().Devices.Requests[0].Exactly.Count != gpusPerTray {
 		t.Errorf("a pod's claim asks for %d GPUs, want a tray's %d", trayClaimSpec().Devices.Requests[0].Exactly.Count, gpusPerTray)
+	}
+}
+
+// TestGB200Report: a GB200 run's row puts the two gang workloads side by
+// side with their ratios and the writes seen.
+func TestGB200Report(t *testing.T) {
+	zero := 0
+	run := runResult{Nodes: 1008, Profile: profileGB200, Layout: layoutGpudra,
+		Publish: publishStats{ChannelPools: 56, ChannelSlices: 56, Channels: 127},
+		Cells: []cellResult{
+			{Workload: "gang16-channel", State: "empty", Jobs: 28, Pods: 448, Scheduled: 448, PodsPerSecond: 18, CPUMsPerPod: 26, SliceWrites: &zero, NodeWrites: &zero},
+			{Workload: "gang16-no-channel", State: "empty", Jobs: 28, Pods: 448, Scheduled: 448, PodsPerSecond: 20, CPUMsPerPod: 20, SliceWrites: &zero, NodeWrites: &zero},
+		}}
+	md := gb200Markdown([]runResult{run}, "make bench-fleet", "v1.37.2")
+	for _, want := range []string{"| 1008 | 56 | 127 | 56 | 28 | 448 |", "0.90×", "1.30×", "0 / 0, 0 / 0"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
 	}
 }
