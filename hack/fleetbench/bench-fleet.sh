@@ -24,7 +24,18 @@
 #                                cores: run it in pieces with
 #                                BENCH_FLEET_NODES and BENCH_FLEET_APPEND);
 #                                quick: 100 nodes, 20 pods, 30 s of churn
-#                                (about 15 minutes)
+#                                (about 15 minutes);
+#                                gb200: 1008 gb200-tray nodes (56 NVL72 racks,
+#                                each an NVLink domain with its channel pool),
+#                                the 16-tray gang jobs with and without their
+#                                NVLink channel claim only (gang16-channel,
+#                                gang16-no-channel), at most 448 pods (28
+#                                jobs) and 5 minutes per workload, results in
+#                                $BENCH_FLEET_OUT/performance.md
+#   BENCH_FLEET_CHANNELS         gb200 mode: the exclusive channels per
+#                                domain's pool, one run per value, space
+#                                separated (default 127, gpudra-controller's
+#                                --nvlink-channels default)
 #   BENCH_FLEET_NODES, BENCH_FLEET_LAYOUTS, BENCH_FLEET_MAX_PODS,
 #   BENCH_FLEET_CELL_TIMEOUT, BENCH_FLEET_CHURN
 #                                override the mode's sizes, layouts
@@ -64,8 +75,15 @@ mode=${BENCH_FLEET_MODE:-full}
 case $mode in
   full) sizes="100 500 1000 2000" max_pods=40 cell_timeout=120s churn=60s ;;
   quick) sizes="100" max_pods=20 cell_timeout=60s churn=30s ;;
-  *) echo "bench-fleet: BENCH_FLEET_MODE must be full or quick" >&2; exit 2 ;;
+  gb200) sizes="1008" max_pods=448 cell_timeout=300s churn=0s ;;
+  *) echo "bench-fleet: BENCH_FLEET_MODE must be full, quick or gb200" >&2; exit 2 ;;
 esac
+profile=dgx-h100 channels_list=127
+if [ "$mode" = gb200 ]; then
+  # gpudra's layout only; the levers are channel counts.
+  profile=gb200-tray channels_list=${BENCH_FLEET_CHANNELS:-127}
+  BENCH_FLEET_LAYOUTS=${BENCH_FLEET_LAYOUTS:-gpudra} BENCH_FLEET_LEVERS=${BENCH_FLEET_LEVERS-}
+fi
 sizes=${BENCH_FLEET_NODES:-$sizes}
 layouts=${BENCH_FLEET_LAYOUTS:-gpudra whole-gpus nvidia-shaped}
 big_layouts=${BENCH_FLEET_BIG_LAYOUTS:-gpudra whole-gpus}
@@ -128,15 +146,18 @@ for n in $sizes; do
       case " $big_layouts " in *" $layout "*) these="$these $layout" ;; esac
     done
   fi
-  for layout in $these; do runs+=("$n $layout"); done
+  for layout in $these; do
+    for channels in $channels_list; do runs+=("$n $layout $channels"); done
+  done
   if [ "$n" -eq "$lever_nodes" ] || { [ "$n" -eq "$largest" ] && [ "$largest" -lt "$lever_nodes" ]; }; then
-    for layout in $levers; do runs+=("$n $layout"); done
+    for layout in $levers; do runs+=("$n $layout 127"); done
   fi
 done
 log "bench-fleet ($mode): nodes [$sizes], layouts [$layouts] ([$big_layouts] above 1000 nodes), levers [$levers], at most $max_pods pods and $cell_timeout per workload, $churn of churn; $(uptime)"
 for spec in "${runs[@]}"; do
-  read -r n layout <<<"$spec"
+  read -r n layout channels <<<"$spec"
   run=$n-$layout
+  [ "$mode" != gb200 ] || run=$n-$layout-$channels-channels
   # Everything but the PKI is fresh for every run.
   stop_control_plane
   find "$STATE" -mindepth 1 -maxdepth 1 ! -name pki -exec rm -rf {} + 2>/dev/null || true
@@ -152,7 +173,7 @@ for spec in "${runs[@]}"; do
   set +e
   # The fleet first, then the scheduler: publishing thousands of slices
   # is not what is measured.
-  "$out/fleetbench" setup --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
+  "$out/fleetbench" setup --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" --profile "$profile" --nvlink-channels "$channels" \
     --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --out "$out/runs/$run.json" 2>&1 | tee "$out/logs/$run.log"
   rc=${PIPESTATUS[0]}
   set -e
@@ -172,7 +193,7 @@ CONFIG
   start_scheduler --config "$STATE/scheduler.yaml"
   lc_wait_for "kube-scheduler ready" 120 curl -skf "https://127.0.0.1:$SCHED_PORT/healthz"
   set +e
-  "$out/fleetbench" run --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" \
+  "$out/fleetbench" run --kubeconfig "$KUBECONFIG_ADMIN" --nodes "$n" --layout "$layout" --profile "$profile" \
     --max-pods "$max_pods" --cell-timeout "$cell_timeout" --churn-duration "$churn" ${BENCH_FLEET_ONLY:+--only "$BENCH_FLEET_ONLY"} \
     --scheduler-metrics "https://127.0.0.1:$SCHED_PORT/metrics" \
     --apiserver-pid "$(cat "$STATE/pids/kube-apiserver.pid")" --scheduler-pid "$(cat "$STATE/pids/kube-scheduler.pid")" \

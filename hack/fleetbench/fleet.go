@@ -38,6 +38,7 @@ import (
 	"github.com/gpudra/gpudra/internal/fakenodes"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/simulate"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // fleet is the N fake GPU nodes of one run, as the API server sees them.
@@ -45,6 +46,9 @@ type fleet struct {
 	client    kubernetes.Interface
 	namespace string
 	nodes     []string
+	// profile is the nodes' fake profile; a GB200 fleet's (isGB200) nodes
+	// are labelled with their NVLink domain.
+	profile string
 }
 
 // parallel runs fn(i) for i in [0, n) on workers goroutines and returns
@@ -76,9 +80,10 @@ func parallel(n, workers int, fn func(i int) error) error {
 const apiWorkers = 16
 
 // setUp creates the namespace, the DeviceClasses gpudra ships and n Ready
-// nodes, as scheduler_perf does: no kubelet, nothing ever runs.
-func setUp(ctx context.Context, client kubernetes.Interface, n int) (*fleet, error) {
-	f := &fleet{client: client, namespace: "fleet"}
+// nodes of the profile, as scheduler_perf does: no kubelet, nothing ever
+// runs.
+func setUp(ctx context.Context, client kubernetes.Interface, n int, profile string) (*fleet, error) {
+	f := &fleet{client: client, namespace: "fleet", profile: profile}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.namespace}}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create namespace: %w", err)
 	}
@@ -98,7 +103,7 @@ func setUp(ctx context.Context, client kubernetes.Interface, n int) (*fleet, err
 		}
 	}
 	f.nodes = existingFleet(client, n).nodes
-	err = parallel(n, apiWorkers, func(i int) error { return f.createNode(ctx, f.nodes[i]) })
+	err = parallel(n, apiWorkers, func(i int) error { return f.createNode(ctx, i) })
 	return f, err
 }
 
@@ -111,10 +116,9 @@ func existingFleet(client kubernetes.Interface, n int) *fleet {
 	return f
 }
 
-func (f *fleet) createNode(ctx context.Context, name string) error {
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "nvidia.com/gpu.present": "true",
-	}}}
+func (f *fleet) createNode(ctx context.Context, i int) error {
+	name := f.nodes[i]
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: nodeLabels(name, i, f.profile)}}
 	node, err := f.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", name, err)
@@ -143,6 +147,17 @@ func (f *fleet) createNode(ctx context.Context, name string) error {
 	return nil
 }
 
+// nodeLabels are node i's labels: a GPU node's, and on a GB200 fleet the
+// NVLink domain label gpudra-controller puts on a tray whose GPUs carry
+// the domain (internal/nvlinkpools).
+func nodeLabels(name string, i int, profile string) map[string]string {
+	labels := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "nvidia.com/gpu.present": "true"}
+	if isGB200(profile) {
+		labels[slicebuilder.NVLinkDomainLabel(driverName)] = domainOf(i)
+	}
+	return labels
+}
+
 // publishStats is what publishing a layout cost.
 type publishStats struct {
 	Slices  int `json:"slices"`
@@ -152,11 +167,18 @@ type publishStats struct {
 	Bytes      int     `json:"bytes"`
 	ProtoBytes int     `json:"protoBytes"`
 	Seconds    float64 `json:"seconds"`
+	// ChannelPools and ChannelSlices: the NVLink domains' channel pools
+	// of a GB200 fleet (included in Slices and Devices), Channels the
+	// exclusive channels of each.
+	ChannelPools  int `json:"channelPools,omitempty"`
+	ChannelSlices int `json:"channelSlices,omitempty"`
+	Channels      int `json:"channels,omitempty"`
 }
 
 // publish creates every node's ResourceSlices in the layout, built from a
-// fake node of the profile discovered as the plugin discovers it.
-func (f *fleet) publish(ctx context.Context, profile, layout string) (publishStats, error) {
+// fake node of the profile discovered as the plugin discovers it, and on a
+// GB200 fleet every domain's channel pool with the given channels.
+func (f *fleet) publish(ctx context.Context, profile, layout string, channels int) (publishStats, error) {
 	// The fake GPUs' throw-away state: in memory where there is a tmpfs
 	// (discovery writes it; the disk would be the slow part).
 	scratch := ""
@@ -170,11 +192,32 @@ func (f *fleet) publish(ctx context.Context, profile, layout string) (publishSta
 	defer func() { _ = os.RemoveAll(dir) }()
 	var stats publishStats
 	var mu sync.Mutex
+	create := func(s *resourceapi.ResourceSlice) error {
+		data, _ := json.Marshal(s)
+		proto, _ := s.Marshal()
+		if _, err := f.client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create ResourceSlice %s%s of pool %s: %w", s.Name, s.GenerateName, s.Spec.Pool.Name, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		stats.Slices++
+		stats.Devices += len(s.Spec.Devices)
+		stats.Bytes += len(data)
+		stats.ProtoBytes += len(proto)
+		return nil
+	}
 	start := time.Now()
 	err = parallel(len(f.nodes), apiWorkers, func(i int) error {
 		name := f.nodes[i]
+		nodeProfile := profile
+		if isGB200(profile) {
+			var err error
+			if nodeProfile, err = trayProfile(dir, i); err != nil {
+				return err
+			}
+		}
 		var objs []*resourceapi.ResourceSlice
-		err := fakenodes.WithNode(ctx, profile, name, dir, func(node gpu.Node, sysfsRoot string) error {
+		err := fakenodes.WithNode(ctx, nodeProfile, name, dir, func(node gpu.Node, sysfsRoot string) error {
 			pool, err := nodeSlices(node, sysfsRoot, driverName, layout, fleetSpareNode(i, false, false))
 			objs = sliceObjects(driverName, name, pool)
 			return err
@@ -183,20 +226,18 @@ func (f *fleet) publish(ctx context.Context, profile, layout string) (publishSta
 			return err
 		}
 		for _, s := range objs {
-			data, _ := json.Marshal(s)
-			proto, _ := s.Marshal()
-			if _, err := f.client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("create ResourceSlice of %s: %w", name, err)
+			if err := create(s); err != nil {
+				return err
 			}
-			mu.Lock()
-			stats.Slices++
-			stats.Devices += len(s.Spec.Devices)
-			stats.Bytes += len(data)
-			stats.ProtoBytes += len(proto)
-			mu.Unlock()
 		}
 		return nil
 	})
+	if err == nil && isGB200(profile) {
+		domains := fleetDomains(len(f.nodes))
+		pools := channelPoolObjects(domains, channels)
+		stats.ChannelPools, stats.ChannelSlices, stats.Channels = len(domains), len(pools), channels
+		err = parallel(len(pools), apiWorkers, func(i int) error { return create(pools[i]) })
+	}
 	stats.Seconds = time.Since(start).Seconds()
 	return stats, err
 }

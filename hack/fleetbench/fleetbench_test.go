@@ -90,6 +90,9 @@ func TestBusyStates(t *testing.T) {
 // (half of them, but all the empty nodes of a packed fleet for 8-GPU pods).
 func TestWorkloadPods(t *testing.T) {
 	for _, w := range workloads {
+		if w.gang > 0 {
+			continue // gangJobs sizes them (TestGangJobs)
+		}
 		for _, busy := range []bool{false, true} {
 			for _, n := range []int{10, 100, 1000} {
 				p := w.pods(n, 1_000_000, busy)

@@ -27,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // TestHideBusyReplacesPools: on the 90% fleet of the gpudra layout the
@@ -46,7 +48,7 @@ func TestHideBusyReplacesPools(t *testing.T) {
 		return false, nil, nil
 	})
 	f := existingFleet(client, 2*fleetSpareEvery)
-	if _, err := f.publish(ctx, "dgx-h100", layoutGpudra); err != nil {
+	if _, err := f.publish(ctx, "dgx-h100", layoutGpudra, slicebuilder.DefaultChannels); err != nil {
 		t.Fatal(err)
 	}
 	// pools is each node's number of slices and pool generation.

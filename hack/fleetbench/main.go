@@ -47,6 +47,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 func main() {
@@ -89,7 +91,7 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 		kubeconfig: fs.String("kubeconfig", "", "admin kubeconfig of the control plane"),
 		nodes:      fs.Int("nodes", 100, "fleet size"),
 		layout:     fs.String("layout", layoutGpudra, "ResourceSlice layout: gpudra, whole-gpus or nvidia-shaped"),
-		profile:    fs.String("profile", "dgx-h100", "fake GPU profile of every node (8 GPUs on one NVLink island)"),
+		profile:    fs.String("profile", "dgx-h100", "fake GPU profile of every node: dgx-h100 (8 GPUs on one NVLink island) or gb200-tray (4 GPUs, racks of 18 trays, each rack an NVLink domain with its channel pool)"),
 		out:        fs.String("out", "", "results file (JSON): setup writes it, run completes it"),
 	}
 }
@@ -117,19 +119,23 @@ func setupCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("setup", flag.ExitOnError)
 	c := addClientFlags(fs)
 	apiserverPID := fs.Int("apiserver-pid", 0, "kube-apiserver's PID, for its memory")
+	channels := fs.Int("nvlink-channels", slicebuilder.DefaultChannels, "exclusive channels in each NVLink domain's pool (gb200-tray fleets), as gpudra-controller's --nvlink-channels")
 	_ = fs.Parse(args)
+	if err := slicebuilder.ValidateChannels(*channels); err != nil {
+		return err
+	}
 	_, client, err := c.client()
 	if err != nil {
 		return err
 	}
 	logger := klog.FromContext(ctx)
 	result := runResult{Nodes: *c.nodes, Layout: *c.layout, Profile: *c.profile, Started: time.Now().UTC()}
-	f, err := setUp(ctx, client, *c.nodes)
+	f, err := setUp(ctx, client, *c.nodes, *c.profile)
 	if err != nil {
 		return err
 	}
 	logger.Info("Nodes created", "nodes", *c.nodes)
-	if result.Publish, err = f.publish(ctx, *c.profile, *c.layout); err != nil {
+	if result.Publish, err = f.publish(ctx, *c.profile, *c.layout, *channels); err != nil {
 		return err
 	}
 	logger.Info("ResourceSlices published", "layout", *c.layout, "slices", result.Publish.Slices, "seconds", result.Publish.Seconds)
@@ -175,11 +181,16 @@ func runCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	f := existingFleet(client, result.Nodes)
+	f.profile = result.Profile
 	binds, err := watchBinds(ctx, f)
 	if err != nil {
 		return err
 	}
-	r := &runner{fleet: f, profile: *c.profile, metrics: metrics, maxPods: *maxPods, cellTimeout: *cellTimeout, binds: binds, only: map[string]bool{},
+	writes, err := watchWrites(ctx, client)
+	if err != nil {
+		return err
+	}
+	r := &runner{fleet: f, profile: result.Profile, writes: writes, metrics: metrics, maxPods: *maxPods, cellTimeout: *cellTimeout, binds: binds, only: map[string]bool{},
 		schedulerPID: *schedulerPID, churnDuration: *churnDuration, churnPods: *churnPods}
 	for _, c := range strings.Split(*only, ",") {
 		if c != "" {

@@ -86,8 +86,15 @@ type cellResult struct {
 	SchedulerCPUSeconds float64 `json:"schedulerCPUSeconds"`
 	CPUMsPerPod         float64 `json:"cpuMsPerPod"`
 	TimedOut            bool    `json:"timedOut,omitempty"`
-	Load1Start          float64 `json:"load1Start"`
-	Load1End            float64 `json:"load1End"`
+	// Jobs: the gang workloads' jobs (Pods is their pods). SliceWrites
+	// and NodeWrites count the ResourceSlice and Node events (create,
+	// update, delete) the benchmark's watches saw from the first pod
+	// created to the last bound: what the cell wrote there.
+	Jobs        int     `json:"jobs,omitempty"`
+	SliceWrites *int    `json:"sliceWrites,omitempty"`
+	NodeWrites  *int    `json:"nodeWrites,omitempty"`
+	Load1Start  float64 `json:"load1Start"`
+	Load1End    float64 `json:"load1End"`
 }
 
 // runner runs the cells of one run against one fleet.
@@ -95,6 +102,7 @@ type runner struct {
 	fleet *fleet
 	// profile is the fake nodes' (fakenodes.WithNode).
 	profile     string
+	writes      *writeCounter
 	metrics     *schedulerMetrics
 	maxPods     int
 	cellTimeout time.Duration
@@ -209,7 +217,13 @@ func (r *runner) run(ctx context.Context, layout string) ([]cellResult, error) {
 		busy   bool
 		packed bool
 	}
-	for _, ph := range []phase{{"empty", false, false}, {"90%", true, false}, {"90%", true, true}} {
+	phases := []phase{{"empty", false, false}, {"90%", true, false}, {"90%", true, true}}
+	if isGB200(r.profile) {
+		// The busy states are of 8-GPU nodes; the gang jobs run on
+		// the empty fleet.
+		phases = phases[:1]
+	}
+	for _, ph := range phases {
 		var hid hidden
 		if ph.busy {
 			if err := r.fleet.fill(ctx, ph.packed); err != nil {
@@ -230,15 +244,21 @@ func (r *runner) run(ctx context.Context, layout string) ([]cellResult, error) {
 			if len(r.only) > 0 && !r.only[w.name+"/"+ph.state] {
 				continue
 			}
+			if (w.gang > 0) != isGB200(r.profile) {
+				continue
+			}
 			if w.needsMIG(ph.busy) && !hasMIG(layout) {
 				out = append(out, cellResult{Workload: w.name, State: ph.state, Skipped: "no MIG in this layout"})
 				continue
 			}
 			var res cellResult
 			var err error
-			if w.churn {
+			switch {
+			case w.gang > 0:
+				res, err = r.gangCell(ctx, w, ph.state)
+			case w.churn:
 				res, err = r.churnCell(ctx, w, ph.busy, ph.state)
-			} else {
+			default:
 				res, err = r.cell(ctx, w, ph.busy, ph.state)
 			}
 			if err != nil {

@@ -55,6 +55,12 @@ type workload struct {
 	// number in flight, their claims freed and reused (churn.go), instead
 	// of one burst.
 	churn bool
+	// gang: jobs of this many pods, each pod one GB200 tray's GPUs
+	// (gang.go); run on GB200 fleets only, and only these there.
+	gang int
+	// channel: each job also has one NVLink channel claim that every pod
+	// of the job names.
+	channel bool
 }
 
 var workloads = []workload{
@@ -69,6 +75,10 @@ var workloads = []workload{
 	// Kubernetes' scheduler_perf DRA steady-state case: one GPU per pod,
 	// pods deleted once scheduled and replaced.
 	{name: "churn", title: "steady-state churn, 1 GPU per pod", kinds: []claimKind{kindGPU}, busyKinds: []claimKind{kindGPU}, churn: true},
+	// Training jobs on a GB200 fleet: 16 trays of one NVLink domain, each
+	// pod a tray's 4 GPUs, with and without the job's channel claim.
+	{name: "gang16-channel", title: "16-tray jobs, NVLink channel", gang: 16, channel: true},
+	{name: "gang16-no-channel", title: "16-tray jobs, no channel", gang: 16},
 }
 
 func workloadByName(name string) (workload, bool) {
