@@ -153,7 +153,10 @@ func (f *fleet) createNode(ctx context.Context, i int) error {
 func nodeLabels(name string, i int, profile string) map[string]string {
 	labels := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "nvidia.com/gpu.present": "true"}
 	if isGB200(profile) {
+		// What gpudra-controller labels a tray with whose IMEX daemon is
+		// ready: the channel pools select on both.
 		labels[slicebuilder.NVLinkDomainLabel(driverName)] = domainOf(i)
+		labels[slicebuilder.IMEXReadyLabel(driverName)] = "true"
 	}
 	return labels
 }

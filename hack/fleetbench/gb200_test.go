@@ -104,8 +104,9 @@ func TestGB200Fleet(t *testing.T) {
 			t.Errorf("%s: its GPUs are in domain %q, the benchmark labels it %q, want %q", name, got, labels[label], domains[i/traysPerDomain])
 		}
 		trays[got]++
-		// The controller writes the label; the Node starts without it.
+		// The controller writes the labels; the Node starts without them.
 		delete(labels, label)
+		delete(labels, slicebuilder.IMEXReadyLabel(driverName))
 		objects = append(objects, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
 	}
 	if want := map[string]int{domains[0]: 18, domains[1]: 18, domains[2]: 3}; !reflect.DeepEqual(trays, want) {
@@ -150,7 +151,7 @@ func TestGB200Fleet(t *testing.T) {
 		nodes = list.Items
 		labelled := 0
 		for _, node := range nodes {
-			if node.Labels[label] != "" {
+			if node.Labels[label] != "" && node.Labels[slicebuilder.IMEXReadyLabel(driverName)] != "" {
 				labelled++
 			}
 		}
@@ -164,8 +165,10 @@ func TestGB200Fleet(t *testing.T) {
 		if _, err := fmt.Sscanf(node.Name, "fleet-%d", &i); err != nil {
 			t.Fatal(err)
 		}
-		if got, bench := node.Labels[label], nodeLabels(node.Name, i, profileGB200)[label]; got != bench {
-			t.Errorf("%s: the controller labels it %q, the benchmark %q", node.Name, got, bench)
+		for _, key := range []string{label, slicebuilder.IMEXReadyLabel(driverName)} {
+			if got, bench := node.Labels[key], nodeLabels(node.Name, i, profileGB200)[key]; got != bench {
+				t.Errorf("%s: the controller labels it %s=%q, the benchmark %q", node.Name, key, got, bench)
+			}
 		}
 	}
 	byPool := map[string]resourceapi.ResourceSliceSpec{}
