@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package imexready says whether the node's IMEX daemon is ready to serve
 // the IMEX channels of its NVLink domain (docs/nvlink.md). It asks the
 // daemon the way NVIDIA documents, by running nvidia-imex-ctl -q against
