@@ -70,8 +70,19 @@ func daemon(t *testing.T) (*imexstandin.Daemon, string) {
 	}
 	go func() { _ = d.Run(context.Background()) }()
 	t.Cleanup(d.Stop)
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return d.Ready(), nil
+	}); err != nil {
+		t.Fatal("the stand-in IMEX daemon never served")
+	}
 	return d, socket
 }
+
+// queryTimeout bounds a query in these tests. The client is this test
+// binary started again, which under the race detector on a loaded machine
+// takes seconds to start (the real nvidia-imex-ctl is a small program):
+// the tests must not read a slow start as a hung daemon.
+const queryTimeout = 10 * time.Second
 
 // ctl is the stand-in's nvidia-imex-ctl in this test binary, which
 // imexstandin's init turns into the client when it is the first argument.
@@ -86,11 +97,11 @@ func ctl(t *testing.T) gpu.ToolCommand {
 func TestProbeFollowsTheDaemon(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	d, socket := daemon(t)
-	p := &imexready.Prober{Ctl: ctl(t), Socket: socket, Timeout: 2 * time.Second}
+	p := &imexready.Prober{Ctl: ctl(t), Socket: socket, Timeout: queryTimeout}
 	if _, err := p.Last(); err == nil {
 		t.Fatal("Last before any query says ready")
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		return p.Probe(ctx) == nil, nil
 	}); err != nil {
 		_, last := p.Last()
@@ -130,7 +141,7 @@ func TestRunReportsFlips(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d, socket := daemon(t)
-	p := &imexready.Prober{Ctl: ctl(t), Socket: socket, Interval: 50 * time.Millisecond, Timeout: time.Second}
+	p := &imexready.Prober{Ctl: ctl(t), Socket: socket, Interval: 50 * time.Millisecond, Timeout: queryTimeout}
 	var mu sync.Mutex
 	var seen []bool
 	done := make(chan struct{})
@@ -146,7 +157,7 @@ func TestRunReportsFlips(t *testing.T) {
 	}()
 	waitFor := func(want ...bool) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(seen) > 0 && seen[len(seen)-1] == want[len(want)-1], nil

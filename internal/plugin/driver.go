@@ -98,6 +98,9 @@ type Config struct {
 	IMEXDaemon        string
 	IMEXSocket        string
 	IMEXCheckInterval time.Duration
+	// IMEXQueryTimeout bounds one query of the daemon (0: 3s); tests
+	// whose nvidia-imex-ctl is a slow-starting test binary raise it.
+	IMEXQueryTimeout time.Duration
 	// DeviceMetadata hands each prepared device's attributes to its
 	// containers (KEP-5304, the DRA device metadata "downward API"): the
 	// kubelet plugin library writes them, and mounts them at

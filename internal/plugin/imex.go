@@ -67,7 +67,7 @@ func newIMEXProber(cfg Config) *imexready.Prober {
 	if socket == "" {
 		socket = imexready.DefaultSocket
 	}
-	return &imexready.Prober{Ctl: cfg.Backend.IMEXCtl(), Socket: socket, Interval: cfg.IMEXCheckInterval}
+	return &imexready.Prober{Ctl: cfg.Backend.IMEXCtl(), Socket: socket, Interval: cfg.IMEXCheckInterval, Timeout: cfg.IMEXQueryTimeout}
 }
 
 // imexReadiness is what a prepare of a channel asks: the daemon's last
