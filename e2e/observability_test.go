@@ -99,6 +99,12 @@ func (e *env) pluginUtilization(ctx context.Context, t *testing.T) {
 				bad = append(bad, fmt.Sprintf("%s%v = %v, want %v", name, labels, got, w))
 			}
 		}
+		// Readiness follows the published slices, which the prepare of
+		// this test's pod changed: it is 1 again once they are stored,
+		// so it is waited for, not read from one scrape.
+		if got := m["gpudra_plugin_ready"+fmt.Sprintf("{node=%q}", e.node)]; got != 1 {
+			bad = append(bad, fmt.Sprintf("gpudra_plugin_ready = %v, want 1", got))
+		}
 		sort.Strings(bad)
 		return bad
 	}
@@ -111,9 +117,6 @@ func (e *env) pluginUtilization(ctx context.Context, t *testing.T) {
 	record(t, t.Name()+": utilization set on the fake GPU → in the plugin's metrics", time.Since(start))
 	if got := sumMetric(m, "gpudra_plugin_requests_total", `operation="prepare"`, `result="success"`); got < 1 {
 		t.Errorf("gpudra_plugin_requests_total{prepare,success} = %v", got)
-	}
-	if got := m["gpudra_plugin_ready"+fmt.Sprintf("{node=%q}", e.node)]; got != 1 {
-		t.Errorf("gpudra_plugin_ready = %v, want 1", got)
 	}
 	// Error counters are exported before the first error (increase() sees
 	// it); earlier tests may have counted errors, so only presence is
