@@ -18,7 +18,6 @@ package imexready_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,53 +29,10 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/imexready"
 	"github.com/gpudra/gpudra/internal/imexstandin"
 )
-
-// daemon runs a stand-in IMEX daemon of a one-node domain in the test
-// process, from real config files, and returns it and its control socket.
-func daemon(t *testing.T) (*imexstandin.Daemon, string) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "imex") // short: a socket path has at most 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeFile := filepath.Join(dir, "nodes_config.cfg")
-	socket := filepath.Join(dir, "imex_ctrl.sock")
-	if err := os.WriteFile(nodeFile, []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfgFile := filepath.Join(dir, "imexd.cfg")
-	if err := os.WriteFile(cfgFile, []byte("IMEX_NODE_CONFIG_FILE="+nodeFile+"\nIMEX_CMD_ENABLED=1\nIMEX_CMD_UNIX_DOMAIN_PATH="+socket+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := imexstandin.LoadConfig(cfgFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := imexstandin.LoadNodes(cfg.NodeConfigFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := imexstandin.New(cfg, nodes, imexstandin.Options{Listener: ln})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = d.Run(context.Background()) }()
-	t.Cleanup(d.Stop)
-	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return d.Ready(), nil
-	}); err != nil {
-		t.Fatal("the stand-in IMEX daemon never served")
-	}
-	return d, socket
-}
 
 // queryTimeout bounds a query in these tests. The client is this test
 // binary started again, which under the race detector on a loaded machine
@@ -96,7 +52,7 @@ func ctl(t *testing.T) gpu.ToolCommand {
 
 func TestProbeFollowsTheDaemon(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	d, socket := daemon(t)
+	d, socket := gpudratest.IMEXDaemon(t)
 	p := &imexready.Prober{Ctl: ctl(t), Socket: socket, Timeout: queryTimeout}
 	if _, err := p.Last(); err == nil {
 		t.Fatal("Last before any query says ready")
@@ -140,7 +96,7 @@ func TestRunReportsFlips(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d, socket := daemon(t)
+	d, socket := gpudratest.IMEXDaemon(t)
 	p := &imexready.Prober{Ctl: ctl(t), Socket: socket, Interval: 50 * time.Millisecond, Timeout: queryTimeout}
 	var mu sync.Mutex
 	var seen []bool

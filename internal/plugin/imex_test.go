@@ -18,9 +18,6 @@ package plugin
 
 import (
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,52 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/gpudra/gpudra/internal/imexstandin"
+	"github.com/gpudra/gpudra/internal/gpudratest"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
-
-// imexDaemon runs a stand-in IMEX daemon of a one-tray domain in the test
-// process, from real config files, and returns it and its control socket.
-func imexDaemon(t *testing.T) (*imexstandin.Daemon, string) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "imex") // short: a socket path has at most 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeFile, socket := filepath.Join(dir, "nodes_config.cfg"), filepath.Join(dir, "imex_ctrl.sock")
-	cfgFile := filepath.Join(dir, "imexd.cfg")
-	if err := os.WriteFile(nodeFile, []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfgFile, []byte("IMEX_NODE_CONFIG_FILE="+nodeFile+"\nIMEX_CMD_ENABLED=1\nIMEX_CMD_UNIX_DOMAIN_PATH="+socket+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := imexstandin.LoadConfig(cfgFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := imexstandin.LoadNodes(cfg.NodeConfigFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := imexstandin.New(cfg, nodes, imexstandin.Options{Listener: ln})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = d.Run(context.Background()) }()
-	t.Cleanup(d.Stop)
-	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return d.Ready(), nil
-	}); err != nil {
-		t.Fatal("the stand-in IMEX daemon never served")
-	}
-	return d, socket
-}
 
 // wantedIMEXReady is the imexReady of every whole GPU the plugin wants
 // published ("" where a GPU carries none).
@@ -116,7 +70,7 @@ func allAre(vs []string, want string) bool {
 // hanging.
 func TestIMEXDaemonReadiness(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	daemon, socket := imexDaemon(t)
+	daemon, socket := gpudratest.IMEXDaemon(t)
 	cfg := startConfigProfile(t, "gb200-tray")
 	cfg.IMEXDaemon, cfg.IMEXSocket, cfg.IMEXCheckInterval = IMEXDaemonHost, socket, 50*time.Millisecond
 	// The stand-in's nvidia-imex-ctl is this test binary started again,
