@@ -115,9 +115,9 @@ gpu-check-bundle:
 e2e-local:
 	hack/localcluster/e2e-local.sh
 
-## e2e-multinode: the multi-node scenarios (gang scheduling, PodGroup claims on one NVLink island, Kueue quotas, preemption, rolling upgrade across nodes) on a 3-node cluster built from source (two dgx-h100, one mixed), with Kueue (root; see docs/training.md)
+## e2e-multinode: the multi-node scenarios (gang scheduling, PodGroup claims on one NVLink island, multi-node NVLink domains and IMEX channels, Kueue quotas, preemption, rolling upgrade across nodes) on a 7-node cluster built from source (two dgx-h100, one mixed, four fake GB200 trays in two NVLink domains), with Kueue (root; see docs/training.md, docs/nvlink.md)
 e2e-multinode:
-	GPUDRA_LC_NODES=$${GPUDRA_LC_NODES:-3} hack/localcluster/e2e-local.sh
+	GPUDRA_LC_NODES=$${GPUDRA_LC_NODES:-7} hack/localcluster/e2e-local.sh
 
 ## chaos-local: the chaos run on the local cluster (root): CHAOS_ITERATIONS (200) iterations of random pods and faults, invariants checked after each (see docs/development.md)
 chaos-local:

@@ -76,8 +76,10 @@ func (m *menv) nodesOf(profile string) []mnode {
 // TestMultiNode runs the scenarios that need several nodes, on one
 // installation of the chart across all of them: placement by devices, a
 // node losing its plugin, gang scheduling, a PodGroup claim on one NVLink
-// island, Kueue quotas, priority preemption and a rolling upgrade across
-// the nodes. Each scenario cleans up after itself.
+// island, multi-node NVLink domains on the fake GB200 trays, Kueue quotas,
+// priority preemption and a rolling upgrade across the nodes. Each
+// scenario cleans up after itself; uninstalling the chart at the end must
+// take the NVLink channel pools with it.
 func TestMultiNode(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
@@ -96,6 +98,13 @@ func TestMultiNode(t *testing.T) {
 			return apierrors.IsNotFound(err), nil
 		})
 		_, _ = run(cctx, e.helm, e.helmArgs("uninstall", releaseName, "-n", systemNS, "--wait")...)
+		// The channel pools go with the chart (their slices are owned by
+		// its nvlink-channel DeviceClass).
+		if len(m.nodesOf(trayProfile)) > 0 {
+			if err := m.channelPoolsGone(cctx); err != nil {
+				t.Error(err)
+			}
+		}
 		_ = e.cs.CoreV1().Namespaces().Delete(cctx, systemNS, metav1.DeleteOptions{})
 	})
 	if !t.Run("InstallOnEveryNode", func(t *testing.T) { m.install(ctx, t) }) {
@@ -105,6 +114,7 @@ func TestMultiNode(t *testing.T) {
 	t.Run("NodeLosesPlugin", func(t *testing.T) { m.nodeLosesPlugin(ctx, t) })
 	t.Run("GangAllOrNothing", func(t *testing.T) { m.gangAllOrNothing(ctx, t) })
 	t.Run("PodGroupClaimOneIsland", func(t *testing.T) { m.podGroupClaimOneIsland(ctx, t) })
+	t.Run("NVLinkDomains", func(t *testing.T) { m.nvlinkDomains(ctx, t) })
 	t.Run("KueueQuota", func(t *testing.T) { m.kueueQuota(ctx, t) })
 	t.Run("PriorityPreemption", func(t *testing.T) { m.priorityPreemption(ctx, t) })
 	t.Run("RollingUpgradeAcrossNodes", func(t *testing.T) { m.rollingUpgradeAcrossNodes(ctx, t) })
@@ -129,6 +139,9 @@ func (m *menv) discoverNodes(ctx context.Context, t *testing.T) {
 	}
 	if len(m.nodesOf("dgx-h100")) < 2 || len(m.nodesOf("mixed")) < 1 {
 		t.Fatalf("nodes %v: the scenarios need two dgx-h100 nodes and a mixed one", m.nodes)
+	}
+	if len(m.nodesOf(trayProfile)) < nvlinkGang+1 {
+		t.Fatalf("nodes %v: the NVLink scenarios need at least %d %s trays in two domains (make e2e-multinode's default GPUDRA_LC_PROFILES)", m.nodes, nvlinkGang+1, trayProfile)
 	}
 	t.Logf("nodes: %v", m.nodes)
 }
@@ -198,8 +211,8 @@ func (m *menv) install(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	// The spares across the fleet (docs/mig.md): the controller keeps one
-	// on two of the three nodes (5% rounds up to one node, and the floor
-	// is two), and every node publishes what its assignment says.
+	// on two of the nodes (5% rounds up to one node, and the floor is
+	// two), and every node publishes what its assignment says.
 	want := map[[2]string]int{}
 	var spares map[string]int
 	if err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {

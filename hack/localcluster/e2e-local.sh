@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # make e2e-local: the e2e suite on a single-node cluster built from source and
 # run as host processes on this machine (no Docker, no registry, no systemd).
-# make e2e-multinode (GPUDRA_LC_NODES=3): the multi-node scenarios
-# (e2e/multinode_*_test.go) on a cluster of that many nodes (node.sh), with
-# Kueue.
+# make e2e-multinode (GPUDRA_LC_NODES=7): the multi-node scenarios
+# (e2e/multinode_*_test.go) on a cluster of that many nodes (node.sh; the
+# machines GPUDRA_LC_PROFILES names, see env.sh), with Kueue.
 #
 #  1. Debian packages (deps.sh), then the cluster's binaries, built once and
 #     cached by version in $GPUDRA_CACHE (build.sh);

@@ -43,8 +43,19 @@ PLUGIN_IMAGE_TAG=e2e
 # off, and the control plane serves the Workload API (gang scheduling,
 # PodGroup claims), which Kueue (started beside it) and the training
 # scenarios use.
+#
+# A profile entry PROFILE@CLUSTER_UUID:CLIQUE:TRAY makes the node a tray of
+# a multi-node NVLink fabric (a model such as gb200): its GPUs report that
+# cluster UUID (the NVLink domain, one per rack) and clique, and the tray
+# index in the rack (node.sh writes them into the node's profile file).
+# The default: two DGX H100, the mixed node, then four GB200 trays in two
+# racks, three in rack A and one in rack B, in NMX's default partition
+# (clique 32766), so that a gang of three trays fits one domain only and
+# a gang of four none (e2e/multinode_nvlink_test.go).
 NODES=${GPUDRA_LC_NODES:-1}
-NODE_PROFILES=(${GPUDRA_LC_PROFILES:-dgx-h100 dgx-h100 mixed})
+MN_RACK_A=9f410827-0000-4000-8000-000000000001
+MN_RACK_B=9f410827-0000-4000-8000-000000000002
+NODE_PROFILES=(${GPUDRA_LC_PROFILES:-dgx-h100 dgx-h100 mixed gb200-tray@$MN_RACK_A:32766:0 gb200-tray@$MN_RACK_A:32766:1 gb200-tray@$MN_RACK_A:32766:2 gb200-tray@$MN_RACK_B:32766:0})
 MN_BRIDGE=gpudrae2emn0
 MN_PREFIX=10.250.0
 MN_POD_RANGE=10.247.0.0/16
@@ -92,6 +103,11 @@ kubeletDir: $MN_KUBELET_DIR
 cdiDir: $MN_CDI_DIR
 fakeStateDir: $MN_FAKE_STATE_DIR
 fakeProfile: $MN_FAKE_PROFILE
+# The trays run no stand-in IMEX daemon yet: the plugins ask none (with the
+# default, host, their channels would never be schedulable here).
+kubeletPlugin:
+  imex:
+    daemon: none
 VALUES
     return
   fi

@@ -3,6 +3,8 @@
 # after ../shared/research/multinode.md:
 #
 #   node.sh up N PROFILE   start node N with the fake machine PROFILE
+#                          (PROFILE@CLUSTER_UUID:CLIQUE:TRAY: a tray of
+#                          a multi-node NVLink fabric, see env.sh)
 #   node.sh down N         stop node N and remove everything it left
 #
 # Node N is a network namespace (IP 10.250.0.N+1 on the bridge the API
@@ -29,14 +31,40 @@ CG=/gpudra-e2e-n$n
 SOCK=$D/run/containerd/containerd.sock
 K="kubectl --kubeconfig $KUBECONFIG_ADMIN"
 
+# write_profile ENTRY FILE: the node's profile file. A fabric entry
+# (PROFILE@CLUSTER_UUID:CLIQUE:TRAY) adds what the tray's GPUs report of
+# their fabric and their place in the rack (docs/fake-gpus.md): the
+# cluster UUID and clique; the rack's chassis serial, one per cluster UUID
+# (on an NVL72 rack every tray reports its rack's), made of "1820" and the
+# UUID's last nine characters, after the captures' 1820000000001; the tray
+# index, and the slot, which is the tray index + 10 in both public
+# captures (GB200: slot 14, tray 4; GB300: slot 25, tray 15).
+write_profile() {
+  local entry=$1 file=$2
+  local profile=${entry%%@*}
+  printf 'profile: %s\n' "$profile" >"$file"
+  [ "$entry" != "$profile" ] || return 0
+  local uuid clique tray
+  IFS=: read -r uuid clique tray <<<"${entry#*@}"
+  if [ -z "$uuid" ] || ! [[ "$clique" =~ ^[0-9]+$ ]] || ! [[ "$tray" =~ ^[0-9]+$ ]]; then
+    echo "node.sh: profile entry $entry: want PROFILE@CLUSTER_UUID:CLIQUE:TRAY, e.g. gb200-tray@$MN_RACK_A:32766:0" >&2
+    return 1
+  fi
+  cat >>"$file" <<PROFILE
+fabric: {clusterUUID: $uuid, cliqueID: $clique, state: COMPLETED, health: HEALTHY}
+platform: {chassisSerial: "1820${uuid: -9}", slotNumber: $((tray + 10)), trayIndex: $tray}
+PROFILE
+}
+
 node_up() {
-  local profile=$1
+  local entry=$1
+  local profile=${entry%%@*}
   mkdir -p "$D"/{pki,logs,containerd,run/containerd,run/cdi,run/runc,cni/net.d,cni/ipam,kubelet,pod-logs}
   # $D/run is the node's /run: the fake state directory lives under it.
   mkdir -p "$D$MN_FAKE_STATE_DIR"
   rm -f "$D/images.done" "$SOCK"
   # The node's machine, read by the plugin's fake backend on this node.
-  printf 'profile: %s\n' "$profile" >"$D$MN_FAKE_PROFILE"
+  write_profile "$entry" "$D$MN_FAKE_PROFILE"
 
   # The kubelet's client certificate, signed by the cluster's CA.
   local P=$STATE/pki
