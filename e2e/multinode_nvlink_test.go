@@ -245,7 +245,7 @@ func (m *menv) nvlinkJob(ctx context.Context, t *testing.T, name string, n int32
 	if _, err := m.cs.SchedulingV1beta1().PodGroups(testNS).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create PodGroup %s: %v", name, err)
 	}
-	pod := m.nvlinkPod("", claimRef{name: "nvlink", template: "nvl-channel"}, claimRef{name: "gpus", template: "nvl-tray"})
+	pod := m.nvlinkPod("", claimRef{name: "gpus", template: "nvl-tray"}, claimRef{name: "nvlink", template: "nvl-channel"})
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
 	pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
 	job := &batchv1.Job{
@@ -495,7 +495,7 @@ func (m *menv) nvlinkGangInOneDomain(ctx context.Context, t *testing.T, fx *nvli
 		m.cleanup(t, names...)
 		got := map[string][2]any{}
 		for _, name := range names {
-			m.startPod(ctx, t, m.nvlinkPod(name, claimRef{name: "nvlink", template: "nvl-channel"}, claimRef{name: "gpus", template: "nvl-two"}))
+			m.startPod(ctx, t, m.nvlinkPod(name, claimRef{name: "gpus", template: "nvl-two"}, claimRef{name: "nvlink", template: "nvl-channel"}))
 			p, err := m.cs.CoreV1().Pods(testNS).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -585,17 +585,12 @@ func (m *menv) preparedChannels(ctx context.Context, t *testing.T, fx *nvlinkFix
 }
 
 // nvlinkGangTooLarge: a gang of one tray more than the largest domain
-// has, although the cluster has that many trays free across its domains.
-// It should wait whole: no worker bound, no claim allocated, nothing
-// prepared. kube-scheduler 1.37 does not keep it whole (docs/nvlink.md,
-// "What is not built yet"): its pod-group cycle places each worker with
-// its own trial allocation of the group's channel claim, the first
-// PreBind allocates the channel and the others fail ("claim ... got
-// allocated elsewhere in the meantime"), and a worker can stay bound to a
-// tray. What holds, and is asserted: the gang never runs whole, every
-// worker bound runs in the domain of the group's channel (never two
-// domains), and deleted it leaves no pod, claim or CDI spec. How many
-// workers the scheduler bound is reported.
+// has, although the cluster has that many trays free across its domains,
+// waits whole: no worker bound, the gang never Running, and deleted it
+// leaves no pod, claim or CDI spec. Its workers list the group's channel
+// claim after their own (docs/nvlink.md: in the other order
+// kube-scheduler 1.37 swaps the two claims' allocations and binds part
+// of the gang).
 func (m *menv) nvlinkGangTooLarge(ctx context.Context, t *testing.T, fx *nvlinkFixture) {
 	n := fx.largest + 1
 	label := slicebuilder.NVLinkDomainLabel(m.driver)
@@ -658,7 +653,7 @@ func (m *menv) nvlinkGangTooLarge(ctx context.Context, t *testing.T, fx *nvlinkF
 	}
 	recordValue(t, "NVLink: workers bound of a gang larger than any domain (want 0)", float64(len(bound)), "pods")
 	if len(bound) > 0 {
-		t.Logf("kube-scheduler bound %d of the %d workers of a gang that fits no domain (%v), the group's channel allocated in %q: the gang is not kept whole (docs/nvlink.md)", len(bound), n, bound, channelDomain)
+		t.Errorf("kube-scheduler bound %d of the %d workers of a gang that fits no domain (%v), the group's channel allocated in %q: the gang is not kept whole", len(bound), n, bound, channelDomain)
 	}
 	m.deleteNVLinkJob(ctx, t, fx, "nvl-big")
 }

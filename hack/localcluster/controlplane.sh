@@ -82,12 +82,15 @@ start_controller_manager() {
 }
 
 # start_scheduler [ARGS...]: kube-scheduler, serving on 127.0.0.1:$SCHED_PORT
-# (health and /metrics); extra arguments are appended.
+# (health and /metrics); extra arguments are appended. GPUDRA_LC_SCHEDULER_V
+# raises its log verbosity (4 shows each pod's attempts and why a node
+# was filtered out; the log lands in $GPUDRA_E2E_LOGS).
 start_scheduler() {
   local P=$STATE/pki
   lc_start kube-scheduler kube-scheduler --kubeconfig "$P/admin.kubeconfig" \
     --authentication-kubeconfig "$P/admin.kubeconfig" --authorization-kubeconfig "$P/admin.kubeconfig" \
-    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --profiling=false "$@"
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --profiling=false \
+    ${GPUDRA_LC_SCHEDULER_V:+-v="$GPUDRA_LC_SCHEDULER_V"} "$@"
 }
 
 # lc_cgroup_root ROOT: the cgroup a kubelet puts its pods under (its

@@ -14,7 +14,8 @@
 #
 # Environment: GPUDRA_CACHE, GPUDRA_E2E_STATE, GPUDRA_E2E_KEEP=1 (leave the
 # cluster up after the suite; run down.sh yourself), E2E_RUN (go test -run),
-# GPUDRA_E2E_REPORT (timings file).
+# GPUDRA_E2E_REPORT (timings file), GPUDRA_LC_SCHEDULER_V (kube-scheduler's
+# log verbosity).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -453,6 +453,7 @@ var findingsNotSimulated = map[FindingKind]string{
 	// Until simulate's fake nodes publish NVLink domains and
 	// gpudra-controller's channel pools run in it (issue 28, items 2-3).
 	FindingChannelWithoutGang: "simulate's fake nodes have no NVLink domains or IMEX channel pools yet",
+	FindingSharedClaimFirst:   "simulate schedules pods one at a time, without kube-scheduler's pod-group cycle, where the swap happens",
 }
 
 // TestEveryFindingKindSimulated: every kind of finding is either shown by

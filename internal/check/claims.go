@@ -126,8 +126,10 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 				Message: fmt.Sprintf("%s %s is not among the inputs; the pod would stay Pending until it exists", kind, name),
 				Hint:    "add the file that defines it"})
 		}
+		order := newClaimOrderCheck()
 		for i, pc := range pod.Spec.ResourceClaims {
 			field := fmt.Sprintf("spec.resourceClaims[%d]", i)
+			order.see(i, pc, u.gang)
 			if ce, ok := r.groupClaim(o, pod, pc, field, templates, claimsByName); ok {
 				if ce != nil {
 					usedClaims[ce] = true
@@ -171,6 +173,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 		}
 		r.checkContainerClaims(o, pod)
 		r.extendedResources(u)
+		r.checkSharedClaimOrder(o, u.gang, order, u.ext.Claim != nil)
 		if o.Rejected {
 			u.blocked = append(u.blocked, "the API server rejects the "+strings.Fields(o.Owner + " Pod")[0]+" (see the findings): the pod is never created")
 		}

@@ -274,3 +274,73 @@ func (r *runner) gangReplicas(o scheduler.Object) (int, bool) {
 	}
 	return min(o.Replicas, maxReplicas), true
 }
+
+// claimOrderCheck notes, over a pod's spec.resourceClaims in order, the
+// first claim the pod shares with its group and the last claim of its
+// own.
+//
+// Why the order matters: in kube-scheduler 1.37's pod-group cycle the
+// first pod of a group allocates every claim, and the later pods reuse
+// the allocations still pending for the claims they share. The
+// DynamicResources plugin's Filter hands Reserve the allocator's results
+// for the pod's own claims followed by the reused ones, while Reserve
+// assigns them to the pod's unallocated claims in spec order. A shared
+// claim listed before one of the pod's own thus swaps the two: the own
+// claim gets the shared claim's devices (a pod placed with no GPUs of
+// its own, two workers on one tray), and PreBind then fails on the
+// shared claim ("got allocated elsewhere"), so the gang binds in part
+// or not at all. Listed after them, the results line up.
+type claimOrderCheck struct {
+	firstShared, lastOwn int // indexes into spec.resourceClaims, -1: none
+	sharedName, ownName  string
+}
+
+// newClaimOrderCheck is a check that has seen no claim yet.
+func newClaimOrderCheck() claimOrderCheck {
+	return claimOrderCheck{firstShared: -1, lastOwn: -1}
+}
+
+// see records entry i of the pod's claims.
+func (c *claimOrderCheck) see(i int, pc v1.PodResourceClaim, g *gangInfo) {
+	if g == nil {
+		return
+	}
+	shared := pc.ResourceClaimName != nil // a standalone claim may be any pod's
+	for _, gc := range g.obj.Obj.(*schedulingv1beta1.PodGroup).Spec.ResourceClaims {
+		shared = shared || gc.Name == pc.Name
+	}
+	switch {
+	case shared && c.firstShared < 0:
+		c.firstShared, c.sharedName = i, pc.Name
+	case !shared && pc.ResourceClaimTemplateName != nil:
+		c.lastOwn, c.ownName = i, pc.Name
+	}
+}
+
+// checkSharedClaimOrder reports a pod of a PodGroup that lists a claim
+// its group shares before a claim of its own (claimOrderCheck says why).
+// The claim kube-scheduler makes for extended resources that a
+// DeviceClass maps (extended: the pod asks for some) always comes after
+// the pod's listed claims, so it cannot come before a shared one.
+func (r *runner) checkSharedClaimOrder(o scheduler.Object, g *gangInfo, c claimOrderCheck, extended bool) {
+	if g == nil || c.firstShared < 0 {
+		return
+	}
+	f := Finding{Kind: FindingSharedClaimFirst, Source: o.Source, Object: "Pod " + o.Name,
+		Field: fmt.Sprintf("spec.resourceClaims[%d]", c.firstShared)}
+	switch {
+	case c.lastOwn > c.firstShared:
+		f.Message = fmt.Sprintf("claim %s, which the pods of PodGroup %s share, is listed before the pod's own claim %s (spec.resourceClaims[%d]); "+
+			"kube-scheduler %s then swaps their allocations for every pod of the group but the first, and the group binds in part or waits",
+			c.sharedName, g.obj.Name, c.ownName, c.lastOwn, r.feats.Version)
+		f.Hint = "list the claims the group shares after the pod's own claims in spec.resourceClaims (containers name claims, so the order changes nothing else)"
+	case extended:
+		f.Message = fmt.Sprintf("claim %s, which the pods of PodGroup %s share, comes before the claim kube-scheduler makes for the pod's extended resources (always last); "+
+			"kube-scheduler %s then swaps their allocations for every pod of the group but the first, and the group binds in part or waits",
+			c.sharedName, g.obj.Name, r.feats.Version)
+		f.Hint = "ask for the devices with a ResourceClaimTemplate listed before the group's claims, not with extended resources"
+	default:
+		return
+	}
+	r.addFinding(f)
+}

@@ -235,3 +235,59 @@ spec:
 		})
 	}
 }
+
+// TestSharedClaimOrder: a gang's pod that lists the group's claim before
+// one of its own, or asks for extended resources beside it, is an error
+// (kube-scheduler 1.37 swaps the allocations); the group's claim listed
+// last, or a pod outside any group, is not.
+func TestSharedClaimOrder(t *testing.T) {
+	const head = `
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: gpu, exactly: {deviceClassName: gpu.gpudra.io}}
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: train, namespace: ml}
+spec:
+  schedulingPolicy: {gang: {minCount: 1}}
+  resourceClaims: [{name: job, resourceClaimTemplateName: one-gpu}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w, namespace: ml}
+spec:
+  schedulingGroup: {podGroupName: GROUP}
+`
+	for _, tc := range []struct {
+		name, group, pod string
+		want             string // what the finding says, "" for none
+	}{
+		{"shared first", "train", `  containers: [{name: w, image: x, resources: {claims: [{name: job}, {name: gpu}]}}]
+  resourceClaims: [{name: job, resourceClaimTemplateName: one-gpu}, {name: gpu, resourceClaimTemplateName: one-gpu}]`,
+			"claim job, which the pods of PodGroup ml/train share, is listed before the pod's own claim gpu (spec.resourceClaims[1])"},
+		{"shared last", "train", `  containers: [{name: w, image: x, resources: {claims: [{name: job}, {name: gpu}]}}]
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}, {name: job, resourceClaimTemplateName: one-gpu}]`, ""},
+		{"extended resources", "train", `  containers: [{name: w, image: x, resources: {claims: [{name: job}], limits: {nvidia.com/gpu: 1}}}]
+  resourceClaims: [{name: job, resourceClaimTemplateName: one-gpu}]`,
+			"comes before the claim kube-scheduler makes for the pod's extended resources"},
+		{"no group among the inputs", "other", `  containers: [{name: w, image: x, resources: {claims: [{name: job}, {name: gpu}]}}]
+  resourceClaims: [{name: job, resourceClaimTemplateName: one-gpu}, {name: gpu, resourceClaimTemplateName: one-gpu}]`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := checkOn(t, "dgx-h100", 1, strings.Replace(head, "GROUP", tc.group, 1)+tc.pod+"\n")
+			got := findings(rep, FindingSharedClaimFirst)
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("unexpected finding: %+v", got)
+			case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0].Message, tc.want) || got[0].Severity != SeverityError):
+				t.Errorf("findings %+v, want one error saying %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -109,8 +109,8 @@ spec:
         resources:
           claims: [{name: nvlink}, {name: gpus}]
       resourceClaims:
-      - {name: nvlink, resourceClaimTemplateName: nvlink-domain}
       - {name: gpus, resourceClaimTemplateName: eight-gpus}
+      - {name: nvlink, resourceClaimTemplateName: nvlink-domain}
 `
 
 const nvlinkTemplates = `

@@ -79,6 +79,10 @@ const (
 	// IMEX channel that several pods share outside a gang; the first
 	// pod's binding fixes the NVLink domain for all of them.
 	FindingChannelWithoutGang FindingKind = "channel-without-gang"
+	// FindingSharedClaimFirst: a gang's pod that lists a claim its group
+	// shares before a claim of its own; kube-scheduler 1.37 then gives
+	// the later pods of the gang each other's allocations (gangs.go).
+	FindingSharedClaimFirst FindingKind = "shared-claim-first"
 )
 
 // Finding is one problem, located as precisely as the input allows.
