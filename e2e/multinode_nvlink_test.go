@@ -86,7 +86,8 @@ type nvlinkFixture struct {
 
 // nvlinkDomains runs the NVLink scenarios in order, on one fixture: the
 // pools, a gang in one domain (with a plugin restart and a lost worker),
-// two jobs in one domain, a gang larger than any domain, and nothing left.
+// two jobs in one domain, a gang larger than any domain, a hung IMEX
+// daemon, and nothing left.
 func (m *menv) nvlinkDomains(ctx context.Context, t *testing.T) {
 	fx := m.nvlinkPools(ctx, t, true)
 	for _, node := range fx.trays {
@@ -107,6 +108,7 @@ func (m *menv) nvlinkDomains(ctx context.Context, t *testing.T) {
 		return
 	}
 	t.Run("GangLargerThanAnyDomain", func(t *testing.T) { m.nvlinkGangTooLarge(ctx, t, fx) })
+	t.Run("HungDaemon", func(t *testing.T) { m.nvlinkHungDaemon(ctx, t, fx) })
 	t.Run("NothingLeft", func(t *testing.T) { m.nvlinkNothingLeft(ctx, t, fx) })
 }
 

@@ -71,6 +71,15 @@ mn_node_name() { echo "e2e-node-$1"; }
 mn_node_ip() { echo "$MN_PREFIX.$(($1 + 1))"; }
 mn_node_dir() { echo "$STATE/nodes/$1"; }
 mn_netns() { echo "gpudra-e2e-n$1"; }
+# mn_fabric N: node N's NVLink domain, CLUSTER_UUID:CLIQUE, or nothing
+# when its profile entry is no fabric tray.
+mn_fabric() {
+  local entry=${NODE_PROFILES[$(($1 - 1))]}
+  [ "$entry" != "${entry%%@*}" ] || return 0
+  local uuid clique tray
+  IFS=: read -r uuid clique tray <<<"${entry#*@}"
+  echo "$uuid:$clique"
+}
 # Inside a node, the plugin's host paths are the chart's defaults (they are
 # the node's own), but for the fake state, which must live under the node's
 # /run rather than on the shared disk.
@@ -103,11 +112,9 @@ kubeletDir: $MN_KUBELET_DIR
 cdiDir: $MN_CDI_DIR
 fakeStateDir: $MN_FAKE_STATE_DIR
 fakeProfile: $MN_FAKE_PROFILE
-# The trays run no stand-in IMEX daemon yet: the plugins ask none (with the
-# default, host, their channels would never be schedulable here).
-kubeletPlugin:
-  imex:
-    daemon: none
+# The trays run stand-in IMEX daemons as host services (node.sh), which
+# the plugins ask as they ask NVIDIA's (kubeletPlugin.imex.daemon: host,
+# the default; the fake backend's socket is the fake state's).
 VALUES
     return
   fi
@@ -132,4 +139,7 @@ suite_env=(KUBECONFIG="$KUBECONFIG_ADMIN" GPUDRA_E2E_HELM="$HELM" GPUDRA_E2E_KUB
   # are loaded, and where its node keeps what a standard node has at
   # /var/lib/kubelet and /var/run/cdi.
   GPUDRA_E2E_GPUDRA="$STATE/bin/gpudra" GPUDRA_E2E_IMAGE_LOAD=ctr GPUDRA_E2E_CTR="$CONTAINERD_BIN/ctr"
-  GPUDRA_E2E_CONTAINERD_ADDRESS="$CONTAINERD_SOCK" GPUDRA_E2E_NODE_KUBELET_DIR="$KUBELET_DIR" GPUDRA_E2E_NODE_CDI_DIR="$CDI_DIR")
+  GPUDRA_E2E_CONTAINERD_ADDRESS="$CONTAINERD_SOCK" GPUDRA_E2E_NODE_KUBELET_DIR="$KUBELET_DIR" GPUDRA_E2E_NODE_CDI_DIR="$CDI_DIR"
+  # The host PIDs of the cluster's processes (the trays' stand-in IMEX
+  # daemons: imex-N.pid), which the multi-node suite signals.
+  GPUDRA_E2E_LC_PIDS="$STATE/pids")

@@ -157,13 +157,47 @@ INNER
     --metrics-bind-address "127.0.0.1:$PROXY_METRICS_PORT" --healthz-bind-address "127.0.0.1:$PROXY_HEALTHZ_PORT" \
     >"$D/logs/kube-proxy.log" 2>&1 </dev/null 9>&- &
   echo $! >"$STATE/pids/kube-proxy-$n.pid"
+  start_imex
   lc_wait_for "$NAME: registered" 120 $K get node "$NAME"
   lc_wait_for "$NAME: Ready" 120 $K wait --for=condition=Ready "node/$NAME" --timeout=1s
 }
 
+# start_imex: on a fabric tray, the stand-in IMEX daemon
+# (internal/imexstandin, run by the plugin's binary), as the operator's
+# nvidia-imex service runs on a real tray: a host process in the node's
+# network namespace, started before any job, with NVIDIA's config keys.
+# Its node list is every tray of its domain; its control socket is where
+# the fake backend's nvidia-imex-ctl asks (the fake state directory).
+# Its host PID is in $STATE/pids/imex-N.pid (the e2e suite hangs it with
+# SIGSTOP).
+start_imex() {
+  local domain i
+  domain=$(mn_fabric "$n")
+  [ -n "$domain" ] || return 0
+  mkdir -p "$D/imex"
+  : >"$D/imex/nodes_config.cfg"
+  for i in $(seq 1 "$NODES"); do
+    [ "$(mn_fabric "$i")" = "$domain" ] && mn_node_ip "$i" >>"$D/imex/nodes_config.cfg"
+  done
+  cat >"$D/imex/config.cfg" <<CFG
+# The stand-in reads NVIDIA's keys (docs/nvlink.md, "IMEX daemons").
+SERVER_PORT=50000
+BIND_INTERFACE_IP=$IP
+IMEX_NODE_CONFIG_FILE=$D/imex/nodes_config.cfg
+IMEX_WAIT_FOR_QUORUM=NONE
+IMEX_CMD_ENABLED=1
+IMEX_CMD_UNIX_DOMAIN_PATH=$D$MN_FAKE_STATE_DIR/imex_ctrl.sock
+CFG
+  setsid nohup nsenter --net="/run/netns/$NS" "$STATE/bin/gpudra-kubelet-plugin" fake-nvidia-imex -c "$D/imex/config.cfg" \
+    >"$D/logs/imex.log" 2>&1 </dev/null 9>&- &
+  echo $! >"$STATE/pids/imex-$n.pid"
+  lc_wait_for "$NAME: IMEX daemon ready (domain $domain)" 30 \
+    "$STATE/bin/gpudra-kubelet-plugin" fake-nvidia-imex-ctl -q --u="$D$MN_FAKE_STATE_DIR/imex_ctrl.sock"
+}
+
 node_down() {
   local f
-  for f in "$STATE/pids/kube-proxy-$n.pid" "$STATE/pids/node-$n.pid"; do
+  for f in "$STATE/pids/imex-$n.pid" "$STATE/pids/kube-proxy-$n.pid" "$STATE/pids/node-$n.pid"; do
     [ -e "$f" ] || continue
     kill -KILL "$(cat "$f")" 2>/dev/null || true
     rm -f "$f"
