@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -489,26 +490,41 @@ func (m *menv) nodeLosesPlugin(ctx context.Context, t *testing.T) {
 }
 
 // rollingUpgradeAcrossNodes: helm upgrade replaces the plugin on every
-// node while pods run on each of them; no pod restarts, no claim changes
-// or loses its CDI spec, and new pods still start on every node.
+// node while pods run on each of them (on a tray, with an IMEX channel
+// too); no pod restarts, no claim changes or loses its CDI spec, every
+// tray's IMEX daemon keeps running and its node stays imex-ready, and new
+// pods still start on every node.
 func (m *menv) rollingUpgradeAcrossNodes(ctx context.Context, t *testing.T) {
 	m.createTemplate(ctx, t, "roll", m.gpuRequest(1))
+	m.createTemplate(ctx, t, "roll-channel", channelRequest())
 	type held struct {
-		pod    string
-		node   string
-		before running
-		devs   []device
-		claim  *resourceapi.ResourceClaim
+		pod     string
+		node    string
+		before  running
+		devs    []device
+		claim   *resourceapi.ResourceClaim
+		channel *resourceapi.ResourceClaim // on a tray
 	}
 	var pods []held
 	for _, n := range m.nodes {
 		m.cleanup(t, "roll-"+n.name, "roll-after-"+n.name)
 	}
+	trays := map[string]int{} // tray → its IMEX daemon's PID
+	for _, n := range m.nodesOf(trayProfile) {
+		trays[n.name] = imexDaemonPID(t, n.name)
+		m.cleanup(t, inspectorOn(n.name))
+		m.startInspectorOn(ctx, t, n.name)
+	}
 	for _, n := range m.nodes {
 		name := "roll-" + n.name
-		m.startPod(ctx, t, m.pod(name, onNode(n.name), claimRef{name: "gpu", template: "roll"}))
-		claim := m.podClaims(ctx, t, name)["gpu"]
-		pods = append(pods, held{pod: name, node: n.name, before: m.runningState(ctx, t, name), devs: m.allocatedOn(ctx, t, n.name, claim), claim: claim})
+		claims := []claimRef{{name: "gpu", template: "roll"}}
+		if _, tray := trays[n.name]; tray {
+			claims = append(claims, claimRef{name: "nvlink", template: "roll-channel"})
+		}
+		m.startPod(ctx, t, m.pod(name, onNode(n.name), claims...))
+		byName := m.podClaims(ctx, t, name)
+		claim := byName["gpu"]
+		pods = append(pods, held{pod: name, node: n.name, before: m.runningState(ctx, t, name), devs: m.allocatedOn(ctx, t, n.name, claim), claim: claim, channel: byName["nvlink"]})
 	}
 	old := m.readyPluginPods(ctx, t)
 	var oldUIDs []string
@@ -542,6 +558,25 @@ func (m *menv) rollingUpgradeAcrossNodes(ctx context.Context, t *testing.T) {
 		}
 		assertSees(t, h.pod, m.whatPodSees(ctx, t, h.pod), h.devs)
 		m.node = saved
+		if h.channel == nil {
+			continue
+		}
+		channel, err := m.cs.ResourceV1().ResourceClaims(testNS).Get(ctx, h.channel.Name, metav1.GetOptions{})
+		if err != nil || channel.UID != h.channel.UID || channel.Status.Allocation == nil ||
+			fmt.Sprint(channel.Status.Allocation.Devices.Results) != fmt.Sprint(h.channel.Status.Allocation.Devices.Results) {
+			t.Errorf("channel claim %s of pod %s changed or went during the upgrade (%v)", h.channel.Name, h.pod, err)
+		}
+		if specs := m.cdiSpecsOn(ctx, t, h.node, string(h.channel.UID)); len(specs) != 1 {
+			t.Errorf("tray %s after the upgrade: CDI specs of the channel claim of pod %s %v, want one", h.node, h.pod, specs)
+		}
+	}
+	for tray, pid := range trays {
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Errorf("tray %s: its IMEX daemon (pid %d) is gone after the upgrade: %v", tray, pid, err)
+		}
+		if label, published, _, err := m.trayIMEX(ctx, tray); err != nil || label != "true" || fmt.Sprint(published) != "[true]" {
+			t.Errorf("tray %s after the upgrade: label %s=%q, imexReady %v (%v); want true", tray, slicebuilder.IMEXReadyLabel(m.driver), label, published, err)
+		}
 	}
 	for _, n := range m.nodes {
 		name := "roll-after-" + n.name
@@ -553,6 +588,9 @@ func (m *menv) rollingUpgradeAcrossNodes(ctx context.Context, t *testing.T) {
 	var names []string
 	for _, n := range m.nodes {
 		names = append(names, "roll-"+n.name, "roll-after-"+n.name)
+	}
+	for tray := range trays {
+		names = append(names, inspectorOn(tray))
 	}
 	m.deletePods(ctx, t, names...)
 }
