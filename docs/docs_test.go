@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package docs holds the tests that keep the documentation true to the
 // code: the layer table, the recipes and the e2e scenarios of
-// development.md, and README.md's tables of attributes and config fields. (Generated tables
+// development.md, and attributes.md's tables of attributes and config fields. (Generated tables
 // are kept by the golden tests of hack/golden-tests; the flag tables by
 // each binary's tests.)
 package docs
@@ -47,7 +47,7 @@ import (
 const (
 	module      = "github.com/gpudra/gpudra"
 	development = "development.md"
-	readme      = "../README.md"
+	attributes  = "attributes.md"
 )
 
 var backquoted = regexp.MustCompile("`([^`]+)`")
@@ -203,7 +203,7 @@ func scenariosOf(t *testing.T, file, test string) []string {
 	return scenarios
 }
 
-// TestAttributesDocumented: README.md's tables of whole-GPU attributes and
+// TestAttributesDocumented: attributes.md's tables of whole-GPU attributes and
 // capacities name exactly what the plugin publishes on the whole GPUs of
 // the fake profiles.
 func TestAttributesDocumented(t *testing.T) {
@@ -232,22 +232,22 @@ func TestAttributesDocumented(t *testing.T) {
 	// without it counts as ready, as gpudra-controller counts it).
 	attrs[string(slicebuilder.AttrIMEXReady)] = true
 	docAttrs, docCaps := firstColumn(t, "| attribute | type | meaning |"), firstColumn(t, "| capacity | unit | meaning |")
-	compareSets(t, "the attributes of whole GPUs", slices.Sorted(maps.Keys(attrs)), "README.md's attribute table", docAttrs)
-	compareSets(t, "the capacities of whole GPUs", slices.Sorted(maps.Keys(caps)), "README.md's capacity table", docCaps)
+	compareSets(t, "the attributes of whole GPUs", slices.Sorted(maps.Keys(attrs)), "attributes.md's attribute table", docAttrs)
+	compareSets(t, "the capacities of whole GPUs", slices.Sorted(maps.Keys(caps)), "attributes.md's capacity table", docCaps)
 }
 
-// firstColumn is the backquoted first cell of each row of the README table
-// whose header row is header.
+// firstColumn is the backquoted first cell of each row of the table of
+// attributes.md whose header row is header.
 func firstColumn(t *testing.T, header string) []string {
 	t.Helper()
-	data, err := os.ReadFile(readme)
+	data, err := os.ReadFile(attributes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(data)
 	i := strings.Index(text, "\n"+header+"\n")
 	if i < 0 {
-		t.Fatalf("README.md has no table %q", header)
+		t.Fatalf("%s has no table %q", attributes, header)
 	}
 	var out []string
 	for _, line := range strings.Split(text[i+len(header)+2:], "\n") {
@@ -327,16 +327,16 @@ func TestEveryMigProfileHasItsDeviceClass(t *testing.T) {
 }
 
 // TestConfigFieldsDocumented: every JSON field of GpuConfig and MigConfig,
-// nested ones included, is named in README.md's section on the config API.
+// nested ones included, is named in attributes.md's section on the config API.
 func TestConfigFieldsDocumented(t *testing.T) {
-	data, err := os.ReadFile(readme)
+	data, err := os.ReadFile(attributes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(data)
 	start := strings.Index(text, "\n## Device configuration")
 	if start < 0 {
-		t.Fatal("README.md has no section ## Device configuration")
+		t.Fatalf("%s has no section ## Device configuration", attributes)
 	}
 	end := strings.Index(text[start+1:], "\n## ")
 	section := text[start : start+1+end]
@@ -365,7 +365,7 @@ func TestConfigFieldsDocumented(t *testing.T) {
 	}
 	for _, f := range slices.Sorted(maps.Keys(fields)) {
 		if !named[f] {
-			t.Errorf("config field %s is not named in README.md's section on the config API", f)
+			t.Errorf("config field %s is not named in %s's section on the config API", f, attributes)
 		}
 	}
 }

@@ -24,11 +24,21 @@ import (
 	"github.com/gpudra/gpudra/internal/gpudratest"
 )
 
-// TestFlagsDocumented: README.md's table lists every flag with the
-// environment variable that sets it.
+// TestFlagsDocumented: docs/flags/gpudra-controller.md is generated from the
+// binary's flags, with the environment variable that sets each one (make
+// golden rewrites it).
 func TestFlagsDocumented(t *testing.T) {
 	_, cmd := newFlags()
-	gpudratest.CheckFlagTable(t, cmd, filepath.Join("..", "..", "README.md"), "## `gpudra-controller` flags")
+	// The one default that is this machine's: --identity's host name.
+	cmd.Flags.Lookup("identity").DefValue = "<host name>"
+	gpudratest.GoldenFile(t, filepath.Join("..", "..", "docs", "flags", "gpudra-controller.md"), gpudratest.FlagPage(
+		"`gpudra-controller` flags", "go test ./cmd/controller -run TestFlagsDocumented",
+		"The flags of gpudra-controller, which the chart runs twice: as the fleet\n"+
+			"accounting (leader election, fleet metrics, MIG spares, NVLink channel pools)\n"+
+			"and, with `--fleet-accounting=false`, as the admission webhook alone. A flag\n"+
+			"with a variable in the environment column can also be set through it.\n"+
+			"Conventions common to the binaries: [flags.md](../flags.md).",
+		gpudratest.FlagSection{Flags: cmd.Flags, EnvOf: cmd.EnvOf}))
 }
 
 // TestWebhookConfigurations: --webhook-configuration is a list, blanks

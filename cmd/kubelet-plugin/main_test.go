@@ -25,11 +25,20 @@ import (
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
-// TestFlagsDocumented: README.md's table lists every flag with the
-// environment variable the chart sets it with.
+// TestFlagsDocumented: docs/flags/gpudra-kubelet-plugin.md is generated from the
+// binary's flags, with the environment variable that sets each one (make
+// golden rewrites it).
 func TestFlagsDocumented(t *testing.T) {
 	_, cmd := newFlags()
-	gpudratest.CheckFlagTable(t, cmd, filepath.Join("..", "..", "README.md"), "## `gpudra-kubelet-plugin` flags")
+	gpudratest.GoldenFile(t, filepath.Join("..", "..", "docs", "flags", "gpudra-kubelet-plugin.md"), gpudratest.FlagPage(
+		"`gpudra-kubelet-plugin` flags", "go test ./cmd/kubelet-plugin -run TestFlagsDocumented",
+		"The flags of the kubelet plugin, which the chart's DaemonSet runs on every\n"+
+			"GPU node. A flag with a variable in the environment column can also be set\n"+
+			"through it (the chart does so); the command line wins, an empty variable\n"+
+			"counts as unset, and a value that does not parse fails the start naming the\n"+
+			"variable. How the chart sets each one: [the chart's values](../../deployments/helm/gpudra/README.md#values);\n"+
+			"conventions common to the binaries: [flags.md](../flags.md).",
+		gpudratest.FlagSection{Flags: cmd.Flags, EnvOf: cmd.EnvOf}))
 }
 
 // TestEnvironment: the chart's environment reaches the flags, parsed as

@@ -12,7 +12,6 @@ CLUSTER=${KIND_CLUSTER:-gpudra-e2e}
 IMAGE=${IMAGE:-localhost/gpudra:e2e}
 BUSYBOX=${BUSYBOX_IMAGE:-docker.io/library/busybox:1.37}
 HELM=${HELM:-$("$root/hack/localcluster/build.sh" helm >&2 && "$root/hack/localcluster/build.sh" paths | sed 's/.*HELM=//')}
-command -v "$KIND" >/dev/null || { echo "e2e-kind: kind not found (go install sigs.k8s.io/kind@v0.33.0)" >&2; exit 1; }
 work=$(mktemp -d)
 cleanup() {
   [ "${KEEP_CLUSTER:-}" = 1 ] || "$KIND" delete cluster --name "$CLUSTER" || true
@@ -20,10 +19,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$KIND" create cluster --name "$CLUSTER" --config "$here/kind-config.yaml" ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"} \
-  --kubeconfig "$work/kubeconfig" --wait 120s
-"$root/hack/image.sh" "$work/gpudra.tar" "$IMAGE"
-"$KIND" load image-archive "$work/gpudra.tar" --name "$CLUSTER"
+# The cluster and the image as the README's quick start makes them.
+source "$here/cluster.sh"
+gpudra_kind_up "$CLUSTER" "$work/kubeconfig" "$IMAGE" "$work"
 docker pull "$BUSYBOX" >/dev/null && "$KIND" load docker-image "$BUSYBOX" --name "$CLUSTER"
 
 cat >"$work/values.yaml" <<VALUES

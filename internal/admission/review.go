@@ -54,7 +54,7 @@ const (
 )
 
 // configReference is where a user reads what the configs may hold.
-const configReference = "https://github.com/gpudra/gpudra#device-configuration-resourcegpudraiov1alpha1"
+const configReference = "https://github.com/gpudra/gpudra/blob/main/docs/attributes.md#device-configuration-resourcegpudraiov1alpha1"
 
 // Validator checks the opaque configs of one DRA driver.
 type Validator struct {

@@ -79,7 +79,7 @@ func (r *runner) checkOpaque(src scheduler.Source, object, field string, o *reso
 		return
 	}
 	if _, err := claimplan.DecodeConfig(o.Parameters.Raw); err != nil {
-		hint := "see the Device configuration section of gpudra's README for the kinds and fields of " + configapi.SchemeGroupVersion.String()
+		hint := "see the Device configuration section of gpudra's docs/attributes.md for the kinds and fields of " + configapi.SchemeGroupVersion.String()
 		if foreign {
 			hint = fmt.Sprintf("this is a config of %s; %s", vendor.who, vendor.equivalent(meta.Kind, r.opts.DriverName))
 		}

@@ -87,7 +87,7 @@ func (v vendorAPI) equivalent(kind, driverName string) string {
 	case ours == "":
 		return fmt.Sprintf("gpudra has no equivalent of %s", kind)
 	}
-	return fmt.Sprintf("gpudra's equivalent is apiVersion %s, kind %s, under driver %s (its fields differ: see the Device configuration section of gpudra's README)", configapi.SchemeGroupVersion, ours, driverName)
+	return fmt.Sprintf("gpudra's equivalent is apiVersion %s, kind %s, under driver %s (its fields differ: see the Device configuration section of gpudra's docs/attributes.md)", configapi.SchemeGroupVersion, ours, driverName)
 }
 
 // vendorClasses are other drivers' DeviceClasses that manifests written

@@ -19,15 +19,12 @@ package gpudratest
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
-
-	"github.com/gpudra/gpudra/internal/cmdline"
 )
 
 // MarkdownTable returns the body rows of the first table under the heading
@@ -89,59 +86,78 @@ func splitRow(line string) []string {
 	return append(cells, strings.TrimSpace(cell.String()))
 }
 
-// flagCellRe finds, in order, the flags of a table cell ("`--a`") and
-// the parenthesized environment variables that follow them ("(`A`)").
-var flagCellRe = regexp.MustCompile("`(--?[a-z0-9-]+)`|\\(([^)]*)\\)")
-
-var envRe = regexp.MustCompile("`([A-Z][A-Z0-9_]+)`")
-
-// CheckFlagTable compares a binary's flags with their table in the docs:
-// each row's first cell names flags ("`--a`, `--b`") and, in parentheses,
-// the environment variables that set them, in the same order. Every flag
-// of the binary is in the table with its variable, except the logging
-// flags every binary has (component-base documents those); every flag
-// the table names exists.
-func CheckFlagTable(t testing.TB, cmd *cmdline.Command, path, heading string) {
-	t.Helper()
-	common := cmdline.New("common").Flags
-	documented := map[string]string{} // flag → variable ("" for none)
-	for _, row := range MarkdownTable(t, path, heading) {
-		// "`--a`, `--b` (`A`, `B`)" or "`--a` (`A`), `--b` (`B`)": the
-		// variables in parentheses go with the flags before them.
-		var pending []string
-		for _, m := range flagCellRe.FindAllStringSubmatch(row[0], -1) {
-			if m[1] != "" {
-				name := strings.TrimLeft(m[1], "-")
-				if cmd.Flags.Lookup(name) == nil {
-					t.Errorf("%s documents %s, which %s does not have", path, m[1], cmd.Name)
-				}
-				documented[name] = ""
-				pending = append(pending, name)
-				continue
-			}
-			envs := envRe.FindAllStringSubmatch(m[2], -1)
-			if len(envs) != len(pending) {
-				t.Errorf("%s: in the row %q, %d flags come before %d variables", path, row[0], len(pending), len(envs))
-				continue
-			}
-			for i, e := range envs {
-				documented[pending[i]] = e[1]
-			}
-			pending = nil
+// FlagTable renders a flag set as a Markdown table: every flag that is
+// not hidden or deprecated, sorted by name, with its shorthand, the
+// environment variable that sets it (envOf, nil for none), its type, its
+// default and its help text, which is the one source of the meaning: the
+// docs' flag pages are generated from it (make golden), so a flag cannot
+// be added, renamed or changed without its page following.
+func FlagTable(fs *pflag.FlagSet, envOf func(flag string) string) string {
+	var b strings.Builder
+	b.WriteString("| flag | environment | type | default | meaning |\n| --- | --- | --- | --- | --- |\n")
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Deprecated != "" {
+			return
 		}
-	}
-	var missing []string
-	cmd.Flags.VisitAll(func(f *pflag.Flag) {
-		env, ok := documented[f.Name]
-		switch {
-		case !ok && common.Lookup(f.Name) == nil:
-			missing = append(missing, "--"+f.Name)
-		case ok && env != cmd.EnvOf(f.Name):
-			t.Errorf("%s: --%s is documented with the variable %q, but %s reads %q", path, f.Name, env, cmd.Name, cmd.EnvOf(f.Name))
+		name := "`--" + f.Name + "`"
+		if f.Shorthand != "" && f.ShorthandDeprecated == "" {
+			name = "`-" + f.Shorthand + "`, " + name
 		}
+		env := ""
+		if envOf != nil {
+			env = envOf(f.Name)
+		}
+		typ, usage := pflag.UnquoteUsage(f)
+		if env != "" {
+			// cmdline.Command.Env says so in the help; here it has its
+			// own column.
+			usage = strings.Replace(usage, " (env "+env+")", "", 1)
+			env = "`" + env + "`"
+		}
+		if typ == "" {
+			typ = f.Value.Type() // bool flags have no type name in their help
+		}
+		def := f.DefValue
+		if def == "[]" || (def == "0" && f.Value.Type() == "count") {
+			def = ""
+		}
+		if def != "" {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, env, typ, def, markdownCell(usage))
 	})
-	slices.Sort(missing)
-	if len(missing) > 0 {
-		t.Errorf("%s: the table under %q lacks %s's flags %s", path, heading, cmd.Name, strings.Join(missing, ", "))
+	return b.String()
+}
+
+// markdownCell escapes a help text for a table cell: pipes, angle brackets
+// (which Markdown would take for HTML tags) and line breaks.
+func markdownCell(s string) string {
+	s = strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;").Replace(strings.TrimSpace(s))
+	return strings.ReplaceAll(s, "\n", "<br>")
+}
+
+// FlagSection is one table of a generated flag page: a heading ("" for
+// none), a paragraph above the table, and the flags.
+type FlagSection struct {
+	Heading, Text string
+	Flags         *pflag.FlagSet
+	EnvOf         func(flag string) string
+}
+
+// FlagPage renders a generated page of flag tables: its title, a comment
+// naming the test that writes it (never edit it by hand), an introduction
+// and each section's table.
+func FlagPage(title, test, intro string, sections ...FlagSection) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n<!-- Generated by %s -update (make golden) from the flags themselves: do not edit. -->\n\n%s\n", title, test, strings.TrimSpace(intro))
+	for _, s := range sections {
+		if s.Heading != "" {
+			fmt.Fprintf(&b, "\n## %s\n", s.Heading)
+		}
+		if s.Text != "" {
+			fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(s.Text))
+		}
+		b.WriteString("\n" + FlagTable(s.Flags, s.EnvOf))
 	}
+	return []byte(b.String())
 }

@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 func TestMarkdownTable(t *testing.T) {
@@ -36,5 +38,32 @@ func TestMarkdownTable(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != "`--a` (`A`)|one\n`--b`, `--c`|two \\| three" {
 		t.Errorf("rows %q", got)
+	}
+}
+
+// TestFlagTable: every visible flag gets a row with its shorthand, its
+// variable in its own column, its type and default; help texts are safe
+// in a cell; hidden and deprecated flags are left out.
+func TestFlagTable(t *testing.T) {
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.String("dir", "/var/run/cdi", "Where <specs> go | or not (env DIR).")
+	fs.BoolP("all", "A", false, "Every namespace.\nSecond line.")
+	fs.Duration("wait", 0, "How long.")
+	fs.String("old", "", "Gone.")
+	_ = fs.MarkDeprecated("old", "use --dir")
+	fs.String("secret", "", "Hidden.")
+	_ = fs.MarkHidden("secret")
+	got := FlagTable(fs, func(f string) string {
+		if f == "dir" {
+			return "DIR"
+		}
+		return ""
+	})
+	want := "| flag | environment | type | default | meaning |\n| --- | --- | --- | --- | --- |\n" +
+		"| `-A`, `--all` |  | bool | `false` | Every namespace.<br>Second line. |\n" +
+		"| `--dir` | `DIR` | string | `/var/run/cdi` | Where &lt;specs&gt; go \\| or not. |\n" +
+		"| `--wait` |  | duration | `0s` | How long. |\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
