@@ -109,6 +109,11 @@ func TestSinglePoolUnchanged(t *testing.T) {
 	if _, ok := podTemplate(plugin).labels()["gpudra.io/node-pool"]; ok {
 		t.Error("the single pool's pods carry a node-pool label")
 	}
+	// The plugin records Events on its Node (an IMEX daemon not ready, a
+	// fabric not usable) whatever the values.
+	if _, ok := ofKind(objs, "ClusterRoleBinding")["gpudra-kubelet-plugin-events"]; !ok {
+		t.Error("with the default values the plugin may not record Events on its Node")
+	}
 }
 
 // TestNodePools: one release, three pools: a DaemonSet per pool with its
@@ -188,7 +193,7 @@ func TestNodePools(t *testing.T) {
 		t.Error("no DeviceClasses")
 	}
 	if _, ok := ofKind(objs, "ClusterRole")["gpudra-kubelet-plugin-events"]; !ok {
-		t.Error("a pool shares GPUs (consumable capacity) but the plugin may not record Events")
+		t.Error("the plugin may not record Events on its Node")
 	}
 	// The MPS policy admits the daemon pods of every pool's data directory.
 	vap := ofKind(objs, "ValidatingAdmissionPolicy")["gpudra-kubelet-plugin-mps-pods"]
