@@ -83,6 +83,19 @@ for arch in amd64 arm64; do
   IMAGE_ARCH=$arch IMAGE_LIBS_SYSROOT=${sysroot[$arch]} GO_BUILD_FLAGS=-trimpath GPUDRA_IMAGE_BIN_DIR="$work/bin-$arch" \
     VERSION=$version REVISION=$revision hack/image.sh "$work/image-$arch.tar" "$image"
 done
+# Each binary runs with the glibc its image carries and says this version:
+# amd64 through the pinned ld.so, arm64 under qemu-aarch64 (user-mode
+# emulation) with the pinned arm64 glibc.
+for bin in gpudra-kubelet-plugin gpudra-controller gpudra; do
+  arg=--version; [ "$bin" = gpudra ] && arg=version
+  amd=$("${sysroot[amd64]}/lib/ld-linux-x86-64.so.2" --library-path "${sysroot[amd64]}/lib" "$work/bin-amd64/$bin" "$arg" 2>&1 | head -n 1) || true
+  arm=$(qemu-aarch64 -L "${sysroot[arm64]}" "$work/bin-arm64/$bin" "$arg" 2>&1 | head -n 1) || true
+  say "linux/amd64: $amd"
+  say "linux/arm64 (qemu-aarch64): $arm"
+  for line in "$amd" "$arm"; do
+    [[ $line == *"$version"* ]] || die "$bin $arg with the image's glibc printed \"$line\", not version $version"
+  done
+done
 "$work/mkimage" index -o "$out/gpudra-image-$version.oci.tar" -t "$image" "$work/image-amd64.tar" "$work/image-arm64.tar" >/dev/null
 "$work/mkimage" ls "$out/gpudra-image-$version.oci.tar" >"$out/image-index.txt"
 
