@@ -27,6 +27,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -175,6 +176,39 @@ func TestIndex(t *testing.T) {
 		if !strings.Contains(ls.String(), want) {
 			t.Errorf("mkimage ls printed no %q:\n%s", want, ls.String())
 		}
+	}
+}
+
+// TestAlsoTag: -also-tag names the one image by a second reference, both
+// loadable from the archive.
+func TestAlsoTag(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "image.tar")
+	if err := run([]string{"-o", out, "-t", "example.com/tool:0.1.0-3-gabc", "-also-tag", "example.com/tool:0.1.0", "-file", bin + ":/usr/bin/tool"}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, ref := range []string{"example.com/tool:0.1.0-3-gabc", "example.com/tool:0.1.0"} {
+		tag, err := name.NewTag(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := tarball.ImageFromPath(out, &tag)
+		if err != nil {
+			t.Fatalf("%s from the archive: %v", ref, err)
+		}
+		id, err := img.ConfigName()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id.String())
+	}
+	if ids[0] != ids[1] {
+		t.Errorf("the two tags name different images: %v", ids)
 	}
 }
 
