@@ -127,9 +127,12 @@ type versionCheck struct {
 // satisfiedBy checks that each library the object needs versions from
 // (found: library name → its file in the sysroot) defines those versions.
 func (c versionCheck) satisfiedBy(found map[string]string) error {
+	if c.f.Section(".gnu.version_r") == nil {
+		return nil // needs no symbol versions: nothing to check
+	}
 	needs, err := c.f.DynamicVersionNeeds()
-	if err != nil || len(needs) == 0 {
-		return nil //nolint:nilerr // no SHT_GNU_verneed section: nothing to check
+	if err != nil {
+		return fmt.Errorf("%s: its version needs: %w", c.path, err)
 	}
 	for _, n := range needs {
 		src, ok := found[n.Name]
