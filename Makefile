@@ -23,6 +23,9 @@ export GPUDRA_CACHE HELM_VERSION
 # names its image by that tag, the one `helm install deployments/helm/gpudra`
 # pulls from a checkout.
 override VERSION := $(shell VERSION='$(VERSION)' hack/version.sh version)
+ifeq ($(VERSION),)
+$(error hack/version.sh gave no version (see its message above): VERSION must be MAJOR.MINOR.PATCH[-PRERELEASE], with or without a leading v)
+endif
 REVISION     ?= $(shell hack/version.sh revision)
 CHART_VERSION := $(shell hack/version.sh chart-version)
 LDFLAGS      := -X github.com/gpudra/gpudra/internal/version.version=$(VERSION) -X github.com/gpudra/gpudra/internal/version.revision=$(REVISION)
