@@ -16,15 +16,23 @@ GPUDRA_CACHE ?= $(HOME)/.cache/gpudra
 HELM_VERSION ?= v3.22.0
 HELM         ?= $(GPUDRA_CACHE)/helm-$(HELM_VERSION)-stamped/helm
 export GPUDRA_CACHE HELM_VERSION
-# The release (the chart's appVersion) and git revision every binary and the
-# image are stamped with (hack/version.sh); the image's tag is the one the
-# chart pulls by default.
-VERSION      ?= $(shell hack/version.sh version)
+# The version (git describe: the tag, or the tag plus commits and hash) and
+# git revision every binary, the image's tag and labels and the packaged
+# chart are stamped with (hack/version.sh; VERSION=v0.1.0 and 0.1.0 are the
+# same). CHART_VERSION is the source chart's appVersion: make image also
+# names its image by that tag, the one `helm install deployments/helm/gpudra`
+# pulls from a checkout.
+override VERSION := $(shell VERSION='$(VERSION)' hack/version.sh version)
+ifeq ($(VERSION),)
+$(error hack/version.sh gave no version (see its message above): VERSION must be MAJOR.MINOR.PATCH[-PRERELEASE], with or without a leading v)
+endif
 REVISION     ?= $(shell hack/version.sh revision)
+CHART_VERSION := $(shell hack/version.sh chart-version)
 LDFLAGS      := -X github.com/gpudra/gpudra/internal/version.version=$(VERSION) -X github.com/gpudra/gpudra/internal/version.revision=$(REVISION)
 IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
+RELEASE_DIR  ?= $(BIN)/release/$(VERSION)
 
-.PHONY: all build cli test test-unit test-race test-busy chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image image-multiarch check-arm64 e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check gpu-check-bundle
+.PHONY: all build cli test test-unit test-race test-busy chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image image-multiarch check-arm64 e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check gpu-check-bundle chart release version
 
 all: build
 
@@ -87,9 +95,22 @@ cli:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gpudra ./cmd/gpudra
 	ln -sf gpudra $(BIN)/kubectl-gpudra
 
-## image: the image (kubelet plugin, controller, gpudra CLI) as a docker-archive tarball, without Docker: bin/gpudra-image.tar, tagged $(IMAGE), the chart's default
+## image: the image (kubelet plugin, controller, gpudra CLI) as a docker-archive tarball, without Docker: bin/gpudra-image.tar, tagged $(IMAGE) and ghcr.io/gpudra/gpudra:$(CHART_VERSION) (the source chart's default)
 image:
-	VERSION=$(VERSION) REVISION=$(REVISION) hack/image.sh $(BIN)/gpudra-image.tar $(IMAGE)
+	VERSION=$(VERSION) REVISION=$(REVISION) IMAGE_ALSO_TAG=$(if $(filter ghcr.io/gpudra/gpudra:$(VERSION),$(IMAGE)),ghcr.io/gpudra/gpudra:$(CHART_VERSION)) \
+		hack/image.sh $(BIN)/gpudra-image.tar $(IMAGE)
+
+## chart: the Helm chart packaged with version and appVersion $(VERSION) (bin/gpudra-$(VERSION).tgz), so that helm upgrade to a new build renders its image
+chart: $(HELM)
+	$(HELM) package deployments/helm/gpudra --version $(VERSION) --app-version $(VERSION) -d $(BIN)
+
+## release: one release into $(RELEASE_DIR) from a clean checkout (make release VERSION=v0.1.0): the linux/amd64+arm64 OCI image index, the chart package, the gpudra CLI for linux and darwin on amd64 and arm64, SHA256SUMS and an SBOM (hack/release.sh; docs/releasing.md)
+release: $(HELM)
+	HELM=$(HELM) VERSION=$(VERSION) REVISION=$(REVISION) hack/release.sh $(RELEASE_DIR)
+
+## version: the version make stamps (hack/version.sh)
+version:
+	@echo $(VERSION)
 
 ## image-multiarch: the image for linux/amd64 and linux/arm64 as one OCI image index (bin/gpudra-image-oci.tar, with each architecture's docker archive beside it); arm64 is cross-compiled (needs gcc-aarch64-linux-gnu and libc6-dev-arm64-cross)
 image-multiarch:

@@ -157,9 +157,10 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 		outputs[s] = out.String()
 	}
 
-	// The chart ran the image make image built, under the chart's own
-	// default: its appVersion.
-	want := "ghcr.io/gpudra/gpudra:" + buildVersion(t, "version")
+	// The chart ran the image make image built, under the source chart's
+	// own default: its appVersion, which make image tags besides the
+	// build's version.
+	want := "ghcr.io/gpudra/gpudra:" + buildVersion(t, "chart-version")
 	pods, err := e.cs.CoreV1().Pods(readmeNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

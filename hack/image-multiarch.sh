@@ -7,8 +7,10 @@
 #
 # Each architecture's docker-archive is kept beside OUT as
 # OUT-<arch>.tar (what hack/check-arm64.sh runs). Push the index with
-# `crane push OUT.tar REPO:TAG` or `skopeo copy oci-archive:OUT.tar
-# docker://REPO:TAG`; `ctr images import OUT.tar` loads it on a node.
+# `skopeo copy --all oci-archive:OUT.tar docker://REPO:TAG`, or unpack it
+# and `crane push --index DIR REPO:TAG` (crane reads a tarball as a
+# docker-archive); `ctr images import OUT.tar` loads it on a node. make
+# release builds the same index with a pinned glibc (docs/releasing.md).
 # The arm64 build needs Debian's cross compiler, which hack/cross-deps.sh
 # installs (as root) when it is missing.
 set -euo pipefail

@@ -20,6 +20,13 @@
 #
 # The plugin links go-nvml through cgo, so the image carries the glibc it was
 # linked against (from this host, found with ldd, or the cross sysroot's).
+# IMAGE_LIBS_SYSROOT packs the libraries from that sysroot instead, for any
+# architecture: make release gives it Debian's pinned glibc
+# (hack/release/glibc.lock), so the image's glibc is not the build host's;
+# mkimage refuses a binary that needs a newer glibc than the one packed.
+# GO_BUILD_FLAGS adds go build flags (make release: -trimpath).
+# IMAGE_ALSO_TAG names the same image by a second reference in the archive
+# (make image: the tag the source chart pulls, its appVersion).
 # Load the result with `ctr -n k8s.io images import`, `docker load` or
 # `kind load image-archive`.
 # The Dockerfile builds the same image for users with a container engine.
@@ -49,13 +56,21 @@ if [ "$arch" != "$host_arch" ]; then
   cross=(env GOARCH="$arch" CC="$cc")
   libs=(-arch "$arch" -libs "$sysroot")
 fi
+if [ -n "${IMAGE_LIBS_SYSROOT:-}" ]; then
+  libs=(-arch "$arch" -libs "$IMAGE_LIBS_SYSROOT")
+fi
+# Word-split on purpose: a list of flags.
+# shellcheck disable=SC2206
+goflags=(${GO_BUILD_FLAGS:-})
+also=()
+if [ -n "${IMAGE_ALSO_TAG:-}" ] && [ "$IMAGE_ALSO_TAG" != "$tag" ]; then also=(-also-tag "$IMAGE_ALSO_TAG"); fi
 mkdir -p "$(dirname "$out")"  # bin/ on a fresh clone
 (cd "$root/hack/mkimage" && GOWORK=off CGO_ENABLED=0 go build -o "$work/mkimage" .)
 # One build with one set of flags, so the binaries share the build cache
 # (the controller needs no cgo, but building it without would recompile
 # every dependency).
 (cd "$root" && "${cross[@]}" CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
-  go build -ldflags "-s -w $ldflags" -o "$work/" ./cmd/kubelet-plugin ./cmd/controller ./cmd/gpudra)
+  go build "${goflags[@]}" -ldflags "-s -w $ldflags" -o "$work/" ./cmd/kubelet-plugin ./cmd/controller ./cmd/gpudra)
 mv "$work/kubelet-plugin" "$work/gpudra-kubelet-plugin"
 mv "$work/controller" "$work/gpudra-controller"
 # NVIDIA's CDI hook (the toolkit version go.mod pins) runs on the host, whose
@@ -63,7 +78,7 @@ mv "$work/controller" "$work/gpudra-controller"
 # it to the host (gpudra-kubelet-plugin --install-cdi-hook).
 # (The linker's warnings about dlopen in a static binary concern WSL only.)
 if ! hookout=$(cd "$root" && "${cross[@]}" CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
-  go build -tags netgo,osusergo -ldflags '-s -w -extldflags "-static"' -o "$work/nvidia-cdi-hook" \
+  go build "${goflags[@]}" -tags netgo,osusergo -ldflags '-s -w -extldflags "-static"' -o "$work/nvidia-cdi-hook" \
   github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook 2>&1); then
   echo "$hookout" >&2; exit 1
 fi
@@ -75,7 +90,7 @@ fi
 # The gpudra CLI is there for `kubectl debug node/<node> --image <this image>
 # -- gpudra inventory` (README), kubectl-gpudra for `kubectl gpudra`; /tmp
 # for the scratch directories the CLI makes.
-"$work/mkimage" -o "$out" -t "$tag" "${libs[@]}" \
+"$work/mkimage" -o "$out" -t "$tag" "${also[@]}" "${libs[@]}" \
   -file "$work/gpudra-kubelet-plugin:/usr/bin/gpudra-kubelet-plugin" \
   -file "$work/nvidia-cdi-hook:/usr/bin/nvidia-cdi-hook" \
   -file "$work/gpudra-controller:/usr/bin/gpudra-controller" \

@@ -77,7 +77,7 @@ type flags struct {
 }
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "gpudra-controller:", err)
 		os.Exit(gpudraversion.ExitCode(err)) // 2: a bad command line
 	}
@@ -124,17 +124,43 @@ func newFlags() (*flags, *cmdline.Command) {
 		"namespace":   "POD_NAMESPACE",
 		"identity":    "POD_NAME",
 	})
+	cmd.Description = description
+	cmd.Section("cluster", "driver-name", "kubeconfig", "namespace", "identity")
+	cmd.Section("leader election", "leader-election-lease", "leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period")
+	cmd.Section("admission webhook", "webhook-address", "webhook-timeout", "webhook-max-inflight-bytes", "webhook-max-connections",
+		"webhook-service", "webhook-configuration", "cert-secret", "tls-cert-file", "tls-private-key-file", "cluster-domain")
+	cmd.Section("fleet", "fleet-accounting", "recompute-interval", "mig-spare-nodes", "mig-spares-configmap", "nvlink-channels")
+	cmd.Section("metrics and memory", "metrics-address", "memory-limit-ratio")
 	return f, cmd
 }
 
-func run() error {
+// description is what --help says first.
+const description = `gpudra-controller is the cluster side of gpudra, a Kubernetes DRA driver for
+NVIDIA GPUs. It validates gpudra's opaque GPU configs at admission (a webhook
+with its own serving certificate, or cert-manager's) and, on the replica that
+holds the leader lease, accounts for the fleet: devices published, allocated
+and tainted, pending claims and stranded GPUs as metrics, the nodes that keep
+MIG spares, and each node's NVLink domain label. Run it as the Helm chart's
+Deployments (deployments/helm/gpudra).
+
+A flag whose help names an environment variable can also be set through it;
+the command line wins, and an empty variable counts as unset.
+Exit status: 0 when stopped (SIGTERM, SIGINT) or after --help and --version;
+2 for a bad command line or environment (an unknown flag, a value that does
+not parse or cannot be used); 1 for a failure at run time.`
+
+// usage marks a flag's value that cannot be run with as a bad command
+// line: the controller exits 2 for it, 1 for a failure at run time.
+func usage(err error) error { return gpudraversion.UsageError{Err: err} }
+
+func run(args []string) error {
 	f, cmd := newFlags()
-	if exit, err := cmd.Parse(os.Args[1:]); exit || err != nil {
+	if exit, err := cmd.Parse(args); exit || err != nil {
 		return err
 	}
 	defer logs.FlushLogs()
 	if (f.certFile == "") != (f.keyFile == "") {
-		return errors.New("--tls-cert-file and --tls-private-key-file go together")
+		return usage(errors.New("--tls-cert-file and --tls-private-key-file go together"))
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -149,20 +175,23 @@ func run() error {
 
 	inFlight, err := resource.ParseQuantity(f.webhookInFlight)
 	if err != nil {
-		return fmt.Errorf("--webhook-max-inflight-bytes=%s: %w", f.webhookInFlight, err)
+		return usage(fmt.Errorf("--webhook-max-inflight-bytes=%s: %w", f.webhookInFlight, err))
 	}
 	limits := admission.Limits{Timeout: f.webhookTimeout, MaxInFlightBytes: inFlight.Value(), MaxConnections: f.webhookMaxConns}
 	if err := limits.Validate(); f.webhookAddr != "" && err != nil {
-		return err
+		return usage(err)
 	}
 	spareNodes, err := migspares.ParseTarget(f.migSpareNodes)
 	if err != nil {
-		return gpudraversion.UsageError{Err: fmt.Errorf("--mig-spare-nodes=%s: %w", f.migSpareNodes, err)}
+		return usage(fmt.Errorf("--mig-spare-nodes=%s: %w", f.migSpareNodes, err))
 	}
 	if f.nvlinkChannels != 0 {
 		if err := slicebuilder.ValidateChannels(f.nvlinkChannels); err != nil {
-			return gpudraversion.UsageError{Err: fmt.Errorf("--nvlink-channels: %w", err)}
+			return usage(fmt.Errorf("--nvlink-channels: %w", err))
 		}
+	}
+	if !f.fleetAccounting && f.webhookAddr == "" {
+		return usage(errors.New("--fleet-accounting=false with an empty --webhook-address leaves the controller nothing to do: keep one of them"))
 	}
 	client, err := kubeClient(cmd, f.kubeconfig)
 	if err != nil {

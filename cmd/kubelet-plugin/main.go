@@ -97,7 +97,7 @@ type flags struct {
 }
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "gpudra-kubelet-plugin:", err)
 		os.Exit(gpudraversion.ExitCode(err)) // 2: a bad command line
 	}
@@ -174,12 +174,41 @@ func newFlags() (*flags, *cmdline.Command) {
 		"imex-daemon":                   "IMEX_DAEMON",
 		"imex-socket":                   "IMEX_SOCKET",
 	})
+	cmd.Description = description
+	cmd.Section("node", "driver-name", "node-name", "kubeconfig", "namespace", "pod-uid", "plugin-data-dir", "registrar-dir", "healthcheck-port")
+	cmd.Section("devices", "device-backend", "fake-profile", "fake-state-dir", "driver-root", "host-driver-root", "device-metadata")
+	cmd.Section("CDI", "cdi-dir", "nvidia-cdi-hook-path", "install-cdi-hook")
+	cmd.Section("MIG", "mig-profiles", "mig-spare-gpus", "mig-spares-configmap")
+	cmd.Section("sharing", "consumable-capacity", "consumable-capacity-sharing", "mps-daemon-image", "mps-daemon-image-pull-policy", "mps-daemon-image-pull-secrets")
+	cmd.Section("health and metrics", "metrics-address", "telemetry-interval", "idle-threshold", "idle-after", "ignored-xids", "health-recheck-interval")
+	cmd.Section("multi-node NVLink", "imex-daemon", "imex-socket", "imex-check-interval")
 	return f, cmd
 }
 
-func run() error {
+// description is what --help says first.
+const description = `gpudra-kubelet-plugin is the node agent of gpudra, a Kubernetes DRA driver for
+NVIDIA GPUs. It publishes the node's GPUs and their MIG placements as
+ResourceSlices, and prepares the devices the scheduler allocated to a pod's
+claims (whole GPUs, MIG partitions created on demand, MPS or time-sliced
+shares) and hands them to the containers through CDI, keeping a checkpoint
+so that a restart or an upgrade finishes or rolls back what it began. Run it
+as the Helm chart's DaemonSet (deployments/helm/gpudra).
+
+A flag whose help names an environment variable can also be set through it
+(the chart does so); the command line wins, and an empty variable counts as
+unset.
+Exit status: 0 when stopped (SIGTERM, SIGINT) or after --help, --version and
+--install-cdi-hook; 2 for a bad command line or environment (an unknown flag,
+a value that does not parse or cannot be used, --node-name missing); 1 for a
+failure at run time.`
+
+// usage marks a flag's value that cannot be run with as a bad command
+// line: the plugin exits 2 for it, 1 for a failure at run time.
+func usage(err error) error { return gpudraversion.UsageError{Err: err} }
+
+func run(args []string) error {
 	f, cmd := newFlags()
-	if exit, err := cmd.Parse(os.Args[1:]); exit || err != nil {
+	if exit, err := cmd.Parse(args); exit || err != nil {
 		return err
 	}
 	defer logs.FlushLogs()
@@ -187,37 +216,41 @@ func run() error {
 		return installCDIHook(f.installCDIHook)
 	}
 	if f.nodeName == "" {
-		return errors.New("--node-name (or env NODE_NAME) is required")
+		return usage(errors.New("--node-name (or env NODE_NAME) is required"))
 	}
 	if f.pluginDataDir == "" {
 		f.pluginDataDir = kubeletplugin.KubeletPluginsDir + "/" + f.driverName
 	}
 	migProfiles, err := slicebuilder.ParseMigProfiles(f.migProfiles)
 	if err != nil {
-		return fmt.Errorf("--mig-profiles: %w", err)
+		return usage(fmt.Errorf("--mig-profiles: %w", err))
 	}
 	spareGPUs, err := slicebuilder.ParseSpareGPUs(f.migSpareGPUs)
 	if err != nil {
-		return fmt.Errorf("--mig-spare-gpus: %w", err)
+		return usage(fmt.Errorf("--mig-spare-gpus: %w", err))
 	}
 	if err := checkFleetSpares(f, spareGPUs); err != nil {
-		return err
+		return usage(err)
 	}
 	if f.idleThreshold <= 0 || f.idleThreshold > 1 || f.idleAfter <= 0 {
-		return fmt.Errorf("--idle-threshold must be in (0, 1] and --idle-after positive, got %v and %v", f.idleThreshold, f.idleAfter)
+		return usage(fmt.Errorf("--idle-threshold must be in (0, 1] and --idle-after positive, got %v and %v", f.idleThreshold, f.idleAfter))
 	}
 	if f.telemetry < 0 {
-		return fmt.Errorf("--telemetry-interval must not be negative (0 turns sampling off), got %v", f.telemetry)
+		return usage(fmt.Errorf("--telemetry-interval must not be negative (0 turns sampling off), got %v", f.telemetry))
 	}
 	healthcheck, err := healthcheckAddr(f.healthPort)
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	if err := plugin.ValidateIMEXDaemon(f.imexDaemon); err != nil {
-		return fmt.Errorf("--imex-daemon: %w", err)
+		return usage(fmt.Errorf("--imex-daemon: %w", err))
 	}
 	if f.imexCheckInterval <= 0 {
-		return fmt.Errorf("--imex-check-interval must be positive, got %v", f.imexCheckInterval)
+		return usage(fmt.Errorf("--imex-check-interval must be positive, got %v", f.imexCheckInterval))
+	}
+	shareSharing, err := configapi.SharingFromFlag(f.shareSharing)
+	if err != nil {
+		return usage(fmt.Errorf("--consumable-capacity-sharing: %w", err))
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -240,10 +273,6 @@ func run() error {
 	client, err := cmd.KubeClient(f.kubeconfig)
 	if err != nil {
 		return err
-	}
-	shareSharing, err := configapi.SharingFromFlag(f.shareSharing)
-	if err != nil {
-		return fmt.Errorf("--consumable-capacity-sharing: %w", err)
 	}
 	launcher, err := mpsLauncher(ctx, f, client)
 	if err != nil {

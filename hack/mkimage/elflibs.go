@@ -77,6 +77,12 @@ func (l *layer) addELFLibs(bin, sysroot, arch string) error {
 		return fmt.Errorf("-libs: %s: %w", bin, err)
 	}
 	seen := map[string]bool{path.Base(interp): true}
+	// Every object's versioned symbols (GLIBC_2.34, …) must be defined by
+	// the library packed for it: a binary linked against a newer glibc than
+	// the sysroot's would otherwise fail on the node with "version
+	// `GLIBC_2.38' not found", not here.
+	found := map[string]string{}
+	checks := []versionCheck{{bin, f}}
 	for len(needed) > 0 {
 		name := needed[0]
 		needed = needed[1:]
@@ -91,16 +97,66 @@ func (l *layer) addELFLibs(bin, sysroot, arch string) error {
 		if err := l.addFile(src, path.Join(dir, name)); err != nil {
 			return err
 		}
+		found[name] = src
 		lf, err := elf.Open(src)
 		if err != nil {
 			return fmt.Errorf("-libs: %s: %w", src, err)
 		}
+		defer func() { _ = lf.Close() }()
 		more, err := lf.ImportedLibraries()
-		_ = lf.Close()
 		if err != nil {
 			return fmt.Errorf("-libs: %s: %w", src, err)
 		}
 		needed = append(needed, more...)
+		checks = append(checks, versionCheck{src, lf})
+	}
+	for _, c := range checks {
+		if err := c.satisfiedBy(found); err != nil {
+			return fmt.Errorf("-libs %s: %w", sysroot, err)
+		}
+	}
+	return nil
+}
+
+// versionCheck is one object whose symbol version needs are checked.
+type versionCheck struct {
+	path string
+	f    *elf.File
+}
+
+// satisfiedBy checks that each library the object needs versions from
+// (found: library name → its file in the sysroot) defines those versions.
+func (c versionCheck) satisfiedBy(found map[string]string) error {
+	if c.f.Section(".gnu.version_r") == nil {
+		return nil // needs no symbol versions: nothing to check
+	}
+	needs, err := c.f.DynamicVersionNeeds()
+	if err != nil {
+		return fmt.Errorf("%s: its version needs: %w", c.path, err)
+	}
+	for _, n := range needs {
+		src, ok := found[n.Name]
+		if !ok {
+			continue // the interpreter (ld-linux), packed at its own path
+		}
+		lf, err := elf.Open(src)
+		if err != nil {
+			return err
+		}
+		defs, err := lf.DynamicVersions()
+		_ = lf.Close()
+		if err != nil {
+			return fmt.Errorf("%s: its version definitions: %w", src, err)
+		}
+		have := map[string]bool{}
+		for _, d := range defs {
+			have[d.Name] = true
+		}
+		for _, dep := range n.Needs {
+			if !have[dep.Dep] {
+				return fmt.Errorf("%s needs %s from %s, which the packed %s does not define: link it against this sysroot's libc (or an older one), not a newer one", c.path, dep.Dep, n.Name, src)
+			}
+		}
 	}
 	return nil
 }

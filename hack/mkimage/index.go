@@ -21,10 +21,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -148,4 +150,119 @@ func tarDir(dir, out string) error {
 		return errors.Join(err, f.Close())
 	}
 	return f.Close()
+}
+
+// runList prints what an OCI layout tarball (mkimage index's output)
+// holds: each named index, its digest, and each image's platform, digest
+// and version label, so that a release can show both architectures.
+func runList(args []string, w io.Writer) error {
+	if len(args) != 1 {
+		return errors.New("usage: mkimage ls OCI.tar")
+	}
+	dir, err := os.MkdirTemp("", "mkimage-ls-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := untarTo(args[0], dir); err != nil {
+		return err
+	}
+	top, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		return err
+	}
+	for _, d := range m.Manifests {
+		idx, err := top.ImageIndex(d.Digest)
+		if err != nil {
+			return fmt.Errorf("%s: %s is not an image index: %w", args[0], d.Digest, err)
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s %s (%s)\n", d.Annotations[refNameAnnotation], d.Digest, d.MediaType)
+		for _, e := range im.Manifests {
+			img, err := idx.Image(e.Digest)
+			if err != nil {
+				return err
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				return err
+			}
+			size, err := imageSize(img)
+			if err != nil {
+				return err
+			}
+			var platform string
+			if e.Platform != nil {
+				platform = e.Platform.String()
+			}
+			fmt.Fprintf(w, "  %s %s version=%s revision=%s compressed=%d\n", platform, e.Digest,
+				cf.Config.Labels["org.opencontainers.image.version"], cf.Config.Labels["org.opencontainers.image.revision"], size)
+		}
+	}
+	return nil
+}
+
+// imageSize is what a pull downloads: the manifest's config and layers.
+func imageSize(img v1.Image) (int64, error) {
+	m, err := img.Manifest()
+	if err != nil {
+		return 0, err
+	}
+	n := m.Config.Size
+	for _, l := range m.Layers {
+		n += l.Size
+	}
+	return n, nil
+}
+
+// untarTo unpacks a tarball of plain files and directories (what tarDir
+// writes) into dir.
+func untarTo(archive, dir string) error {
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", archive, err)
+		}
+		name := filepath.Clean(filepath.FromSlash(h.Name))
+		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("%s: entry %q leaves the layout", archive, h.Name)
+		}
+		p := filepath.Join(dir, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			out, err := os.Create(p)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(out, tr); err != nil {
+				return errors.Join(err, out.Close())
+			}
+			if err := out.Close(); err != nil {
+				return err
+			}
+		}
+	}
 }

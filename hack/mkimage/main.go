@@ -40,6 +40,11 @@ limitations under the License.
 // writes a multi-architecture image: an OCI image layout (as a tarball)
 // whose index lists each docker-archive image with its platform, for
 // `crane push`, `skopeo copy oci-archive:…` or `ctr images import`.
+//
+//	mkimage ls gpudra-oci.tar
+//
+// lists such a tarball: the index, and each image's platform, digest,
+// version label and compressed size.
 package main
 
 import (
@@ -84,13 +89,17 @@ func run(args []string) error {
 	if len(args) > 0 && args[0] == "index" {
 		return runIndex(args[1:])
 	}
+	if len(args) > 0 && args[0] == "ls" {
+		return runList(args[1:], os.Stdout)
+	}
 	fl := flag.NewFlagSet("mkimage", flag.ContinueOnError)
 	out := fl.String("o", "", "output tarball (docker-archive)")
 	tag := fl.String("t", "", "image reference, e.g. ghcr.io/gpudra/gpudra:dev")
 	ldd := fl.Bool("ldd", false, "also add the shared libraries of every -file, as ldd resolves them")
 	arch := fl.String("arch", runtime.GOARCH, "the image's architecture, as GOARCH names it (amd64, arm64)")
 	libs := fl.String("libs", "", "SYSROOT: also add the shared libraries every -file's ELF names, from this cross sysroot (for -arch other than the host's)")
-	var files, roots, symlinks, dirs, labels, entrypoint, cmd, env multi
+	var files, roots, symlinks, dirs, labels, entrypoint, cmd, env, alsoTags multi
+	fl.Var(&alsoTags, "also-tag", "another image reference the archive names the same image by (repeatable)")
 	fl.Var(&files, "file", "SRC:DST, a host file and its path in the image (repeatable)")
 	fl.Var(&symlinks, "symlink", "DST:TARGET, a symbolic link in the image (repeatable)")
 	fl.Var(&dirs, "dir", "DST:MODE, an empty directory in the image, e.g. /tmp:1777 (repeatable)")
@@ -114,6 +123,15 @@ func run(args []string) error {
 	ref, err := name.ParseReference(*tag)
 	if err != nil {
 		return err
+	}
+	refs := map[name.Reference]v1.Image{}
+	var extra []name.Reference
+	for _, t := range alsoTags {
+		r, err := name.ParseReference(t)
+		if err != nil {
+			return fmt.Errorf("-also-tag %q: %w", t, err)
+		}
+		extra = append(extra, r)
 	}
 
 	l := &layer{entries: map[string]entry{}}
@@ -198,7 +216,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := tarball.WriteToFile(*out, ref, img); err != nil {
+	refs[ref] = img
+	for _, r := range extra {
+		refs[r] = img
+	}
+	if err := tarball.MultiRefWriteToFile(*out, refs); err != nil {
 		return err
 	}
 	id, _ := img.ConfigName()

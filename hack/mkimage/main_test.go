@@ -18,13 +18,16 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
 	"debug/elf"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -164,6 +167,49 @@ func TestIndex(t *testing.T) {
 	if len(got) != 2 || !got["linux/amd64"] || !got["linux/arm64"] {
 		t.Errorf("the index holds %v, want linux/amd64 and linux/arm64", got)
 	}
+
+	var ls bytes.Buffer
+	if err := runList([]string{out}, &ls); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"example.com/tool:1.2.3 sha256:", "\n  linux/amd64 sha256:", "\n  linux/arm64 sha256:"} {
+		if !strings.Contains(ls.String(), want) {
+			t.Errorf("mkimage ls printed no %q:\n%s", want, ls.String())
+		}
+	}
+}
+
+// TestAlsoTag: -also-tag names the one image by a second reference, both
+// loadable from the archive.
+func TestAlsoTag(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "image.tar")
+	if err := run([]string{"-o", out, "-t", "example.com/tool:0.1.0-3-gabc", "-also-tag", "example.com/tool:0.1.0", "-file", bin + ":/usr/bin/tool"}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, ref := range []string{"example.com/tool:0.1.0-3-gabc", "example.com/tool:0.1.0"} {
+		tag, err := name.NewTag(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := tarball.ImageFromPath(out, &tag)
+		if err != nil {
+			t.Fatalf("%s from the archive: %v", ref, err)
+		}
+		id, err := img.ConfigName()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id.String())
+	}
+	if ids[0] != ids[1] {
+		t.Errorf("the two tags name different images: %v", ids)
+	}
 }
 
 // TestELFLibs packs a dynamic binary of this host's architecture with
@@ -205,6 +251,31 @@ func TestELFLibs(t *testing.T) {
 	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH]
 	if err := l.addELFLibs(self, "/", other); err == nil {
 		t.Errorf("a %s binary was packed as %s", runtime.GOARCH, other)
+	}
+
+	// A libc that does not define the symbol versions the binary was
+	// linked against (a newer glibc on the build host than in the
+	// sysroot) is refused: here a library that defines none of them
+	// stands in for libc.
+	libc, err := findLib("/", "libc.so.6", runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := (versionCheck{self, f}).satisfiedBy(map[string]string{"libc.so.6": libc}); err != nil {
+		t.Errorf("%s against the host's own libc: %v", self, err)
+	}
+	stand, err := findLib("/", "libz.so.1", runtime.GOARCH)
+	if err != nil {
+		t.Skipf("no libz.so.1 here to stand in for a libc without GLIBC versions: %v", err)
+	}
+	err = (versionCheck{self, f}).satisfiedBy(map[string]string{"libc.so.6": stand})
+	if err == nil || !strings.Contains(err.Error(), "GLIBC_") {
+		t.Errorf("%s against a libc that defines no GLIBC versions: %v, want a GLIBC_ version it lacks", self, err)
 	}
 }
 

@@ -45,29 +45,50 @@ type Command struct {
 	Flags *pflag.FlagSet
 	// LookupEnv reads the environment (os.LookupEnv; tests replace it).
 	LookupEnv func(key string) (string, bool)
+	// Description is what the binary does, printed first by --help.
+	Description string
 
 	// env maps a flag's name to the environment variable that sets it.
 	env         map[string]string
 	logging     *logsapi.LoggingConfiguration
 	featureGate featuregate.MutableVersionedFeatureGate
+	// --help's sections (help.go).
+	sectionOrder []string
+	sectionFlags map[string][]string
+	sectionOf    map[string]string
+	logFlags     map[string]bool
 }
 
 // New returns the command line of the named binary, with the logging flags
 // and --feature-gates (today the logging gates; chart value featureGates).
 func New(name string) *Command {
 	c := &Command{
-		Name:        name,
-		Flags:       pflag.NewFlagSet(name, pflag.ContinueOnError),
-		LookupEnv:   os.LookupEnv,
-		env:         map[string]string{},
-		logging:     logsapi.NewLoggingConfiguration(),
-		featureGate: featuregate.NewVersionedFeatureGate(version.MustParse(baseversion.DefaultKubeBinaryVersion)),
+		Name:         name,
+		Flags:        pflag.NewFlagSet(name, pflag.ContinueOnError),
+		LookupEnv:    os.LookupEnv,
+		env:          map[string]string{},
+		sectionFlags: map[string][]string{},
+		sectionOf:    map[string]string{},
+		logFlags:     map[string]bool{},
+		logging:      logsapi.NewLoggingConfiguration(),
+		featureGate:  featuregate.NewVersionedFeatureGate(version.MustParse(baseversion.DefaultKubeBinaryVersion)),
 	}
 	if err := logsapi.AddFeatureGates(c.featureGate); err != nil {
 		panic(err) // the logging gates are known to the gate: cannot fail
 	}
+	before := map[string]bool{}
+	c.Flags.VisitAll(func(f *pflag.Flag) { before[f.Name] = true })
 	logsapi.AddFlags(c.logging, c.Flags)
+	c.Flags.VisitAll(func(f *pflag.Flag) {
+		if !before[f.Name] {
+			c.logFlags[f.Name] = true
+		}
+	})
 	c.featureGate.AddFlag(c.Flags)
+	// --help goes to standard output, as Kubernetes components print it;
+	// pflag calls Usage for --help only (errors are returned, not printed).
+	c.Flags.SetOutput(os.Stdout)
+	c.Flags.Usage = func() { c.usage(c.Flags.Output()) }
 	return c
 }
 

@@ -18,6 +18,10 @@ limitations under the License.
 // build stamps it (hack/version.sh ldflags, used by make build, make image,
 // the Dockerfile and the e2e image):
 //
+//	go build -ldflags "$(hack/version.sh ldflags)" ./cmd/...
+//
+// which is
+//
 //	go build -ldflags "-X github.com/gpudra/gpudra/internal/version.version=0.1.0 \
 //	    -X github.com/gpudra/gpudra/internal/version.revision=$(git rev-parse HEAD)" ./cmd/...
 //
@@ -45,7 +49,9 @@ const Unknown = "unknown"
 // Info is what a binary knows about its build: `--version`, `gpudra
 // version` and the gpudra_build_info metric show it.
 type Info struct {
-	// Version is gpudra's release (the chart's appVersion), e.g. 0.1.0.
+	// Version is gpudra's version from git describe (hack/version.sh):
+	// a release, e.g. 0.1.0, or a development build after it, e.g.
+	// 0.1.0-3-g0123456789ab.
 	Version string `json:"version"`
 	// Revision is the git commit the binary was built from, with
 	// "-dirty" when the tree had uncommitted changes.

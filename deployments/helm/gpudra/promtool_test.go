@@ -22,8 +22,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"sigs.k8s.io/yaml"
 )
@@ -34,9 +36,10 @@ type ruleGroups struct {
 	Groups []struct {
 		Name  string `json:"name"`
 		Rules []struct {
-			Alert string `json:"alert"`
-			Expr  string `json:"expr"`
-			For   string `json:"for"`
+			Alert       string            `json:"alert"`
+			Expr        string            `json:"expr"`
+			For         string            `json:"for"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"rules"`
 	} `json:"groups"`
 }
@@ -141,6 +144,78 @@ func TestAlertRules(t *testing.T) {
 			t.Errorf("alert %s has %d firing and %d quiet cases in testdata/promtool; want at least one of each", a, c.firing, c.quiet)
 		}
 	}
+}
+
+// runbookBase is where every alert's runbook_url points: the
+// troubleshooting page on the project's forge, one section per alert.
+const runbookBase = "https://github.com/gpudra/gpudra/blob/main/docs/troubleshooting.md#"
+
+// TestAlertsHaveRunbooks: every alert the chart renders carries a
+// runbook_url annotation naming its own section of docs/troubleshooting.md
+// (the alert's name, lowercased: the anchor GitHub gives a heading that is
+// the alert's name), so that whoever is paged lands on what to do.
+func TestAlertsHaveRunbooks(t *testing.T) {
+	_, groups := renderedRules(t)
+	n := 0
+	for _, grp := range groups.Groups {
+		for _, r := range grp.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if got, want := r.Annotations["runbook_url"], runbookBase+strings.ToLower(r.Alert); got != want {
+				t.Errorf("alert %s: runbook_url %q, want %q", r.Alert, got, want)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("the chart renders no alert")
+	}
+}
+
+// TestRunbookAnchorsExist: each alert's runbook section exists in
+// docs/troubleshooting.md, as a heading GitHub gives that anchor or an
+// explicit <a id="…">.
+func TestRunbookAnchorsExist(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "troubleshooting.md"))
+	if os.IsNotExist(err) {
+		t.Skip("docs/troubleshooting.md does not exist yet: the alerts' runbook_url sections cannot be checked")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(page), "\n") {
+		if h := strings.TrimLeft(line, "#"); h != line && strings.HasPrefix(h, " ") {
+			anchors[githubAnchor(h)] = true
+		}
+		for _, m := range anchorID.FindAllStringSubmatch(line, -1) {
+			anchors[m[1]] = true
+		}
+	}
+	_, groups := renderedRules(t)
+	for _, a := range groups.alerts() {
+		if !anchors[strings.ToLower(a)] {
+			t.Errorf("docs/troubleshooting.md has no section #%s for alert %s (a heading \"## %s\" or <a id=\"%s\"></a>)", strings.ToLower(a), a, a, strings.ToLower(a))
+		}
+	}
+}
+
+var anchorID = regexp.MustCompile(`<a (?:id|name)="([^"]+)"`)
+
+// githubAnchor is the anchor GitHub gives a Markdown heading: lowercased,
+// punctuation other than hyphens dropped, spaces turned into hyphens.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // TestAlertRuleValues: the values that shape the rules do, and every
