@@ -31,9 +31,7 @@ import (
 	"github.com/gpudra/gpudra/internal/check"
 	"github.com/gpudra/gpudra/internal/clusterread"
 	"github.com/gpudra/gpudra/internal/dryrun"
-	"github.com/gpudra/gpudra/internal/fakenodes"
 	"github.com/gpudra/gpudra/internal/gpu"
-	"github.com/gpudra/gpudra/internal/nvmlfake"
 	"github.com/gpudra/gpudra/internal/scheduler"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 	"github.com/gpudra/gpudra/internal/textsafe"
@@ -95,7 +93,7 @@ them) and are read on as the v1 objects the API server would store.
 
 The inventory is the ResourceSlices in the inputs (gpudra inventory writes
 them for a node), or (by default, or with --profile) what gpudra's own slice
-builder publishes on --nodes fake nodes of a profile: ` + strings.Join(nvmlfake.Profiles(), ", ") + `, or a profile file,
+builder publishes on --nodes fake nodes of a profile: ` + profileList() + `, or a profile file,
 as the plugin publishes them on --kubernetes-version: whole GPUs only where
 the cluster does not serve partitionable devices (1.34, 1.35), exclusive
 GPUs where it does not serve consumable capacity, no device taints where it
@@ -172,9 +170,9 @@ kubeconfig, no answer).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file); default "+fakenodes.DefaultProfile+" when the inputs hold no ResourceSlices")
+	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+profileList()+", or a profile file); default "+defaultFakeProfile+" when the inputs hold no ResourceSlices")
 	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
-	f.BoolVar(&inv.pool.ConsumableCapacity, "consumable-capacity", false, "the fake nodes publish shareable GPUs, as a node pool with the chart's consumableCapacity.enabled does (default with --examples, whose sharing examples are for such pools)")
+	f.BoolVar(&inv.pool.consumableCapacity, "consumable-capacity", false, "the fake nodes publish shareable GPUs, as a node pool with the chart's consumableCapacity.enabled does (default with --examples, whose sharing examples are for such pools)")
 	f.StringVar(&inv.migProfiles, "mig-profiles", "all", "MIG profiles the fake nodes publish, as the plugin's --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
 	f.StringVar(&inv.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "free GPUs per fake node that publish their MIG placements (the fake nodes are idle: no GPU is partitioned yet), "+spareGPUsUsage)
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
@@ -244,9 +242,30 @@ func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) 
 type inventoryFlags struct {
 	profile      string
 	nodes        int
-	pool         fakenodes.Pool
+	pool         fakePool
 	migProfiles  string
 	migSpareGPUs string
+}
+
+// fakePool is how the fake nodes' plugin publishes (fakenodes.Pool's
+// settings that check's flags set).
+type fakePool struct {
+	consumableCapacity bool
+	migProfiles        slicebuilder.MigProfiles
+	spareGPUs          slicebuilder.SpareGPUs
+}
+
+// defaultFakeProfile is fakenodes.DefaultProfile (a test keeps them
+// equal), which the build without cgo cannot import.
+const defaultFakeProfile = "dgx-h100"
+
+// profileList names the fake profiles for the help, or says there are
+// none in this build.
+func profileList() string {
+	if p := fakeProfiles(); len(p) > 0 {
+		return strings.Join(p, ", ")
+	}
+	return "none in this build, which has no cgo"
 }
 
 // serverFlags choose the API server of the dry run: the kubeconfig's
@@ -286,7 +305,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		// Like make demo's node: the sharing examples need shareable
 		// GPUs, and the others take whole GPUs either way.
 		if !cmd.Flags().Changed("consumable-capacity") {
-			inv.pool.ConsumableCapacity = true
+			inv.pool.consumableCapacity = true
 		}
 	}
 	opts.Inputs = in
@@ -302,7 +321,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 	// on fake nodes of --profile (by default when the inputs have none),
 	// built with the plugin's own slice builder.
 	if !cluster.on && inv.profile == "" && len(in.Slices) == 0 {
-		inv.profile = fakenodes.DefaultProfile
+		inv.profile = defaultFakeProfile
 	}
 	if inv.profile != "" {
 		if inv.nodes < 1 {
@@ -316,8 +335,8 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if err != nil {
 			return fail(fmt.Errorf("--mig-profiles: %w", err))
 		}
-		inv.pool.MigProfiles = mig
-		if inv.pool.SpareGPUs, err = parseOfflineSpares(inv.migSpareGPUs); err != nil {
+		inv.pool.migProfiles = mig
+		if inv.pool.spareGPUs, err = parseOfflineSpares(inv.migSpareGPUs); err != nil {
 			return fail(fmt.Errorf("--mig-spare-gpus: %w", err))
 		}
 		// What the plugin publishes on a cluster of that version, once it
@@ -326,21 +345,14 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if err != nil {
 			return fail(fmt.Errorf("--kubernetes-version: %w", err))
 		}
-		pool, notes := inv.pool.On(feats)
-		opts.Slices, err = fakenodes.SlicesOf(cmd.Context(), inv.profile, inv.nodes, driver, pool)
-		if err != nil {
-			return fail(fmt.Errorf("--profile %s: %w", inv.profile, err))
+		done, err := fakeInventory(cmd.Context(), &opts, inv.profile, inv.nodes, driver, inv.pool, feats)
+		if errors.Is(err, errNoNVML) {
+			return noCluster(err)
 		}
-		// In sequential mode the fake nodes republish after each claim,
-		// as the plugin does once it prepared it.
-		rp, err := fakenodes.NewRepublisher(inv.profile, driver, pool)
 		if err != nil {
 			return fail(err)
 		}
-		defer func() { _ = rp.Close() }()
-		opts.Republish = rp.Slices
-		opts.SlicesSource = fmt.Sprintf("profile %s × %d node(s) through gpudra's slice builder, driver %s", inv.profile, inv.nodes, driver)
-		opts.SlicesNotes = notes
+		defer done()
 	}
 	rep, err := check.Run(cmd.Context(), opts)
 	if err != nil {

@@ -72,15 +72,15 @@ file is named -, and exits with one of:
 		SilenceUsage:               true,
 		SilenceErrors:              true,
 	}
+	root.Long += buildNote
 	if invokedAs == kubectlPluginName {
 		root.Annotations = withAnnotation(root.Annotations, cobra.CommandDisplayNameAnnotation, "kubectl gpudra")
 	}
 	root.SetVersionTemplate("{{.DisplayName}} {{.Version}}\n")
-	root.AddCommand(newSimulateCommand())
+	// inventory, gpu-check and simulate: the Linux (cgo) build only.
+	root.AddCommand(nvmlCommands()...)
 	root.AddCommand(newCheckCommand())
-	root.AddCommand(newInventoryCommand())
 	root.AddCommand(newMigrateCommand())
-	root.AddCommand(newGPUCheckCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newVersionCommand())
 	return root
