@@ -112,12 +112,12 @@ server (validation, admission webhooks, gpudra's included) rejects is an
 error of kind server-rejects.
 
 With --cluster the inventory is a live cluster's instead (through your
-kubeconfig, --kubeconfig and --context as kubectl takes them; the dry run
-uses them too): its ResourceSlices and DeviceClasses (the built-in classes
-are not added), with the devices its allocated ResourceClaims hold taken,
-so check says what fits right now. A claim in the inputs with the name of
-one in the cluster stands for it. It needs list on deviceclasses,
-resourceslices and resourceclaims.
+kubeconfig, with kubectl's flags: --kubeconfig, --context, --as,
+--request-timeout, ...; the dry run uses them too): its ResourceSlices and
+DeviceClasses (the built-in classes are not added), with the devices its
+allocated ResourceClaims hold taken, so check says what fits right now. A
+claim in the inputs with the name of one in the cluster stands for it. It
+needs list on deviceclasses, resourceslices and resourceclaims.
 
 -o json and -o yaml print the report as one object (its exitCode is the
 exit status).
@@ -189,21 +189,23 @@ kubeconfig, no answer).`,
 	f.BoolVarP(&verbose, "verbose", "v", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
 	f.BoolVar(&builtinExamples, "examples", false, "also check the DeviceClasses and examples built into this binary (deviceclasses/)")
 	f.BoolVar(&cluster.on, "cluster", false, "check against a live cluster's ResourceSlices, DeviceClasses and allocated claims (what fits right now), read through the kubeconfig")
-	f.StringVar(&cluster.kubeconfig.Path, "kubeconfig", "", "with --cluster or --server-dry-run: kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	f.StringVar(&cluster.kubeconfig.Context, "context", "", "with --cluster or --server-dry-run: kubeconfig context (default: the current one)")
+	// kubectl's flags (--kubeconfig, --context, --as, --request-timeout,
+	// ...) for --cluster and --server-dry-run; check's own --cluster and
+	// --server mean other things than kubectl's.
+	cluster.kube = addKubectlFlags(cmd, "cluster", "server", "namespace")
 	return cmd
 }
 
 // clusterFlags are check --cluster's.
 type clusterFlags struct {
-	on         bool
-	kubeconfig clusterread.Kubeconfig
+	on   bool
+	kube *kubectlFlags
 }
 
 // clusterInventory points opts at a live cluster's slices, classes and
 // allocated claims.
 func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) error {
-	client, _, err := clusterread.Connect(c.kubeconfig, "gpudra-check")
+	client, _, err := c.kube.connect("gpudra-check")
 	if err != nil {
 		return err
 	}
@@ -230,8 +232,8 @@ func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) 
 		}
 	}
 	where := "the current context"
-	if c.kubeconfig.Context != "" {
-		where = "context " + c.kubeconfig.Context
+	if ctxName := c.kube.overrides.CurrentContext; ctxName != "" {
+		where = "context " + ctxName
 	}
 	opts.BuiltinClasses = false
 	opts.SlicesSource = fmt.Sprintf("the cluster of %s: %d ResourceSlices, %d DeviceClasses, %d allocated claims holding devices", where, len(snap.Slices), len(snap.Classes), held)
@@ -359,9 +361,11 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		return fail(err)
 	}
 	if srv.dryRun {
-		k := cluster.kubeconfig
-		k.Server = srv.server
-		cfg, err := clusterread.RESTConfig(k)
+		// check's --server (the dry run's API server) overrides the
+		// kubeconfig's as kubectl's would.
+		k := *cluster.kube
+		k.overrides.ClusterInfo.Server = srv.server
+		cfg, err := k.restConfig()
 		if err != nil {
 			return noCluster(fmt.Errorf("--server-dry-run: %w", err))
 		}
