@@ -104,7 +104,7 @@ differs).
 
 Findings are errors (the API server or gpudra's plugin refuses it, or a pod
 stays Pending or never starts), warnings (it works, but probably not as
-meant, or check could not check all of it) or notes (-v shows them).
+meant, or check could not check all of it) or notes (--verbose shows them).
 
 With --server-dry-run (or --server), every input object is also applied to a
 real cluster with a server-side dry run, which stores nothing: what its API
@@ -186,7 +186,7 @@ kubeconfig, no answer).`,
 	f.BoolVar(&opts.BuiltinClasses, "builtin-classes", true, "add gpudra's shipped DeviceClasses that the inputs do not define")
 	f.IntVar(&opts.ListLimit, "list-limit", 64, "list matching devices by name up to this many; count them beyond")
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
-	f.BoolVarP(&verbose, "verbose", "v", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
+	f.BoolVar(&verbose, "verbose", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
 	f.BoolVar(&builtinExamples, "examples", false, "also check the DeviceClasses and examples built into this binary (deviceclasses/)")
 	f.BoolVar(&cluster.on, "cluster", false, "check against a live cluster's ResourceSlices, DeviceClasses and allocated claims (what fits right now), read through the kubeconfig")
 	// kubectl's flags (--kubeconfig, --context, --as, --request-timeout,
