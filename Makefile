@@ -32,7 +32,7 @@ LDFLAGS      := -X github.com/gpudra/gpudra/internal/version.version=$(VERSION) 
 IMAGE        ?= ghcr.io/gpudra/gpudra:$(VERSION)
 RELEASE_DIR  ?= $(BIN)/release/$(VERSION)
 
-.PHONY: all build cli test test-unit test-race test-busy chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image image-multiarch check-arm64 e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check gpu-check-bundle chart release version
+.PHONY: all build cli cli-laptop test test-unit test-race test-busy chaos-sharing golden demo fmt fmt-check fix vet lint verify bench bench-fleet fuzz clean chart-check image image-multiarch check-arm64 e2e-local e2e-multinode e2e-kind chaos-local generate verify-generate image-name gpu-check gpu-check-bundle chart release version
 
 all: build
 
@@ -94,6 +94,13 @@ $(HELM):
 cli:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gpudra ./cmd/gpudra
 	ln -sf gpudra $(BIN)/kubectl-gpudra
+
+## cli-laptop: the gpudra CLI without cgo, for laptops (check, migrate, status, version; no inventory, gpu-check, simulate: docs/cli.md): bin/gpudra-darwin-arm64, -darwin-amd64, -linux-amd64, -linux-arm64, -windows-amd64.exe
+cli-laptop:
+	for p in darwin/arm64 darwin/amd64 linux/amd64 linux/arm64 windows/amd64; do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; if [ $$os = windows ]; then ext=.exe; fi; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/gpudra-$$os-$$arch$$ext ./cmd/gpudra || exit 1; \
+	done
 
 ## image: the image (kubelet plugin, controller, gpudra CLI) as a docker-archive tarball, without Docker: bin/gpudra-image.tar, tagged $(IMAGE) and ghcr.io/gpudra/gpudra:$(CHART_VERSION) (the source chart's default)
 image:

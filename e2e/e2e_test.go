@@ -114,6 +114,7 @@ func TestGPUDRA(t *testing.T) {
 	t.Run("NodePools", func(t *testing.T) { e.nodePools(ctx, t) })
 	t.Run("ControllerLeaderElection", func(t *testing.T) { e.controllerLeaderElection(ctx, t) })
 	t.Run("WebhookApartFromFleet", func(t *testing.T) { e.webhookApartFromFleet(ctx, t) })
+	t.Run("DevicePluginConflict", func(t *testing.T) { e.devicePluginConflict(ctx, t) })
 	if !t.Run("Uninstall", func(t *testing.T) {
 		e.uninstall(ctx, t)
 		uninstalled = true

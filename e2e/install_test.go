@@ -248,7 +248,9 @@ func (e *env) gpudraStatus(ctx context.Context, t *testing.T) {
 	migDev := mig.Status.Allocation.Devices.Results[0].Device
 	e.deviceStatusOf(ctx, t, testNS, mig.Name) // status -o wide shows its UUID
 
-	out, err := run(ctx, bin, "status", "--kubeconfig", e.kubeconfig, "-o", "json")
+	// -A: as kubectl, status names only the context's namespace's claims
+	// without it, and the test's claims are in testNS.
+	out, err := run(ctx, bin, "status", "--kubeconfig", e.kubeconfig, "-A", "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}

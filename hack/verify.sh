@@ -18,6 +18,9 @@
 #   generate      generated code is up to date (hack/verify-generate.sh)
 #   golden        the golden tests of hack/golden-tests pass (go test's cache
 #                 makes this free when nothing changed)
+#   nocgo         the CLI for laptops: cmd/gpudra builds with CGO_ENABLED=0
+#                 for darwin/arm64, windows/amd64 and linux/amd64, and its
+#                 tests of that build pass (no NVML subcommands)
 #
 #   hack/verify.sh [CHECK...]   (default: all)
 #
@@ -94,7 +97,18 @@ check_generate() { hack/verify-generate.sh; }
 
 check_golden() { hack/golden.sh verify; }
 
-all=(boilerplate gofmt imports vet staticcheck logcheck tidy generate golden)
+check_nocgo() {
+  local fail=0 out; out=$(mktemp -d)
+  for p in darwin/arm64 windows/amd64 linux/amd64; do
+    CGO_ENABLED=0 GOOS=${p%/*} GOARCH=${p#*/} go build -o "$out/gpudra-${p/\//-}" ./cmd/gpudra ||
+      { echo "CGO_ENABLED=0 GOOS=${p%/*} GOARCH=${p#*/} go build ./cmd/gpudra failed: something NVML (cgo) reached a subcommand of the laptop build (see cmd/gpudra/nvml_cgo.go)"; fail=1; }
+  done
+  rm -rf "$out"
+  CGO_ENABLED=0 go test -count=1 ./cmd/gpudra/ || fail=1
+  return $fail
+}
+
+all=(boilerplate gofmt imports vet staticcheck logcheck tidy generate golden nocgo)
 checks=("$@"); [ ${#checks[@]} -eq 0 ] && checks=("${all[@]}")
 failed=()
 for c in "${checks[@]}"; do

@@ -31,9 +31,7 @@ import (
 	"github.com/gpudra/gpudra/internal/check"
 	"github.com/gpudra/gpudra/internal/clusterread"
 	"github.com/gpudra/gpudra/internal/dryrun"
-	"github.com/gpudra/gpudra/internal/fakenodes"
 	"github.com/gpudra/gpudra/internal/gpu"
-	"github.com/gpudra/gpudra/internal/nvmlfake"
 	"github.com/gpudra/gpudra/internal/scheduler"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 	"github.com/gpudra/gpudra/internal/textsafe"
@@ -95,7 +93,7 @@ them) and are read on as the v1 objects the API server would store.
 
 The inventory is the ResourceSlices in the inputs (gpudra inventory writes
 them for a node), or (by default, or with --profile) what gpudra's own slice
-builder publishes on --nodes fake nodes of a profile: ` + strings.Join(nvmlfake.Profiles(), ", ") + `, or a profile file,
+builder publishes on --nodes fake nodes of a profile: ` + profileList() + `, or a profile file,
 as the plugin publishes them on --kubernetes-version: whole GPUs only where
 the cluster does not serve partitionable devices (1.34, 1.35), exclusive
 GPUs where it does not serve consumable capacity, no device taints where it
@@ -106,7 +104,7 @@ differs).
 
 Findings are errors (the API server or gpudra's plugin refuses it, or a pod
 stays Pending or never starts), warnings (it works, but probably not as
-meant, or check could not check all of it) or notes (-v shows them).
+meant, or check could not check all of it) or notes (--verbose shows them).
 
 With --server-dry-run (or --server), every input object is also applied to a
 real cluster with a server-side dry run, which stores nothing: what its API
@@ -114,12 +112,12 @@ server (validation, admission webhooks, gpudra's included) rejects is an
 error of kind server-rejects.
 
 With --cluster the inventory is a live cluster's instead (through your
-kubeconfig, --kubeconfig and --context as kubectl takes them; the dry run
-uses them too): its ResourceSlices and DeviceClasses (the built-in classes
-are not added), with the devices its allocated ResourceClaims hold taken,
-so check says what fits right now. A claim in the inputs with the name of
-one in the cluster stands for it. It needs list on deviceclasses,
-resourceslices and resourceclaims.
+kubeconfig, with kubectl's flags: --kubeconfig, --context, --as,
+--request-timeout, ...; the dry run uses them too): its ResourceSlices and
+DeviceClasses (the built-in classes are not added), with the devices its
+allocated ResourceClaims hold taken, so check says what fits right now. A
+claim in the inputs with the name of one in the cluster stands for it. It
+needs list on deviceclasses, resourceslices and resourceclaims.
 
 -o json and -o yaml print the report as one object (its exitCode is the
 exit status).
@@ -172,9 +170,9 @@ kubeconfig, no answer).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+strings.Join(nvmlfake.Profiles(), ", ")+", or a profile file); default "+fakenodes.DefaultProfile+" when the inputs hold no ResourceSlices")
+	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+profileList()+", or a profile file); default "+defaultFakeProfile+" when the inputs hold no ResourceSlices")
 	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
-	f.BoolVar(&inv.pool.ConsumableCapacity, "consumable-capacity", false, "the fake nodes publish shareable GPUs, as a node pool with the chart's consumableCapacity.enabled does (default with --examples, whose sharing examples are for such pools)")
+	f.BoolVar(&inv.pool.consumableCapacity, "consumable-capacity", false, "the fake nodes publish shareable GPUs, as a node pool with the chart's consumableCapacity.enabled does (default with --examples, whose sharing examples are for such pools)")
 	f.StringVar(&inv.migProfiles, "mig-profiles", "all", "MIG profiles the fake nodes publish, as the plugin's --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
 	f.StringVar(&inv.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "free GPUs per fake node that publish their MIG placements (the fake nodes are idle: no GPU is partitioned yet), "+spareGPUsUsage)
 	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
@@ -188,24 +186,26 @@ kubeconfig, no answer).`,
 	f.BoolVar(&opts.BuiltinClasses, "builtin-classes", true, "add gpudra's shipped DeviceClasses that the inputs do not define")
 	f.IntVar(&opts.ListLimit, "list-limit", 64, "list matching devices by name up to this many; count them beyond")
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
-	f.BoolVarP(&verbose, "verbose", "v", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
+	f.BoolVar(&verbose, "verbose", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
 	f.BoolVar(&builtinExamples, "examples", false, "also check the DeviceClasses and examples built into this binary (deviceclasses/)")
 	f.BoolVar(&cluster.on, "cluster", false, "check against a live cluster's ResourceSlices, DeviceClasses and allocated claims (what fits right now), read through the kubeconfig")
-	f.StringVar(&cluster.kubeconfig.Path, "kubeconfig", "", "with --cluster or --server-dry-run: kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	f.StringVar(&cluster.kubeconfig.Context, "context", "", "with --cluster or --server-dry-run: kubeconfig context (default: the current one)")
+	// kubectl's flags (--kubeconfig, --context, --as, --request-timeout,
+	// ...) for --cluster and --server-dry-run; check's own --cluster and
+	// --server mean other things than kubectl's.
+	cluster.kube = addKubectlFlags(cmd, "cluster", "server", "namespace")
 	return cmd
 }
 
 // clusterFlags are check --cluster's.
 type clusterFlags struct {
-	on         bool
-	kubeconfig clusterread.Kubeconfig
+	on   bool
+	kube *kubectlFlags
 }
 
 // clusterInventory points opts at a live cluster's slices, classes and
 // allocated claims.
 func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) error {
-	client, _, err := clusterread.Connect(c.kubeconfig, "gpudra-check")
+	client, _, err := c.kube.connect("gpudra-check")
 	if err != nil {
 		return err
 	}
@@ -232,8 +232,8 @@ func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) 
 		}
 	}
 	where := "the current context"
-	if c.kubeconfig.Context != "" {
-		where = "context " + c.kubeconfig.Context
+	if ctxName := c.kube.overrides.CurrentContext; ctxName != "" {
+		where = "context " + ctxName
 	}
 	opts.BuiltinClasses = false
 	opts.SlicesSource = fmt.Sprintf("the cluster of %s: %d ResourceSlices, %d DeviceClasses, %d allocated claims holding devices", where, len(snap.Slices), len(snap.Classes), held)
@@ -244,9 +244,30 @@ func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) 
 type inventoryFlags struct {
 	profile      string
 	nodes        int
-	pool         fakenodes.Pool
+	pool         fakePool
 	migProfiles  string
 	migSpareGPUs string
+}
+
+// fakePool is how the fake nodes' plugin publishes (fakenodes.Pool's
+// settings that check's flags set).
+type fakePool struct {
+	consumableCapacity bool
+	migProfiles        slicebuilder.MigProfiles
+	spareGPUs          slicebuilder.SpareGPUs
+}
+
+// defaultFakeProfile is fakenodes.DefaultProfile (a test keeps them
+// equal), which the build without cgo cannot import.
+const defaultFakeProfile = "dgx-h100"
+
+// profileList names the fake profiles for the help, or says there are
+// none in this build.
+func profileList() string {
+	if p := fakeProfiles(); len(p) > 0 {
+		return strings.Join(p, ", ")
+	}
+	return "none in this build, which has no cgo"
 }
 
 // serverFlags choose the API server of the dry run: the kubeconfig's
@@ -286,7 +307,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		// Like make demo's node: the sharing examples need shareable
 		// GPUs, and the others take whole GPUs either way.
 		if !cmd.Flags().Changed("consumable-capacity") {
-			inv.pool.ConsumableCapacity = true
+			inv.pool.consumableCapacity = true
 		}
 	}
 	opts.Inputs = in
@@ -302,7 +323,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 	// on fake nodes of --profile (by default when the inputs have none),
 	// built with the plugin's own slice builder.
 	if !cluster.on && inv.profile == "" && len(in.Slices) == 0 {
-		inv.profile = fakenodes.DefaultProfile
+		inv.profile = defaultFakeProfile
 	}
 	if inv.profile != "" {
 		if inv.nodes < 1 {
@@ -316,8 +337,8 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if err != nil {
 			return fail(fmt.Errorf("--mig-profiles: %w", err))
 		}
-		inv.pool.MigProfiles = mig
-		if inv.pool.SpareGPUs, err = parseOfflineSpares(inv.migSpareGPUs); err != nil {
+		inv.pool.migProfiles = mig
+		if inv.pool.spareGPUs, err = parseOfflineSpares(inv.migSpareGPUs); err != nil {
 			return fail(fmt.Errorf("--mig-spare-gpus: %w", err))
 		}
 		// What the plugin publishes on a cluster of that version, once it
@@ -326,30 +347,25 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if err != nil {
 			return fail(fmt.Errorf("--kubernetes-version: %w", err))
 		}
-		pool, notes := inv.pool.On(feats)
-		opts.Slices, err = fakenodes.SlicesOf(cmd.Context(), inv.profile, inv.nodes, driver, pool)
-		if err != nil {
-			return fail(fmt.Errorf("--profile %s: %w", inv.profile, err))
+		done, err := fakeInventory(cmd.Context(), &opts, inv.profile, inv.nodes, driver, inv.pool, feats)
+		if errors.Is(err, errNoNVML) {
+			return noCluster(err)
 		}
-		// In sequential mode the fake nodes republish after each claim,
-		// as the plugin does once it prepared it.
-		rp, err := fakenodes.NewRepublisher(inv.profile, driver, pool)
 		if err != nil {
 			return fail(err)
 		}
-		defer func() { _ = rp.Close() }()
-		opts.Republish = rp.Slices
-		opts.SlicesSource = fmt.Sprintf("profile %s × %d node(s) through gpudra's slice builder, driver %s", inv.profile, inv.nodes, driver)
-		opts.SlicesNotes = notes
+		defer done()
 	}
 	rep, err := check.Run(cmd.Context(), opts)
 	if err != nil {
 		return fail(err)
 	}
 	if srv.dryRun {
-		k := cluster.kubeconfig
-		k.Server = srv.server
-		cfg, err := clusterread.RESTConfig(k)
+		// check's --server (the dry run's API server) overrides the
+		// kubeconfig's as kubectl's would.
+		k := *cluster.kube
+		k.overrides.ClusterInfo.Server = srv.server
+		cfg, err := k.restConfig()
 		if err != nil {
 			return noCluster(fmt.Errorf("--server-dry-run: %w", err))
 		}

@@ -36,6 +36,10 @@ const (
 	exitFailure = 3
 )
 
+// errNoNVML: the build without cgo (nvml_nocgo.go) has no NVML, real or
+// fake (exit 3).
+var errNoNVML = errors.New("this gpudra is built without cgo (the build for laptops) and has no NVML, real or fake; use the Linux build (make build)")
+
 // exitError carries an exit status past cobra. With err nil the command
 // has reported already; otherwise main prints err.
 type exitError struct {

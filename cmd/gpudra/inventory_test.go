@@ -1,3 +1,5 @@
+//go:build cgo
+
 /*
 Copyright The gpudra Authors.
 
@@ -28,7 +30,17 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpudra/gpudra/internal/fakenodes"
 )
+
+// The build without cgo cannot import fakenodes: check's default profile
+// is spelled out, and must stay fakenodes'.
+func TestDefaultFakeProfile(t *testing.T) {
+	if defaultFakeProfile != fakenodes.DefaultProfile {
+		t.Errorf("defaultFakeProfile = %q, fakenodes.DefaultProfile = %q", defaultFakeProfile, fakenodes.DefaultProfile)
+	}
+}
 
 func runGpudra(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()

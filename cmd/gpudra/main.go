@@ -25,6 +25,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/internal/textsafe"
 	"github.com/gpudra/gpudra/internal/version"
@@ -72,18 +75,31 @@ file is named -, and exits with one of:
 		SilenceUsage:               true,
 		SilenceErrors:              true,
 	}
+	root.Long += buildNote
 	if invokedAs == kubectlPluginName {
 		root.Annotations = withAnnotation(root.Annotations, cobra.CommandDisplayNameAnnotation, "kubectl gpudra")
 	}
 	root.SetVersionTemplate("{{.DisplayName}} {{.Version}}\n")
-	root.AddCommand(newSimulateCommand())
+	addLogFlags(root)
+	// inventory, gpu-check and simulate: the Linux (cgo) build only.
+	root.AddCommand(nvmlCommands()...)
 	root.AddCommand(newCheckCommand())
-	root.AddCommand(newInventoryCommand())
 	root.AddCommand(newMigrateCommand())
-	root.AddCommand(newGPUCheckCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newVersionCommand())
 	return root
+}
+
+// addLogFlags gives every command kubectl's -v (--v): klog's verbosity,
+// the one meaning -v has in gpudra (check's long listing is --verbose).
+// The in-process plugin of simulate and gpu-check logs at 10.
+func addLogFlags(root *cobra.Command) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	v := pflag.PFlagFromGoFlag(fs.Lookup("v"))
+	v.Shorthand = "v"
+	v.Usage = "log verbosity, as kubectl's -v (simulate and gpu-check show the in-process plugin's log at 10)"
+	root.PersistentFlags().AddFlag(v)
 }
 
 // noSuchCommand refuses an unknown subcommand of a command that groups
@@ -111,6 +127,10 @@ func applyConventions(c *cobra.Command) {
 		}
 	}
 	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		if strings.Contains(err.Error(), `"-v, --v"`) {
+			// gpudra check -v used to be --verbose.
+			return usageErrorf("%v (-v is the log verbosity, a number, as kubectl's; check's long listing is --verbose); see %s --help", err, cmd.CommandPath())
+		}
 		return usageErrorf("%v; see %s --help", err, cmd.CommandPath())
 	})
 	if args := c.Args; args != nil {

@@ -1,3 +1,5 @@
+//go:build cgo
+
 /*
 Copyright The gpudra Authors.
 

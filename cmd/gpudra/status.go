@@ -22,29 +22,91 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpudra/gpudra/internal/clusterread"
 	"github.com/gpudra/gpudra/internal/clusterstatus"
 	"github.com/gpudra/gpudra/internal/gpu"
 )
 
-// kubeconfigFlags are kubectl's --kubeconfig, --context and -n.
-func kubeconfigFlags(cmd *cobra.Command, k *clusterread.Kubeconfig) {
-	f := cmd.Flags()
-	f.StringVar(&k.Path, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config)")
-	f.StringVar(&k.Context, "context", "", "kubeconfig context (default: the current one)")
-	f.StringVarP(&k.Namespace, "namespace", "n", "", "namespace (default: the context's)")
+// kubectlFlags are kubectl's own flags for reaching a cluster, as
+// client-go's clientcmd defines them for kubectl and its plugins:
+// --kubeconfig, --context, --cluster, --user, -n, --as, --as-group,
+// --as-uid, --server, --token, --request-timeout and the TLS flags.
+// (k8s.io/cli-runtime's ConfigFlags wrap the same; its package links
+// kustomize and Go's plugin package, whose BIND_NOW makes the cgo build
+// fail to start: go-nvml leaves NVML's symbols to resolve when called.)
+type kubectlFlags struct {
+	kubeconfig string
+	overrides  clientcmd.ConfigOverrides
+}
+
+// addKubectlFlags defines them on cmd, less those named in omit
+// ("cluster", "server", "namespace": check's --cluster and --server mean
+// other things).
+func addKubectlFlags(cmd *cobra.Command, omit ...string) *kubectlFlags {
+	k := &kubectlFlags{}
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	for _, name := range omit {
+		switch name {
+		case "cluster":
+			names.ContextOverrideFlags.ClusterName.LongName = ""
+		case "server":
+			names.ClusterOverrideFlags.APIServer.LongName = ""
+		case "namespace":
+			names.ContextOverrideFlags.Namespace.LongName = ""
+		}
+	}
+	cmd.Flags().StringVar(&k.kubeconfig, "kubeconfig", "", "Path to the kubeconfig file to use (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config)")
+	clientcmd.BindOverrideFlags(&k.overrides, cmd.Flags(), names)
+	return k
+}
+
+// clientConfig is the client configuration kubectl would use with these
+// flags.
+func (k *kubectlFlags) clientConfig() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = k.kubeconfig
+	overrides := k.overrides
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &overrides)
+}
+
+// restConfig is the REST client configuration of the cluster they name.
+func (k *kubectlFlags) restConfig() (*rest.Config, error) {
+	cfg, err := k.clientConfig().ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// connect is a client for the cluster they name, and the namespace in
+// effect (-n, else the context's, else default).
+func (k *kubectlFlags) connect(userAgent string) (kubernetes.Interface, string, error) {
+	cfg, err := k.restConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, _, err := k.clientConfig().Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	client, err := clusterread.ClientFor(cfg, userAgent)
+	return client, ns, err
 }
 
 func newStatusCommand() *cobra.Command {
-	var kc clusterread.Kubeconfig
 	var driver, output string
+	var allNamespaces bool
+	var kc *kubectlFlags
 	cmd := &cobra.Command{
 		Use:   "status [NODE]...",
 		Short: "Show a cluster's GPUs: who holds each GPU, MIG partition and share, health, what is free",
-		Long: `status reads a cluster through your kubeconfig (as kubectl does: --kubeconfig,
---context, -n) and shows, per node, every GPU gpudra's kubelet plugin
-publishes: its model, health and device taints, whether it is free, held
+		Long: `status reads a cluster through your kubeconfig, with kubectl's flags
+(--kubeconfig, --context, -n, -A, --as, --request-timeout, ...), and
+shows, per node, every GPU gpudra's kubelet plugin publishes: its model, health and device taints, whether it is free, held
 whole, shared or partitioned, and for each MIG partition and share the
 claim, namespace and pods holding it; then what each node has free: whole
 GPUs, room for MIG partitions of each profile, memory left on shared GPUs.
@@ -52,9 +114,11 @@ The device UUIDs, sharing and limits come from what the plugin wrote in each
 claim's status.devices (-o wide); "prepared" says the plugin reported the
 device set up.
 
-Without -n it shows every namespace's claims; with -n, only that
-namespace's by name (devices held elsewhere show as held by "another
-namespace"). It needs list on resourceslices and resourceclaims.
+As kubectl does, it shows the claims of the context's namespace (or -n's)
+by name, and devices held in other namespaces as held by "another
+namespace"; -A (--all-namespaces) shows every namespace's claims. It needs
+list on resourceslices and resourceclaims (where it may list claims of
+its namespace only, what is free is an upper bound, and it says so).
 
 Installed as kubectl-gpudra on PATH, it is kubectl gpudra status.
 
@@ -64,19 +128,23 @@ yaml print the whole report.
 Exit status: 0, 2 a bad command line, 3 the cluster could not be read.`,
 		Example: `  gpudra status
   kubectl gpudra status -o wide
+  gpudra status -A
   gpudra status --context prod -n team-a gpu-node-7
   gpudra status -o json | jq '.nodes[].free'`,
 		RunE: func(cmd *cobra.Command, nodes []string) error {
 			if err := checkOutput(cmd, output); err != nil {
 				return err
 			}
-			client, ns, err := clusterread.Connect(kc, "gpudra-status")
+			client, ns, err := kc.connect("gpudra-status")
 			if err != nil {
 				return err
 			}
-			show := ""
-			if cmd.Flags().Changed("namespace") {
-				show = ns
+			show := ns
+			if allNamespaces {
+				if cmd.Flags().Changed("namespace") {
+					return usageErrorf("-n and -A (--all-namespaces) do not go together; see %s --help", cmd.CommandPath())
+				}
+				show = ""
 			}
 			snap, err := clusterread.Read(cmd.Context(), client, clusterread.Want{Slices: true, Claims: true, Driver: driver})
 			var notes []string
@@ -109,7 +177,8 @@ Exit status: 0, 2 a bad command line, 3 the cluster could not be read.`,
 			}
 		},
 	}
-	kubeconfigFlags(cmd, &kc)
+	kc = addKubectlFlags(cmd)
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "show the claims of every namespace by name, not only those of the context's namespace (or -n's)")
 	cmd.Flags().StringVar(&driver, "driver-name", gpu.DefaultDriverName, "the DRA driver name gpudra runs as (the chart's driverName)")
 	outputFlag(cmd, &output, "text", "text", "wide", "json", "yaml")
 	cmd.Long = strings.TrimSpace(cmd.Long)

@@ -1,3 +1,5 @@
+//go:build cgo
+
 /*
 Copyright The gpudra Authors.
 
@@ -107,7 +109,7 @@ func TestStatusAndCheckCluster(t *testing.T) {
 	claims := []resourceapi.ResourceClaim{heldClaim("team-a", "train", "gpu-0"), heldClaim("team-b", "infer", "gpu-1")}
 	kubeconfig := fakeAPIServer(t, slices, claims, nil)
 
-	code, out, errOut := runRoot(t, "gpudra", "", "status", "--kubeconfig", kubeconfig, "--context", "test", "-o", "json")
+	code, out, errOut := runRoot(t, "gpudra", "", "status", "--kubeconfig", kubeconfig, "--context", "test", "-A", "-o", "json")
 	var rep clusterstatus.Report
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
 		t.Fatalf("status -o json: exit %d, %v\n%s\n%s", code, err, out, errOut)
@@ -115,10 +117,25 @@ func TestStatusAndCheckCluster(t *testing.T) {
 	if len(rep.Nodes) != 1 || rep.Nodes[0].GPUs[0].State != clusterstatus.StateWhole || rep.Nodes[0].GPUs[1].Holders[0].Name() != "team-b/infer" || rep.Nodes[0].Free.GPUs != 6 {
 		t.Errorf("status: %+v", rep.Nodes)
 	}
-	// -n: the context's namespace is team-a, -n team-a shows only its claims by name.
-	code, out, _ = runRoot(t, "gpudra", "", "status", "--kubeconfig", kubeconfig, "--context", "test", "-n", "team-a")
-	if code != 0 || !strings.Contains(out, "team-a/train") || strings.Contains(out, "team-b/infer") || !strings.Contains(out, "(another namespace)") {
-		t.Errorf("status -n team-a: exit %d\n%s", code, out)
+	// As kubectl: the context's namespace is team-a, and status shows
+	// only its claims by name, without -n as with it; -n another.
+	for _, args := range [][]string{nil, {"-n", "team-a"}} {
+		code, out, _ = runRoot(t, "gpudra", "", append([]string{"status", "--kubeconfig", kubeconfig, "--context", "test"}, args...)...)
+		if code != 0 || !strings.Contains(out, "team-a/train") || strings.Contains(out, "team-b/infer") || !strings.Contains(out, "(another namespace)") {
+			t.Errorf("status %v: exit %d\n%s", args, code, out)
+		}
+	}
+	code, out, _ = runRoot(t, "gpudra", "", "status", "--kubeconfig", kubeconfig, "--context", "test", "-n", "team-b")
+	if code != 0 || !strings.Contains(out, "team-b/infer") || strings.Contains(out, "team-a/train") {
+		t.Errorf("status -n team-b: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := runRoot(t, "gpudra", "", "status", "--kubeconfig", kubeconfig, "--context", "test", "-n", "team-b", "-A"); code != exitUsage {
+		t.Errorf("status -n -A: exit %d, %s; want %d", code, errOut, exitUsage)
+	}
+	// kubectl's flags: --request-timeout, --as.
+	code, out, errOut = runRoot(t, "gpudra", "", "status", "--kubeconfig", kubeconfig, "--context", "test", "--request-timeout", "20s", "--as", "someone", "-A")
+	if code != 0 || !strings.Contains(out, "team-b/infer") {
+		t.Errorf("status --request-timeout --as: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, _ = runRoot(t, kubectlPluginName, "", "status", "--kubeconfig", kubeconfig, "--context", "test", "-o", "wide", "node-1")
 	if code != 0 || !strings.Contains(out, "PREPARED") || !strings.Contains(out, "node-1: 6 whole GPUs") {

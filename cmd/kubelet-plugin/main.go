@@ -94,6 +94,9 @@ type flags struct {
 	imexDaemon        string
 	imexSocket        string
 	imexCheckInterval time.Duration
+	// Beside NVIDIA's device plugin.
+	ignoreDevicePlugin        bool
+	devicePluginCheckInterval time.Duration
 }
 
 func main() {
@@ -144,6 +147,8 @@ func newFlags() (*flags, *cmdline.Command) {
 	fs.StringVar(&f.imexDaemon, "imex-daemon", plugin.IMEXDaemonHost, "On a node in a multi-node NVLink domain (GB200/GB300 trays): how its IMEX daemon is checked. host: ask the operator's nvidia-imex service with the driver root's nvidia-imex-ctl -q --u=<--imex-socket> every --imex-check-interval, publish the answer (imexReady) so that new pods holding an IMEX channel stay off a node whose daemon is not ready, and refuse to prepare a channel until it answers READY; none: ask nothing (you vouch for the daemons). Nodes in no domain ask nothing either way (docs/nvlink.md).")
 	fs.StringVar(&f.imexSocket, "imex-socket", imexready.DefaultSocket, "With --imex-daemon=host: the IMEX daemon's control socket, its IMEX_CMD_UNIX_DOMAIN_PATH (the daemon's config must set IMEX_CMD_ENABLED=1 and this path), as the plugin's container sees it.")
 	fs.DurationVar(&f.imexCheckInterval, "imex-check-interval", imexready.DefaultInterval, "With --imex-daemon=host: how often the IMEX daemon is asked; a daemon that stops answering keeps new multi-node pods off the node about this long (plus a republish) later.")
+	fs.BoolVar(&f.ignoreDevicePlugin, "ignore-device-plugin", false, "Publish the node's GPUs even while its Node advertises NVIDIA's device plugin's resources (nvidia.com/gpu, nvidia.com/mig-*): both allocators then hand out the same GPUs. Only where you have made sure they do not (docs/gpu-operator.md).")
+	fs.DurationVar(&f.devicePluginCheckInterval, "device-plugin-check-interval", plugin.DefaultDevicePluginCheckInterval, "How often the plugin reads its Node to tell whether NVIDIA's device plugin advertises the node's GPUs; while it does, the plugin publishes none of them.")
 	// What the chart sets through the environment (daemonset.yaml).
 	cmd.Env(map[string]string{
 		"driver-name":                   "DRIVER_NAME",
@@ -173,10 +178,11 @@ func newFlags() (*flags, *cmdline.Command) {
 		"metrics-address":               "METRICS_ADDRESS",
 		"imex-daemon":                   "IMEX_DAEMON",
 		"imex-socket":                   "IMEX_SOCKET",
+		"ignore-device-plugin":          "IGNORE_DEVICE_PLUGIN",
 	})
 	cmd.Description = description
 	cmd.Section("node", "driver-name", "node-name", "kubeconfig", "namespace", "pod-uid", "plugin-data-dir", "registrar-dir", "healthcheck-port")
-	cmd.Section("devices", "device-backend", "fake-profile", "fake-state-dir", "driver-root", "host-driver-root", "device-metadata")
+	cmd.Section("devices", "device-backend", "fake-profile", "fake-state-dir", "driver-root", "host-driver-root", "device-metadata", "ignore-device-plugin", "device-plugin-check-interval")
 	cmd.Section("CDI", "cdi-dir", "nvidia-cdi-hook-path", "install-cdi-hook")
 	cmd.Section("MIG", "mig-profiles", "mig-spare-gpus", "mig-spares-configmap")
 	cmd.Section("sharing", "consumable-capacity", "consumable-capacity-sharing", "mps-daemon-image", "mps-daemon-image-pull-policy", "mps-daemon-image-pull-secrets")
@@ -245,6 +251,9 @@ func run(args []string) error {
 	if err := plugin.ValidateIMEXDaemon(f.imexDaemon); err != nil {
 		return usage(fmt.Errorf("--imex-daemon: %w", err))
 	}
+	if f.devicePluginCheckInterval <= 0 {
+		return fmt.Errorf("--device-plugin-check-interval must be positive, got %v", f.devicePluginCheckInterval)
+	}
 	if f.imexCheckInterval <= 0 {
 		return usage(fmt.Errorf("--imex-check-interval must be positive, got %v", f.imexCheckInterval))
 	}
@@ -294,32 +303,34 @@ func run(args []string) error {
 	}
 	var fatal error
 	driver, err := plugin.Start(ctx, plugin.Config{
-		DriverName:         f.driverName,
-		NodeName:           f.nodeName,
-		KubeClient:         client,
-		Backend:            be,
-		PluginDataDir:      f.pluginDataDir,
-		RegistrarDir:       f.registrarDir,
-		CDIDir:             f.cdiDir,
-		RollingUpdateUID:   types.UID(f.podUID),
-		HealthcheckAddr:    healthcheck,
-		MigProfiles:        migProfiles,
-		SpareGPUs:          spareGPUs,
-		SparesConfigMap:    f.sparesConfig,
-		Namespace:          f.namespace,
-		DeviceMetadata:     f.deviceMetadata,
-		ConsumableCapacity: f.consumableCapacity,
-		ShareSharing:       shareSharing,
-		MPS:                launcher,
-		TelemetryInterval:  f.telemetry,
-		IgnoredXIDs:        ignoredXIDs(f.ignoredXIDs),
-		HealthRecheck:      f.healthRecheck,
-		IdleThreshold:      f.idleThreshold,
-		IdleAfter:          f.idleAfter,
-		IMEXDaemon:         f.imexDaemon,
-		IMEXSocket:         f.imexSocket,
-		IMEXCheckInterval:  f.imexCheckInterval,
-		Instruments:        instruments,
+		DriverName:                f.driverName,
+		NodeName:                  f.nodeName,
+		KubeClient:                client,
+		Backend:                   be,
+		PluginDataDir:             f.pluginDataDir,
+		RegistrarDir:              f.registrarDir,
+		CDIDir:                    f.cdiDir,
+		RollingUpdateUID:          types.UID(f.podUID),
+		HealthcheckAddr:           healthcheck,
+		MigProfiles:               migProfiles,
+		SpareGPUs:                 spareGPUs,
+		SparesConfigMap:           f.sparesConfig,
+		Namespace:                 f.namespace,
+		DeviceMetadata:            f.deviceMetadata,
+		ConsumableCapacity:        f.consumableCapacity,
+		ShareSharing:              shareSharing,
+		MPS:                       launcher,
+		TelemetryInterval:         f.telemetry,
+		IgnoredXIDs:               ignoredXIDs(f.ignoredXIDs),
+		HealthRecheck:             f.healthRecheck,
+		IdleThreshold:             f.idleThreshold,
+		IdleAfter:                 f.idleAfter,
+		IMEXDaemon:                f.imexDaemon,
+		IMEXSocket:                f.imexSocket,
+		IMEXCheckInterval:         f.imexCheckInterval,
+		IgnoreDevicePlugin:        f.ignoreDevicePlugin,
+		DevicePluginCheckInterval: f.devicePluginCheckInterval,
+		Instruments:               instruments,
 		Fatal: func(err error) {
 			fatal = err
 			cancel()

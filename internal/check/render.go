@@ -232,7 +232,7 @@ func (rep *Report) summary(verbose bool) string {
 		case verbose:
 			return fmt.Sprintf("no findings, %d note(s):", notes)
 		}
-		return fmt.Sprintf("no findings (%d note(s); -v lists them)", notes)
+		return fmt.Sprintf("no findings (%d note(s); --verbose lists them)", notes)
 	}
 	var parts []string
 	if errs > 0 {
@@ -244,7 +244,7 @@ func (rep *Report) summary(verbose bool) string {
 	if notes > 0 {
 		n := fmt.Sprintf("%d note(s)", notes)
 		if !verbose {
-			n += "; -v lists them"
+			n += "; --verbose lists them"
 		}
 		parts = append(parts, n)
 	}

@@ -14,8 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package clusterread reads a live cluster's DRA objects through a
-// kubeconfig, for the tools that look at a cluster: `gpudra status` and
+// Package clusterread reads a live cluster's DRA objects, through a
+// client that kubectl's flags configured (cmd/gpudra), for the tools that look at a cluster: `gpudra status` and
 // `gpudra check --cluster`. It is the only package of the command-line
 // tool that talks to an API server; the offline scheduler core and gpudra
 // check never import it (their deps test says so), they are handed what
@@ -32,63 +32,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/gpudra/gpudra/internal/version"
 )
 
-// Kubeconfig is how to reach the cluster, as kubectl's flags say it.
-type Kubeconfig struct {
-	// Path is --kubeconfig; empty: $KUBECONFIG, then ~/.kube/config, then
-	// the in-cluster config.
-	Path string
-	// Context is --context; empty: the kubeconfig's current context.
-	Context string
-	// Namespace is -n; empty: the context's namespace, then "default".
-	Namespace string
-	// Server is --server; empty: the context's cluster's.
-	Server string
-}
-
-// clientConfig is the client configuration kubectl would use.
-func (k Kubeconfig) clientConfig() clientcmd.ClientConfig {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = k.Path
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: k.Context}
-	overrides.Context.Namespace = k.Namespace
-	overrides.ClusterInfo.Server = k.Server
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-}
-
-// RESTConfig is the REST client configuration of the cluster k names.
-func RESTConfig(k Kubeconfig) (*rest.Config, error) {
-	cfg, err := k.clientConfig().ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	return cfg, nil
-}
-
-// Connect returns a client for the cluster and the namespace in effect.
-func Connect(k Kubeconfig, userAgent string) (kubernetes.Interface, string, error) {
-	cc := k.clientConfig()
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("kubeconfig: %w", err)
-	}
-	ns, _, err := cc.Namespace()
-	if err != nil {
-		return nil, "", fmt.Errorf("kubeconfig: %w", err)
-	}
+// ClientFor is a client for cfg (kubectl's flags made it, say) that
+// names gpudra's version in its user agent and lists at more than
+// client-go's default rate.
+func ClientFor(cfg *rest.Config, userAgent string) (kubernetes.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = userAgent + "/" + version.Get().Version
 	cfg.QPS, cfg.Burst = 50, 100
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, "", err
-	}
-	return client, ns, nil
+	return kubernetes.NewForConfig(cfg)
 }
 
 // Want says what to read.

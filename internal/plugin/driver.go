@@ -149,6 +149,12 @@ type Config struct {
 	// Made before Start (NewInstruments), they answer while the plugin
 	// starts: not ready, counters at 0.
 	Instruments *Instruments
+	// IgnoreDevicePlugin publishes the GPUs even while the Node
+	// advertises NVIDIA's device plugin's resources (deviceplugin.go), and
+	// stops checking; DevicePluginCheckInterval is how often the Node is
+	// read (0: DefaultDevicePluginCheckInterval).
+	IgnoreDevicePlugin        bool
+	DevicePluginCheckInterval time.Duration
 	// Fatal is called for errors the plugin cannot recover from (the
 	// caller typically cancels its main context and exits).
 	Fatal func(error)
@@ -222,6 +228,10 @@ type Driver struct {
 	daemonTrouble map[string]string
 	// events records Events on the Node.
 	events *nodeEvents
+	// devicePlugin is which of NVIDIA's device plugin's resources the
+	// Node advertised at the last check (deviceplugin.go); while there
+	// are any, no GPU is published.
+	devicePlugin []string
 	// imex asks the node's IMEX daemon whether it is ready (nil with
 	// --imex-daemon=none); it guards its own answer (imex.go).
 	imex *imexready.Prober
@@ -309,6 +319,9 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	}
 	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
 	d.reportDomain(ctx, d.currentDomain())
+	// Before the first publish: a plugin starting beside NVIDIA's device
+	// plugin publishes no GPU at all, not for a moment.
+	d.checkDevicePlugin(ctx)
 	d.startSliceWatch(ctx)
 	// Until it has listed the ConfigMap, the node counts as assigned no
 	// spares: the first publish keeps what an earlier run published, and
@@ -357,6 +370,9 @@ func (cfg Config) withDefaults(logger klog.Logger) Config {
 	}
 	if cfg.IdleAfter == 0 {
 		cfg.IdleAfter = DefaultIdleAfter
+	}
+	if cfg.DevicePluginCheckInterval == 0 {
+		cfg.DevicePluginCheckInterval = DefaultDevicePluginCheckInterval
 	}
 	if cfg.MPSDir == "" {
 		cfg.MPSDir = filepath.Join(cfg.PluginDataDir, MPSDirName)
@@ -483,7 +499,7 @@ func (d *Driver) recordHealthAtStart(ctx context.Context) {
 // claims' status.devices, the MIG placements' steps, republishing, the
 // watch of the sockets, of the MPS daemons, and telemetry.
 func (d *Driver) startLoops(ctx context.Context) {
-	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons, d.watchFabric, d.watchIMEX}
+	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons, d.watchFabric, d.watchIMEX, d.watchDevicePlugin}
 	if d.cfg.TelemetryInterval > 0 {
 		loops = append(loops, d.sampleLoop)
 	}

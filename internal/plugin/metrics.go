@@ -78,6 +78,8 @@ var (
 		Help: "Spare GPUs gpudra-controller assigned this node (--mig-spare-gpus=fleet): its entry in the --mig-spares-configmap ConfigMap; 0 where it has none, the ConfigMap is missing or not read yet, or the entry is not a number from 1. The node keeps that many free GPUs publishing their MIG placements, beside its partitioned GPUs and the free ones published before, which stay. Absent in the other modes."}
 	MetricNVLinkDomainUnavailable = metricdoc.Metric{Name: "gpudra_plugin_nvlink_domain_unavailable", Type: metricdoc.Gauge, Labels: []string{"reason"},
 		Help: "On a node whose GPUs are in a multi-node NVLink fabric (GB200/GB300 NVL72), 1 for the reason it is in no NVLink domain and 0 for the others; all 0 while it is in one. Reasons: not_completed (a GPU's fabric probe is not COMPLETED), probe_failed, no_cluster_uuid, unhealthy, cliques_differ, clusters_differ, unreadable (NVML failed), not_every_gpu. The Event NVLinkDomainUnavailable on the Node names the GPU. Absent on nodes outside any fabric."}
+	MetricDevicePluginConflict = metricdoc.Metric{Name: "gpudra_plugin_device_plugin_conflict", Type: metricdoc.Gauge,
+		Help: "1 while the Node advertises NVIDIA's device plugin's GPUs (nvidia.com/gpu, nvidia.com/gpu.<suffix> or nvidia.com/mig-<profile> above 0 in its status.capacity or allocatable): the node publishes none of its GPUs, so that none is given to two pods, until they are gone (the Event GPUsAdvertisedByDevicePlugin on the Node says how to turn the device plugin off; docs/gpu-operator.md). 0 otherwise, and always with --ignore-device-plugin."}
 	MetricClaimStatusWrites = metricdoc.Metric{Name: "gpudra_plugin_claim_status_writes_total", Type: metricdoc.Counter, Labels: []string{"result"},
 		Help: "Writes of prepared claims' status.devices (entries written at prepare, removed at unprepare), by result: success, gone (the claim was deleted, replaced or deallocated first) or error (retried with back-off; the log says why, e.g. missing RBAC)."}
 )
@@ -89,7 +91,7 @@ var Metrics = []metricdoc.Metric{
 	MetricMigCreated, MetricMigDestroyed, MetricMigSparesAssigned, MetricUnhealthyDevices, MetricMPSDaemons, MetricReady,
 	MetricDeviceUtilization, MetricDeviceMemUtil, MetricDeviceMemoryUsed, MetricDeviceMemoryTotal,
 	MetricDeviceTemperature, MetricDevicePower, MetricDeviceInfo, MetricClaimIdleSeconds, MetricClaimsIdle, MetricSampleErrors,
-	MetricClaimStatusWrites, MetricNVLinkDomainUnavailable,
+	MetricClaimStatusWrites, MetricNVLinkDomainUnavailable, MetricDevicePluginConflict,
 }
 
 // Results counted by MetricClaimStatusWrites.

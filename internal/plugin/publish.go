@@ -77,6 +77,17 @@ func (d *Driver) publish(ctx context.Context) error {
 
 // publishLocked is publish with publishMu held.
 func (d *Driver) publishLocked(ctx context.Context) error {
+	if found := d.devicePluginFound(); found != nil {
+		// Another allocator hands out the node's GPUs: none is published
+		// (deviceplugin.go). The MIG placements published before stay
+		// recorded, and come back with the GPUs.
+		d.pub.wanted = &resourceslice.Pool{}
+		if err := d.stepLocked(ctx, true); err != nil {
+			return err
+		}
+		klog.FromContext(ctx).V(3).Info("Published no ResourceSlices: the Node advertises NVIDIA's device plugin's GPUs", "resources", found)
+		return nil
+	}
 	inUse := d.state.GPUsInUse()
 	d.mu.Lock()
 	d.inUse = inUse

@@ -158,7 +158,7 @@ func (d *Driver) storedSlices() (map[int]*resourceapi.ResourceSlice, int64, bool
 		}
 	}
 	if len(pool) == 0 {
-		return nil, 0, false, errors.New("no ResourceSlice of this node is published yet")
+		return nil, 0, false, errNoSlices
 	}
 	count := pool[0].Spec.Pool.ResourceSliceCount
 	byIndex := map[int]*resourceapi.ResourceSlice{}
@@ -176,6 +176,9 @@ func (d *Driver) storedSlices() (map[int]*resourceapi.ResourceSlice, int64, bool
 	}
 	return byIndex, count, true, nil
 }
+
+// errNoSlices: the API server holds no ResourceSlice of the node's pool.
+var errNoSlices = errors.New("no ResourceSlice of this node is published yet")
 
 // storedPool is the node's pool as the API server holds it, nil if it
 // holds no complete one.
@@ -206,6 +209,11 @@ func (d *Driver) storeHolds(pool resourceslice.Pool) bool {
 // in the API server differs from pool, or nil.
 func (d *Driver) sameAsStored(pool resourceslice.Pool) error {
 	byIndex, count, complete, err := d.storedSlices()
+	if len(pool.Slices) == 0 && errors.Is(err, errNoSlices) {
+		// The plugin publishes nothing (deviceplugin.go), and none is
+		// left.
+		return nil
+	}
 	if !complete {
 		return err
 	}

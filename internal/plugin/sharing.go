@@ -64,6 +64,10 @@ func (e *nodeEvents) warn(reason, message string) {
 	e.recorder.Event(e.node, v1.EventTypeWarning, reason, message)
 }
 
+func (e *nodeEvents) normal(reason, message string) {
+	e.recorder.Event(e.node, v1.EventTypeNormal, reason, message)
+}
+
 func (e *nodeEvents) stop() { e.broadcaster.Shutdown() }
 
 // Event reasons.

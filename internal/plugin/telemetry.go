@@ -241,6 +241,7 @@ var (
 	descDeviceInfo      = MetricDeviceInfo.Desc()
 	descSparesAssigned  = MetricMigSparesAssigned.Desc()
 	descNoDomain        = MetricNVLinkDomainUnavailable.Desc()
+	descDevicePlugin    = MetricDevicePluginConflict.Desc()
 )
 
 // deviceCollector exports the node state and the last sampling pass of
@@ -250,7 +251,7 @@ type deviceCollector struct{ d atomic.Pointer[Driver] }
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{descPreparedClaims, descPreparedDevices, descUnhealthy, descMPSDaemons, descReady,
 		descUtilization, descMemUtil, descMemUsed, descMemTotal, descTemperature, descPower, descClaimIdle, descClaimsIdle,
-		descDeviceInfo, descSparesAssigned, descNoDomain} {
+		descDeviceInfo, descSparesAssigned, descNoDomain, descDevicePlugin} {
 		ch <- desc
 	}
 }
@@ -295,6 +296,11 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPreparedDevices, float64(n), k[0], k[1])
 	}
 	gauge(descUnhealthy, float64(d.unhealthyCount()))
+	conflict := 0.0
+	if d.devicePluginFound() != nil {
+		conflict = 1
+	}
+	gauge(descDevicePlugin, conflict)
 	running, unhealthy := d.mpsDaemonStates()
 	gauge(descMPSDaemons, float64(running), "running")
 	gauge(descMPSDaemons, float64(unhealthy), "unhealthy")

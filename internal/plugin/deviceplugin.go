@@ -1,0 +1,158 @@
+/*
+Copyright The gpudra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+// Another allocator of the node's GPUs. NVIDIA's device plugin (run by the
+// GPU Operator on every GPU node unless told otherwise) hands out the same
+// GPUs through the extended resource nvidia.com/gpu (nvidia.com/mig-<profile>
+// with its mixed MIG strategy, nvidia.com/gpu.shared when it time-slices):
+// with both running, the scheduler gives one GPU to a device-plugin pod and
+// to a DRA claim, and neither allocator knows. The kubelet writes those
+// resources into its Node's status.capacity and allocatable when the device
+// plugin registers, and that is what the scheduler acts on; the plugin reads
+// its Node (it has nodes get already, for its slices' owner) at start-up
+// and every DevicePluginCheckInterval, and while the Node shows any of them
+// it publishes none of the node's GPUs: the Node's count does not say which
+// GPUs the device plugin hands out, and a GPU published by both is one that
+// two pods get. It says so in the log and a Warning Event on the Node (with
+// how to turn the device plugin off) and in MetricDevicePluginConflict, and
+// publishes the GPUs again once the resources are gone (or 0: the kubelet
+// zeroes them after the device plugin has stopped). Claims prepared before
+// keep their devices; only new allocations stop. docs/gpu-operator.md says
+// why a socket under the kubelet's device-plugins directory is not asked.
+
+// DefaultDevicePluginCheckInterval is how often the plugin reads its Node
+// for another allocator's GPUs.
+const DefaultDevicePluginCheckInterval = 30 * time.Second
+
+// Event reasons of the device plugin check.
+const (
+	// ReasonDevicePluginConflict: the Node shows NVIDIA's device plugin's
+	// resources; the plugin publishes none of its GPUs.
+	ReasonDevicePluginConflict = "GPUsAdvertisedByDevicePlugin"
+	// ReasonDevicePluginGone: they are gone; the GPUs are published again.
+	ReasonDevicePluginGone = "GPUsPublishedAgain"
+)
+
+// devicePluginResource says whether an extended resource is one NVIDIA's
+// device plugin advertises GPUs or MIG devices as: nvidia.com/gpu, the
+// renamed shared resources nvidia.com/gpu.<suffix> (time-slicing and MPS
+// with renameByDefault), and nvidia.com/mig-<profile> (MIG strategy mixed).
+func devicePluginResource(name v1.ResourceName) bool {
+	rest, ok := strings.CutPrefix(string(name), "nvidia.com/")
+	return ok && (rest == "gpu" || strings.HasPrefix(rest, "gpu.") || strings.HasPrefix(rest, "mig-"))
+}
+
+// DevicePluginResources lists the device plugin's resources the Node
+// advertises, as name=quantity sorted by name: those with a quantity above
+// 0 in status.capacity or status.allocatable (capacity stays while
+// unhealthy devices leave allocatable, and pods may still hold them).
+func DevicePluginResources(node *v1.Node) []string {
+	seen := map[v1.ResourceName]string{}
+	for _, list := range []v1.ResourceList{node.Status.Allocatable, node.Status.Capacity} {
+		for name, q := range list {
+			if devicePluginResource(name) && q.Sign() > 0 {
+				seen[name] = q.String()
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for name, q := range seen {
+		out = append(out, string(name)+"="+q)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// devicePluginFound is what the last check found (nil: none); the GPUs
+// are not published while it is not empty.
+func (d *Driver) devicePluginFound() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.devicePlugin
+}
+
+// watchDevicePlugin checks the Node every DevicePluginCheckInterval until
+// ctx ends, and republishes when the answer changed.
+func (d *Driver) watchDevicePlugin(ctx context.Context) {
+	if d.cfg.IgnoreDevicePlugin {
+		return
+	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if d.checkDevicePlugin(ctx) {
+			d.askRepublish()
+		}
+	}, d.cfg.DevicePluginCheckInterval)
+}
+
+// checkDevicePlugin reads the Node, keeps which device plugin resources it
+// advertises, reports a change (log, Event) and says whether there was
+// one. A Node that cannot be read leaves the last answer: at start-up,
+// none (the kubelet plugin helper needs the Node too, and its errors say
+// why).
+func (d *Driver) checkDevicePlugin(ctx context.Context) bool {
+	if d.cfg.IgnoreDevicePlugin {
+		return false
+	}
+	logger := klog.FromContext(ctx)
+	// ResourceVersion 0: from the API server's cache, not a quorum read
+	// of etcd, since every node asks.
+	node, err := d.cfg.KubeClient.CoreV1().Nodes().Get(ctx, d.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Error(err, "Reading the Node to tell whether NVIDIA's device plugin advertises its GPUs; keeping the last answer", "node", d.cfg.NodeName, "retryAfter", d.cfg.DevicePluginCheckInterval)
+		}
+		return false
+	}
+	found := DevicePluginResources(node)
+	d.mu.Lock()
+	old := d.devicePlugin
+	if len(found) == 0 {
+		found = nil
+	}
+	d.devicePlugin = found
+	d.mu.Unlock()
+	if slices.Equal(old, found) {
+		return false
+	}
+	if found != nil {
+		msg := fmt.Sprintf("Another allocator advertises this node's GPUs (Node status %s, NVIDIA's device plugin): gpudra publishes none of the node's GPUs, so that no GPU is given to two pods. "+
+			"Turn the device plugin off on this node: with the GPU Operator, label the node nvidia.com/gpu.deploy.device-plugin=false, or set devicePlugin.enabled=false for the whole cluster (docs/gpu-operator.md). "+
+			"gpudra publishes the GPUs again once the Node no longer advertises them (the kubelet zeroes them some minutes after the device plugin stopped; drain the pods that hold them first).",
+			strings.Join(found, ", "))
+		logger.Info(msg, "node", d.cfg.NodeName, "resources", found)
+		d.events.warn(ReasonDevicePluginConflict, msg)
+	} else {
+		msg := "The Node no longer advertises NVIDIA's device plugin's GPUs: gpudra publishes the node's GPUs again."
+		logger.Info(msg, "node", d.cfg.NodeName, "before", old)
+		d.events.normal(ReasonDevicePluginGone, msg)
+	}
+	return true
+}
