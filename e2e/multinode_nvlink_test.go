@@ -241,7 +241,13 @@ func (m *menv) nvlinkJob(ctx context.Context, t *testing.T, name string, n int32
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, Labels: labels},
 		Spec: schedulingv1beta1.PodGroupSpec{
 			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: n}},
-			ResourceClaims:   []schedulingv1beta1.PodGroupResourceClaim{{Name: "nvlink", ResourceClaimTemplateName: ptr.To("nvl-channel")}},
+			// One placement per NVLink domain: without it the scheduler
+			// places the gang pod by pod, and its first pod's channel may
+			// fence it into a domain too small for it (docs/nvlink.md).
+			SchedulingConstraints: &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{
+				Key: slicebuilder.NVLinkDomainLabel(m.driver),
+			}}},
+			ResourceClaims: []schedulingv1beta1.PodGroupResourceClaim{{Name: "nvlink", ResourceClaimTemplateName: ptr.To("nvl-channel")}},
 		},
 	}
 	if _, err := m.cs.SchedulingV1beta1().PodGroups(testNS).Create(ctx, pg, metav1.CreateOptions{}); err != nil {

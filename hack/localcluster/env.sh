@@ -64,8 +64,12 @@ if [ "$NODES" -gt 1 ]; then
 fi
 # Beta in 1.37 and off by default: the Workload API (scheduling.k8s.io/v1beta1
 # Workload and PodGroup, with the GangScheduling plugin) and ResourceClaims
-# for PodGroups. Every component that reads them gets the gates.
-MN_FEATURE_GATES=GenericWorkload=true,DRAWorkloadResourceClaims=true
+# for PodGroups. Alpha in 1.37: topology-aware workload scheduling (a
+# PodGroup's spec.schedulingConstraints.topology), without which the
+# scheduler places a gang pod by pod and may fence it with its first pod's
+# IMEX channel into an NVLink domain too small for it, then retry the same
+# choice (docs/nvlink.md). Every component that reads them gets the gates.
+MN_FEATURE_GATES=GenericWorkload=true,DRAWorkloadResourceClaims=true,TopologyAwareWorkloadScheduling=true
 MN_RUNTIME_CONFIG=scheduling.k8s.io/v1beta1=true
 mn_node_name() { echo "e2e-node-$1"; }
 mn_node_ip() { echo "$MN_PREFIX.$(($1 + 1))"; }

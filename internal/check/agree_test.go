@@ -452,8 +452,9 @@ var findingsNotSimulated = map[FindingKind]string{
 	FindingNotApplied:     "a note on an object that needs a feature gate off by default",
 	// Until simulate's fake nodes publish NVLink domains and
 	// gpudra-controller's channel pools run in it (issue 28, items 2-3).
-	FindingChannelWithoutGang: "simulate's fake nodes have no NVLink domains or IMEX channel pools yet",
-	FindingSharedClaimFirst:   "simulate schedules pods one at a time, without kube-scheduler's pod-group cycle, where the swap happens",
+	FindingChannelWithoutGang:        "simulate's fake nodes have no NVLink domains or IMEX channel pools yet",
+	FindingSharedClaimFirst:          "simulate schedules pods one at a time, without kube-scheduler's pod-group cycle, where the swap happens",
+	FindingGangWithoutDomainTopology: "simulate's fake nodes have no NVLink domains or IMEX channel pools, and it runs no pod-group cycle",
 }
 
 // TestEveryFindingKindSimulated: every kind of finding is either shown by

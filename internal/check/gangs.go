@@ -175,6 +175,7 @@ func (r *runner) allocateAll(units []*unit) {
 // takes every allocation back when one pod does not fit, or when fewer
 // pods than minCount are there to place.
 func (r *runner) allocateGang(g *gangInfo, members []*unit) {
+	r.checkGangTopology(g, members)
 	if domains := r.gangDomains(members); domains != nil {
 		r.allocateGangInDomains(g, members, domains)
 		return

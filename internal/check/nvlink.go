@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpudra/gpudra/internal/slicebuilder"
@@ -121,15 +122,17 @@ func (r *runner) asksForChannel(ce *claimEval) bool {
 	return slices.ContainsFunc(ce.reqs, matches)
 }
 
+// gangAsksForChannel says whether a claim of a gang's pods asks for an
+// IMEX channel.
+func (r *runner) gangAsksForChannel(members []*unit) bool {
+	return slices.ContainsFunc(members, func(u *unit) bool { return slices.ContainsFunc(u.claims, r.asksForChannel) })
+}
+
 // gangDomains are the NVLink domains a gang is tried in, one after the
 // other: all of the inventory's, when one of its claims asks for a
 // channel and there are several; nil otherwise.
 func (r *runner) gangDomains(members []*unit) []string {
-	channel := false
-	for _, u := range members {
-		channel = channel || slices.ContainsFunc(u.claims, r.asksForChannel)
-	}
-	if !channel {
+	if !r.gangAsksForChannel(members) {
 		return nil
 	}
 	label := slicebuilder.NVLinkDomainLabel(r.opts.DriverName)
@@ -143,6 +146,33 @@ func (r *runner) gangDomains(members []*unit) []string {
 		return nil
 	}
 	return domains
+}
+
+// checkGangTopology warns of a gang of several pods with an IMEX channel
+// claim whose PodGroup does not give the NVLink domain label as its
+// topology (spec.schedulingConstraints.topology). check places such a
+// gang by trying each domain in turn, but kube-scheduler 1.37 does so
+// only for a PodGroup with that constraint (TopologyAwareWorkloadScheduling);
+// without it the pod-group cycle places the pods one after the other, the
+// first one's channel allocation fences the rest into the domain of the
+// node that scored best, and a gang that does not fit there is retried
+// with the same choice for as long as the scores stay the same (measured
+// on the local cluster: the first worker on the one-tray domain's node
+// in every retry for three minutes).
+func (r *runner) checkGangTopology(g *gangInfo, members []*unit) {
+	if g.minCount < 2 || !r.gangAsksForChannel(members) {
+		return
+	}
+	label := slicebuilder.NVLinkDomainLabel(r.opts.DriverName)
+	pg := g.obj.Obj.(*schedulingv1beta1.PodGroup)
+	if c := pg.Spec.SchedulingConstraints; c != nil && slices.ContainsFunc(c.Topology, func(t schedulingv1beta1.TopologyConstraint) bool { return t.Key == label }) {
+		r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec.schedulingConstraints",
+			Message: fmt.Sprintf("the topology constraint on %s takes effect only where kube-apiserver and kube-scheduler enable TopologyAwareWorkloadScheduling (alpha in 1.37, off by default; without it the API server drops the field); checked as on a cluster that enables it", label)})
+		return
+	}
+	r.addFinding(Finding{Kind: FindingGangWithoutDomainTopology, Severity: SeverityWarning, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec",
+		Message: fmt.Sprintf("PodGroup %s is a gang of %d pods with an IMEX channel claim, and no topology constraint on %s: kube-scheduler then places its pods one after the other, the first pod's channel fixes the NVLink domain by ordinary node scoring, and in a domain without room for the rest the gang waits, retried with the same choice while nothing changes (check tried each domain, as the scheduler does with the constraint)", g.obj.Name, g.minCount, label),
+		Hint:    fmt.Sprintf("add spec.schedulingConstraints.topology: [{key: %s}] to the PodGroup (TopologyAwareWorkloadScheduling, alpha in Kubernetes 1.37), or admit the job with Kueue TAS at that level (docs/nvlink.md)", label)})
 }
 
 // fenceTo admits only the nodes of one NVLink domain to allocate, or

@@ -203,6 +203,51 @@ func TestNVLinkGangInOneDomain(t *testing.T) {
 	}
 }
 
+// TestNVLinkGangWithoutDomainTopology: a gang with a channel claim whose
+// PodGroup gives no topology constraint on the domain label is a warning
+// that names the constraint, since kube-scheduler then places it pod by
+// pod; with the constraint it is a note on the feature gate instead, and
+// a gang of one pod, which no first pod can fence, is neither.
+func TestNVLinkGangWithoutDomainTopology(t *testing.T) {
+	const constraint = "  schedulingConstraints:\n    topology: [{key: gpu.gpudra.io/nvlink-domain}]\n"
+	if !strings.Contains(nvlinkGang, constraint) {
+		t.Fatal("the test's gang has no topology constraint to take out")
+	}
+	without := strings.Replace(gang("big", 3), constraint, "", 1)
+	for _, tc := range []struct {
+		name, in    string
+		warn, noted bool
+	}{
+		{"without the constraint", without, true, false},
+		{"with it", gang("big", 3), false, true},
+		{"a gang of one", strings.Replace(gang("one", 1), constraint, "", 1), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := checkNVLink(t, nvlinkTemplates+"---"+tc.in, true)
+			var warned, noted bool
+			for _, f := range rep.Findings {
+				switch {
+				case f.Kind == FindingGangWithoutDomainTopology:
+					warned = true
+					if f.Severity != SeverityWarning || !strings.Contains(f.Message, "the first pod's channel fixes the NVLink domain") ||
+						!strings.Contains(f.Hint, "schedulingConstraints.topology: [{key: gpu.gpudra.io/nvlink-domain}]") {
+						t.Errorf("finding %s %s: %s (hint %q)", f.Severity, f.Object, f.Message, f.Hint)
+					}
+				case f.Kind == FindingNotApplied && strings.Contains(f.Message, "TopologyAwareWorkloadScheduling"):
+					noted = true
+				}
+			}
+			if warned != tc.warn || noted != tc.noted {
+				t.Errorf("warned %v, noted %v; want %v, %v:\n%s", warned, noted, tc.warn, tc.noted, reportText(rep))
+			}
+			// Either way check places the gang in the domain with room.
+			if channels, _ := allocationsOf(rep, "ml/big-"); strings.Contains(tc.in, "big") && len(channels) != 1 {
+				t.Errorf("the gang holds channels %v, want one", channels)
+			}
+		})
+	}
+}
+
 // TestNVLinkTwoJobsTwoChannels: two gangs in one domain, checked as
 // running together (--sequential), hold different channels (the class is
 // exclusive); domain A has room for both.

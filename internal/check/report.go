@@ -83,6 +83,11 @@ const (
 	// shares before a claim of its own; kube-scheduler 1.37 then gives
 	// the later pods of the gang each other's allocations (gangs.go).
 	FindingSharedClaimFirst FindingKind = "shared-claim-first"
+	// FindingGangWithoutDomainTopology (a warning): a gang with an IMEX
+	// channel claim whose PodGroup does not name the NVLink domain label
+	// as its topology; kube-scheduler then places it pod by pod, and its
+	// first pod may fence it into a domain without room (nvlink.go).
+	FindingGangWithoutDomainTopology FindingKind = "gang-without-domain-topology"
 )
 
 // Finding is one problem, located as precisely as the input allows.
