@@ -25,9 +25,10 @@
 #
 # A tree with uncommitted changes is refused (RELEASE_ALLOW_DIRTY=1 builds
 # it anyway, for a dry run: its version says -dirty unless VERSION is set).
-# The darwin CLI builds with CGO_ENABLED=0; while cmd/gpudra needs cgo
-# there is no darwin CLI, and the release fails saying so
-# (RELEASE_SKIP_DARWIN=1 leaves it out, for a dry run).
+# The darwin CLI is the laptop build (CGO_ENABLED=0, cmd/gpudra/nvml_nocgo.go:
+# no inventory, gpu-check or simulate); should it stop building, the
+# release fails saying so (RELEASE_SKIP_DARWIN=1 leaves it out, for a dry
+# run).
 # Needs: Go, gcc, Debian's gcc-aarch64-linux-gnu and libc6-dev-arm64-cross
 # (hack/cross-deps.sh), apt-get (to download the pinned glibc), helm
 # (HELM), GNU tar, sha256sum.
@@ -116,7 +117,7 @@ for arch in amd64 arm64; do
 done
 if [ -n "$darwin_missing" ]; then
   if [ "${RELEASE_SKIP_DARWIN:-}" = 1 ]; then
-    say "NO DARWIN CLI in this release: cmd/gpudra needs cgo (RELEASE_SKIP_DARWIN=1)"
+    say "NO DARWIN CLI in this release: cmd/gpudra does not build without cgo (RELEASE_SKIP_DARWIN=1)"
   else
     die "no darwin CLI: cmd/gpudra must build with CGO_ENABLED=0 (its status, check, migrate, version subcommands need no NVML); RELEASE_SKIP_DARWIN=1 builds the rest"
   fi
