@@ -10,6 +10,8 @@
 #                                     named ghcr.io/gpudra/gpudra:X.Y.Z (IMAGE_REPO overrides)
 #   gpudra-X.Y.Z.tgz                  the Helm chart, version and appVersion X.Y.Z
 #   gpudra-X.Y.Z-{linux,darwin}-{amd64,arm64}   the gpudra CLI (also kubectl-gpudra: link or copy it)
+#   kubectl-gpudra-X.Y.Z-<os>-<arch>.tar.gz     the same, as krew installs it (hack/krew.sh)
+#   kubectl-gpudra.krew.yaml          the krew plugin manifest for those archives
 #   gpudra-X.Y.Z.sbom.txt             what every binary was built from (go version -m) and the
 #                                     Debian packages of the image's glibc
 #   SHA256SUMS                        sha256sum of every file above
@@ -122,6 +124,10 @@ if [ -n "$darwin_missing" ]; then
     die "no darwin CLI: cmd/gpudra must build with CGO_ENABLED=0 (its status, check, migrate, version subcommands need no NVML); RELEASE_SKIP_DARWIN=1 builds the rest"
   fi
 fi
+
+# The CLI for krew: archives and the plugin manifest.
+say "krew plugin"
+hack/krew.sh "$version" "$out"
 
 # 4. The chart, stamped with the version; repacked so that the archive's
 # bytes depend on the chart's files only (helm package stamps the clock).
