@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"weak"
@@ -97,12 +98,15 @@ type shape struct {
 type slot struct {
 	device int
 	name   resourceapi.QualifiedName
+	// integer: the value is an integer (a tray's index), kept in
+	// CompactSlice.identities in decimal.
+	integer bool
 }
 
 // isIdentity reports whether an attribute is one whose values differ
 // between nodes alike (nodeclass.go's identityAttributes).
 func isIdentity(name resourceapi.QualifiedName, a resourceapi.DeviceAttribute) bool {
-	return a.StringValue != nil && readsIdentity(string(name))
+	return (a.StringValue != nil || a.IntValue != nil) && readsIdentity(string(name))
 }
 
 // Compactor turns ResourceSlices into CompactSlices, sharing one shape
@@ -146,14 +150,20 @@ func (c *Compactor) Compact(s *resourceapi.ResourceSlice) *CompactSlice {
 		slices.Sort(names)
 		attrs := maps.Clone(d.Attributes)
 		for _, k := range names {
-			v := *attrs[k].StringValue
+			var v string
+			integer := attrs[k].IntValue != nil
+			if integer {
+				v = strconv.FormatInt(*attrs[k].IntValue, 10)
+			} else {
+				v = *attrs[k].StringValue
+			}
 			if interned, ok := seen[v]; ok {
 				v = interned
 			} else {
 				v = strings.Clone(v)
 				seen[v] = v
 			}
-			slots = append(slots, slot{device: i, name: k})
+			slots = append(slots, slot{device: i, name: k, integer: integer})
 			out.identities = append(out.identities, v)
 			delete(attrs, k)
 		}
@@ -209,7 +219,11 @@ func shapeKey(spec *resourceapi.ResourceSliceSpec, slots []slot) [sha256.Size]by
 		binary.LittleEndian.PutUint64(n[:], uint64(s.device))
 		_, _ = h.Write(n[:])
 		_, _ = h.Write([]byte(s.name))
-		_, _ = h.Write([]byte{0})
+		if s.integer {
+			_, _ = h.Write([]byte{1})
+		} else {
+			_, _ = h.Write([]byte{0})
+		}
 	}
 	var key [sha256.Size]byte
 	h.Sum(key[:0])
@@ -256,6 +270,12 @@ func (s *CompactSlice) Full() *resourceapi.ResourceSlice {
 			attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(d.Attributes)+2)
 			maps.Copy(attrs, d.Attributes)
 			d.Attributes = attrs
+		}
+		if sl.integer {
+			// Compact wrote it with strconv.FormatInt.
+			n, _ := strconv.ParseInt(s.identities[i], 10, 64)
+			d.Attributes[sl.name] = resourceapi.DeviceAttribute{IntValue: &n}
+			continue
 		}
 		d.Attributes[sl.name] = resourceapi.DeviceAttribute{StringValue: &s.identities[i]}
 	}

@@ -23,6 +23,8 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // A fleet is mostly identical nodes in a few states: the allocator gives
@@ -34,9 +36,17 @@ import (
 // every node.
 
 // identityAttributes are the attributes whose values differ between nodes
-// that are otherwise alike. A selector that names one makes the answer
-// node-specific.
-var identityAttributes = []string{"uuid", "parentUUID", "pciBusID", "pcieRoot"}
+// that are otherwise alike (slicebuilder.IdentityAttributes, by the name a
+// selector uses: without the standard attributes' domain). A selector
+// that names one makes the answer node-specific.
+var identityAttributes = func() []string {
+	var out []string
+	for _, a := range slicebuilder.IdentityAttributes {
+		name := string(a)
+		out = append(out, name[strings.LastIndex(name, "/")+1:])
+	}
+	return out
+}()
 
 // readsIdentity reports whether a CEL selector names an identity
 // attribute.

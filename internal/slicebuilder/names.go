@@ -95,6 +95,18 @@ const (
 	AttrNUMANode = deviceattribute.StandardDeviceAttributeNUMANode
 )
 
+// IdentityAttributes are the attributes whose values tell apart the
+// devices of nodes that are otherwise alike: a GPU's UUID (and its
+// partitions' parentUUID), its PCI address and root, a tray's index in
+// its rack. gpudra-controller's fleet accounting groups nodes into
+// classes, and their slices into shapes, ignoring them (internal/fleet):
+// an attribute that differs from node to node of one machine type and is
+// missing here makes every node a class and a shape of its own, so the
+// controller's work and memory grow with the fleet
+// (TestNodesOfOneProfileAreOneClass). Their values are strings or
+// integers.
+var IdentityAttributes = []resourceapi.QualifiedName{AttrUUID, AttrParentUUID, AttrPCIBusID, AttrPCIeRoot, AttrTrayIndex}
+
 // Capacity names. Memory is a capacity, not an attribute, so that selectors
 // compare quantities (compareTo(quantity('40Gi'))) and, later, consumable
 // capacity can draw from it.
