@@ -18,7 +18,6 @@ package main
 
 import (
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/gpudra/gpudra/internal/gpudratest"
@@ -42,32 +41,15 @@ func TestExitStatus(t *testing.T) {
 	// Nothing here may reach a cluster or keep a port: the run-time
 	// failure is a kubeconfig that does not exist.
 	quiet := []string{"--metrics-address=127.0.0.1:0", "--webhook-address="}
-	for _, tc := range []struct {
-		name   string
-		env    []string
-		args   []string
-		code   int
-		output string // in stdout for 0, in stderr otherwise
-	}{
-		{name: "version", args: []string{"--version"}, code: 0, output: "gpudra-controller "},
-		{name: "unknown flag", args: []string{"--no-such-flag"}, code: 2, output: "unknown flag: --no-such-flag"},
-		{name: "a value that does not parse", args: []string{"--leader-election-lease-duration=soon"}, code: 2, output: "leader-election-lease-duration"},
-		{name: "a duration without its unit", args: []string{"--recompute-interval=10"}, code: 2, output: "recompute-interval"},
-		{name: "a certificate without its key", args: []string{"--tls-cert-file=/tls.crt"}, code: 2, output: "--tls-private-key-file"},
-		{name: "a quantity that is none", args: []string{"--webhook-max-inflight-bytes=lots"}, code: 2, output: "--webhook-max-inflight-bytes"},
-		{name: "spare nodes that are no number", args: []string{"--mig-spare-nodes=many"}, code: 2, output: "--mig-spare-nodes"},
-		{name: "nothing to do", args: []string{"--fleet-accounting=false", "--webhook-address="}, code: 2, output: "nothing to do"},
-		{name: "no cluster", args: append([]string{"--kubeconfig=/nonexistent/kubeconfig"}, quiet...), code: 1, output: "kubernetes client config"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := gpudratest.RunDaemon(t, tc.env, tc.args...)
-			out := d.Stderr
-			if tc.code == 0 {
-				out = d.Stdout
-			}
-			if d.Code != tc.code || !strings.Contains(out, tc.output) {
-				t.Errorf("%v: exit %d, want %d with %q; stdout:\n%s\nstderr:\n%s", tc.args, d.Code, tc.code, tc.output, d.Stdout, d.Stderr)
-			}
-		})
-	}
+	gpudratest.CheckExitStatus(t, []gpudratest.ExitCase{
+		{Name: "version", Args: []string{"--version"}, Code: 0, Output: "gpudra-controller "},
+		{Name: "unknown flag", Args: []string{"--no-such-flag"}, Code: 2, Output: "unknown flag: --no-such-flag"},
+		{Name: "a value that does not parse", Args: []string{"--leader-election-lease-duration=soon"}, Code: 2, Output: "leader-election-lease-duration"},
+		{Name: "a duration without its unit", Args: []string{"--recompute-interval=10"}, Code: 2, Output: "recompute-interval"},
+		{Name: "a certificate without its key", Args: []string{"--tls-cert-file=/tls.crt"}, Code: 2, Output: "--tls-private-key-file"},
+		{Name: "a quantity that is none", Args: []string{"--webhook-max-inflight-bytes=lots"}, Code: 2, Output: "--webhook-max-inflight-bytes"},
+		{Name: "spare nodes that are no number", Args: []string{"--mig-spare-nodes=many"}, Code: 2, Output: "--mig-spare-nodes"},
+		{Name: "nothing to do", Args: []string{"--fleet-accounting=false", "--webhook-address="}, Code: 2, Output: "nothing to do"},
+		{Name: "no cluster", Args: append([]string{"--kubeconfig=/nonexistent/kubeconfig"}, quiet...), Code: 1, Output: "kubernetes client config"},
+	})
 }

@@ -18,7 +18,6 @@ package main
 
 import (
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/gpudra/gpudra/internal/gpudratest"
@@ -43,32 +42,15 @@ func TestExitStatus(t *testing.T) {
 	// failure is a kubeconfig that does not exist, met before any device
 	// backend opens.
 	node := []string{"--node-name=node-1", "--metrics-address=", "--healthcheck-port=0"}
-	for _, tc := range []struct {
-		name   string
-		env    []string
-		args   []string
-		code   int
-		output string // in stdout for 0, in stderr otherwise
-	}{
-		{name: "version", args: []string{"--version"}, code: 0, output: "gpudra-kubelet-plugin "},
-		{name: "unknown flag", args: []string{"--no-such-flag"}, code: 2, output: "unknown flag: --no-such-flag"},
-		{name: "a value that does not parse", args: []string{"--healthcheck-port=port"}, code: 2, output: "healthcheck-port"},
-		{name: "an environment variable that does not parse", env: []string{"DEVICE_METADATA=yes"}, args: node, code: 2, output: "DEVICE_METADATA"},
-		{name: "no node name", env: []string{"NODE_NAME="}, code: 2, output: "--node-name"},
-		{name: "a MIG profile that is none", args: append([]string{"--mig-profiles=big"}, node...), code: 2, output: "--mig-profiles"},
-		{name: "a port out of range", args: []string{"--node-name=node-1", "--metrics-address=", "--healthcheck-port=70000"}, code: 2, output: "--healthcheck-port"},
-		{name: "an unknown sharing", args: append([]string{"--consumable-capacity-sharing=Sometimes"}, node...), code: 2, output: "--consumable-capacity-sharing"},
-		{name: "no cluster", args: append([]string{"--kubeconfig=/nonexistent/kubeconfig"}, node...), code: 1, output: "kubernetes client config"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := gpudratest.RunDaemon(t, tc.env, tc.args...)
-			out := d.Stderr
-			if tc.code == 0 {
-				out = d.Stdout
-			}
-			if d.Code != tc.code || !strings.Contains(out, tc.output) {
-				t.Errorf("%v: exit %d, want %d with %q; stdout:\n%s\nstderr:\n%s", tc.args, d.Code, tc.code, tc.output, d.Stdout, d.Stderr)
-			}
-		})
-	}
+	gpudratest.CheckExitStatus(t, []gpudratest.ExitCase{
+		{Name: "version", Args: []string{"--version"}, Code: 0, Output: "gpudra-kubelet-plugin "},
+		{Name: "unknown flag", Args: []string{"--no-such-flag"}, Code: 2, Output: "unknown flag: --no-such-flag"},
+		{Name: "a value that does not parse", Args: []string{"--healthcheck-port=port"}, Code: 2, Output: "healthcheck-port"},
+		{Name: "an environment variable that does not parse", Env: []string{"DEVICE_METADATA=yes"}, Args: node, Code: 2, Output: "DEVICE_METADATA"},
+		{Name: "no node name", Env: []string{"NODE_NAME="}, Code: 2, Output: "--node-name"},
+		{Name: "a MIG profile that is none", Args: append([]string{"--mig-profiles=big"}, node...), Code: 2, Output: "--mig-profiles"},
+		{Name: "a port out of range", Args: []string{"--node-name=node-1", "--metrics-address=", "--healthcheck-port=70000"}, Code: 2, Output: "--healthcheck-port"},
+		{Name: "an unknown sharing", Args: append([]string{"--consumable-capacity-sharing=Sometimes"}, node...), Code: 2, Output: "--consumable-capacity-sharing"},
+		{Name: "no cluster", Args: append([]string{"--kubeconfig=/nonexistent/kubeconfig"}, node...), Code: 1, Output: "kubernetes client config"},
+	})
 }

@@ -94,3 +94,29 @@ func CheckHelp(t testing.TB, cmd *cmdline.Command, sections ...string) {
 		t.Errorf("--help has a Misc section:\n%s", d.Stdout)
 	}
 }
+
+// ExitCase is one run of a daemon and how it must end: with Code, and
+// with Output in its standard output (Code 0) or standard error.
+type ExitCase struct {
+	Name      string
+	Env, Args []string
+	Code      int
+	Output    string
+}
+
+// CheckExitStatus runs each case as its own subtest (RunDaemon).
+func CheckExitStatus(t *testing.T, cases []ExitCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			d := RunDaemon(t, tc.Env, tc.Args...)
+			out := d.Stderr
+			if tc.Code == 0 {
+				out = d.Stdout
+			}
+			if d.Code != tc.Code || !strings.Contains(out, tc.Output) {
+				t.Errorf("%v: exit %d, want %d with %q; stdout:\n%s\nstderr:\n%s", tc.Args, d.Code, tc.Code, tc.Output, d.Stdout, d.Stderr)
+			}
+		})
+	}
+}
