@@ -138,7 +138,7 @@ func TestDevicePluginWithdrawsGPUs(t *testing.T) {
 		t.Errorf("%s = %v, want 1", MetricDevicePluginConflict.Name, g)
 	}
 	// The Event, recorded asynchronously by the broadcaster.
-	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		events, err := cfg.KubeClient.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
