@@ -41,6 +41,7 @@ import (
 	"github.com/gpudra/gpudra/internal/admission"
 	"github.com/gpudra/gpudra/internal/cmdline"
 	"github.com/gpudra/gpudra/internal/controller"
+	"github.com/gpudra/gpudra/internal/fleet"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/servingcert"
@@ -68,6 +69,8 @@ type flags struct {
 	recomputeInterval time.Duration
 	migSpareNodes     string
 	migSparesCM       string
+	migSpareDemand    bool
+	migSparePools     []string
 	fleetAccounting   bool
 	nvlinkChannels    int
 	memoryLimitRatio  float64
@@ -112,7 +115,9 @@ func newFlags() (*flags, *cmdline.Command) {
 	fs.StringVar(&f.keyFile, "tls-private-key-file", "", "Key of --tls-cert-file.")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for the certificate's fully qualified service name.")
 	fs.DurationVar(&f.recomputeInterval, "recompute-interval", controller.DefaultRecomputeInterval, "Least time between two fleet metric recomputes; changes in between fold into the next one.")
-	fs.StringVar(&f.migSpareNodes, "mig-spare-nodes", migspares.DefaultTarget, "Nodes across the fleet that keep a free GPU's MIG placements published, for the plugins with --mig-spare-gpus=fleet: a number, or a percent of the ready nodes with a partitionable GPU (rounded up); at least 2 (or every such node, when fewer). 0 turns it off: plugins in fleet mode then publish no spares beyond their partitioned GPUs and those whose placements are published already. Needs --fleet-accounting.")
+	fs.StringVar(&f.migSpareNodes, "mig-spare-nodes", migspares.DefaultTarget, "Nodes across the fleet that keep a free GPU's MIG placements published, for the plugins with --mig-spare-gpus=fleet, however little they partition: a number, or a percent of the ready nodes with a partitionable GPU (rounded up); at least 2 (or every such node, when fewer), spread over the node pools by size, at least one each. --mig-spare-follow-demand raises a pool that runs partitions above it. 0 turns it off: plugins in fleet mode then publish no spares beyond their partitioned GPUs and those whose placements are published already. Needs --fleet-accounting.")
+	fs.BoolVar(&f.migSpareDemand, "mig-spare-follow-demand", true, "Raise each node pool's spare nodes above --mig-spare-nodes as its recent GPU claims turn to MIG partitions: from a share of 10% partitions up to a spare on every node of the pool at 25% (docs/mig.md, \"Spares that follow demand\"); false keeps --mig-spare-nodes' budget, spread over the pools by size.")
+	cmd.ListVar(&f.migSparePools, "mig-spare-pool-labels", fleet.DefaultPoolLabels, "Node labels that name a node's pool, comma-separated, the first a node carries counts: each pool's spares follow its own demand. Nodes with none of them are one pool. Empty: the fleet is one pool.")
 	fs.StringVar(&f.migSparesCM, "mig-spares-configmap", controller.DefaultMigSparesConfigMap, "ConfigMap in --namespace the spare nodes are written into (node name: spares), which the plugins in fleet mode read; the chart creates it, the controller only gets and updates it.")
 	fs.IntVar(&f.nvlinkChannels, "nvlink-channels", slicebuilder.DefaultChannels, "Exclusive IMEX channels (channel-1 to channel-N) in each NVLink domain's pool, besides the shared channel-0; at most 2047. The leader labels every node with its GPUs' NVLink domain (gpu.gpudra.io/nvlink-domain) and publishes one pool per domain (docs/nvlink.md). 0 turns both off. Needs --fleet-accounting.")
 	fs.BoolVar(&f.fleetAccounting, "fleet-accounting", true, "Run the fleet accounting (informers and fleet metrics) on the leader; false serves the webhook alone, with memory that does not grow with the fleet.")
@@ -129,7 +134,7 @@ func newFlags() (*flags, *cmdline.Command) {
 	cmd.Section("leader election", "leader-election-lease", "leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period")
 	cmd.Section("admission webhook", "webhook-address", "webhook-timeout", "webhook-max-inflight-bytes", "webhook-max-connections",
 		"webhook-service", "webhook-configuration", "cert-secret", "tls-cert-file", "tls-private-key-file", "cluster-domain")
-	cmd.Section("fleet", "fleet-accounting", "recompute-interval", "mig-spare-nodes", "mig-spares-configmap", "nvlink-channels")
+	cmd.Section("fleet", "fleet-accounting", "recompute-interval", "mig-spare-nodes", "mig-spare-follow-demand", "mig-spare-pool-labels", "mig-spares-configmap", "nvlink-channels")
 	cmd.Section("metrics and memory", "metrics-address", "memory-limit-ratio")
 	return f, cmd
 }
@@ -214,6 +219,8 @@ func run(args []string) error {
 	if f.fleetAccounting {
 		// Without the accounting there is no fleet view to pick from.
 		cfg.MigSpareNodes = spareNodes
+		cfg.MigSpareFollowDemand = f.migSpareDemand
+		cfg.MigSparePoolLabels = f.migSparePools
 		cfg.NVLinkChannels = f.nvlinkChannels
 	}
 	if cfg.MetricsListener, err = net.Listen("tcp", f.metricsAddr); err != nil {

@@ -86,6 +86,13 @@ type Config struct {
 	// (--mig-spare-gpus=fleet); the zero value keeps none. It needs
 	// FleetAccounting.
 	MigSpareNodes migspares.Target
+	// MigSpareFollowDemand raises each node pool's target above
+	// MigSpareNodes' share as its recent claims turn to partitions
+	// (migspares.Demand).
+	MigSpareFollowDemand bool
+	// MigSparePoolLabels name a node's pool (fleet.NodePool); nil: one
+	// pool.
+	MigSparePoolLabels []string
 	// MigSparesConfigMap is the ConfigMap in Namespace the assignment is
 	// written into (empty: DefaultMigSparesConfigMap).
 	MigSparesConfigMap string

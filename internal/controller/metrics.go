@@ -70,6 +70,10 @@ var (
 		Help: "Unix time the fleet metrics were last recomputed; they describe the cluster as of then."}
 	MetricMigSpareNodes = metricdoc.Metric{Name: "gpudra_mig_spare_nodes", Type: metricdoc.Gauge, Labels: []string{"state"},
 		Help: "The fleet's spare nodes (--mig-spare-nodes; exported while it is not 0): target (the nodes that should publish a free GPU's MIG placements, so a first partition claim finds one), with_spare (ready nodes that publish a free healthy GPU's placements, or are assigned one and have a free healthy partitionable GPU: the plugin has yet to publish it) and assigned (the nodes the ConfigMap --mig-spares-configmap assigns a spare). with_spare below target for long: no free partitionable GPU is left where one could be assigned, or the ConfigMap cannot be written (gpudra_mig_spares_write_errors_total)."}
+	MetricMigSparePoolTarget = metricdoc.Metric{Name: "gpudra_mig_spare_pool_target", Type: metricdoc.Gauge, Labels: []string{"pool"},
+		Help: "The nodes of each node pool (--mig-spare-pool-labels, as label=value; \"\" for the nodes with none) that should publish a free GPU's MIG placements: --mig-spare-nodes' share of the pool, raised by its partition demand with --mig-spare-follow-demand (up to every node of the pool)."}
+	MetricMigSparePoolShare = metricdoc.Metric{Name: "gpudra_mig_spare_pool_demand_share", Type: metricdoc.Gauge, Labels: []string{"pool"},
+		Help: "The share of each node pool's recent GPU claims that are MIG partitions (claims allocated in the last half hour or so, weighted by age with a 10-minute half-life, plus partition pods waiting for a spare, against a prior of 8 whole-GPU claims); exported with --mig-spare-follow-demand. From 0.1 the pool keeps more spares than --mig-spare-nodes gives it, from 0.25 one on every node."}
 	MetricMigSpareWriteErrors = metricdoc.Metric{Name: "gpudra_mig_spares_write_errors_total", Type: metricdoc.Counter, Labels: []string{"reason"},
 		Help: "Failed reads and writes of the ConfigMap of the fleet's spare nodes, by reason: missing (the ConfigMap does not exist; the chart creates it, the controller may not), conflict (it changed since it was read) or error (anything else). Each is retried at the next recompute."}
 	MetricAdmissionReviews = metricdoc.Metric{Name: "gpudra_admission_reviews_total", Type: metricdoc.Counter, Labels: []string{"kind", "result"},
@@ -90,7 +94,7 @@ var Metrics = []metricdoc.Metric{
 	MetricGPUsStranded, MetricPodsPending, MetricPodsUnsatisfiable, MetricWorkloadsPending, MetricWorkloadsUnsatisfiable,
 	MetricAdmissionReviews, MetricAdmissionDuration, MetricCertificateExpiry,
 	MetricLeader, MetricRecomputes, MetricRecomputeDuration, MetricLastRecompute, MetricStrandErrors,
-	MetricMigSpareNodes, MetricMigSpareWriteErrors,
+	MetricMigSpareNodes, MetricMigSparePoolTarget, MetricMigSparePoolShare, MetricMigSpareWriteErrors,
 }
 
 var (
@@ -119,9 +123,11 @@ type metrics struct {
 	leader            prometheus.Gauge
 	strandErrors      prometheus.Counter
 	fleet             *fleetCollector
-	// spareNodes and spareWriteErrors are the fleet's spare nodes
+	// spareNodes, sparePoolTarget, sparePoolShare and spareWriteErrors are the fleet's spare nodes
 	// (spares.go), registered by registerSpares.
 	spareNodes       *prometheus.GaugeVec
+	sparePoolTarget  *prometheus.GaugeVec
+	sparePoolShare   *prometheus.GaugeVec
 	spareWriteErrors *prometheus.CounterVec
 }
 
@@ -140,6 +146,8 @@ func newMetrics(fleetAccounting, webhook bool) *metrics {
 		strandErrors:      MetricStrandErrors.Counter(),
 		fleet:             &fleetCollector{},
 		spareNodes:        MetricMigSpareNodes.GaugeVec(),
+		sparePoolTarget:   MetricMigSparePoolTarget.GaugeVec(),
+		sparePoolShare:    MetricMigSparePoolShare.GaugeVec(),
 		spareWriteErrors:  MetricMigSpareWriteErrors.CounterVec(),
 	}
 	if fleetAccounting {
@@ -170,7 +178,7 @@ func (m *metrics) registerSpares() {
 	for _, reason := range []string{spareErrMissing, spareErrConflict, spareErrOther} {
 		m.spareWriteErrors.WithLabelValues(reason)
 	}
-	m.registry.MustRegister(m.spareNodes, m.spareWriteErrors)
+	m.registry.MustRegister(m.spareNodes, m.sparePoolTarget, m.sparePoolShare, m.spareWriteErrors)
 }
 
 // reviewKinds are the kind label's values: the kinds the webhook

@@ -20,6 +20,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,7 +55,10 @@ type spareKeeper struct {
 	client          kubernetes.Interface
 	namespace, name string
 	target          migspares.Target
-	m               *metrics
+	// demand follows each node pool's partition demand (nil: the
+	// budget's share only, --mig-spare-follow-demand=false).
+	demand *migspares.Demand
+	m      *metrics
 	// data is what the ConfigMap holds, as last read or written; nil
 	// until it is read (a new leader keeps what the last one wrote) and
 	// after a failed write (another writer, or none of ours landed: read
@@ -65,12 +69,14 @@ type spareKeeper struct {
 	// given are the nodes given a spare for waiting pods, by pod
 	// (migspares.Result.Given): a pod gets one, not one per recompute.
 	given map[string]string
+	// pools are the node pools whose metrics are exported.
+	pools map[string]bool
 }
 
 // update decides the assignment from the fleet's view and writes it when
 // it changed. It says whether the ConfigMap is as decided; false asks for
 // another try at the next recompute.
-func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode, unplaced []fleet.Unplaced) bool {
+func (k *spareKeeper) update(ctx context.Context, now time.Time, view map[string]fleet.MIGNode, unplaced []fleet.Unplaced) bool {
 	logger := klog.FromContext(ctx)
 	var cm *corev1.ConfigMap
 	if k.data == nil {
@@ -83,14 +89,19 @@ func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode,
 	nodes := spareView(view)
 	waiting := make([]migspares.Waiting, 0, len(unplaced))
 	for _, u := range unplaced {
-		waiting = append(waiting, migspares.Waiting{Pod: u.Pod, Nodes: u.Nodes})
+		waiting = append(waiting, migspares.Waiting{Pod: u.Pod, Nodes: u.Nodes, Gang: u.Gang})
 	}
-	res := migspares.Assign(nodes, k.current, k.target.Nodes(migspares.CanPartition(nodes)), waiting, k.given)
+	if k.demand != nil {
+		k.demand.Observe(now, nodes, waiting)
+	}
+	targets := k.target.PoolTargets(nodes, k.demand, now)
+	res := migspares.AssignPools(nodes, k.current, targets, waiting, k.given)
 	// Kept whether or not the write below lands: a failed write is
 	// decided again at the next recompute, for the same pods.
 	k.given = res.Given
 	k.m.spareNodes.WithLabelValues("target").Set(float64(res.Target))
 	k.m.spareNodes.WithLabelValues("with_spare").Set(float64(res.WithSpare))
+	k.setPoolMetrics(now, res)
 	data := sparesmap.EncodeAll(res.Assignment)
 	if maps.Equal(data, k.data) {
 		k.m.spareNodes.WithLabelValues("assigned").Set(float64(len(k.current)))
@@ -120,10 +131,30 @@ func (k *spareKeeper) update(ctx context.Context, view map[string]fleet.MIGNode,
 	}
 	added, dropped := diff(k.current, res.Assignment)
 	logger.Info("Spare nodes assigned", "configMap", klog.KRef(k.namespace, k.name), "target", res.Target, "withSpare", res.WithSpare,
-		"assigned", len(res.Assignment), "added", added, "dropped", dropped)
+		"assigned", len(res.Assignment), "added", added, "dropped", dropped, "pools", targets)
 	k.data, k.current = data, res.Assignment
 	k.m.spareNodes.WithLabelValues("assigned").Set(float64(len(k.current)))
 	return true
+}
+
+// setPoolMetrics exports each node pool's target and, when spares follow
+// demand, its partition share; a pool that is gone is deleted, so that
+// its series do not linger.
+func (k *spareKeeper) setPoolMetrics(now time.Time, res migspares.Result) {
+	for pool := range k.pools {
+		if _, ok := res.Pools[pool]; !ok {
+			k.m.sparePoolTarget.DeleteLabelValues(pool)
+			k.m.sparePoolShare.DeleteLabelValues(pool)
+		}
+	}
+	k.pools = map[string]bool{}
+	for pool, r := range res.Pools {
+		k.pools[pool] = true
+		k.m.sparePoolTarget.WithLabelValues(pool).Set(float64(r.Target))
+		if k.demand != nil {
+			k.m.sparePoolShare.WithLabelValues(pool).Set(k.demand.Share(pool, now))
+		}
+	}
 }
 
 // get reads the ConfigMap, counting and logging a failure.
@@ -169,9 +200,9 @@ func spareView(view map[string]fleet.MIGNode) []migspares.Node {
 	out := make([]migspares.Node, 0, len(view))
 	for _, name := range slices.Sorted(maps.Keys(view)) {
 		v := view[name]
-		n := migspares.Node{Name: name, Ready: v.Schedulable, GPUs: make([]migspares.GPU, 0, len(v.GPUs))}
+		n := migspares.Node{Name: name, Pool: v.Pool, Ready: v.Schedulable, GPUs: make([]migspares.GPU, 0, len(v.GPUs))}
 		for _, g := range v.GPUs {
-			n.GPUs = append(n.GPUs, migspares.GPU{Whole: g.Whole, Partitioned: g.Partitioned, Unhealthy: g.Tainted, Published: g.Published})
+			n.GPUs = append(n.GPUs, migspares.GPU{Whole: g.Whole, Partitioned: g.Partitioned, Unhealthy: g.Tainted, Published: g.Published, Partitions: g.Partitions})
 		}
 		out = append(out, n)
 	}

@@ -150,7 +150,10 @@ func TestSparesFollowTheFleet(t *testing.T) {
 			t.Errorf("assignment %s=%q, want a fake node with 1", node, v)
 		}
 	}
-	m := r.scrape(t)
+	// The gauges are set after the write returns: the ConfigMap can be
+	// read before they are.
+	var m map[string]float64
+	waitFor(t, "the gauges of the first write", func() bool { m = r.scrape(t); return m[spareGauge("assigned")] == 2 })
 	if m[spareGauge("target")] != 2 || m[spareGauge("with_spare")] != 2 || m[spareGauge("assigned")] != 2 {
 		t.Errorf("after the first write: target %v, with_spare %v, assigned %v; want 2, 2, 2",
 			m[spareGauge("target")], m[spareGauge("with_spare")], m[spareGauge("assigned")])
@@ -277,7 +280,7 @@ func TestSpareKeeperRewritesWhatItCannotRead(t *testing.T) {
 		"a": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-a0"}}},
 		"b": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-b0"}, {UUID: "GPU-b1"}}},
 	}
-	if !k.update(ctx, view, nil) {
+	if !k.update(ctx, time.Now(), view, nil) {
 		t.Fatal("update failed")
 	}
 	if got := assigned(cs); !maps.Equal(got, map[string]string{"a": "1", "b": "1"}) {
@@ -293,7 +296,7 @@ func TestSpareKeeperRewritesWhatItCannotRead(t *testing.T) {
 		return n
 	}
 	before := writes()
-	if !k.update(ctx, view, nil) || writes() != before {
+	if !k.update(ctx, time.Now(), view, nil) || writes() != before {
 		t.Errorf("an unchanged assignment was written again (%d updates, then %d)", before, writes())
 	}
 	s := gpudratest.Gather(t, m.registry)
@@ -322,7 +325,7 @@ func TestSpareKeeperWritesOnlyWhatItAssigns(t *testing.T) {
 		"b": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-b0"}}},
 		"c": {Schedulable: true, GPUs: []fleet.MIGGPU{{UUID: "GPU-c0"}}},
 	}
-	if !k.update(ctx, view, nil) {
+	if !k.update(ctx, time.Now(), view, nil) {
 		t.Fatal("update failed")
 	}
 	got := assigned(cs)

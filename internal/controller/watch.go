@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/internal/fleet"
+	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/scheduler"
 )
 
@@ -60,12 +61,17 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 	var spares *spareKeeper
 	if !cfg.MigSpareNodes.Off() {
 		spares = &spareKeeper{client: cfg.Client, namespace: cfg.Namespace, name: cfg.MigSparesConfigMap, target: cfg.MigSpareNodes, m: m}
-		logger.Info("Keeping the fleet's spare nodes", "target", cfg.MigSpareNodes.String(), "configMap", klog.KRef(cfg.Namespace, cfg.MigSparesConfigMap))
+		if cfg.MigSpareFollowDemand {
+			spares.demand = &migspares.Demand{}
+		}
+		logger.Info("Keeping the fleet's spare nodes", "target", cfg.MigSpareNodes.String(), "followDemand", cfg.MigSpareFollowDemand,
+			"poolLabels", cfg.MigSparePoolLabels, "configMap", klog.KRef(cfg.Namespace, cfg.MigSparesConfigMap))
 	}
 
 	trigger.Run(ctx, func(ctx context.Context) {
 		start := time.Now()
 		in, err := inf.inputs(cfg.DriverName, start, features)
+		in.PoolLabels = cfg.MigSparePoolLabels
 		if err != nil {
 			logger.Error(err, "Listing from the informers' caches")
 			return
@@ -81,7 +87,7 @@ func watchFleet(ctx context.Context, cfg Config, m *metrics) error {
 		// a failed write is tried again one recompute interval later,
 		// even if nothing changes meanwhile (the ConfigMap is not
 		// watched).
-		if spares != nil && !spares.update(ctx, snap.MIG, snap.Stranding.Unplaced) {
+		if spares != nil && !spares.update(ctx, start, snap.MIG, snap.Stranding.Unplaced) {
 			trigger.Notify()
 		}
 		took := time.Since(start)

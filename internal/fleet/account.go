@@ -52,7 +52,10 @@ type Inputs struct {
 	// Features is the cluster's DRA feature set (scheduler.FeaturesFor
 	// its version); empty means scheduler.DefaultFeatures.
 	Features scheduler.Features
-	Now      time.Time
+	// PoolLabels name a node's pool (NodePool); nil: every node is in
+	// one pool.
+	PoolLabels []string
+	Now        time.Time
 }
 
 // DeviceKey groups devices for the metrics.
@@ -126,7 +129,7 @@ func (s Snapshot) OldestPendingAge() time.Duration {
 
 // Account computes a snapshot.
 func Account(in Inputs) Snapshot {
-	inv := newInventory(&sliceCache{driver: in.DriverName}, in.compactSlices(&Compactor{}), in.Nodes)
+	inv := newInventory(&sliceCache{driver: in.DriverName}, in.compactSlices(&Compactor{}), in.Nodes, in.PoolLabels)
 	return account(in, inv, allocatedDevices(in.DriverName, in.Claims))
 }
 

@@ -67,6 +67,9 @@ type inventory struct {
 	pools map[string][]map[string]*Device
 	// schedulable are the nodes a new pod can be placed on.
 	schedulable map[string]bool
+	// pool is each node's node pool (NodePool), for the spares that
+	// follow a pool's partition demand.
+	pool map[string]string
 	// migSlots are the pools with a slice that holds no device: the
 	// counter sets and placements of partitionable GPUs that publish
 	// none have slices of their own, kept empty (slicebuilder's layout;
@@ -205,14 +208,14 @@ func readDevice(driver string, d *resourceapi.Device) Device {
 
 // newInventory reads the newest generation of every pool of the driver,
 // through the cache.
-func newInventory(cache *sliceCache, sl []*CompactSlice, nodes []*corev1.Node) inventory {
+func newInventory(cache *sliceCache, sl []*CompactSlice, nodes []*corev1.Node, poolLabels []string) inventory {
 	newest := map[string]int64{}
 	for _, s := range sl {
 		if s.Driver == cache.driver {
 			newest[s.Pool.Name] = max(newest[s.Pool.Name], s.Pool.Generation)
 		}
 	}
-	inv := inventory{pools: map[string][]map[string]*Device{}, schedulable: map[string]bool{}, migSlots: map[string]bool{}}
+	inv := inventory{pools: map[string][]map[string]*Device{}, schedulable: map[string]bool{}, pool: map[string]string{}, migSlots: map[string]bool{}}
 	for _, s := range sl {
 		if s.Driver != cache.driver || s.Pool.Generation != newest[s.Pool.Name] {
 			continue
@@ -226,8 +229,32 @@ func newInventory(cache *sliceCache, sl []*CompactSlice, nodes []*corev1.Node) i
 	}
 	for _, n := range nodes {
 		inv.schedulable[n.Name] = !n.Spec.Unschedulable && nodeReady(n)
+		inv.pool[n.Name] = NodePool(n.Labels, poolLabels)
 	}
 	return inv
+}
+
+// DefaultPoolLabels are the labels that name a node's pool on the
+// common node provisioners and managed clusters, in the order they are
+// looked for (gpudra-controller's --mig-spare-pool-labels): Karpenter,
+// GKE, EKS managed node groups, AKS.
+var DefaultPoolLabels = []string{
+	"karpenter.sh/nodepool",
+	"cloud.google.com/gke-nodepool",
+	"eks.amazonaws.com/nodegroup",
+	"kubernetes.azure.com/agentpool",
+}
+
+// NodePool is the node pool a node belongs to: "label=value" of the
+// first of the labels it carries, "" (one pool of the nodes without
+// any) when it carries none.
+func NodePool(labels map[string]string, poolLabels []string) string {
+	for _, l := range poolLabels {
+		if v, ok := labels[l]; ok {
+			return l + "=" + v
+		}
+	}
+	return ""
 }
 
 func nodeReady(n *corev1.Node) bool {

@@ -25,6 +25,8 @@ import (
 type MIGNode struct {
 	// Schedulable: the node is Ready and not cordoned.
 	Schedulable bool
+	// Pool is the node's pool (NodePool), "" for none.
+	Pool string
 	// GPUs are in the order the node's slices list them.
 	GPUs []MIGGPU
 }
@@ -40,6 +42,9 @@ type MIGGPU struct {
 	Tainted bool
 	// Published: its MIG placements are published now.
 	Published bool
+	// Partitions counts its placements allocated (Partitioned: at
+	// least one); the spares' demand counts claims, not GPUs.
+	Partitions int
 }
 
 // migNodes finds every node's partitionable GPUs: those whose placements
@@ -77,11 +82,14 @@ func migNodes(inv inventory, alloc map[DeviceID]bool, partitioned map[string]boo
 			g := get(d.Node, d.ParentUUID)
 			g.Published = true
 			g.Tainted = g.Tainted || len(d.Taints) > 0
+			if alloc[d.ID] {
+				g.Partitions++
+			}
 		}
 	}
 	out := make(map[string]MIGNode, len(order))
 	for node, keys := range order {
-		n := MIGNode{Schedulable: inv.schedulable[node], GPUs: make([]MIGGPU, 0, len(keys))}
+		n := MIGNode{Schedulable: inv.schedulable[node], Pool: inv.pool[node], GPUs: make([]MIGGPU, 0, len(keys))}
 		for _, k := range keys {
 			n.GPUs = append(n.GPUs, *gpus[k])
 		}

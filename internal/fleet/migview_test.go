@@ -63,16 +63,20 @@ func TestMIGNodes(t *testing.T) {
 				migDev("gpu-1-mig-1g5gb-0", a100, "1g.5gb", "GPU-b1")),
 			slice("node-b", 1),
 		},
-		Nodes: []*corev1.Node{node("node-a", true, true), node("node-b", true, false)},
+		Nodes:      []*corev1.Node{node("node-a", true, true), node("node-b", true, false)},
+		PoolLabels: DefaultPoolLabels,
 		Claims: []*resourceapi.ResourceClaim{
 			allocated(claim("ns", "whole", "gpu.gpudra.io", 0), false, DeviceID{"node-a", "gpu-2"}),
 			allocated(claim("ns", "mig", "mig.gpudra.io", 0), false, DeviceID{"node-a", "gpu-0-mig-1g10gb-0"}),
 		},
 	}
+	// node-a is in a GKE node pool and a Karpenter one: the first label
+	// of the list counts.
+	in.Nodes[0].Labels = map[string]string{"cloud.google.com/gke-nodepool": "inference", "karpenter.sh/nodepool": "mig"}
 	got := Account(in).MIG
 	want := map[string]MIGNode{
-		"node-a": {Schedulable: true, GPUs: []MIGGPU{
-			{UUID: "GPU-a0", Partitioned: true, Published: true},
+		"node-a": {Schedulable: true, Pool: "karpenter.sh/nodepool=mig", GPUs: []MIGGPU{
+			{UUID: "GPU-a0", Partitioned: true, Published: true, Partitions: 1},
 			{UUID: "GPU-a1", Published: true},
 			{UUID: "GPU-a2", Whole: true},
 			{UUID: "GPU-a3", Tainted: true},

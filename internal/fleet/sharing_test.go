@@ -190,7 +190,7 @@ func TestAllocationSharingPerDevice(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := slice("node-s", 1, shareable(gpuDev(0, h100, "GPU-s0")))
-			inv := newInventory(&sliceCache{driver: driver}, []*CompactSlice{(&Compactor{}).Compact(s)}, nil)
+			inv := newInventory(&sliceCache{driver: driver}, []*CompactSlice{(&Compactor{}).Compact(s)}, nil, nil)
 			got := cmp.Or(allocationSharing(driver, tt.claims, inv)[DeviceID{"node-s", "gpu-0"}], SharingNone)
 			if got != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)

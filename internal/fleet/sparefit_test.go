@@ -85,7 +85,7 @@ func assignWith(in Inputs, st Stranding, current migspares.Assignment, target in
 	}
 	var waiting []migspares.Waiting
 	for _, u := range st.Unplaced {
-		waiting = append(waiting, migspares.Waiting{Pod: u.Pod, Nodes: u.Nodes})
+		waiting = append(waiting, migspares.Waiting{Pod: u.Pod, Nodes: u.Nodes, Gang: u.Gang})
 	}
 	return migspares.Assign(nodes, current, target, waiting, given)
 }
@@ -223,5 +223,50 @@ func TestSpareHelpsAnyDevicePod(t *testing.T) {
 	}
 	if nodes, ok := got["ns/nine"]; !ok || len(nodes) > 0 {
 		t.Errorf("nine whole GPUs: unplaced %v, helped by a spare on %v; want helped nowhere", ok, nodes)
+	}
+}
+
+// TestGangOfPartitionsGetsSpares (issue 30): a gang of three 7g.80gb pods
+// on a fleet where two nodes publish a spare cannot be placed whole (a
+// spare takes one 7g.80gb, the next GPU's placements appear only after a
+// prepare, and a gang binds whole), so each of its pods is listed where a
+// spare lets it in, and the policy gives the gang a spare per pod on
+// nodes without one: five nodes publish one. Before, its pods each fitted
+// on a published spare, none was listed, and the gang waited forever.
+func TestGangOfPartitionsGetsSpares(t *testing.T) {
+	in := spareFleet(t, 8)
+	in.Classes = append(in.Classes, gpudratest.Class("mig-7g.gpudra.io",
+		fmt.Sprintf("device.driver == '%[1]s' && device.attributes['%[1]s'].type == 'mig' && device.attributes['%[1]s'].profile == '7g.80gb'", driver)))
+	in.PodGroups = append(in.PodGroups, gang("trio", 3))
+	for i := range 3 {
+		c := fmt.Sprintf("big-%d", i)
+		in.Claims = append(in.Claims, claim("ns", c, "mig-7g.gpudra.io", time.Minute))
+		in.Pods = append(in.Pods, member(fmt.Sprintf("w%d", i), "trio", c))
+	}
+	current := migspares.Assignment{"node-1": 1, "node-2": 1}
+	st, err := Strand(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.UnsatisfiableWorkloads != 1 {
+		t.Fatalf("%d unsatisfiable workloads, want the gang", st.UnsatisfiableWorkloads)
+	}
+	if len(st.Unplaced) != 3 {
+		t.Fatalf("unplaced %+v, want each of the gang's 3 pods", st.Unplaced)
+	}
+	for _, u := range st.Unplaced {
+		if len(u.Nodes) == 0 || u.Gang != "ns/trio" {
+			t.Errorf("%s of gang %q may be helped on %v, want nodes, and its gang ns/trio", u.Pod, u.Gang, u.Nodes)
+		}
+	}
+	res := assignWith(in, st, current, 2, nil)
+	if len(res.Assignment) != 5 || len(res.Given) != 3 {
+		t.Errorf("assigned %v and given %v, want node-1, node-2 and one node for each of the 3 pods", slices.Sorted(maps.Keys(res.Assignment)), res.Given)
+	}
+	// The next recompute, the same pods still waiting: the same nodes,
+	// no more (once per pod).
+	again := assignWith(in, st, res.Assignment, 2, res.Given)
+	if !maps.Equal(again.Assignment, res.Assignment) {
+		t.Errorf("the next recompute assigned %v, want %v again", slices.Sorted(maps.Keys(again.Assignment)), slices.Sorted(maps.Keys(res.Assignment)))
 	}
 }

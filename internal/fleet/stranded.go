@@ -97,8 +97,9 @@ type Stranding struct {
 	// Shapes are the distinct pending pods checked; Filters the allocator
 	// calls it took.
 	Shapes, Filters int
-	// Unplaced are the shapes of lone pods that fit on no node now, with
-	// the nodes each may go to that have a free GPU: where a MIG spare
+	// Unplaced are the shapes of lone pods that fit on no node now, and
+	// every pod of a gang that cannot be placed whole now, with the
+	// nodes each may go to that have a free GPU: where a MIG spare
 	// could let it in (gpudra-controller's spares across the fleet,
 	// package migspares).
 	Unplaced []Unplaced
@@ -114,6 +115,9 @@ type Unplaced struct {
 	// node publishes one more free GPU's MIG placements (sparefit.go), in
 	// the scheduler's order: none for a pod no spare can help.
 	Nodes []string
+	// Gang is the pod's PodGroup ("namespace/name") when it is one of a
+	// gang's pods; "" for a lone pod.
+	Gang string
 }
 
 // pendingPod is one waiting pod: all its claims (those allocated already,
@@ -162,7 +166,7 @@ func (st *Strander) Recompute(ctx context.Context, in Inputs) (Snapshot, error) 
 	st.cache.driver = in.DriverName
 	defer st.cache.forget()
 	sl := in.compactSlices(&st.compactor)
-	inv := newInventory(&st.cache, sl, in.Nodes)
+	inv := newInventory(&st.cache, sl, in.Nodes, in.PoolLabels)
 	alloc := allocatedDevices(in.DriverName, in.Claims)
 	snap := account(in, inv, alloc)
 	var err error
@@ -175,7 +179,7 @@ func (st *Strander) Strand(ctx context.Context, in Inputs) (Stranding, error) {
 	st.cache.driver = in.DriverName
 	defer st.cache.forget()
 	sl := in.compactSlices(&st.compactor)
-	return st.strand(ctx, in, sl, newInventory(&st.cache, sl, in.Nodes), allocatedDevices(in.DriverName, in.Claims))
+	return st.strand(ctx, in, sl, newInventory(&st.cache, sl, in.Nodes, in.PoolLabels), allocatedDevices(in.DriverName, in.Claims))
 }
 
 // strand computes the stranded GPUs in the steps the package doc lists:
@@ -228,6 +232,17 @@ func (st *Strander) strand(ctx context.Context, in Inputs, sl []*CompactSlice, i
 			// A gang is one workload, however many pods wait in it.
 			out.Unsatisfiable += len(gangs[g])
 			out.UnsatisfiableWorkloads++
+			// It binds whole, and the next GPU's placements appear only
+			// after a prepare: each of its pods is listed where a spare
+			// lets it in, so that the policy gives the gang as many
+			// spares as it has pods, once, as it does a lone pod.
+			for _, m := range gangs[g] {
+				helped, err := r.helpedBySpare(ctx, m, r.openNodes(m))
+				if err != nil {
+					return out, err
+				}
+				out.Unplaced = append(out.Unplaced, Unplaced{Pod: m.pod, Nodes: helped, Gang: g})
+			}
 		}
 	}
 	r.countStranded()
@@ -452,6 +467,18 @@ func (r *strandRun) wholeGPU(id DeviceID) (*Device, bool) {
 		d, ok = r.byUUID[d.ParentUUID]
 	}
 	return d, ok
+}
+
+// openNodes are the nodes a pod may go to that have a free GPU, in the
+// scheduler's order (useShape finds them for a lone pod on the way).
+func (r *strandRun) openNodes(p pendingPod) []string {
+	var open []string
+	for _, node := range r.sched.Nodes() {
+		if p.fitsNode(node) && len(r.free[node.Name]) > 0 {
+			open = append(open, node.Name)
+		}
+	}
+	return open
 }
 
 // useGang places a gang's waiting pods together (placeGang) and, if all of

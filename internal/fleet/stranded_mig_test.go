@@ -165,7 +165,7 @@ func TestUnplacedSaysWhereASpareWouldGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(got.Unplaced) != "[{ns/pinned-pod [node-b]}]" {
+	if fmt.Sprint(got.Unplaced) != "[{ns/pinned-pod [node-b] }]" {
 		t.Errorf("unplaced %v, want the pinned pod, which may go only to node-b", got.Unplaced)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -52,6 +53,9 @@ type GPU struct {
 	Unhealthy bool
 	// Published: its MIG placements are published now.
 	Published bool
+	// Partitions counts its placements a claim holds (Demand counts
+	// claims, not GPUs).
+	Partitions int
 }
 
 // free says whether the GPU could be a spare: nothing holds any part of
@@ -61,6 +65,9 @@ func (g GPU) free() bool { return !g.Whole && !g.Partitioned && !g.Unhealthy }
 // Node is one node of the fleet.
 type Node struct {
 	Name string
+	// Pool is the node pool it belongs to ("" for none): each pool has a
+	// target of its own (AssignPools, PoolTargets).
+	Pool string
 	// Ready: the node is Ready and not cordoned, so a pod can go there.
 	Ready bool
 	// GPUs are its partitionable GPUs (the others never publish MIG
@@ -104,13 +111,37 @@ type Result struct {
 	// Given are the nodes given a spare for waiting pods, by pod: the
 	// next call's given.
 	Given map[string]string
+	// Pools are Target and WithSpare by node pool.
+	Pools map[string]PoolResult
 }
 
-// Waiting is a waiting pod (one of a shape) that fits on no node now, and
-// the nodes it may go to that have a free GPU.
+// PoolResult is one node pool's part of a Result.
+type PoolResult struct {
+	Target, WithSpare int
+}
+
+// Targets are the numbers of nodes that should have a spare, by node
+// pool.
+type Targets map[string]int
+
+// Total is the targets' sum.
+func (t Targets) Total() int {
+	n := 0
+	for _, v := range t {
+		n += v
+	}
+	return n
+}
+
+// Waiting is a waiting pod (one of a shape, or one of a gang's pods)
+// that fits on no node now, and the nodes it may go to that have a free
+// GPU.
 type Waiting struct {
 	Pod   string
 	Nodes []string
+	// Gang is the pod's PodGroup when it is one of a gang's pods: a gang
+	// binds whole, so its pods are given spares together or not at all.
+	Gang string
 }
 
 // Assign computes the new assignment from the fleet, the current
@@ -144,7 +175,9 @@ type Waiting struct {
 //     none and costs nothing. Waiting pods hold at most target nodes this
 //     way (the bound; pods that keep the node they were given first), so
 //     that however many pods wait, at most twice the target's nodes are
-//     assigned.
+//     assigned. The pods of a gang (Waiting.Gang) are given nodes
+//     together: a gang started within the bound is given a node for each
+//     of its pods, one that is not is given none.
 //   - While more have one, assignments are dropped (given back): first
 //     the nodes given to pods that no longer wait, then the least
 //     preferred; first those whose spare is not published yet (dropping
@@ -153,6 +186,18 @@ type Waiting struct {
 //     node's published spare stays (the plugin keeps it, sticky: a claim
 //     may hold it); only its refills stop.
 func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, given map[string]string) Result {
+	return assign(nodes, current, Targets{"": target}, func(Node) string { return "" }, waiting, given)
+}
+
+// AssignPools is Assign with a target per node pool (Node.Pool; Targets,
+// from PoolTargets): each pool's nodes with a spare are counted against
+// its own target, and spares are added and given back within it. Waiting
+// pods hold at most the targets' total of nodes.
+func AssignPools(nodes []Node, current Assignment, targets Targets, waiting []Waiting, given map[string]string) Result {
+	return assign(nodes, current, targets, func(n Node) string { return n.Pool }, waiting, given)
+}
+
+func assign(nodes []Node, current Assignment, targets Targets, poolOf func(Node) string, waiting []Waiting, given map[string]string) Result {
 	byName := make(map[string]Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
@@ -168,34 +213,45 @@ func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, giv
 	hasSpare := func(n Node) bool {
 		return n.Ready && (n.publishesSpare() || (out[n.Name] > 0 && n.freeGPUs() > 0))
 	}
-	with := 0
-	var candidates []Node
+	with := map[string]int{} // nodes with a spare, by pool
+	candidates := map[string][]Node{}
 	for _, n := range nodes {
 		switch {
 		case hasSpare(n):
-			with++
+			with[poolOf(n)]++
 		case n.Ready && n.freeGPUs() > 0:
-			candidates = append(candidates, n)
+			candidates[poolOf(n)] = append(candidates[poolOf(n)], n)
 		}
 	}
 	sorted := func(ns []Node) []Node {
 		slices.SortFunc(ns, less)
 		return ns
 	}
-	// The nodes waiting pods need, one per pod, given before the target's
+	// The nodes waiting pods need, one per pod, given before the targets'
 	// own picks so that those can count them.
-	// At most target of them (Bound): pods that keep the node they were
-	// given come first, then the others in order.
+	// At most the targets' total of them (the bound): pods that keep the
+	// node they were given come first, then the others in order; a gang
+	// started is given a node for each of its pods (half a gang's spares
+	// would not let it in).
 	needed := map[string]bool{}
 	gave := map[string]string{}
-	bound := target
+	bound := targets.Total()
 	keeps := func(w Waiting) bool { return given[w.Pod] != "" && slices.Contains(w.Nodes, given[w.Pod]) }
-	waiting = slices.Clone(waiting)
-	slices.SortStableFunc(waiting, func(a, b Waiting) int { return -cmp.Compare(boolInt(keeps(a)), boolInt(keeps(b))) })
+	unit := func(w Waiting) string { return cmp.Or(w.Gang, w.Pod) }
+	unitKeeps := map[string]bool{}
 	for _, w := range waiting {
-		if len(needed) >= bound {
-			break
+		unitKeeps[unit(w)] = unitKeeps[unit(w)] || keeps(w)
+	}
+	waiting = slices.Clone(waiting)
+	slices.SortStableFunc(waiting, func(a, b Waiting) int {
+		return -cmp.Compare(boolInt(unitKeeps[unit(a)]), boolInt(unitKeeps[unit(b)]))
+	})
+	started := map[string]bool{}
+	for _, w := range waiting {
+		if len(needed) >= bound && !started[unit(w)] {
+			continue
 		}
+		started[unit(w)] = true
 		var fit []Node
 		for _, name := range w.Nodes {
 			if n, ok := byName[name]; ok && n.Ready && n.freeGPUs() > 0 {
@@ -209,7 +265,7 @@ func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, giv
 		if i := slices.IndexFunc(fit, func(n Node) bool { return n.Name == given[w.Pod] }); i >= 0 {
 			name := fit[i].Name
 			if !hasSpare(fit[i]) {
-				with++
+				with[poolOf(fit[i])]++
 			}
 			out[name] = max(out[name], 1)
 			needed[name] = true
@@ -224,43 +280,80 @@ func Assign(nodes []Node, current Assignment, target int, waiting []Waiting, giv
 		out[pick.Name] = 1
 		needed[pick.Name] = true
 		gave[w.Pod] = pick.Name
-		with++
-		candidates = slices.DeleteFunc(candidates, func(n Node) bool { return n.Name == pick.Name })
+		pool := poolOf(pick)
+		with[pool]++
+		candidates[pool] = slices.DeleteFunc(candidates[pool], func(n Node) bool { return n.Name == pick.Name })
 	}
-	if with < target {
-		for _, n := range sorted(candidates)[:min(target-with, len(candidates))] {
-			out[n.Name] = 1
-			with++
+	pools := slices.Sorted(maps.Keys(with))
+	for pool := range candidates {
+		if _, ok := with[pool]; !ok {
+			pools = append(pools, pool)
 		}
 	}
-	if with > target {
-		var assigned []Node
-		for name := range out {
-			if !needed[name] {
-				assigned = append(assigned, byName[name])
+	slices.Sort(pools)
+	for _, pool := range pools {
+		target := targets[pool]
+		if c := candidates[pool]; with[pool] < target {
+			for _, n := range sorted(c)[:min(target-with[pool], len(c))] {
+				out[n.Name] = 1
+				with[pool]++
 			}
 		}
-		// Given back first: the nodes given to pods that no longer
-		// wait (they are last, dropped first), then by preference.
-		wasGiven := map[string]bool{}
-		for _, name := range given {
-			wasGiven[name] = true
+		if with[pool] > target {
+			giveBack(out, byName, poolOf, pool, target, needed, given, &with)
 		}
-		slices.SortFunc(assigned, func(a, b Node) int {
-			return cmp.Or(cmp.Compare(boolInt(wasGiven[a.Name]), boolInt(wasGiven[b.Name])), less(a, b))
-		})
-		// Unpublished first: each drop takes one node off the count.
-		for i := len(assigned) - 1; i >= 0 && with > target; i-- {
-			if n := assigned[i]; !n.publishesSpare() {
-				delete(out, n.Name)
-				with--
-			}
+	}
+	res := Result{Assignment: out, Given: gave, Pools: map[string]PoolResult{}}
+	for _, pool := range pools {
+		res.Pools[pool] = PoolResult{Target: targets[pool], WithSpare: with[pool]}
+		res.Target += targets[pool]
+		res.WithSpare += with[pool]
+	}
+	return res
+}
+
+// giveBack drops the pool's assignments over its target: first the nodes
+// given to pods that no longer wait (they are last, dropped first), then
+// by preference; first those whose spare is not published yet (each drop
+// takes one node off the count), then, while more of its nodes than the
+// target are assigned, any; never one a waiting pod needs.
+func giveBack(out Assignment, byName map[string]Node, poolOf func(Node) string, pool string, target int,
+	needed map[string]bool, given map[string]string, with *map[string]int) {
+	var assigned []Node
+	neededHere := 0
+	for name := range out {
+		n := byName[name]
+		if poolOf(n) != pool {
+			continue
 		}
-		for i := len(assigned) - 1; i >= 0 && len(out) > target+len(needed); i-- {
+		if needed[name] {
+			neededHere++
+			continue
+		}
+		assigned = append(assigned, n)
+	}
+	wasGiven := map[string]bool{}
+	for _, name := range given {
+		wasGiven[name] = true
+	}
+	slices.SortFunc(assigned, func(a, b Node) int {
+		return cmp.Or(cmp.Compare(boolInt(wasGiven[a.Name]), boolInt(wasGiven[b.Name])), less(a, b))
+	})
+	w := *with
+	kept := len(assigned)
+	for i := len(assigned) - 1; i >= 0 && w[pool] > target; i-- {
+		if n := assigned[i]; !n.publishesSpare() {
+			delete(out, n.Name)
+			w[pool]--
+			kept--
+		}
+	}
+	for i := len(assigned) - 1; i >= 0 && kept > target; i-- {
+		if _, ok := out[assigned[i].Name]; ok {
 			delete(out, assigned[i].Name)
+			kept--
 		}
 	}
-	return Result{Assignment: out, Target: target, WithSpare: with, Given: gave}
 }
 
 // less orders nodes by preference for a new spare.
