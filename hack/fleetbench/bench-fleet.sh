@@ -49,10 +49,14 @@
 #                                server)
 #   BENCH_FLEET_LEVERS           layouts run at BENCH_FLEET_LEVER_NODES
 #                                (1000) only, to measure a lever on gpudra's
-#                                side (default gpudra-node-spares
-#                                gpudra-all-spares gpudra-3-profiles;
-#                                empty: none; gpudra-node-spares is one
-#                                spare on every node; also
+#                                side (default gpudra-partition-pool
+#                                gpudra-node-spares gpudra-all-spares
+#                                gpudra-3-profiles; empty: none;
+#                                gpudra-partition-pool is the default
+#                                layout on a pool whose recent claims are
+#                                partitions, where the controller keeps a
+#                                spare on every node; gpudra-node-spares is
+#                                --mig-spare-gpus=1; also
 #                                gpudra-every-counter-set: every GPU's
 #                                counter set, the layout before they
 #                                followed the published placements)
@@ -87,7 +91,7 @@ fi
 sizes=${BENCH_FLEET_NODES:-$sizes}
 layouts=${BENCH_FLEET_LAYOUTS:-gpudra whole-gpus nvidia-shaped}
 big_layouts=${BENCH_FLEET_BIG_LAYOUTS:-gpudra whole-gpus}
-levers=${BENCH_FLEET_LEVERS-gpudra-node-spares gpudra-all-spares gpudra-3-profiles}
+levers=${BENCH_FLEET_LEVERS-gpudra-partition-pool gpudra-node-spares gpudra-all-spares gpudra-3-profiles}
 lever_nodes=${BENCH_FLEET_LEVER_NODES:-1000}
 max_pods=${BENCH_FLEET_MAX_PODS:-$max_pods}
 cell_timeout=${BENCH_FLEET_CELL_TIMEOUT:-$cell_timeout}

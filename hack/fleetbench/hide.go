@@ -43,7 +43,7 @@ import (
 // spares hold).
 func hidesBusy(layout string) bool {
 	switch layout {
-	case layoutGpudra, layoutNodeSpares, layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet:
+	case layoutGpudra, layoutPartitionPool, layoutNodeSpares, layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet:
 		return true
 	}
 	return false

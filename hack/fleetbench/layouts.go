@@ -70,13 +70,19 @@ const (
 	// gpudra did before counter sets followed the published placements:
 	// the comparison for that change.
 	layoutEveryCounterSet = "gpudra-every-counter-set"
+	// layoutPartitionPool is gpudra's default layout (--mig-spare-gpus=
+	// fleet) on a node pool whose recent claims are partitions:
+	// gpudra-controller's spares follow demand
+	// (--mig-spare-follow-demand), so it keeps one on every node with a
+	// free GPU. The gpudra layout is the same pool running whole GPUs.
+	layoutPartitionPool = "gpudra-partition-pool"
 )
 
 // layouts in the order the report shows them: the three compared, then
 // the levers.
 var (
 	compared = []string{layoutGpudra, layoutWhole, layoutNVIDIA}
-	levers   = []string{layoutNodeSpares, layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet}
+	levers   = []string{layoutPartitionPool, layoutNodeSpares, layoutAllSpares, layoutFewProfiles, layoutEveryCounterSet}
 	layouts  = append(append([]string{}, compared...), levers...)
 )
 
@@ -114,6 +120,8 @@ func layoutOptions(driver, sysfsRoot, layout string, spare bool) (slicebuilder.O
 		if spare {
 			opts.SpareGPUs = slicebuilder.FleetAssigned(1)
 		}
+	case layoutPartitionPool:
+		opts.SpareGPUs = slicebuilder.FleetAssigned(1)
 	case layoutNodeSpares, layoutEveryCounterSet:
 	case layoutWhole:
 		opts.WholeGPUsOnly = true

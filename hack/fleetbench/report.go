@@ -522,6 +522,8 @@ func (r report) leversTable(b *strings.Builder) {
 		switch l {
 		case layoutFewProfiles:
 			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-profiles=%s`. ", l, fewProfiles)
+		case layoutPartitionPool:
+			fmt.Fprintf(b, "`%s`: gpudra's default layout on a node pool whose recent claims are partitions (the controller's spares follow demand: one on every node). ", l)
 		case layoutNodeSpares:
 			fmt.Fprintf(b, "`%s`: gpudra's layout with `--mig-spare-gpus=1` (one spare on every node, the default before spares were kept across the fleet). ", l)
 		case layoutAllSpares:

@@ -53,6 +53,7 @@ var palette = map[string]string{
 	layoutFewProfiles:     "#7fbc41",
 	layoutAllSpares:       "#8073ac",
 	layoutNodeSpares:      "#a6dba0",
+	layoutPartitionPool:   "#00441b",
 	layoutEveryCounterSet: "#dfc27d",
 }
 
