@@ -231,23 +231,50 @@ func TestAttributesDocumented(t *testing.T) {
 	// daemon, which no fake node of an offline inventory has (an inventory
 	// without it counts as ready, as gpudra-controller counts it).
 	attrs[string(slicebuilder.AttrIMEXReady)] = true
-	docAttrs, docCaps := firstColumn(t, "| attribute | type | meaning |"), firstColumn(t, "| capacity | unit | meaning |")
+	docAttrs, docCaps := firstColumn(t, attributes, "| attribute | type | meaning |"), firstColumn(t, attributes, "| capacity | unit | meaning |")
 	compareSets(t, "the attributes of whole GPUs", slices.Sorted(maps.Keys(attrs)), "attributes.md's attribute table", docAttrs)
 	compareSets(t, "the capacities of whole GPUs", slices.Sorted(maps.Keys(caps)), "attributes.md's capacity table", docCaps)
 }
 
-// firstColumn is the backquoted first cell of each row of the table of
-// attributes.md whose header row is header.
-func firstColumn(t *testing.T, header string) []string {
+// TestMigAttributesDocumented: mig.md's table of MIG device attributes
+// names exactly what the plugin publishes on the partitions of the fake
+// profiles (slicebuilder.PartitionParentAttributes included).
+func TestMigAttributesDocumented(t *testing.T) {
+	attrs := map[string]bool{}
+	for _, profile := range nvmlfake.Profiles() {
+		slices, err := fakenodes.Slices(context.Background(), profile, 1, gpu.DefaultDriverName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range slices {
+			for _, d := range s.Spec.Devices {
+				if typ := d.Attributes[slicebuilder.AttrType]; typ.StringValue != nil && *typ.StringValue == slicebuilder.TypeMIG {
+					for name := range d.Attributes {
+						attrs[string(name)] = true
+					}
+				}
+			}
+		}
+	}
+	if len(attrs) == 0 {
+		t.Fatal("no fake profile publishes a MIG partition")
+	}
+	compareSets(t, "the attributes of MIG partitions", slices.Sorted(maps.Keys(attrs)), "mig.md's attribute table",
+		firstColumn(t, "mig.md", "| attribute | type | meaning |"))
+}
+
+// firstColumn is the backquoted cells of the first column of each row of
+// the table of file whose header row is header.
+func firstColumn(t *testing.T, file, header string) []string {
 	t.Helper()
-	data, err := os.ReadFile(attributes)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(data)
 	i := strings.Index(text, "\n"+header+"\n")
 	if i < 0 {
-		t.Fatalf("%s has no table %q", attributes, header)
+		t.Fatalf("%s has no table %q", file, header)
 	}
 	var out []string
 	for _, line := range strings.Split(text[i+len(header)+2:], "\n") {

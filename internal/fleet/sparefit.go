@@ -19,6 +19,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -38,7 +39,8 @@ import (
 // slices are edited as its plugin would publish them with a spare (the
 // highest free partitionable GPU's counter set and placements, copied
 // from a GPU of the same model that publishes them somewhere in the
-// fleet, and its whole device consuming the counter set) and the pod's
+// fleet, with the attributes of the spare GPU that its partitions carry,
+// and its whole device consuming the counter set) and the pod's
 // claims are allocated on them. A pod that asks for something no MIG
 // spare gives (nine whole GPUs on an eight-GPU node, a model the node
 // lacks) is helped nowhere, and costs no spare. When no GPU of the model
@@ -233,6 +235,7 @@ func withSpare(local []*resourceapi.ResourceSlice, g *Device, t *spareTemplate) 
 		added++ // the counter set's
 	}
 	var base *resourceapi.ResourceSlice
+	var parent map[resourceapi.QualifiedName]resourceapi.DeviceAttribute // g's whole device's
 	out := make([]*resourceapi.ResourceSlice, 0, len(local)+added)
 	for _, s := range local {
 		if s.Spec.Pool.Name != g.ID.Pool {
@@ -243,7 +246,11 @@ func withSpare(local []*resourceapi.ResourceSlice, g *Device, t *spareTemplate) 
 		c.Spec.Pool.ResourceSliceCount += int64(added)
 		c.Spec.SharedCounters = slices.DeleteFunc(c.Spec.SharedCounters, func(cs resourceapi.CounterSet) bool { return cs.Name == counterSet })
 		for i := range c.Spec.Devices {
-			if c.Spec.Devices[i].Name == g.ID.Device && t.counters != nil {
+			if c.Spec.Devices[i].Name != g.ID.Device {
+				continue
+			}
+			parent = c.Spec.Devices[i].Attributes
+			if t.counters != nil {
 				c.Spec.Devices[i].ConsumesCounters = consumption(t.whole)
 			}
 		}
@@ -270,11 +277,45 @@ func withSpare(local []*resourceapi.ResourceSlice, g *Device, t *spareTemplate) 
 		d = *d.DeepCopy()
 		d.Name = rename(d.Name)
 		d.Attributes[slicebuilder.AttrParentUUID] = resourceapi.DeviceAttribute{StringValue: &g.UUID}
+		d.Attributes = withParent(d.Attributes, parent)
 		d.ConsumesCounters = consumption(d.ConsumesCounters)
 		d.Taints = nil
 		devs.Spec.Devices = append(devs.Spec.Devices, d)
 	}
 	return append(out, devs)
+}
+
+// withParent is a template placement's attributes as g's own placement
+// carries them: the GPU's attributes a partition carries
+// (slicebuilder.PartitionParentAttributes) are g's, from parent (g's
+// whole device), not the template's GPU's, since another node may run
+// another driver and g has its own PCI address. attrs is not changed.
+func withParent(attrs, parent map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	out := maps.Clone(attrs)
+	for _, name := range slicebuilder.PartitionParentAttributes {
+		if v, ok := parent[name]; ok {
+			out[name] = v
+		} else {
+			delete(out, name)
+		}
+	}
+	return out
+}
+
+// wholeAttributes are the attributes of g's whole device, as its node
+// publishes it.
+func (r *strandRun) wholeAttributes(g *Device) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	for _, s := range r.sched.NodeSlices(g.Node) {
+		if s.Spec.Pool.Name != g.ID.Pool {
+			continue
+		}
+		for i := range s.Spec.Devices {
+			if s.Spec.Devices[i].Name == g.ID.Device {
+				return s.Spec.Devices[i].Attributes
+			}
+		}
+	}
+	return nil
 }
 
 // helpedBySpare are the nodes of open (a pod that fits nowhere may go
@@ -286,7 +327,7 @@ func (r *strandRun) helpedBySpare(ctx context.Context, rep pendingPod, open []st
 	f := r.spareFit()
 	perNode := readsIdentities(rep, r.classes)
 	answers := map[string]bool{}       // by node class
-	usesPlacement := map[string]bool{} // by model (mayUsePlacement)
+	usesPlacement := map[string]bool{} // by node class and model (mayUsePlacement)
 	var out []string
 	for _, name := range open {
 		if err := ctx.Err(); err != nil {
@@ -303,10 +344,14 @@ func (r *strandRun) helpedBySpare(ctx context.Context, rep pendingPod, open []st
 			continue
 		}
 		if !perNode {
-			may, known := usesPlacement[g.Model]
+			// By class: nodes of one class publish the same attributes
+			// but for identities, so their spares' placements carry the
+			// same driver versions.
+			key := r.classOf[name] + "\x00" + g.Model
+			may, known := usesPlacement[key]
 			if !known {
-				may = r.mayUsePlacement(ctx, rep, t)
-				usesPlacement[g.Model] = may
+				may = r.mayUsePlacement(ctx, rep, t, r.wholeAttributes(g))
+				usesPlacement[key] = may
 			}
 			if !may {
 				continue // none of its requests can take a placement
@@ -356,8 +401,14 @@ func (r *strandRun) editedAllocator(ctx context.Context, node string, g *Device,
 // of whose requests can take a placement is helped by no spare (a spare
 // only adds placements, and its whole GPU consumes their counters): no
 // allocator need be asked. Only for selectors that read no identity (the
-// placements are t's GPU's, not the spare's).
-func (r *strandRun) mayUsePlacement(ctx context.Context, rep pendingPod, t *spareTemplate) bool {
+// placements are t's GPU's, not the spare's); the attributes they carry
+// of their GPU are the spare's (parent: its whole device's).
+func (r *strandRun) mayUsePlacement(ctx context.Context, rep pendingPod, t *spareTemplate, parent map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) bool {
+	migs := make([]resourceapi.Device, len(t.migs))
+	for i, d := range t.migs {
+		d.Attributes = withParent(d.Attributes, parent)
+		migs[i] = d
+	}
 	cache := r.sched.CELCache()
 	matches := func(sel []resourceapi.DeviceSelector, d *resourceapi.Device) bool {
 		for _, s := range sel {
@@ -383,8 +434,8 @@ func (r *strandRun) mayUsePlacement(ctx context.Context, rep pendingPod, t *spar
 		if err != nil {
 			return true
 		}
-		for i := range t.migs {
-			if matches(c.Spec.Selectors, &t.migs[i]) && matches(sel, &t.migs[i]) {
+		for i := range migs {
+			if matches(c.Spec.Selectors, &migs[i]) && matches(sel, &migs[i]) {
 				return true
 			}
 		}

@@ -26,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpudra/gpudra/internal/fakenodes"
 	"github.com/gpudra/gpudra/internal/gpudratest"
@@ -137,6 +138,46 @@ func TestUnplacedOnlyWhereASpareHelps(t *testing.T) {
 	got := spareAssignment(in, st, current, 2)
 	if names := slices.Sorted(maps.Keys(got.Assignment)); !slices.Equal(names, []string{"node-1", "node-2", "node-3"}) {
 		t.Errorf("assigned %v, want node-1, node-2 and node-3 (the partition pod's)", names)
+	}
+}
+
+// TestSpareCarriesItsNodesAttributes: the placements a spare would
+// publish are copied from another node's GPU of the model, but carry the
+// spare GPU's own attributes (slicebuilder.PartitionParentAttributes), as
+// its plugin publishes them: a partition claim that asks for a newer
+// driver is helped by a spare on the node that runs one (node-3), not on
+// a node that runs the template's (node-4).
+func TestSpareCarriesItsNodesAttributes(t *testing.T) {
+	in := spareFleet(t, 4)
+	for _, s := range in.Slices {
+		if s.Spec.NodeName == nil || *s.Spec.NodeName != "node-3" {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			if _, ok := d.Attributes[slicebuilder.AttrDriverVersion]; ok {
+				d.Attributes[slicebuilder.AttrDriverVersion] = resourceapi.DeviceAttribute{VersionValue: ptr.To("570.86.10")}
+			}
+		}
+	}
+	in.Classes = append(in.Classes, gpudratest.Class("mig-new-driver.gpudra.io",
+		fmt.Sprintf("device.driver == '%[1]s' && device.attributes['%[1]s'].type == 'mig' && device.attributes['%[1]s'].driverVersion.isGreaterThan(semver('560.0.0'))", driver)))
+	for _, n := range []string{"node-3", "node-4"} {
+		in.Claims = append(in.Claims, claim("ns", "new-"+n, "mig-new-driver.gpudra.io", time.Minute))
+		in.Pods = append(in.Pods, pinned("on-"+n, "new-"+n, n))
+	}
+	st, err := Strand(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	helped := map[string][]string{}
+	for _, u := range st.Unplaced {
+		helped[u.Pod] = u.Nodes
+	}
+	if got := helped["ns/on-node-3"]; !slices.Equal(got, []string{"node-3"}) {
+		t.Errorf("the pod pinned to node-3 (driver 570) is helped by a spare on %v, want [node-3]", got)
+	}
+	if got := helped["ns/on-node-4"]; len(got) != 0 {
+		t.Errorf("the pod pinned to node-4 (driver 550) is helped by a spare on %v, want nowhere", got)
 	}
 }
 

@@ -196,7 +196,7 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 			continue
 		}
 		admin := opts.AdminInstances[g.UUID]
-		mig := buildMIG(g, shared.cc, admin, health, opts.DriverName, opts.MigProfiles)
+		mig := buildMIG(g, shared, admin, health, opts.DriverName, opts.MigProfiles)
 		whole := -1
 		if mig.wholeUsable {
 			whole = len(layout.wholeGPUs)

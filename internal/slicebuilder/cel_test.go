@@ -18,6 +18,7 @@ package slicebuilder
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -93,6 +94,87 @@ func TestSelectors(t *testing.T) {
 				}
 				if got != tt.want[d.Name] {
 					t.Errorf("%s: %v, want %v", d.Name, got, tt.want[d.Name])
+				}
+			}
+		})
+	}
+}
+
+// TestPartitionSelectors evaluates, with the scheduler's CEL environment,
+// selectors written for NVIDIA's MIG devices (mig.nvidia.com), migrated to
+// gpudra's domain, on every partition Build publishes: each attribute
+// they read is there with the GPU's value. Before partitions carried the
+// driver versions, brand and PCI attributes, each of these failed with
+// "no such key" on every partition, which fails the scheduler's whole
+// attempt.
+func TestPartitionSelectors(t *testing.T) {
+	node := migNode(h100MIG(), true) // two H100s, driver 550.54.15, CUDA 12.4
+	res, err := Build(node, Options{DriverName: testDriver, SysfsRoot: h100Sysfs(t, node), SpareGPUs: SpareGPUs{All: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var partitions []string
+	devices := map[string]cel.Device{}
+	for _, s := range res.Pools["node-a"].Slices {
+		for _, d := range s.Devices {
+			if a := d.Attributes[AttrType]; a.StringValue != nil && *a.StringValue == TypeMIG {
+				partitions = append(partitions, d.Name)
+				devices[d.Name] = cel.Device{Driver: testDriver, Attributes: d.Attributes, Capacity: d.Capacity}
+			}
+		}
+	}
+	if len(partitions) != 32 {
+		t.Fatalf("%d partitions, want 32 (16 per GPU)", len(partitions))
+	}
+	onGPU1 := func(name string) bool { return strings.HasPrefix(name, "gpu-1-") }
+	all := func(string) bool { return true }
+	tests := []struct {
+		expr string
+		want func(device string) bool
+	}{
+		{
+			expr: `device.attributes['gpu.gpudra.io'].type == 'mig' &&
+			       device.attributes['gpu.gpudra.io'].architecture == 'Hopper' &&
+			       device.attributes['gpu.gpudra.io'].driverVersion.isGreaterThan(semver('550.0.0'))`,
+			want: all,
+		},
+		{
+			expr: `device.attributes['gpu.gpudra.io'].driverVersion.compareTo(semver('560.0.0')) >= 0`,
+			want: func(string) bool { return false },
+		},
+		{
+			expr: `device.attributes['gpu.gpudra.io'].cudaDriverVersion.compareTo(semver('12.4.0')) >= 0 &&
+			       device.attributes['gpu.gpudra.io'].cudaComputeCapability.isGreaterThan(semver('8.0.0'))`,
+			want: all,
+		},
+		{
+			expr: `device.attributes['gpu.gpudra.io'].brand == 'Nvidia' &&
+			       device.attributes['gpu.gpudra.io'].productName.startsWith('NVIDIA H100')`,
+			want: all,
+		},
+		{
+			expr: `device.attributes['resource.kubernetes.io'].pciBusID == '0000:01:00.0'`,
+			want: onGPU1,
+		},
+		{
+			expr: `device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:01'`,
+			want: onGPU1,
+		},
+	}
+	compiler := cel.GetCompiler(cel.Features{})
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			prog := compiler.CompileCELExpression(tt.expr, cel.Options{})
+			if prog.Error != nil {
+				t.Fatalf("compile: %v", prog.Error)
+			}
+			for _, name := range partitions {
+				got, _, err := prog.DeviceMatches(context.Background(), devices[name])
+				if err != nil {
+					t.Fatalf("%s: %v", name, cel.EnhanceRuntimeError(err))
+				}
+				if got != tt.want(name) {
+					t.Errorf("%s: %v, want %v", name, got, tt.want(name))
 				}
 			}
 		})

@@ -54,18 +54,17 @@ const (
 	wholeGPUAttributes     = 15 + nvlinkDomainAttributes
 )
 
-// gpuAttributes are the attributes of a GPU that are true of the whole GPU
-// and of every MIG partition cut from it alike: the silicon (product,
-// brand, architecture, compute capability, MIG capability), the node's
-// driver, the NVLink island and the standard PCI and NUMA attributes. A
-// selector written for whole GPUs that reads any of them therefore
-// evaluates on MIG devices too: a missing attribute would be a run-time
+// gpuAttributes are the attributes of a GPU that its whole device and its
+// monitoring device share: the silicon (product, brand, architecture,
+// compute capability, MIG capability), the node's driver, the NVLink
+// island and domain, and the standard PCI and NUMA attributes, computed
+// once per Build. Its MIG partitions carry PartitionParentAttributes of
+// them, so that a selector written for NVIDIA's partitions that reads
+// one evaluates on gpudra's: a missing attribute would be a run-time
 // error, and one device's run-time error fails the whole allocation
 // attempt in the scheduler.
 type gpuAttributes struct {
 	attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
-	// cc is the normalized compute capability.
-	cc string
 }
 
 // newGPUAttributes computes a GPU's shared attributes once per Build.
@@ -87,7 +86,7 @@ func newGPUAttributes(g gpu.GPU, vers nodeVersions, domain gpu.NVLinkDomain, ime
 	if err := addTopologyAttributes(attrs, g.PCIBusID, sysfsRoot); err != nil {
 		return gpuAttributes{}, err
 	}
-	return gpuAttributes{attrs: attrs, cc: cc}, nil
+	return gpuAttributes{attrs: attrs}, nil
 }
 
 // addNVLinkDomainAttributes publishes the node's multi-node NVLink domain

@@ -102,7 +102,10 @@ limitations under the License.
 // consuming its memory slices, are published only while the GPU can take
 // the next partition claims (Plan, ready.go): while claims hold partitions
 // of it, and on SpareGPUs free GPUs of the node. Attributes: type,
-// profile, parentUUID, productName, architecture, cudaComputeCapability;
+// profile, parentUUID, and the GPU's PartitionParentAttributes (productName,
+// brand, architecture, cudaComputeCapability, driverVersion,
+// cudaDriverVersion, the standard pciBusID and pcieRoot: what NVIDIA's
+// MIG devices carry);
 // capacities: memory, multiprocessors, copyEngines, decoders, encoders,
 // jpegEngines, ofaEngines. Options.AdminInstances hides what an admin's
 // instances overlap; Options.WholeGPUsOnly publishes no counters at all.

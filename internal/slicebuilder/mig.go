@@ -26,9 +26,11 @@ import (
 	"github.com/gpudra/gpudra/internal/gpu"
 )
 
-// MIG attribute names (type=mig devices). They are few on purpose: every
-// attribute is bytes in every ResourceSlice the API server and each
-// informer hold, and a map entry in every CEL evaluation of the device.
+// MIG attribute names (type=mig devices), beside the GPU's that a
+// partition carries too (PartitionParentAttributes). They are few on
+// purpose: every attribute is bytes in every ResourceSlice the API server
+// and each informer hold, and a map entry in every CEL evaluation of the
+// device.
 const (
 	// AttrProfile is the MIG profile, e.g. "1g.10gb".
 	AttrProfile resourceapi.QualifiedName = "profile"
@@ -108,7 +110,7 @@ type migPlacement struct {
 // for the most any combination takes would never refuse one, and each
 // is a counter reference on every device, which the scheduler's allocator
 // converts and checks on every Filter call (docs/performance.md).
-func buildMIG(g gpu.GPU, cc string, admin []gpu.MigInstance, health gpu.Health, driverName string, choice MigProfiles) migGPU {
+func buildMIG(g gpu.GPU, shared gpuAttributes, admin []gpu.MigInstance, health gpu.Health, driverName string, choice MigProfiles) migGPU {
 	m := g.MIG
 	published := slices.DeleteFunc(slices.Clone(m.Profiles), func(p gpu.MigProfile) bool { return !choice.publishes(p.Name) })
 	adminCount := map[uint32]int{}
@@ -167,7 +169,7 @@ func buildMIG(g gpu.GPU, cc string, admin []gpu.MigInstance, health gpu.Health, 
 		taints := healthTaints(driverName, health)
 		devs := make([]resourceapi.Device, 0, len(out.placements))
 		for _, pl := range out.placements {
-			d := migDevice(g, cc, pl.profile, pl.at, limited[pl.profile.ID], counters)
+			d := migDevice(g, shared, pl.profile, pl.at, limited[pl.profile.ID], counters)
 			d.Taints = taints
 			devs = append(devs, d)
 		}
@@ -185,26 +187,30 @@ func overlapsAny(pl gpu.MigPlacement, insts []gpu.MigInstance) bool {
 	return false
 }
 
-// migAttributes is how many attributes a MIG placement has.
-const migAttributes = 6
+// migAttributes is how many attributes a MIG placement can have: its
+// own three and PartitionParentAttributes.
+var migAttributes = 3 + len(PartitionParentAttributes)
 
 // migDevice is one MIG placement as a device of type TypeMIG. It carries
 // what users select partitions by: the profile, the GPU it is cut from
-// (parentUUID, for matchAttribute), and the few attributes of the GPU a
-// selector for a partition reads (product, architecture, compute
-// capability). Not the GPU's driver versions, NVLink island, PCI and NUMA
-// placement or brand: they are on the whole GPU, and a DeviceClass of
-// gpudra's selects one type of device, so a claim's selectors never see a
+// (parentUUID, for matchAttribute), and the GPU's attributes that
+// NVIDIA's MIG devices carry (PartitionParentAttributes), so that
+// selectors written for NVIDIA's partitions evaluate on gpudra's. Not the
+// GPU's NVLink island, NUMA node or MIG capability, nor its uuid, index
+// or minor: they are on the whole GPU, and a DeviceClass of gpudra's
+// selects one type of device, so a claim's selectors never see a
 // partition unless they ask for partitions (docs/mig.md, "Attributes").
 // The placement is in the device's name (gpu.MigDeviceName).
-func migDevice(g gpu.GPU, cc string, p gpu.MigProfile, pl gpu.MigPlacement, limited bool, available map[string]resourceapi.Counter) resourceapi.Device {
+func migDevice(g gpu.GPU, shared gpuAttributes, p gpu.MigProfile, pl gpu.MigPlacement, limited bool, available map[string]resourceapi.Counter) resourceapi.Device {
 	attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, migAttributes)
 	attrs[AttrType] = stringAttr(TypeMIG)
 	attrs[AttrProfile] = stringAttr(p.Name)
 	attrs[AttrParentUUID] = stringAttr(g.UUID)
-	attrs[AttrProductName] = stringAttr(g.ProductName)
-	attrs[AttrArchitecture] = stringAttr(g.Architecture)
-	attrs[AttrCUDAComputeCapability] = versionAttr(cc)
+	for _, name := range PartitionParentAttributes {
+		if v, ok := shared.attrs[name]; ok {
+			attrs[name] = *v.DeepCopy()
+		}
+	}
 	count := func(n int) resourceapi.DeviceCapacity {
 		return resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(n), resource.DecimalSI)}
 	}

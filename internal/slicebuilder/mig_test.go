@@ -113,11 +113,15 @@ func TestBuildMIG(t *testing.T) {
 	if _, ok := c["memory-slice-1"]; ok {
 		t.Errorf("%s consumes a memory slice outside its placement", me.Name)
 	}
-	// A partition carries what partitions are selected by, with the GPU's
-	// values; nothing that names or places the GPU.
+	// A partition carries what partitions are selected by, and what
+	// NVIDIA's partitions carry of their GPU, with the GPU's values;
+	// nothing that names the GPU as a GPU (its uuid, index, minor). No
+	// pcieRoot: this node has no sysfs (TestPartitionParentAttributes).
 	wantAttrs := map[resourceapi.QualifiedName]string{
 		AttrType: "string mig", AttrProfile: "string 1g.10gb+me", AttrParentUUID: "string GPU-h100-0001",
-		AttrProductName: "string NVIDIA H100 80GB HBM3", AttrArchitecture: "string Hopper", AttrCUDAComputeCapability: "version 9.0.0",
+		AttrProductName: "string NVIDIA H100 80GB HBM3", AttrBrand: "string Nvidia", AttrArchitecture: "string Hopper",
+		AttrCUDAComputeCapability: "version 9.0.0", AttrDriverVersion: "version 550.54.15", AttrCUDADriverVersion: "version 12.4.0",
+		AttrPCIBusID: "string 0000:01:00.0",
 	}
 	if len(me.Attributes) != len(wantAttrs) {
 		t.Errorf("%s: %d attributes, want %d", me.Name, len(me.Attributes), len(wantAttrs))
@@ -130,6 +134,50 @@ func TestBuildMIG(t *testing.T) {
 	for _, name := range []resourceapi.QualifiedName{CapMemory, CapMultiprocessors, CapCopyEngines, CapDecoders, CapEncoders, CapJPEGEngines, CapOFAEngines} {
 		if _, ok := me.Capacity[name]; !ok {
 			t.Errorf("%s has no capacity %s", me.Name, name)
+		}
+	}
+}
+
+// TestPartitionParentAttributes: every partition carries exactly the
+// PartitionParentAttributes its GPU carries, with the GPU's values (the
+// standard PCI ones included where sysfs tells them), and none of the
+// GPU's others.
+func TestPartitionParentAttributes(t *testing.T) {
+	node := migNode(h100MIG(), true)
+	res, err := Build(node, Options{DriverName: testDriver, SysfsRoot: h100Sysfs(t, node), SpareGPUs: SpareGPUs{All: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := map[string]resourceapi.Device{}
+	var partitions []resourceapi.Device
+	for _, s := range res.Pools["node-a"].Slices {
+		for _, d := range s.Devices {
+			switch attrString(d.Attributes[AttrType]) {
+			case "string " + TypeGPU:
+				whole[*d.Attributes[AttrUUID].StringValue] = d
+			case "string " + TypeMIG:
+				partitions = append(partitions, d)
+			}
+		}
+	}
+	if len(whole) != 2 || len(partitions) != 32 {
+		t.Fatalf("%d whole GPUs, %d partitions", len(whole), len(partitions))
+	}
+	for _, d := range partitions {
+		parent, ok := whole[*d.Attributes[AttrParentUUID].StringValue]
+		if !ok {
+			t.Fatalf("%s: no whole GPU has its parentUUID", d.Name)
+		}
+		for _, name := range PartitionParentAttributes {
+			if _, ok := parent.Attributes[name]; !ok {
+				t.Fatalf("%s carries no %s: the test's GPU should carry every one", parent.Name, name)
+			}
+			if got, want := attrString(d.Attributes[name]), attrString(parent.Attributes[name]); got != want {
+				t.Errorf("%s: %s = %q, its GPU's is %q", d.Name, name, got, want)
+			}
+		}
+		if want := 3 + len(PartitionParentAttributes); len(d.Attributes) != want {
+			t.Errorf("%s: %d attributes, want %d (type, profile, parentUUID and the GPU's)", d.Name, len(d.Attributes), want)
 		}
 	}
 }

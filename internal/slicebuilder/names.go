@@ -107,6 +107,27 @@ const (
 // integers.
 var IdentityAttributes = []resourceapi.QualifiedName{AttrUUID, AttrParentUUID, AttrPCIBusID, AttrPCIeRoot, AttrTrayIndex}
 
+// PartitionParentAttributes are the whole GPU's attributes that each of
+// its MIG partitions carries too, with the GPU's values: those NVIDIA's
+// DRA driver publishes on its MIG devices (CommonAttributesMig in
+// k8s-dra-driver-gpu's cmd/gpu-kubelet-plugin/mig.go: productName, brand,
+// architecture, cudaComputeCapability, driverVersion, cudaDriverVersion
+// and the standard pciBusID and pcieRoot), so that a selector migrated
+// from NVIDIA's mig.nvidia.com evaluates on gpudra's partitions instead
+// of failing with "no such key", which fails the scheduler's whole
+// attempt. Not the GPU's identities as a GPU (uuid, index, minor), nor
+// what a partition claim has no use for and NVIDIA does not publish on
+// partitions either (migCapable, nvlinkGroup, the NUMA node, the NVLink
+// domain): every attribute is bytes in every slice of a node that keeps
+// a spare, and a map entry in every CEL evaluation of the partition.
+// A partition carries one of them whenever its GPU does (pcieRoot only
+// where sysfs tells it). gpudra-controller's spare accounting
+// (internal/fleet) copies them from a spare GPU's own whole device.
+var PartitionParentAttributes = []resourceapi.QualifiedName{
+	AttrProductName, AttrBrand, AttrArchitecture, AttrCUDAComputeCapability,
+	AttrDriverVersion, AttrCUDADriverVersion, AttrPCIBusID, AttrPCIeRoot,
+}
+
 // Capacity names. Memory is a capacity, not an attribute, so that selectors
 // compare quantities (compareTo(quantity('40Gi'))) and, later, consumable
 // capacity can draw from it.
