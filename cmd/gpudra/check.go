@@ -255,6 +255,9 @@ type fakePool struct {
 	consumableCapacity bool
 	migProfiles        slicebuilder.MigProfiles
 	spareGPUs          slicebuilder.SpareGPUs
+	// spareNodes, in fleet mode, is how many of the nodes
+	// gpudra-controller keeps a spare on (fleetSpareNodes).
+	spareNodes int
 }
 
 // defaultFakeProfile is fakenodes.DefaultProfile (a test keeps them
@@ -341,6 +344,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if inv.pool.spareGPUs, err = parseOfflineSpares(inv.migSpareGPUs); err != nil {
 			return fail(fmt.Errorf("--mig-spare-gpus: %w", err))
 		}
+		inv.pool.spareNodes = fleetSpareNodes(inv.pool.spareGPUs, inv.nodes)
 		// What the plugin publishes on a cluster of that version, once it
 		// fell back to what the API server serves.
 		feats, err := scheduler.FeaturesFor(opts.KubernetesVersion)
