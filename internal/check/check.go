@@ -157,6 +157,10 @@ type runner struct {
 	// inGang is set while a gang's pods are placed: they see what is
 	// published before any of them binds, unless gangRefill is set too.
 	inGang, gangRefill bool
+	// migCapable and migPublishing count the nodes with a GPU that can
+	// take a MIG spare and those publishing MIG placements
+	// (sparesAssumed).
+	migCapable, migPublishing int
 	// group is the unit group the state is of, without --sequential.
 	group string
 	// pending are the workloads' Pending replicas, by owner and claim
@@ -289,9 +293,25 @@ func (r *runner) loadClasses(in *scheduler.Manifests) error {
 		}
 		r.known[name] = o
 	}
+	var gpudras map[string]bool // the names of gpudra's own classes
+	if len(r.opts.ClusterClasses) > 0 {
+		builtin, err := builtinClasses(r.opts.DriverName)
+		if err != nil {
+			return err
+		}
+		gpudras = map[string]bool{}
+		for _, b := range builtin {
+			gpudras[b.Name] = true
+		}
+	}
 	for _, dc := range r.opts.ClusterClasses {
 		if _, shadowed := r.known[dc.Name]; !shadowed {
 			r.known[dc.Name] = scheduler.Object{Source: scheduler.Source{File: "(cluster)"}, Kind: "DeviceClass", Name: dc.Name, Obj: dc, Replicas: 1}
+			// The chart installed it: that it matches nothing here (no
+			// node publishes MIG placements at this moment, spares
+			// come and go) is not the class's fault, as for the
+			// built-in classes; the claims that use it say so.
+			r.builtin[dc.Name] = gpudras[dc.Name]
 		}
 	}
 	if r.opts.BuiltinClasses {

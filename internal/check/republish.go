@@ -240,7 +240,10 @@ func (r *runner) sparesAssumed() string {
 			continue
 		}
 		for _, d := range s.Spec.Devices {
-			if a, ok := d.Attributes[slicebuilder.AttrMigCapable]; ok && a.BoolValue != nil && *a.BoolValue {
+			// As gpudra-controller reads it (internal/fleet): an Ampere
+			// GPU switches MIG mode only with a reset, so the plugin
+			// never makes one a spare.
+			if a, ok := d.Attributes[slicebuilder.AttrMigCapable]; ok && a.BoolValue != nil && *a.BoolValue && !isAmpere(d) {
 				capable[*s.Spec.NodeName] = true
 			}
 			if name, ok := gpu.ParseDeviceName(d.Name); ok && name.MIG {
@@ -248,10 +251,11 @@ func (r *runner) sparesAssumed() string {
 			}
 		}
 	}
+	r.migCapable, r.migPublishing = len(capable), len(publishing)
 	if len(capable) == 0 {
-		return "none: no node of the inventory has a GPU that MIG can partition"
+		return "none: no node of the inventory has a GPU that can take a MIG spare (Hopper or later)"
 	}
-	parts := []string{fmt.Sprintf("%d of the %d node(s) with a MIG-capable GPU publish MIG placements", len(publishing), len(capable))}
+	parts := []string{fmt.Sprintf("%d of the %d node(s) with a GPU that can take a MIG spare publish MIG placements", len(publishing), len(capable))}
 	switch r.opts.SpareGPUs {
 	case "":
 		parts = append(parts, "as the inventory holds them (check does not know the plugin's --mig-spare-gpus there)")
@@ -266,4 +270,21 @@ func (r *runner) sparesAssumed() string {
 		parts = append(parts, "what a node publishes after a prepare is not modelled: later claims see its slices as given")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// noSpareNow says why a MIG class matches nothing when nodes could
+// partition but none publishes placements at this moment ("" when that
+// is not the case): in fleet mode most nodes publish whole GPUs only
+// until gpudra-controller gives them a spare.
+func (r *runner) noSpareNow(class string) string {
+	if !r.feats.Allocator.PartitionableDevices || r.migCapable == 0 || r.migPublishing > 0 || !r.classSelects(class, "'mig'") {
+		return ""
+	}
+	return fmt.Sprintf(": none of the %d node(s) with a GPU that can take a MIG spare publishes MIG placements now; gpudra's plugin publishes them for its spare GPUs only (the plugin's --mig-spare-gpus, chart migSpareGPUs), and with fleet a node gets a spare when gpudra-controller gives it one for a pod that waits, so the pod is Pending until then (docs/mig.md, Spares across the fleet)", r.migCapable)
+}
+
+// isAmpere says whether a device is of an Ampere GPU.
+func isAmpere(d resourceapi.Device) bool {
+	a, ok := d.Attributes[slicebuilder.AttrArchitecture]
+	return ok && a.StringValue != nil && *a.StringValue == "Ampere"
 }

@@ -68,7 +68,7 @@ func TestReportSaysSpares(t *testing.T) {
 		want    []string
 	}{
 		{name: "fake nodes that republish", opts: func(o Options) Options { return onProfile(t, "dgx-h100", 1, o) },
-			want: []string{"1 of the 1 node(s) with a MIG-capable GPU publish MIG placements", "makes the next free GPU a spare once prepared", "a gang sees only what is published before it binds"}},
+			want: []string{"1 of the 1 node(s) with a GPU that can take a MIG spare publish MIG placements", "makes the next free GPU a spare once prepared", "a gang sees only what is published before it binds"}},
 		{name: "fake nodes in fleet mode", opts: func(o Options) Options {
 			o = onProfile(t, "dgx-h100", 1, o)
 			o.SpareGPUs, o.SpareNodes = "fleet", 1
