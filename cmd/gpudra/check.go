@@ -22,10 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/discovery"
 
 	"github.com/gpudra/gpudra/deviceclasses"
 	"github.com/gpudra/gpudra/internal/check"
@@ -115,9 +117,13 @@ With --cluster the inventory is a live cluster's instead (through your
 kubeconfig, with kubectl's flags: --kubeconfig, --context, --as,
 --request-timeout, ...; the dry run uses them too): its ResourceSlices and
 DeviceClasses (the built-in classes are not added), with the devices its
-allocated ResourceClaims hold taken, so check says what fits right now. A
-claim in the inputs with the name of one in the cluster stands for it. It
-needs list on deviceclasses, resourceslices and resourceclaims.
+allocated ResourceClaims hold taken, so check says what fits right now,
+with the feature set of the Kubernetes version its API server reports
+(unless --kubernetes-version is given). gpudra's own classes there are not
+errors for matching nothing: in fleet mode most nodes publish no MIG
+placements until gpudra-controller gives them a spare. A claim in the
+inputs with the name of one in the cluster stands for it. It needs list on
+deviceclasses, resourceslices and resourceclaims.
 
 -o json and -o yaml print the report as one object (its exitCode is the
 exit status).
@@ -204,7 +210,7 @@ type clusterFlags struct {
 
 // clusterInventory points opts at a live cluster's slices, classes and
 // allocated claims.
-func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) error {
+func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags, versionGiven bool) error {
 	client, _, err := c.kube.connect("gpudra-check")
 	if err != nil {
 		return err
@@ -213,6 +219,14 @@ func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) 
 	if err != nil {
 		return err
 	}
+	// The feature set is the cluster's own, not the newest check knows:
+	// what the plugin publishes (MIG placements or whole GPUs only)
+	// depends on it.
+	version, versionNote, err := serverKubernetesVersion(client.Discovery(), opts.KubernetesVersion, versionGiven)
+	if err != nil {
+		return err
+	}
+	opts.KubernetesVersion = version
 	inputs := map[string]bool{}
 	for _, o := range opts.Inputs.Claims {
 		inputs[o.Name] = true
@@ -236,8 +250,44 @@ func clusterInventory(ctx context.Context, opts *check.Options, c clusterFlags) 
 		where = "context " + ctxName
 	}
 	opts.BuiltinClasses = false
-	opts.SlicesSource = fmt.Sprintf("the cluster of %s: %d ResourceSlices, %d DeviceClasses, %d allocated claims holding devices", where, len(snap.Slices), len(snap.Classes), held)
+	opts.SlicesSource = fmt.Sprintf("the cluster of %s: %d ResourceSlices, %d DeviceClasses, %d allocated claims holding devices; %s", where, len(snap.Slices), len(snap.Classes), held, versionNote)
 	return nil
+}
+
+// serverKubernetesVersion is the Kubernetes version to check a live
+// cluster as: the one its API server reports, or the nearest check knows
+// (scheduler.KubernetesVersions), unless --kubernetes-version was given
+// (given, explicit). note says which, for the report.
+func serverKubernetesVersion(d discovery.ServerVersionInterface, given string, explicit bool) (version, note string, err error) {
+	info, err := d.ServerVersion()
+	if err != nil {
+		return "", "", fmt.Errorf("the API server's version: %w", err)
+	}
+	// Some providers report a minor version such as "35+".
+	minor, err := strconv.Atoi(strings.TrimRight(info.Minor, "+"))
+	if err != nil || info.Major != "1" {
+		return given, fmt.Sprintf("the API server reports version %q.%q, which check cannot read: checked as Kubernetes %s", info.Major, info.Minor, given), nil
+	}
+	server := fmt.Sprintf("1.%d", minor)
+	known := scheduler.KubernetesVersions
+	switch {
+	case explicit && server != given:
+		return given, fmt.Sprintf("the API server runs Kubernetes %s; checked as %s (--kubernetes-version)", server, given), nil
+	case explicit || slices.Contains(known, server):
+		return server, fmt.Sprintf("Kubernetes %s (the API server's version)", server), nil
+	case minor < minorOf(known[0]):
+		return known[0], fmt.Sprintf("the API server runs Kubernetes %s, older than check knows: checked as %s", server, known[0]), nil
+	default:
+		newest := known[len(known)-1]
+		return newest, fmt.Sprintf("the API server runs Kubernetes %s, newer than check knows: checked as %s", server, newest), nil
+	}
+}
+
+// minorOf is the minor number of a version "1.N" (0 when it is none).
+func minorOf(v string) int {
+	_, m, _ := strings.Cut(v, ".")
+	n, _ := strconv.Atoi(m)
+	return n
 }
 
 // inventoryFlags choose the fake nodes the inventory is built from.
@@ -255,6 +305,9 @@ type fakePool struct {
 	consumableCapacity bool
 	migProfiles        slicebuilder.MigProfiles
 	spareGPUs          slicebuilder.SpareGPUs
+	// spareNodes, in fleet mode, is how many of the nodes
+	// gpudra-controller keeps a spare on (fleetSpareNodes).
+	spareNodes int
 }
 
 // defaultFakeProfile is fakenodes.DefaultProfile (a test keeps them
@@ -315,7 +368,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if inv.profile != "" || examples {
 			return fail(errors.New("--cluster checks against the cluster's inventory and classes: leave out --profile and --examples"))
 		}
-		if err := clusterInventory(cmd.Context(), &opts, cluster); err != nil {
+		if err := clusterInventory(cmd.Context(), &opts, cluster, cmd.Flags().Changed("kubernetes-version")); err != nil {
 			return noCluster(fmt.Errorf("--cluster: %w", err))
 		}
 	}
@@ -341,6 +394,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if inv.pool.spareGPUs, err = parseOfflineSpares(inv.migSpareGPUs); err != nil {
 			return fail(fmt.Errorf("--mig-spare-gpus: %w", err))
 		}
+		inv.pool.spareNodes = fleetSpareNodes(inv.pool.spareGPUs, inv.nodes)
 		// What the plugin publishes on a cluster of that version, once it
 		// fell back to what the API server serves.
 		feats, err := scheduler.FeaturesFor(opts.KubernetesVersion)

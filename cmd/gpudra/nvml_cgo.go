@@ -49,7 +49,7 @@ func fakeProfiles() []string { return nvmlfake.Profiles() }
 // of profile, with the pool's settings on a cluster with feats, built by
 // the plugin's own slice builder; close removes the fake nodes' state.
 func fakeInventory(ctx context.Context, opts *check.Options, profile string, nodes int, driver string, pool fakePool, feats scheduler.Features) (close func(), err error) {
-	fp, notes := fakenodes.Pool{ConsumableCapacity: pool.consumableCapacity, MigProfiles: pool.migProfiles, SpareGPUs: pool.spareGPUs}.On(feats)
+	fp, notes := fakenodes.Pool{ConsumableCapacity: pool.consumableCapacity, MigProfiles: pool.migProfiles, SpareGPUs: pool.spareGPUs, SpareNodes: pool.spareNodes}.On(feats)
 	opts.Slices, err = fakenodes.SlicesOf(ctx, profile, nodes, driver, fp)
 	if err != nil {
 		return nil, fmt.Errorf("--profile %s: %w", profile, err)
@@ -60,7 +60,8 @@ func fakeInventory(ctx context.Context, opts *check.Options, profile string, nod
 	if err != nil {
 		return nil, err
 	}
-	opts.Republish = rp.Slices
+	opts.Republish, opts.Spare = rp.Slices, rp.SparedSlices
+	opts.SpareGPUs, opts.SpareNodes = pool.spareGPUs.String(), pool.spareNodes
 	opts.SlicesSource = fmt.Sprintf("profile %s × %d node(s) through gpudra's slice builder, driver %s", profile, nodes, driver)
 	opts.SlicesNotes = notes
 	return func() { _ = rp.Close() }, nil

@@ -31,6 +31,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/gpudra/gpudra/deviceclasses"
 	"github.com/gpudra/gpudra/internal/clusterstatus"
@@ -47,6 +48,8 @@ func fakeAPIServer(t *testing.T, slices []resourceapi.ResourceSlice, claims []re
 		"/apis/resource.k8s.io/v1/resourceslices": &resourceapi.ResourceSliceList{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSliceList"}, Items: slices},
 		"/apis/resource.k8s.io/v1/resourceclaims": &resourceapi.ResourceClaimList{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaimList"}, Items: claims},
 		"/apis/resource.k8s.io/v1/deviceclasses":  &resourceapi.DeviceClassList{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "DeviceClassList"}, Items: classes},
+		// discovery's ServerVersion: check --cluster checks as this version.
+		"/version": &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.0"},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/apis/resource.k8s.io/v1/namespaces/forbidden/") {
@@ -180,7 +183,7 @@ spec:
 		t.Errorf("check --cluster, seven GPUs: exit %d\n%s", code, out)
 	}
 	six := strings.Replace(seven, "count: 7", "count: 6", 1)
-	if code, out, _ = runRoot(t, "gpudra", six, "check", "--cluster", "--kubeconfig", kubeconfig, "--context", "test", "-"); code != 0 || !strings.Contains(out, "ALLOCATED on node-1") || strings.Contains(out, "gpu-0,") {
+	if code, out, _ = runRoot(t, "gpudra", six, "check", "--cluster", "--kubeconfig", kubeconfig, "--context", "test", "-"); code != 0 || !strings.Contains(out, "ALLOCATED on node-1") || strings.Contains(out, "gpu-0,") || !strings.Contains(out, "Kubernetes 1.37 (the API server's version)") {
 		t.Errorf("check --cluster, six GPUs: exit %d\n%s", code, out)
 	}
 }

@@ -455,6 +455,7 @@ var findingsNotSimulated = map[FindingKind]string{
 	FindingChannelWithoutGang:        "simulate's fake nodes have no NVLink domains or IMEX channel pools yet",
 	FindingSharedClaimFirst:          "simulate schedules pods one at a time, without kube-scheduler's pod-group cycle, where the swap happens",
 	FindingGangWithoutDomainTopology: "simulate's fake nodes have no NVLink domains or IMEX channel pools, and it runs no pod-group cycle",
+	FindingWaitsForSpare:             "simulate runs one node that keeps a spare, no gpudra-controller to give one, and no pod-group cycle: it prepares each pod before the next",
 }
 
 // TestEveryFindingKindSimulated: every kind of finding is either shown by

@@ -142,6 +142,8 @@ func (r *runner) allocate(u *unit) {
 			r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
 				Hint: "a selector that fails on a device aborts scheduling; see the runtime-error findings"})
 		}
+	case errors.Is(err, scheduler.ErrUnschedulable) && r.waitsForSpare(pod, claims, todo):
+		// reported: Pending until a node is given a spare
 	case errors.Is(err, scheduler.ErrUnschedulable):
 		r.explain(u, todo, pinned)
 	default:

@@ -66,6 +66,20 @@ type Options struct {
 	// the next GPU a spare; docs/mig.md). internal/fakenodes.Republisher
 	// provides it for fake nodes; nil keeps every node's slices as given.
 	Republish func(ctx context.Context, node string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error)
+	// Spare, when set, is what a node that keeps no MIG spare publishes
+	// once gpudra-controller gives it one (--mig-spare-gpus=fleet), with
+	// the claims in prepared prepared; nil slices for a node that keeps
+	// one already. A claim that fits only so is Pending until the
+	// controller gives the spare, not unsatisfiable (republish.go).
+	// internal/fakenodes.Republisher.SparedSlices provides it.
+	Spare func(ctx context.Context, node string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error)
+	// SpareGPUs is the plugin's --mig-spare-gpus on the inventory's
+	// nodes as the caller knows it ("" when it does not, as for slices
+	// from files or a cluster), and SpareNodes, in fleet mode, how many
+	// nodes gpudra-controller keeps a spare on: for the report's
+	// statement of what check assumes about spares.
+	SpareGPUs  string
+	SpareNodes int
 	// BuiltinClasses makes gpudra's shipped DeviceClasses known, as the
 	// Helm chart installs them: a claim may use them without defining
 	// them, and an input class of the same name is compared with them.
@@ -140,6 +154,13 @@ type runner struct {
 	// republished is, per node, what it published since its slices were
 	// replaced (Options.Republish).
 	republished map[string]*republishedNode
+	// inGang is set while a gang's pods are placed: they see what is
+	// published before any of them binds, unless gangRefill is set too.
+	inGang, gangRefill bool
+	// migCapable and migPublishing count the nodes with a GPU that can
+	// take a MIG spare and those publishing MIG placements
+	// (sparesAssumed).
+	migCapable, migPublishing int
 	// group is the unit group the state is of, without --sequential.
 	group string
 	// pending are the workloads' Pending replicas, by owner and claim
@@ -272,9 +293,25 @@ func (r *runner) loadClasses(in *scheduler.Manifests) error {
 		}
 		r.known[name] = o
 	}
+	var gpudras map[string]bool // the names of gpudra's own classes
+	if len(r.opts.ClusterClasses) > 0 {
+		builtin, err := builtinClasses(r.opts.DriverName)
+		if err != nil {
+			return err
+		}
+		gpudras = map[string]bool{}
+		for _, b := range builtin {
+			gpudras[b.Name] = true
+		}
+	}
 	for _, dc := range r.opts.ClusterClasses {
 		if _, shadowed := r.known[dc.Name]; !shadowed {
 			r.known[dc.Name] = scheduler.Object{Source: scheduler.Source{File: "(cluster)"}, Kind: "DeviceClass", Name: dc.Name, Obj: dc, Replicas: 1}
+			// The chart installed it: that it matches nothing here (no
+			// node publishes MIG placements at this moment, spares
+			// come and go) is not the class's fault, as for the
+			// built-in classes; the claims that use it say so.
+			r.builtin[dc.Name] = gpudras[dc.Name]
 		}
 	}
 	if r.opts.BuiltinClasses {
@@ -366,18 +403,27 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 	}
 	// The API server of the chosen version stores slices without the
 	// fields of the features it does not enable.
-	dropped := 0
+	dropped, partitions := 0, 0
 	if !r.feats.Allocator.PartitionableDevices || !r.feats.Allocator.ConsumableCapacity || !r.feats.Allocator.DeviceTaints || !r.feats.Allocator.DeviceBindingAndStatus {
 		for i, s := range all {
-			if c := s.DeepCopy(); scheduler.DropDisabledFields(c, r.feats) {
+			c := s.DeepCopy()
+			n := 0
+			if !r.feats.Allocator.PartitionableDevices {
+				n = dropPartitions(c, r.opts.DriverName)
+			}
+			if scheduler.DropDisabledFields(c, r.feats) || n > 0 {
 				all[i] = c
 				dropped++
+				partitions += n
 			}
 		}
 	}
 	notes := r.opts.SlicesNotes
 	if dropped > 0 && len(notes) == 0 {
 		notes = append(notes, fmt.Sprintf("%d ResourceSlice(s) read as the API server of Kubernetes %s stores them: without the fields of the DRA features it does not enable (counters, device taints, consumable capacity)", dropped, r.feats.Version))
+	}
+	if partitions > 0 {
+		notes = append(notes, fmt.Sprintf("%d MIG placement(s) of %s left out: on Kubernetes %s, which does not serve partitionable devices, gpudra's plugin publishes whole GPUs only", partitions, r.opts.DriverName, r.feats.Version))
 	}
 	if len(in.Slices) > 0 {
 		sources = append(sources, fmt.Sprintf("%d ResourceSlice(s) from the input files", len(in.Slices)))
@@ -409,6 +455,7 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 	r.report.Inventory = InventoryInfo{
 		Source:  strings.Join(sources, "; "),
 		Notes:   notes,
+		Spares:  r.sparesAssumed(),
 		Drivers: sortedKeys(r.inv.drivers),
 		Nodes:   len(r.inv.nodes),
 		Slices:  len(all),

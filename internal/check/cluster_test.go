@@ -24,7 +24,9 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpudra/gpudra/internal/fakenodes"
 	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // TestClusterState: with a live cluster's classes and allocated claims
@@ -101,5 +103,45 @@ spec:
 	}
 	if c := claim(rep, "default/eight"); c.Allocation != nil || len(c.Unsatisfiable) == 0 {
 		t.Errorf("eight GPUs on a node where team/one holds gpu-3: allocated %+v", c.Allocation)
+	}
+}
+
+// TestClusterGpudraClassesNoPartitions: under --cluster, gpudra's own
+// DeviceClasses (the chart's) that match nothing because no node
+// publishes MIG placements at that moment (fleet mode: spares on a few
+// nodes, none just now) are not errors themselves; the claim that uses
+// one says why it waits.
+func TestClusterGpudraClassesNoPartitions(t *testing.T) {
+	in := &scheduler.Manifests{}
+	if err := in.Add("claim.yaml", []byte(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: slice, namespace: default}
+spec:
+  devices:
+    requests:
+    - {name: mig, exactly: {deviceClassName: mig-1g.10gb.gpudra.io}}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	builtin, err := builtinClasses("gpu.gpudra.io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var classes []*resourceapi.DeviceClass
+	for _, c := range builtin {
+		classes = append(classes, c.Obj.(*resourceapi.DeviceClass))
+	}
+	wholeOnly := fakePoolInventory(t, "dgx-h100", 2, fakenodes.Pool{SpareGPUs: slicebuilder.FleetAssigned(0)})
+	rep, err := Run(context.Background(), Options{Inputs: in, Slices: wholeOnly, ClusterClasses: classes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		if f.Severity == SeverityError && strings.HasPrefix(f.Object, "DeviceClass ") {
+			t.Errorf("gpudra's own class is an error: %s %s: %s", f.Kind, f.Object, f.Message)
+		}
+	}
+	if c := rep.Claims[0]; c.Allocation != nil || !strings.Contains(strings.Join(c.Unsatisfiable, "\n"), "migSpareGPUs") {
+		t.Errorf("the MIG claim on nodes without placements does not name the spares: %+v", c)
 	}
 }

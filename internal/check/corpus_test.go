@@ -32,7 +32,9 @@ import (
 	"github.com/gpudra/gpudra/internal/claimplan"
 	"github.com/gpudra/gpudra/internal/fakenodes"
 	"github.com/gpudra/gpudra/internal/gpudratest"
+	"github.com/gpudra/gpudra/internal/migspares"
 	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
 // corpusCase is one file of testdata/corpus: manifests shaped like those
@@ -49,6 +51,11 @@ import (
 //	# share-sharing: TimeSlicing the pool's default sharing of a share
 //	                             (--consumable-capacity-sharing, default MPS)
 //	# mps: false                 the pool runs no MPS daemons (--mps=false)
+//	# nodes: 3                   the number of fake nodes (default 1)
+//	# mig-spare-gpus: fleet      the pool's --mig-spare-gpus (default 1);
+//	                             fleet as gpudra check takes it: the
+//	                             controller's default target of nodes
+//	                             keeps a spare, the others wait for one
 //	# exit: 1                    the exit status (2: the input is unusable)
 //	# error: TEXT                with exit 2, what the error says
 //	# finding: KIND at LINE: TEXT   a finding of that kind (prefix "note "
@@ -71,11 +78,15 @@ type corpusCase struct {
 	// shareSharing and noMPS are the plugin's settings on the pool.
 	shareSharing string
 	noMPS        bool
-	exit         int
-	inputError   string
-	findings     []corpusFinding
-	refusals     []string
-	simulate     string
+	// nodes is the number of fake nodes; spareGPUs the pool's
+	// --mig-spare-gpus as written ("" the default).
+	nodes      int
+	spareGPUs  string
+	exit       int
+	inputError string
+	findings   []corpusFinding
+	refusals   []string
+	simulate   string
 }
 
 type corpusFinding struct {
@@ -100,7 +111,7 @@ func loadCorpus(t *testing.T) []corpusCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := corpusCase{file: f, profile: fakenodes.DefaultProfile, exit: -1, shareSharing: "MPS"}
+		c := corpusCase{file: f, profile: fakenodes.DefaultProfile, exit: -1, shareSharing: "MPS", nodes: 1}
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		for sc.Scan() {
 			line := sc.Text()
@@ -120,6 +131,16 @@ func loadCorpus(t *testing.T) []corpusCase {
 				c.shareSharing = value
 			case "mps":
 				c.noMPS = value == "false"
+			case "nodes":
+				if c.nodes, err = strconv.Atoi(value); err != nil || c.nodes < 1 {
+					t.Fatalf("%s: nodes: %q", f, value)
+				}
+			case "mig-spare-gpus":
+				spare, err := slicebuilder.ParseSpareGPUs(value)
+				if err != nil {
+					t.Fatalf("%s: mig-spare-gpus: %v", f, err)
+				}
+				c.spareGPUs, c.pool.SpareGPUs = value, spare
 			case "refusal":
 				c.refusals = append(c.refusals, value)
 			case "error":
@@ -252,9 +273,22 @@ func (c corpusCase) options(t testing.TB, o Options) Options {
 	o.KubernetesVersion, o.Sequential, o.BuiltinClasses = c.kubernetes, c.sequential, true
 	o.ShareSharing, o.MPSDisabled = c.shareSharing, c.noMPS
 	pool, notes := c.poolFor(t)
-	o.Slices = fakePoolInventory(t, c.profile, 1, pool)
-	o.Republish = republisher(t, c.profile, pool)
-	o.SlicesSource = fmt.Sprintf("profile %s × 1 node(s)", c.profile)
+	c.nodes = max(c.nodes, 1) // cases built in code say none
+	if pool.SpareGPUs.Fleet {
+		// As gpudra check takes fleet mode (cmd/gpudra, fleetSpareNodes).
+		pool.SpareGPUs = slicebuilder.FleetAssigned(1)
+		target, err := migspares.ParseTarget(migspares.DefaultTarget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool.SpareNodes = target.Nodes(c.nodes)
+		o.SpareNodes = pool.SpareNodes
+	}
+	o.Slices = fakePoolInventory(t, c.profile, c.nodes, pool)
+	rp := newRepublisher(t, c.profile, pool)
+	o.Republish, o.Spare = rp.Slices, rp.SparedSlices
+	o.SpareGPUs = pool.SpareGPUs.String()
+	o.SlicesSource = fmt.Sprintf("profile %s × %d node(s)", c.profile, c.nodes)
 	o.SlicesNotes = notes
 	return o
 }

@@ -169,6 +169,8 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 		msg := prefix + fmt.Sprintf("no device matches DeviceClass %s", re.class)
 		if !r.feats.Allocator.PartitionableDevices && r.classSelects(re.class, "'mig'") {
 			msg += fmt.Sprintf(": on Kubernetes %s, which does not serve partitionable devices, gpudra publishes whole GPUs only, no MIG partitions (DRAPartitionableDevices is on by default from 1.36)", r.report.KubernetesVersion)
+		} else {
+			msg += r.noSpareNow(re.class)
 		}
 		return []string{msg}
 	}

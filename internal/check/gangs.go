@@ -180,6 +180,7 @@ func (r *runner) allocateGang(g *gangInfo, members []*unit) {
 		r.allocateGangInDomains(g, members, domains)
 		return
 	}
+	before := r.saveAttempt(members)
 	placed := r.tryGang(g, members)
 	if placed == len(members) && placed >= g.minCount {
 		return
@@ -187,6 +188,9 @@ func (r *runner) allocateGang(g *gangInfo, members []*unit) {
 	msg := fmt.Sprintf("PodGroup %s is a gang of at least %d pods: %d of the %d pods in the inputs fit together, so none is placed (the gang waits whole, holding no device)", g.obj.Name, g.minCount, placed, len(members))
 	if len(members) < g.minCount {
 		msg = fmt.Sprintf("PodGroup %s is a gang of at least %d pods and the inputs have %d: none is placed until the rest exist", g.obj.Name, g.minCount, len(members))
+	} else if r.gangFitsWithRefill(g, members, before) {
+		r.gangWaitsForSpares(g, members, placed)
+		return
 	}
 	r.gangWaits(g, members, msg)
 }
@@ -201,9 +205,14 @@ func (r *runner) tryGang(g *gangInfo, members []*unit) int {
 		r.resetState()
 	}
 	r.opts.Sequential = true
+	// A gang binds whole, before any of its claims is prepared: its pods
+	// see what the nodes publish now, not what they republish after a
+	// prepare (republish.go), unless gangFitsWithRefill asks.
+	r.inGang = true
 	for _, u := range members {
 		r.allocate(u)
 	}
+	r.inGang = false
 	r.opts.Sequential = sequential
 	r.group = "" // the next unit starts afresh (without --sequential)
 	placed := 0
@@ -223,6 +232,12 @@ func (r *runner) tryGang(g *gangInfo, members []*unit) int {
 // gangWaits reports a gang that is not placed: none of its claims holds a
 // device, each says why.
 func (r *runner) gangWaits(g *gangInfo, members []*unit, msg string) {
+	r.gangWaitsAs(g, members, Finding{Kind: FindingUnsatisfiable, Message: msg})
+}
+
+// gangWaitsAs is gangWaits with the finding f says.
+func (r *runner) gangWaitsAs(g *gangInfo, members []*unit, f Finding) {
+	msg := f.Message
 	for _, u := range members {
 		for _, ce := range r.unitClaims(u) {
 			ci := &r.report.Claims[ce.idx]
@@ -235,7 +250,8 @@ func (r *runner) gangWaits(g *gangInfo, members []*unit, msg string) {
 			ce.done = true
 		}
 	}
-	r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec.schedulingPolicy.gang.minCount", Message: msg})
+	f.Source, f.Object, f.Field = g.obj.Source, "PodGroup "+g.obj.Name, "spec.schedulingPolicy.gang.minCount"
+	r.addFinding(f)
 }
 
 // unitClaims are a unit's claims, with the one for its extended resources.

@@ -48,7 +48,7 @@ func fakeInventory(t testing.TB, profile string, nodes int) []*resourceapi.Resou
 // fakePoolInventory is fakeInventory on a node pool with these settings.
 func fakePoolInventory(t testing.TB, profile string, nodes int, pool fakenodes.Pool) []*resourceapi.ResourceSlice {
 	t.Helper()
-	key := fmt.Sprintf("%s/%d/%v/%v/%v/%v", profile, nodes, pool.ConsumableCapacity, pool.MigProfiles, pool.WholeGPUsOnly, pool.SpareGPUs)
+	key := fmt.Sprintf("%s/%d/%v/%v/%v/%v/%d", profile, nodes, pool.ConsumableCapacity, pool.MigProfiles, pool.WholeGPUsOnly, pool.SpareGPUs, pool.SpareNodes)
 	if pool.Features != nil {
 		key += "/" + pool.Features.Version
 	}
@@ -79,12 +79,18 @@ func onProfile(t testing.TB, profile string, nodes int, o Options) Options {
 // prepared on them (Options.Republish).
 func republisher(t testing.TB, profile string, pool fakenodes.Pool) func(context.Context, string, [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error) {
 	t.Helper()
+	return newRepublisher(t, profile, pool).Slices
+}
+
+// newRepublisher is a fakenodes.Republisher removed when the test ends.
+func newRepublisher(t testing.TB, profile string, pool fakenodes.Pool) *fakenodes.Republisher {
+	t.Helper()
 	r, err := fakenodes.NewRepublisher(profile, gpu.DefaultDriverName, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	return r.Slices
+	return r
 }
 
 func sliceJSONSpec(t *testing.T, s *resourceapi.ResourceSlice) string {

@@ -63,6 +63,7 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 	for _, n := range inv.Notes {
 		p("  %s\n", n)
 	}
+	p("  spares: %s\n", inv.Spares)
 	p("kubernetes %s feature set", rep.KubernetesVersion)
 	if rep.Sequential {
 		p(", claims allocated in sequence")

@@ -88,6 +88,11 @@ const (
 	// as its topology; kube-scheduler then places it pod by pod, and its
 	// first pod may fence it into a domain without room (nvlink.go).
 	FindingGangWithoutDomainTopology FindingKind = "gang-without-domain-topology"
+	// FindingWaitsForSpare: a claim that no node's published MIG
+	// placements take now, but a node's next spare would (republish.go):
+	// a warning for a pod that gpudra-controller gives a spare in fleet
+	// mode, an error for a gang, which binds before any prepare refills.
+	FindingWaitsForSpare FindingKind = "waits-for-spare"
 )
 
 // Finding is one problem, located as precisely as the input allows.
@@ -134,7 +139,11 @@ type InventoryInfo struct {
 	Source string `json:"source"` // "profile dgx-h100 (gpudra's slice builder)" or "ResourceSlices from files"
 	// Notes say how the inventory follows the Kubernetes version: what
 	// the plugin publishes on it and what its API server drops.
-	Notes   []string `json:"notes,omitempty"`
+	Notes []string `json:"notes,omitempty"`
+	// Spares says what check assumes about MIG spares (docs/mig.md):
+	// which nodes publish a free GPU's placements, whether a prepare
+	// refills them, and what gpudra-controller gives in fleet mode.
+	Spares  string   `json:"spares"`
 	Drivers []string `json:"drivers"`
 	Nodes   int      `json:"nodes"`
 	Slices  int      `json:"slices"`

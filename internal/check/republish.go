@@ -20,9 +20,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/scheduler"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
@@ -49,6 +53,9 @@ type republishedNode struct {
 func (r *runner) republish(node string, res *resourceapi.AllocationResult) {
 	if r.opts.Republish == nil || node == "" || (!r.opts.Sequential && r.group == "") {
 		return // the next claim sees an empty cluster: nothing to republish
+	}
+	if r.inGang && !r.gangRefill {
+		return // a gang binds whole: no prepare runs before all of it is placed
 	}
 	if r.republished == nil {
 		r.republished = map[string]*republishedNode{}
@@ -112,4 +119,172 @@ func (r *runner) restorePublished(saved map[string][][]resourceapi.DeviceRequest
 		rn.prepared = saved[node]
 		r.publishNode(node, rn)
 	}
+}
+
+// maxSpareTries bounds the nodes that waitsForSpare gives a spare for one
+// pod: each try builds a node's slices, and nodes alike answer alike.
+const maxSpareTries = 8
+
+// waitsForSpare says whether the pod's claims, which fit on no node as
+// the nodes publish now, fit on a node once gpudra-controller gives it a
+// spare (Options.Spare), and reports them so: in fleet mode a partition
+// claim waits for the controller's spare rather than being refused. A
+// gang's pods are not asked: the controller gives a gang none.
+func (r *runner) waitsForSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim, todo []*claimEval) bool {
+	if r.opts.Spare == nil || r.inGang {
+		return false
+	}
+	tries := 0
+	for _, n := range r.sched.Nodes() {
+		if pod != nil {
+			if ok, _ := scheduler.PodFitsNode(pod, n); !ok {
+				continue
+			}
+		}
+		if r.fence != nil && !r.fence(n) {
+			continue
+		}
+		var prepared [][]resourceapi.DeviceRequestAllocationResult
+		if rn := r.republished[n.Name]; rn != nil {
+			prepared = rn.prepared
+		}
+		spared, err := r.opts.Spare(r.ctx, n.Name, prepared)
+		if err != nil || spared == nil {
+			continue // the node keeps a spare already, or what it would publish is not known
+		}
+		if tries++; tries > maxSpareTries {
+			return false
+		}
+		given := r.sched.NodeSlices(n.Name)
+		r.sched.ReplaceNodeSlices(n.Name, spared)
+		place, err := r.sched.Schedule(r.ctx, r.state, claims, func(c *v1.Node) bool { return c.Name == n.Name })
+		r.sched.ReplaceNodeSlices(n.Name, given)
+		if err != nil || place == nil {
+			continue
+		}
+		msg := fmt.Sprintf("no node publishes what it needs now, and node %s would once gpudra-controller gives it a MIG spare (the plugin's --mig-spare-gpus=fleet, chart migSpareGPUs: fleet): the pod is Pending until the controller does, a recompute and a republish later (docs/mig.md, Spares across the fleet)", n.Name)
+		for _, ce := range todo {
+			r.unsatisfiable(ce, msg)
+			r.addFinding(Finding{Kind: FindingWaitsForSpare, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
+				Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
+				Hint:    "to have a spare there beforehand, set the plugin's --mig-spare-gpus (chart migSpareGPUs) to a number on that node pool, or raise gpudra-controller's --mig-spare-nodes"})
+		}
+		return true
+	}
+	return false
+}
+
+// gangFitsWithRefill says whether the gang, which does not fit on what
+// the nodes publish now, would fit if each prepare refilled the spares
+// before the next pod is placed, as a lone pod's does; before is the
+// attempt saved before the gang was first tried. Everything the try
+// changes is put back.
+func (r *runner) gangFitsWithRefill(g *gangInfo, members []*unit, before *attempt) bool {
+	if r.opts.Republish == nil {
+		return false
+	}
+	after, findings := r.saveAttempt(members), slices.Clone(r.report.Findings)
+	state, held, published := r.state.Clone(), slices.Clone(r.held), r.savePublished()
+	r.restoreAttempt(before)
+	r.gangRefill = true
+	placed := r.tryGang(g, members)
+	r.gangRefill = false
+	r.state, r.held = state, held
+	r.restorePublished(published)
+	r.restoreAttempt(after)
+	r.report.Findings = findings
+	return placed == len(members) && placed >= g.minCount
+}
+
+// gangWaitsForSpares reports a gang that fits only on the MIG placements
+// nodes publish after a prepare: it binds whole, before any, so it waits.
+func (r *runner) gangWaitsForSpares(g *gangInfo, members []*unit, placed int) {
+	r.gangWaitsAs(g, members, Finding{Kind: FindingWaitsForSpare,
+		Message: fmt.Sprintf("PodGroup %s is a gang of at least %d pods: %d of its %d pods fit on the MIG placements the nodes publish now, the rest only on those a node publishes after a prepare (a partition taken from a spare makes the next free GPU a spare); a gang binds whole, before any of it is prepared, so none is placed: it waits until the nodes it may use publish the spares it needs",
+			g.obj.Name, g.minCount, placed, len(members)),
+		Hint: "keep as many spares as the gang's partitions need on its nodes: the plugin's --mig-spare-gpus (chart migSpareGPUs) set to that number on the node pool; with fleet, it waits for spares gpudra-controller gives (docs/mig.md, Spares across the fleet)"})
+}
+
+// dropPartitions removes the driver's MIG placements from a slice, as
+// the plugin publishes on a cluster that does not serve partitionable
+// devices (whole GPUs only, slicebuilder.Options.WholeGPUsOnly): slices
+// read from files or a cluster of a newer version would otherwise offer
+// partitions without the counters that keep them apart. It returns how
+// many it removed.
+func dropPartitions(s *resourceapi.ResourceSlice, driver string) int {
+	if s.Spec.Driver != driver {
+		return 0
+	}
+	kept := s.Spec.Devices[:0]
+	for _, d := range s.Spec.Devices {
+		if name, ok := gpu.ParseDeviceName(d.Name); ok && name.MIG {
+			continue
+		}
+		kept = append(kept, d)
+	}
+	n := len(s.Spec.Devices) - len(kept)
+	s.Spec.Devices = kept
+	return n
+}
+
+// sparesAssumed is the report's statement of what check assumes about
+// MIG spares: how many nodes publish a free GPU's placements, what the
+// plugin's --mig-spare-gpus is, and whether a prepare refills them.
+func (r *runner) sparesAssumed() string {
+	if !r.feats.Allocator.PartitionableDevices {
+		return fmt.Sprintf("none: Kubernetes %s does not serve partitionable devices, so gpudra's plugin publishes whole GPUs only, no MIG placements", r.feats.Version)
+	}
+	capable, publishing := map[string]bool{}, map[string]bool{}
+	for _, s := range r.sched.Slices() {
+		if s.Spec.Driver != r.opts.DriverName || s.Spec.NodeName == nil {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			// As gpudra-controller reads it (internal/fleet): an Ampere
+			// GPU switches MIG mode only with a reset, so the plugin
+			// never makes one a spare.
+			if a, ok := d.Attributes[slicebuilder.AttrMigCapable]; ok && a.BoolValue != nil && *a.BoolValue && !isAmpere(d) {
+				capable[*s.Spec.NodeName] = true
+			}
+			if name, ok := gpu.ParseDeviceName(d.Name); ok && name.MIG {
+				publishing[*s.Spec.NodeName] = true
+			}
+		}
+	}
+	r.migCapable, r.migPublishing = len(capable), len(publishing)
+	if len(capable) == 0 {
+		return "none: no node of the inventory has a GPU that can take a MIG spare (Hopper or later)"
+	}
+	parts := []string{fmt.Sprintf("%d of the %d node(s) with a GPU that can take a MIG spare publish MIG placements", len(publishing), len(capable))}
+	switch r.opts.SpareGPUs {
+	case "":
+		parts = append(parts, "as the inventory holds them (check does not know the plugin's --mig-spare-gpus there)")
+	case "fleet":
+		parts = append(parts, fmt.Sprintf("--mig-spare-gpus=fleet: gpudra-controller keeps a spare on %d node(s) (--mig-spare-nodes, 5%% and at least 2 by default) and gives one to a node where a waiting pod needs it; a claim that fits only so waits for it (waits-for-spare)", r.opts.SpareNodes))
+	default:
+		parts = append(parts, fmt.Sprintf("--mig-spare-gpus=%s on every node", r.opts.SpareGPUs))
+	}
+	if r.opts.Republish != nil {
+		parts = append(parts, "a partition taken from a spare makes the next free GPU a spare once prepared, which later claims see with --sequential and among a workload's replicas; a gang sees only what is published before it binds")
+	} else {
+		parts = append(parts, "what a node publishes after a prepare is not modelled: later claims see its slices as given")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// noSpareNow says why a MIG class matches nothing when nodes could
+// partition but none publishes placements at this moment ("" when that
+// is not the case): in fleet mode most nodes publish whole GPUs only
+// until gpudra-controller gives them a spare.
+func (r *runner) noSpareNow(class string) string {
+	if !r.feats.Allocator.PartitionableDevices || r.migCapable == 0 || r.migPublishing > 0 || !r.classSelects(class, "'mig'") {
+		return ""
+	}
+	return fmt.Sprintf(": none of the %d node(s) with a GPU that can take a MIG spare publishes MIG placements now; gpudra's plugin publishes them for its spare GPUs only (the plugin's --mig-spare-gpus, chart migSpareGPUs), and with fleet a node gets a spare when gpudra-controller gives it one for a pod that waits, so the pod is Pending until then (docs/mig.md, Spares across the fleet)", r.migCapable)
+}
+
+// isAmpere says whether a device is of an Ampere GPU.
+func isAmpere(d resourceapi.Device) bool {
+	a, ok := d.Attributes[slicebuilder.AttrArchitecture]
+	return ok && a.StringValue != nil && *a.StringValue == "Ampere"
 }

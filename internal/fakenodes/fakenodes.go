@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -66,6 +67,11 @@ type Pool struct {
 	// nodes are idle, as the plugin publishes a node nothing is prepared
 	// on: only the spares' placements are published.
 	SpareGPUs slicebuilder.SpareGPUs
+	// SpareNodes, in fleet mode (SpareGPUs.Fleet), is how many of the
+	// nodes gpudra-controller keeps a spare on: node-1 … node-SpareNodes
+	// publish SpareGPUs.N spares, the others none until the controller
+	// assigns them one (0: every node keeps one).
+	SpareNodes int
 	// WholeGPUsOnly publishes whole GPUs without MIG placements, as the
 	// plugin does once the API server dropped its counters (a cluster
 	// without DRAPartitionableDevices).
@@ -98,6 +104,28 @@ func (p Pool) On(f scheduler.Features) (Pool, []string) {
 	return p, notes
 }
 
+// ForNode is the pool as the plugin of node nodeName publishes it: in
+// fleet mode, a node beyond SpareNodes is one the controller assigned no
+// spare.
+func (p Pool) ForNode(nodeName string) Pool {
+	if !p.SpareGPUs.Fleet || p.SpareNodes <= 0 {
+		return p
+	}
+	// Fake nodes are alike, so which ones keep a spare is only a matter
+	// of order; the controller's own choice is hashed from the names.
+	if i, err := strconv.Atoi(strings.TrimPrefix(nodeName, "node-")); err == nil && i > p.SpareNodes {
+		p.SpareGPUs = slicebuilder.FleetAssigned(0)
+	}
+	return p
+}
+
+// KeepsSpare says whether node nodeName keeps a spare before the
+// controller assigns it one: not in fleet mode, every node with a free
+// GPU does.
+func (p Pool) KeepsSpare(nodeName string) bool {
+	return !p.SpareGPUs.Fleet || p.ForNode(nodeName).SpareGPUs.N > 0
+}
+
 // Slices returns the ResourceSlices of nodes fake nodes of a profile (a
 // built-in name or a profile file), published under driverName.
 func Slices(ctx context.Context, profile string, nodes int, driverName string) ([]*resourceapi.ResourceSlice, error) {
@@ -124,7 +152,7 @@ func SlicesOf(ctx context.Context, profile string, nodes int, driverName string,
 	for range min(nodes, 2*runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
 			for i := range next {
-				perNode[i], errs[i] = Node(ctx, profile, NodeName(i+1), driverName, dir, pool)
+				perNode[i], errs[i] = Node(ctx, profile, NodeName(i+1), driverName, dir, pool.ForNode(NodeName(i+1)))
 			}
 		})
 	}
@@ -316,12 +344,28 @@ func (r *Republisher) Close() error { return os.RemoveAll(r.dir) }
 // the devices it holds) are prepared. Results of other drivers and
 // admin-access results hold nothing, as on the plugin.
 func (r *Republisher) Slices(ctx context.Context, nodeName string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error) {
+	return r.slices(ctx, nodeName, r.pool.ForNode(nodeName), prepared)
+}
+
+// SparedSlices is Slices once gpudra-controller gave the node a spare,
+// for a node that keeps none (fleet mode, beyond Pool.SpareNodes); nil
+// for the others, which publish that already.
+func (r *Republisher) SparedSlices(ctx context.Context, nodeName string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error) {
+	if r.pool.KeepsSpare(nodeName) || r.pool.WholeGPUsOnly {
+		return nil, nil
+	}
+	pool := r.pool
+	pool.SpareGPUs = slicebuilder.FleetAssigned(1)
+	return r.slices(ctx, nodeName, pool, prepared)
+}
+
+func (r *Republisher) slices(ctx context.Context, nodeName string, pool Pool, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*resourceapi.ResourceSlice
 	err := WithNode(ctx, r.profile, nodeName, r.dir, func(node gpu.Node, sysfsRoot string) error {
-		opts := slicebuilder.Options{DriverName: r.driverName, SysfsRoot: sysfsRoot, ConsumableCapacity: r.pool.ConsumableCapacity,
-			MigProfiles: r.pool.MigProfiles, WholeGPUsOnly: r.pool.WholeGPUsOnly, SpareGPUs: r.pool.SpareGPUs}
+		opts := slicebuilder.Options{DriverName: r.driverName, SysfsRoot: sysfsRoot, ConsumableCapacity: pool.ConsumableCapacity,
+			MigProfiles: pool.MigProfiles, WholeGPUsOnly: pool.WholeGPUsOnly, SpareGPUs: pool.SpareGPUs}
 		// What the node published before anything was prepared, then
 		// after each prepare.
 		plan, err := slicebuilder.Plan(node, opts)
