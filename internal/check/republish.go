@@ -260,7 +260,7 @@ func (r *runner) sparesAssumed() string {
 	case "":
 		parts = append(parts, "as the inventory holds them (check does not know the plugin's --mig-spare-gpus there)")
 	case "fleet":
-		parts = append(parts, fmt.Sprintf("--mig-spare-gpus=fleet: gpudra-controller keeps a spare on %d node(s) (--mig-spare-nodes, 5%% and at least 2 by default) and gives one to a node where a waiting pod needs it; a claim that fits only so waits for it (waits-for-spare)", r.opts.SpareNodes))
+		parts = append(parts, fmt.Sprintf("--mig-spare-gpus=fleet: gpudra-controller keeps a spare on %d node(s), its budget for a pool that has run no partitions yet (--mig-spare-nodes, 5%% and at least 2 by default; a pool whose recent claims are partitions keeps one on every node), and gives one to a node where a waiting pod needs it; a claim that fits only so waits for it (waits-for-spare)", r.opts.SpareNodes))
 	default:
 		parts = append(parts, fmt.Sprintf("--mig-spare-gpus=%s on every node", r.opts.SpareGPUs))
 	}
