@@ -464,6 +464,8 @@ func (r *runner) addProblem(p scheduler.Problem) {
 	switch p.Kind {
 	case scheduler.ProblemUnknownField:
 		f.Kind = FindingUnknownField
+	case scheduler.ProblemExtendedResource:
+		f.Kind = FindingInvalidExtendedResource
 	case scheduler.ProblemSkipped:
 		f.Kind = FindingSkipped
 		if h, ok := vendorKinds[p.GVK.Kind]; ok && f.Hint == "" {

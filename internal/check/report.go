@@ -55,6 +55,10 @@ const (
 	// FindingExtendedResource: a pod's extended resource that nothing
 	// offers on this inventory.
 	FindingExtendedResource FindingKind = "extended-resource"
+	// FindingInvalidExtendedResource: an extended resource (nvidia.com/gpu)
+	// the API server rejects in a pod spec: requested without a limit,
+	// with a request other than its limit, or as a fraction.
+	FindingInvalidExtendedResource FindingKind = "invalid-extended-resource"
 	// FindingInvalidVersion: a semver() literal that is not a semantic
 	// version; the selector fails at run time on every device.
 	FindingInvalidVersion FindingKind = "invalid-version"

@@ -390,6 +390,7 @@ func (m *Manifests) addObject(src Source, js []byte) error {
 		pod.Namespace = namespaceOr(pod.Namespace, meta.Metadata.Namespace)
 		rejected := m.validate(src, object, meta.Kind, validateObject(obj), "")
 		rejected = m.validate(src, object, meta.Kind, validatePodTemplate(pod), path+".") || rejected
+		rejected = m.resourceProblems(src, object, meta.Kind, extendedResourceErrors(&pod.Spec, path+".spec")) || rejected
 		m.Pods = append(m.Pods, Object{Source: src.within(path), Kind: "Pod", Name: pod.Namespace + "/" + pod.Name, Obj: pod,
 			Owner: meta.Kind + " " + pod.Namespace + "/" + meta.Metadata.Name + owner, Replicas: replicas, Rejected: rejected})
 		return nil
@@ -411,6 +412,15 @@ func (m *Manifests) validate(src Source, object, kind string, errs field.ErrorLi
 			}
 		}
 		m.problem(ProblemInvalid, src, object, f, fmt.Sprintf("%s; the API server rejects the %s", e.ErrorBody(), kind), hint)
+	}
+	return len(errs) > 0
+}
+
+// resourceProblems reports the extended resources the API server
+// rejects, and says whether there was any.
+func (m *Manifests) resourceProblems(src Source, object, kind string, errs []ResourceError) bool {
+	for _, e := range errs {
+		m.problem(ProblemExtendedResource, src, object, e.Field, fmt.Sprintf("%s; the API server rejects the %s", e.Message, kind), e.Hint)
 	}
 	return len(errs) > 0
 }
@@ -467,6 +477,9 @@ func (m *Manifests) strictProblems(src Source, object string, err error, why str
 func (m *Manifests) add(src Source, kind string, obj runtime.Object, object string) {
 	o := Object{Source: src, Kind: kind, Obj: obj, Replicas: 1}
 	o.Rejected = m.validate(src, object, kind, validateObject(obj), "")
+	if pod, ok := obj.(*v1.Pod); ok {
+		o.Rejected = m.resourceProblems(src, object, kind, extendedResourceErrors(&pod.Spec, "spec")) || o.Rejected
+	}
 	if acc, ok := obj.(interface {
 		GetName() string
 		GetNamespace() string
