@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/spelling"
 )
 
 // unit is what is allocated at once: one pod's claims, or one claim.
@@ -171,7 +172,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 					Message: "names neither resourceClaimName nor resourceClaimTemplateName; the API server rejects the pod"})
 			}
 		}
-		r.checkContainerClaims(o, pod)
+		r.checkContainerClaims(o, pod, u.byName)
 		r.extendedResources(u)
 		r.checkSharedClaimOrder(o, u.gang, order, u.ext.Claim != nil)
 		if o.Rejected {
@@ -336,9 +337,13 @@ func isInit(pod *v1.Pod, name string) bool {
 	return false
 }
 
-// checkContainerClaims reports containers that name a pod claim (or a
-// request) that does not exist.
-func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod) {
+// checkContainerClaims reports containers that name a pod claim that
+// does not exist (the API server rejects the pod), or a request its claim
+// does not have: the API server cannot know the claim's requests, and the
+// kubelet gives the container the CDI devices of the requests it names
+// (pkg/kubelet/cm/dra: GetResources, cdiDevicesAsList), none for a request
+// the claim lacks, so the container runs without them.
+func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod, byName map[string]*claimEval) {
 	names := map[string]bool{}
 	for _, pc := range pod.Spec.ResourceClaims {
 		names[pc.Name] = true
@@ -349,14 +354,64 @@ func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod) {
 	}{{"initContainers", pod.Spec.InitContainers}, {"containers", pod.Spec.Containers}} {
 		for i, c := range list.containers {
 			for j, rc := range c.Resources.Claims {
+				field := fmt.Sprintf("spec.%s[%d].resources.claims[%d]", list.field, i, j)
 				if !names[rc.Name] {
-					field := fmt.Sprintf("spec.%s[%d].resources.claims[%d].name", list.field, i, j)
-					r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
+					r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".name",
 						Message: fmt.Sprintf("container %s uses claim %q, which spec.resourceClaims does not define; the API server rejects the pod", c.Name, rc.Name)})
+					continue
 				}
+				ce := byName[rc.Name]
+				if rc.Request == "" || ce == nil || claimHasRequest(ce.claim, rc.Request) {
+					continue
+				}
+				var have []string
+				for _, req := range ce.claim.Spec.Devices.Requests {
+					have = append(have, req.Name)
+				}
+				r.addFinding(Finding{Kind: FindingUnknownRequest, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: field + ".request",
+					Message: fmt.Sprintf("container %s uses request %q of claim %s, which %s does not have (its requests: %s): the API server cannot tell, and the kubelet gives the container the devices of the requests it names, so it runs without a device from this claim",
+						c.Name, rc.Request, rc.Name, claimOrigin(ce), strings.Join(have, ", ")),
+					Hint: requestHint(rc.Request, have)})
 			}
 		}
 	}
+}
+
+// claimHasRequest says whether a claim has a request of that name (a
+// container names requests, never their firstAvailable subrequests).
+func claimHasRequest(claim *resourceapi.ResourceClaim, name string) bool {
+	for _, req := range claim.Spec.Devices.Requests {
+		if req.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// claimOrigin names the object a pod's claim is written in.
+func claimOrigin(ce *claimEval) string {
+	if ce.object != "" {
+		return ce.object
+	}
+	return "ResourceClaim " + ce.claim.Namespace + "/" + ce.claim.Name
+}
+
+func requestHint(name string, have []string) string {
+	h := "name one of the claim's requests, or leave request out to give the container all of the claim's devices"
+	if c := spelling.Closest(name, have); c != "" {
+		h = fmt.Sprintf("did you mean %q? ", c) + h
+	}
+	return h
+}
+
+// podObject names the object a pod comes from, for findings about what is
+// written in it: its workload (said once for all the replicas) or itself.
+func podObject(o scheduler.Object) string {
+	if o.Owner != "" {
+		owner, _, _ := strings.Cut(o.Owner, " (")
+		return owner
+	}
+	return "Pod " + o.Name
 }
 
 func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src scheduler.Source, object, field string) *claimEval {

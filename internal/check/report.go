@@ -59,6 +59,10 @@ const (
 	// the API server rejects in a pod spec: requested without a limit,
 	// with a request other than its limit, or as a fraction.
 	FindingInvalidExtendedResource FindingKind = "invalid-extended-resource"
+	// FindingUnknownRequest (a warning): a container names a request
+	// (resources.claims[].request) its claim does not have; the kubelet
+	// gives it no device of that claim.
+	FindingUnknownRequest FindingKind = "unknown-request"
 	// FindingInvalidVersion: a semver() literal that is not a semantic
 	// version; the selector fails at run time on every device.
 	FindingInvalidVersion FindingKind = "invalid-version"
