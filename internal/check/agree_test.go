@@ -449,6 +449,7 @@ var findingsNotSimulated = map[FindingKind]string{
 	// The fake API server does not validate pods' resources.
 	FindingInvalidExtendedResource: "the API server rejects the pod for its extended resources",
 	FindingEmptyInventory:          "simulate always runs a profile's fake GPUs",
+	FindingNodeNameClaim:           "simulate schedules every pod; it binds none by spec.nodeName",
 	FindingSkipped:                 "a custom resource check does not read: nothing to run",
 	FindingConverted:               "a note on the API version of an object that runs as v1",
 	FindingNotApplied:              "a note on an object that needs a feature gate off by default",

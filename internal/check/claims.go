@@ -115,6 +115,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 	}
 	var units []ordered
 	usedClaims := map[*claimEval]bool{}
+	scheduled := scheduledClaimUsers(in)
 	for _, o := range r.pods(in) {
 		pod := o.Obj.(*v1.Pod)
 		object := "Pod " + o.Name
@@ -173,7 +174,11 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 			}
 		}
 		r.checkContainerClaims(o, pod, u.byName)
-		r.extendedResources(u)
+		if pod.Spec.NodeName != "" {
+			r.checkNodeName(u, scheduled)
+		} else {
+			r.extendedResources(u)
+		}
 		r.checkSharedClaimOrder(o, u.gang, order, u.ext.Claim != nil)
 		if o.Rejected {
 			u.blocked = append(u.blocked, "the API server rejects the "+strings.Fields(o.Owner + " Pod")[0]+" (see the findings): the pod is never created")
@@ -267,8 +272,12 @@ func (r *runner) podInfo(u *unit) PodInfo {
 	if len(u.claims) < len(pod.Spec.ResourceClaims) || len(u.blocked) > 0 {
 		pi.Pending = true
 	}
-	if pi.Pending {
+	switch {
+	case pi.Pending:
 		pi.Node = ""
+	case pi.Node == "":
+		// Bound by whoever wrote it (nodename.go).
+		pi.Node = pod.Spec.NodeName
 	}
 	pi.NoDRA = len(pod.Spec.ResourceClaims) == 0 && u.extended == nil && len(u.blocked) == 0
 	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {

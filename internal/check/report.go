@@ -63,6 +63,11 @@ const (
 	// (resources.claims[].request) its claim does not have; the kubelet
 	// gives it no device of that claim.
 	FindingUnknownRequest FindingKind = "unknown-request"
+	// FindingNodeNameClaim: a pod bound by spec.nodeName that has claims
+	// or DRA-backed extended resources, which only the scheduler
+	// allocates (nodename.go): an error where the pod never starts, a
+	// warning where it may, or runs without the device.
+	FindingNodeNameClaim FindingKind = "node-name-claim"
 	// FindingInvalidVersion: a semver() literal that is not a semantic
 	// version; the selector fails at run time on every device.
 	FindingInvalidVersion FindingKind = "invalid-version"
