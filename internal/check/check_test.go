@@ -19,6 +19,7 @@ package check
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -623,5 +624,56 @@ func TestFindingsOncePerTemplate(t *testing.T) {
 	}
 	if n := len(findings(rep, FindingUnsatisfiable)); n != 3 {
 		t.Errorf("%d unsatisfiable findings, want one per pod", n)
+	}
+}
+
+// TestClaimUsersPast256: pods that share a ResourceClaim past the 256
+// entries of its status.reservedFor stay Pending, in input order, and the
+// claim is reported once with every pod counted.
+func TestClaimUsersPast256(t *testing.T) {
+	in := &scheduler.Manifests{}
+	doc := "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: shared}\nspec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.gpudra.io}}]}}\n"
+	for i := range 5 {
+		doc += fmt.Sprintf(`---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d%d}
+spec:
+  replicas: 60
+  selector: {matchLabels: {app: d%d}}
+  template:
+    metadata: {labels: {app: d%d}}
+    spec:
+      resourceClaims: [{name: gpu, resourceClaimName: shared}]
+      containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]
+`, i, i, i)
+	}
+	if err := in.Add("in.yaml", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), onProfile(t, "dgx-h100", 1, Options{Inputs: in, BuiltinClasses: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := 0
+	for _, p := range rep.Pods {
+		if p.Pending {
+			pending++
+			if !strings.HasPrefix(p.Name, "default/d4-") {
+				t.Errorf("pod %s pending, want only the last Deployment's last ones", p.Name)
+			}
+		}
+	}
+	if pending != 300-256 {
+		t.Errorf("%d pods pending, want %d", pending, 300-256)
+	}
+	var found []Finding
+	for _, f := range rep.Findings {
+		if f.Kind == FindingTooManyClaimUsers {
+			found = append(found, f)
+		}
+	}
+	if len(found) != 1 || !strings.Contains(found[0].Message, "300 pods share default/shared") {
+		t.Errorf("findings %+v, want one saying 300 pods share the claim", found)
 	}
 }

@@ -116,6 +116,10 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 	var units []ordered
 	usedClaims := map[*claimEval]bool{}
 	scheduled := scheduledClaimUsers(in)
+	// users count the pods that share each ResourceClaim, placed or not
+	// (replicas past maxReplicas), in order; placed counts a workload's
+	// placed replicas.
+	users, placed := map[*claimEval]int{}, map[string]int{}
 	for _, o := range r.pods(in) {
 		pod := o.Obj.(*v1.Pod)
 		object := "Pod " + o.Name
@@ -154,6 +158,9 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 				usedClaims[ce] = true
 				u.claims = append(u.claims, ce)
 				u.byName[pc.Name] = ce
+				if users[ce]++; users[ce] > resourceapi.ResourceClaimReservedForMaxSize {
+					u.blocked = append(u.blocked, fmt.Sprintf("ResourceClaim %s is reserved for %d pods already, the most it can be", ce.info.Name, resourceapi.ResourceClaimReservedForMaxSize))
+				}
 			case pc.ResourceClaimTemplateName != nil:
 				name := pod.Namespace + "/" + *pc.ResourceClaimTemplateName
 				t, ok := templates[name]
@@ -184,7 +191,18 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 			u.blocked = append(u.blocked, "the API server rejects the "+strings.Fields(o.Owner + " Pod")[0]+" (see the findings): the pod is never created")
 		}
 		units = append(units, ordered{o.Source, u})
+		// The replicas check does not place share the claims too.
+		if o.Owner != "" && o.Replicas > maxReplicas {
+			if placed[o.Source.String()]++; placed[o.Source.String()] == maxReplicas {
+				for _, pc := range pod.Spec.ResourceClaims {
+					if ce := u.byName[pc.Name]; ce != nil && pc.ResourceClaimName != nil {
+						users[ce] += o.Replicas - maxReplicas
+					}
+				}
+			}
+		}
 	}
+	r.checkClaimUsers(claimOrder, users)
 	for _, ce := range claimOrder {
 		if !usedClaims[ce] {
 			units = append(units, ordered{ce.source, &unit{claims: []*claimEval{ce}}})
@@ -215,6 +233,24 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 		out[i] = units[i].u
 	}
 	return out
+}
+
+// checkClaimUsers reports the ResourceClaims more pods share than a claim
+// can be reserved for: the scheduler reserves the claim for each pod it
+// binds (status.reservedFor), which the API server holds to
+// ResourceClaimReservedForMaxSize entries, so the pods past it fail to
+// bind and are retried forever (pkg/apis/resource/validation).
+func (r *runner) checkClaimUsers(claims []*claimEval, users map[*claimEval]int) {
+	const most = resourceapi.ResourceClaimReservedForMaxSize
+	for _, ce := range claims {
+		n := users[ce]
+		if n <= most {
+			continue
+		}
+		r.addFinding(Finding{Kind: FindingTooManyClaimUsers, Source: ce.source, Object: ce.object,
+			Message: fmt.Sprintf("%d pods share %s, but a claim is reserved for at most %d pods at once (status.reservedFor, which the scheduler fills as it binds them): the other %d are never scheduled while the first %d run", n, ce.info.Name, most, n-most, most),
+			Hint:    fmt.Sprintf("split the pods over several ResourceClaims, at most %d each, or give each pod its own claim (resourceClaimTemplateName)", most)})
+	}
 }
 
 // pods are the input pods, defaulted as the API server does. A workload

@@ -68,6 +68,9 @@ const (
 	// allocates (nodename.go): an error where the pod never starts, a
 	// warning where it may, or runs without the device.
 	FindingNodeNameClaim FindingKind = "node-name-claim"
+	// FindingTooManyClaimUsers: more pods share a ResourceClaim than its
+	// status.reservedFor can hold (256): the pods past it never bind.
+	FindingTooManyClaimUsers FindingKind = "too-many-claim-users"
 	// FindingInvalidVersion: a semver() literal that is not a semantic
 	// version; the selector fails at run time on every device.
 	FindingInvalidVersion FindingKind = "invalid-version"
