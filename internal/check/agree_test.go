@@ -451,6 +451,7 @@ var findingsNotSimulated = map[FindingKind]string{
 	FindingEmptyInventory:          "simulate always runs a profile's fake GPUs",
 	FindingNodeNameClaim:           "simulate schedules every pod; it binds none by spec.nodeName",
 	FindingTooManyClaimUsers:       "simulate's fake API server does not hold status.reservedFor to 256 entries",
+	FindingQuotaExceeded:           "simulate's fake API server has no quota admission",
 	FindingSkipped:                 "a custom resource check does not read: nothing to run",
 	FindingConverted:               "a note on the API version of an object that runs as v1",
 	FindingNotApplied:              "a note on an object that needs a feature gate off by default",

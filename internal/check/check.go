@@ -243,6 +243,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.clusterHeld = r.clusterHolds(opts.Held)
 	r.held = slices.Clone(r.clusterHeld)
 	units := r.buildUnits(in)
+	r.checkQuotas(in.Quotas, units)
 	r.sharedChannelClaims(units)
 	r.allocateAll(units)
 	for _, u := range units {

@@ -677,3 +677,57 @@ spec:
 		t.Errorf("findings %+v, want one saying 300 pods share the claim", found)
 	}
 }
+
+// TestQuotaUsage: what creating a claim charges, as the API server's
+// quota evaluator for ResourceClaims does, and which quota refuses it.
+func TestQuotaUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, hard, requests, want string
+		scoped                     bool
+	}{
+		{name: "fits", hard: `gpu.gpudra.io.deviceclass.resource.k8s.io/devices: "2"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io, count: 2}}]`},
+		{name: "allocationMode All counts 32", hard: `gpu.gpudra.io.deviceclass.resource.k8s.io/devices: "8"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io, allocationMode: All}}]`, want: "(32)"},
+		{name: "firstAvailable counts its largest subrequest", hard: `gpu.gpudra.io.deviceclass.resource.k8s.io/devices: "3"`,
+			requests: `[{name: a, firstAvailable: [{name: big, deviceClassName: gpu.gpudra.io, count: 4}, {name: small, deviceClassName: gpu.gpudra.io, count: 2}]}]`, want: "(4)"},
+		{name: "the class's extended resource name", hard: `requests.nvidia.com/gpu: "1"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io, count: 2}}]`, want: "allows 1 of requests.nvidia.com/gpu"},
+		{name: "the implicit name", hard: `requests.deviceclass.resource.kubernetes.io/gpu.gpudra.io: "1"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io, count: 2}}]`, want: "(2)"},
+		{name: "claim count", hard: `count/resourceclaims.resource.k8s.io: "0"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io}}]`, want: "count/resourceclaims.resource.k8s.io"},
+		{name: "scoped quotas do not match claims", hard: `gpu.gpudra.io.deviceclass.resource.k8s.io/devices: "0"`, scoped: true,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io}}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scopes := ""
+			if tc.scoped {
+				scopes = "\n  scopes: [BestEffort]"
+			}
+			in := &scheduler.Manifests{}
+			doc := fmt.Sprintf("apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: q}\nspec:%s\n  hard: {%s}\n---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\nspec: {devices: {requests: %s}}\n", scopes, tc.hard, tc.requests)
+			if err := in.Add("in.yaml", []byte(doc)); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(context.Background(), onProfile(t, "dgx-h100", 1, Options{Inputs: in, BuiltinClasses: true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Finding
+			for _, f := range rep.Findings {
+				if f.Kind == FindingQuotaExceeded {
+					got = append(got, f)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("refused: %s", got[0].Message)
+			case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0].Message, tc.want) || got[0].Object != "ResourceClaim default/c"):
+				t.Errorf("findings %+v, want one on ResourceClaim default/c saying %q", got, tc.want)
+			case tc.want != "" && claim(t, rep, "default/c").Allocation != nil:
+				t.Error("a claim the API server refuses is allocated")
+			}
+		})
+	}
+}

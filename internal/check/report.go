@@ -71,6 +71,10 @@ const (
 	// FindingTooManyClaimUsers: more pods share a ResourceClaim than its
 	// status.reservedFor can hold (256): the pods past it never bind.
 	FindingTooManyClaimUsers FindingKind = "too-many-claim-users"
+	// FindingQuotaExceeded: a claim that would take its namespace past a
+	// ResourceQuota on DeviceClass devices (or ResourceClaims) among the
+	// inputs: the API server refuses to create it (quota.go).
+	FindingQuotaExceeded FindingKind = "quota-exceeded"
 	// FindingInvalidVersion: a semver() literal that is not a semantic
 	// version; the selector fails at run time on every device.
 	FindingInvalidVersion FindingKind = "invalid-version"

@@ -90,6 +90,9 @@ type Manifests struct {
 	PodGroups []Object // *schedulingv1beta1.PodGroup
 	// Namespaces are read for their labels (admin access).
 	Namespaces []Object // *v1.Namespace
+	// Quotas are ResourceQuotas: what the API server lets a namespace's
+	// claims ask for.
+	Quotas []Object // *v1.ResourceQuota
 	// Ignored lists the objects with nothing to check (Namespaces,
 	// ConfigMaps, custom resources, ...).
 	Ignored []Ignored
@@ -123,6 +126,7 @@ func (m *Manifests) Merge(other *Manifests) {
 	m.Nodes = append(m.Nodes, other.Nodes...)
 	m.PodGroups = append(m.PodGroups, other.PodGroups...)
 	m.Namespaces = append(m.Namespaces, other.Namespaces...)
+	m.Quotas = append(m.Quotas, other.Quotas...)
 	m.Ignored = append(m.Ignored, other.Ignored...)
 	m.Problems = append(m.Problems, other.Problems...)
 	m.Written = append(m.Written, other.Written...)
@@ -330,6 +334,7 @@ func ObjectName(kind, namespace, name string) string {
 var namespacedKinds = map[string]bool{
 	"ResourceClaim": true, "ResourceClaimTemplate": true, "Pod": true, "Deployment": true, "ReplicaSet": true,
 	"StatefulSet": true, "DaemonSet": true, "ReplicationController": true, "Job": true, "CronJob": true,
+	"ResourceQuota": true,
 }
 
 // addObject decodes one object (or the items of a List).
@@ -487,7 +492,7 @@ func (m *Manifests) add(src Source, kind string, obj runtime.Object, object stri
 	}); ok {
 		o.Name = acc.GetName()
 		switch obj.(type) {
-		case *resourceapi.ResourceClaimTemplate, *resourceapi.ResourceClaim, *v1.Pod, *schedulingv1beta1.PodGroup:
+		case *resourceapi.ResourceClaimTemplate, *resourceapi.ResourceClaim, *v1.Pod, *schedulingv1beta1.PodGroup, *v1.ResourceQuota:
 			acc.SetNamespace(namespaceOr(acc.GetNamespace(), ""))
 			o.Name = acc.GetNamespace() + "/" + o.Name
 		}
@@ -511,6 +516,8 @@ func (m *Manifests) add(src Source, kind string, obj runtime.Object, object stri
 		m.PodGroups = append(m.PodGroups, o)
 	case *v1.Namespace:
 		m.Namespaces = append(m.Namespaces, o)
+	case *v1.ResourceQuota:
+		m.Quotas = append(m.Quotas, o)
 	default:
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		m.Ignored = append(m.Ignored, Ignored{Source: src, Kind: fmt.Sprintf("%s (%s)", kind, gvk.GroupVersion()), Name: o.Name,
