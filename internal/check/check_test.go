@@ -731,3 +731,34 @@ func TestQuotaUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeNameImplicitExtendedResource: a pod bound by spec.nodeName that
+// asks for a class's implicit extended resource is rejected by the
+// kubelet's admission (the node lists none of it): an error, the pod
+// Pending, and no claim is made for it.
+func TestNodeNameImplicitExtendedResource(t *testing.T) {
+	in := &scheduler.Manifests{}
+	if err := in.Add("in.yaml", []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  nodeName: node-1
+  containers:
+  - name: c
+    image: x
+    resources: {limits: {deviceclass.resource.kubernetes.io/gpu.gpudra.io: 1}}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), onProfile(t, "dgx-h100", 1, Options{Inputs: in, BuiltinClasses: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != FindingNodeNameClaim || rep.Findings[0].Severity != SeverityError ||
+		!strings.Contains(rep.Findings[0].Message, "rejects the pod") || rep.Findings[0].Source.Line != 5 {
+		t.Errorf("findings %+v, want one node-name-claim error at line 5", rep.Findings)
+	}
+	if len(rep.Pods) != 1 || !rep.Pods[0].Pending || len(rep.Claims) != 0 {
+		t.Errorf("pods %+v, claims %+v: want the pod Pending and no claim", rep.Pods, rep.Claims)
+	}
+}
