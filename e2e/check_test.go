@@ -40,7 +40,8 @@ import (
 func (e *env) checkAgreesWithAPIServer(ctx context.Context, t *testing.T) {
 	corpus := filepath.Join("..", "internal", "check", "testdata", "corpus")
 	files := []string{"invalid-names.yaml", "allocation-mode-all-count.yaml", "msg-match-attribute-empty.yaml",
-		"v1beta1-demo.yaml", "v1alpha3-objects.yaml", "mps-limit-key.yaml", "misspelt-config.yaml", "msg-claim-source.yaml"}
+		"v1beta1-demo.yaml", "v1alpha3-objects.yaml", "mps-limit-key.yaml", "misspelt-config.yaml", "msg-claim-source.yaml",
+		"extended-resource-invalid.yaml"}
 	start := time.Now()
 	for _, name := range files {
 		in, err := scheduler.LoadPaths([]string{filepath.Join(corpus, name)}, nil)
@@ -88,7 +89,7 @@ func (e *env) checkAgreesWithAPIServer(ctx context.Context, t *testing.T) {
 // opposed to what the scheduler or the plugin does later.
 func apiLevel(f check.Finding) bool {
 	switch f.Kind {
-	case check.FindingInvalid, check.FindingUnknownField, check.FindingNotServed:
+	case check.FindingInvalid, check.FindingUnknownField, check.FindingNotServed, check.FindingInvalidExtendedResource:
 		return true
 	case check.FindingInvalidConfig:
 		return f.Refusal != string(claimplan.ConfigKind)

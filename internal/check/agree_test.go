@@ -442,14 +442,19 @@ func refusalKind(msg string) string {
 // nothing, so what the real one rejects cannot be compared there (the
 // e2e scenario CheckAgreesWithAPIServer compares it with a real one).
 var findingsNotSimulated = map[FindingKind]string{
-	FindingCompile:        "the API server rejects a selector that does not compile",
-	FindingCostLimit:      "the API server rejects a selector over the cost limit",
-	FindingTooLong:        "the API server rejects a selector over the length limit",
-	FindingUnknownField:   "kubectl's strict field validation rejects the object",
-	FindingEmptyInventory: "simulate always runs a profile's fake GPUs",
-	FindingSkipped:        "a custom resource check does not read: nothing to run",
-	FindingConverted:      "a note on the API version of an object that runs as v1",
-	FindingNotApplied:     "a note on an object that needs a feature gate off by default",
+	FindingCompile:      "the API server rejects a selector that does not compile",
+	FindingCostLimit:    "the API server rejects a selector over the cost limit",
+	FindingTooLong:      "the API server rejects a selector over the length limit",
+	FindingUnknownField: "kubectl's strict field validation rejects the object",
+	// The fake API server does not validate pods' resources.
+	FindingInvalidExtendedResource: "the API server rejects the pod for its extended resources",
+	FindingEmptyInventory:          "simulate always runs a profile's fake GPUs",
+	FindingNodeNameClaim:           "simulate schedules every pod; it binds none by spec.nodeName",
+	FindingTooManyClaimUsers:       "simulate's fake API server does not hold status.reservedFor to 256 entries",
+	FindingQuotaExceeded:           "simulate's fake API server has no quota admission",
+	FindingSkipped:                 "a custom resource check does not read: nothing to run",
+	FindingConverted:               "a note on the API version of an object that runs as v1",
+	FindingNotApplied:              "a note on an object that needs a feature gate off by default",
 	// Until simulate's fake nodes publish NVLink domains and
 	// gpudra-controller's channel pools run in it (issue 28, items 2-3).
 	FindingChannelWithoutGang:        "simulate's fake nodes have no NVLink domains or IMEX channel pools yet",

@@ -264,6 +264,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.clusterHeld = r.clusterHolds(opts.Held)
 	r.held = slices.Clone(r.clusterHeld)
 	units := r.buildUnits(in)
+	r.checkQuotas(in.Quotas, units)
 	r.sharedChannelClaims(units)
 	r.allocateAll(units)
 	for _, u := range units {
@@ -511,6 +512,8 @@ func (r *runner) addProblem(p scheduler.Problem) {
 	switch p.Kind {
 	case scheduler.ProblemUnknownField:
 		f.Kind = FindingUnknownField
+	case scheduler.ProblemExtendedResource:
+		f.Kind = FindingInvalidExtendedResource
 	case scheduler.ProblemSkipped:
 		f.Kind = FindingSkipped
 		if h, ok := vendorKinds[p.GVK.Kind]; ok && f.Hint == "" {

@@ -19,6 +19,7 @@ package check
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -623,5 +624,141 @@ func TestFindingsOncePerTemplate(t *testing.T) {
 	}
 	if n := len(findings(rep, FindingUnsatisfiable)); n != 3 {
 		t.Errorf("%d unsatisfiable findings, want one per pod", n)
+	}
+}
+
+// TestClaimUsersPast256: pods that share a ResourceClaim past the 256
+// entries of its status.reservedFor stay Pending, in input order, and the
+// claim is reported once with every pod counted.
+func TestClaimUsersPast256(t *testing.T) {
+	in := &scheduler.Manifests{}
+	doc := "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: shared}\nspec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.gpudra.io}}]}}\n"
+	for i := range 5 {
+		doc += fmt.Sprintf(`---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d%d}
+spec:
+  replicas: 60
+  selector: {matchLabels: {app: d%d}}
+  template:
+    metadata: {labels: {app: d%d}}
+    spec:
+      resourceClaims: [{name: gpu, resourceClaimName: shared}]
+      containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]
+`, i, i, i)
+	}
+	if err := in.Add("in.yaml", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), onProfile(t, "dgx-h100", 1, Options{Inputs: in, BuiltinClasses: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := 0
+	for _, p := range rep.Pods {
+		if p.Pending {
+			pending++
+			if !strings.HasPrefix(p.Name, "default/d4-") {
+				t.Errorf("pod %s pending, want only the last Deployment's last ones", p.Name)
+			}
+		}
+	}
+	if pending != 300-256 {
+		t.Errorf("%d pods pending, want %d", pending, 300-256)
+	}
+	var found []Finding
+	for _, f := range rep.Findings {
+		if f.Kind == FindingTooManyClaimUsers {
+			found = append(found, f)
+		}
+	}
+	if len(found) != 1 || !strings.Contains(found[0].Message, "300 pods share default/shared") {
+		t.Errorf("findings %+v, want one saying 300 pods share the claim", found)
+	}
+}
+
+// TestQuotaUsage: what creating a claim charges, as the API server's
+// quota evaluator for ResourceClaims does, and which quota refuses it.
+func TestQuotaUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, hard, requests, want string
+		scoped                     bool
+	}{
+		{name: "fits", hard: `gpu.gpudra.io.deviceclass.resource.k8s.io/devices: "2"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io, count: 2}}]`},
+		{name: "allocationMode All counts 32", hard: `gpu.gpudra.io.deviceclass.resource.k8s.io/devices: "8"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io, allocationMode: All}}]`, want: "(32)"},
+		{name: "firstAvailable counts its largest subrequest", hard: `gpu.gpudra.io.deviceclass.resource.k8s.io/devices: "3"`,
+			requests: `[{name: a, firstAvailable: [{name: big, deviceClassName: gpu.gpudra.io, count: 4}, {name: small, deviceClassName: gpu.gpudra.io, count: 2}]}]`, want: "(4)"},
+		{name: "the class's extended resource name", hard: `requests.nvidia.com/gpu: "1"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io, count: 2}}]`, want: "allows 1 of requests.nvidia.com/gpu"},
+		{name: "the implicit name", hard: `requests.deviceclass.resource.kubernetes.io/gpu.gpudra.io: "1"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io, count: 2}}]`, want: "(2)"},
+		{name: "claim count", hard: `count/resourceclaims.resource.k8s.io: "0"`,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io}}]`, want: "count/resourceclaims.resource.k8s.io"},
+		{name: "scoped quotas do not match claims", hard: `gpu.gpudra.io.deviceclass.resource.k8s.io/devices: "0"`, scoped: true,
+			requests: `[{name: a, exactly: {deviceClassName: gpu.gpudra.io}}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scopes := ""
+			if tc.scoped {
+				scopes = "\n  scopes: [BestEffort]"
+			}
+			in := &scheduler.Manifests{}
+			doc := fmt.Sprintf("apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: q}\nspec:%s\n  hard: {%s}\n---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\nspec: {devices: {requests: %s}}\n", scopes, tc.hard, tc.requests)
+			if err := in.Add("in.yaml", []byte(doc)); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(context.Background(), onProfile(t, "dgx-h100", 1, Options{Inputs: in, BuiltinClasses: true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Finding
+			for _, f := range rep.Findings {
+				if f.Kind == FindingQuotaExceeded {
+					got = append(got, f)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("refused: %s", got[0].Message)
+			case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0].Message, tc.want) || got[0].Object != "ResourceClaim default/c"):
+				t.Errorf("findings %+v, want one on ResourceClaim default/c saying %q", got, tc.want)
+			case tc.want != "" && claim(t, rep, "default/c").Allocation != nil:
+				t.Error("a claim the API server refuses is allocated")
+			}
+		})
+	}
+}
+
+// TestNodeNameImplicitExtendedResource: a pod bound by spec.nodeName that
+// asks for a class's implicit extended resource is rejected by the
+// kubelet's admission (the node lists none of it): an error, the pod
+// Pending, and no claim is made for it.
+func TestNodeNameImplicitExtendedResource(t *testing.T) {
+	in := &scheduler.Manifests{}
+	if err := in.Add("in.yaml", []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  nodeName: node-1
+  containers:
+  - name: c
+    image: x
+    resources: {limits: {deviceclass.resource.kubernetes.io/gpu.gpudra.io: 1}}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), onProfile(t, "dgx-h100", 1, Options{Inputs: in, BuiltinClasses: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != FindingNodeNameClaim || rep.Findings[0].Severity != SeverityError ||
+		!strings.Contains(rep.Findings[0].Message, "rejects the pod") || rep.Findings[0].Source.Line != 5 {
+		t.Errorf("findings %+v, want one node-name-claim error at line 5", rep.Findings)
+	}
+	if len(rep.Pods) != 1 || !rep.Pods[0].Pending || len(rep.Claims) != 0 {
+		t.Errorf("pods %+v, claims %+v: want the pod Pending and no claim", rep.Pods, rep.Claims)
 	}
 }

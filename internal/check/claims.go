@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpudra/gpudra/internal/scheduler"
+	"github.com/gpudra/gpudra/internal/spelling"
 )
 
 // unit is what is allocated at once: one pod's claims, or one claim.
@@ -114,6 +115,11 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 	}
 	var units []ordered
 	usedClaims := map[*claimEval]bool{}
+	scheduled := scheduledClaimUsers(in)
+	// users count the pods that share each ResourceClaim, placed or not
+	// (replicas past maxReplicas), in order; placed counts a workload's
+	// placed replicas.
+	users, placed := map[*claimEval]int{}, map[string]int{}
 	for _, o := range r.pods(in) {
 		pod := o.Obj.(*v1.Pod)
 		object := "Pod " + o.Name
@@ -152,6 +158,9 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 				usedClaims[ce] = true
 				u.claims = append(u.claims, ce)
 				u.byName[pc.Name] = ce
+				if users[ce]++; users[ce] > resourceapi.ResourceClaimReservedForMaxSize {
+					u.blocked = append(u.blocked, fmt.Sprintf("ResourceClaim %s is reserved for %d pods already, the most it can be", ce.info.Name, resourceapi.ResourceClaimReservedForMaxSize))
+				}
 			case pc.ResourceClaimTemplateName != nil:
 				name := pod.Namespace + "/" + *pc.ResourceClaimTemplateName
 				t, ok := templates[name]
@@ -171,14 +180,29 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 					Message: "names neither resourceClaimName nor resourceClaimTemplateName; the API server rejects the pod"})
 			}
 		}
-		r.checkContainerClaims(o, pod)
-		r.extendedResources(u)
+		r.checkContainerClaims(o, pod, u.byName)
+		if pod.Spec.NodeName != "" {
+			r.checkNodeName(u, scheduled)
+		} else {
+			r.extendedResources(u)
+		}
 		r.checkSharedClaimOrder(o, u.gang, order, u.ext.Claim != nil)
 		if o.Rejected {
 			u.blocked = append(u.blocked, "the API server rejects the "+strings.Fields(o.Owner + " Pod")[0]+" (see the findings): the pod is never created")
 		}
 		units = append(units, ordered{o.Source, u})
+		// The replicas check does not place share the claims too.
+		if o.Owner != "" && o.Replicas > maxReplicas {
+			if placed[o.Source.String()]++; placed[o.Source.String()] == maxReplicas {
+				for _, pc := range pod.Spec.ResourceClaims {
+					if ce := u.byName[pc.Name]; ce != nil && pc.ResourceClaimName != nil {
+						users[ce] += o.Replicas - maxReplicas
+					}
+				}
+			}
+		}
 	}
+	r.checkClaimUsers(claimOrder, users)
 	for _, ce := range claimOrder {
 		if !usedClaims[ce] {
 			units = append(units, ordered{ce.source, &unit{claims: []*claimEval{ce}}})
@@ -209,6 +233,24 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 		out[i] = units[i].u
 	}
 	return out
+}
+
+// checkClaimUsers reports the ResourceClaims more pods share than a claim
+// can be reserved for: the scheduler reserves the claim for each pod it
+// binds (status.reservedFor), which the API server holds to
+// ResourceClaimReservedForMaxSize entries, so the pods past it fail to
+// bind and are retried forever (pkg/apis/resource/validation).
+func (r *runner) checkClaimUsers(claims []*claimEval, users map[*claimEval]int) {
+	const most = resourceapi.ResourceClaimReservedForMaxSize
+	for _, ce := range claims {
+		n := users[ce]
+		if n <= most {
+			continue
+		}
+		r.addFinding(Finding{Kind: FindingTooManyClaimUsers, Source: ce.source, Object: ce.object,
+			Message: fmt.Sprintf("%d pods share %s, but a claim is reserved for at most %d pods at once (status.reservedFor, which the scheduler fills as it binds them): the other %d are never scheduled while the first %d run", n, ce.info.Name, most, n-most, most),
+			Hint:    fmt.Sprintf("split the pods over several ResourceClaims, at most %d each, or give each pod its own claim (resourceClaimTemplateName)", most)})
+	}
 }
 
 // pods are the input pods, defaulted as the API server does. A workload
@@ -266,8 +308,12 @@ func (r *runner) podInfo(u *unit) PodInfo {
 	if len(u.claims) < len(pod.Spec.ResourceClaims) || len(u.blocked) > 0 {
 		pi.Pending = true
 	}
-	if pi.Pending {
+	switch {
+	case pi.Pending:
 		pi.Node = ""
+	case pi.Node == "":
+		// Bound by whoever wrote it (nodename.go).
+		pi.Node = pod.Spec.NodeName
 	}
 	pi.NoDRA = len(pod.Spec.ResourceClaims) == 0 && u.extended == nil && len(u.blocked) == 0
 	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
@@ -336,9 +382,13 @@ func isInit(pod *v1.Pod, name string) bool {
 	return false
 }
 
-// checkContainerClaims reports containers that name a pod claim (or a
-// request) that does not exist.
-func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod) {
+// checkContainerClaims reports containers that name a pod claim that
+// does not exist (the API server rejects the pod), or a request its claim
+// does not have: the API server cannot know the claim's requests, and the
+// kubelet gives the container the CDI devices of the requests it names
+// (pkg/kubelet/cm/dra: GetResources, cdiDevicesAsList), none for a request
+// the claim lacks, so the container runs without them.
+func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod, byName map[string]*claimEval) {
 	names := map[string]bool{}
 	for _, pc := range pod.Spec.ResourceClaims {
 		names[pc.Name] = true
@@ -349,14 +399,64 @@ func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod) {
 	}{{"initContainers", pod.Spec.InitContainers}, {"containers", pod.Spec.Containers}} {
 		for i, c := range list.containers {
 			for j, rc := range c.Resources.Claims {
+				field := fmt.Sprintf("spec.%s[%d].resources.claims[%d]", list.field, i, j)
 				if !names[rc.Name] {
-					field := fmt.Sprintf("spec.%s[%d].resources.claims[%d].name", list.field, i, j)
-					r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
+					r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".name",
 						Message: fmt.Sprintf("container %s uses claim %q, which spec.resourceClaims does not define; the API server rejects the pod", c.Name, rc.Name)})
+					continue
 				}
+				ce := byName[rc.Name]
+				if rc.Request == "" || ce == nil || claimHasRequest(ce.claim, rc.Request) {
+					continue
+				}
+				var have []string
+				for _, req := range ce.claim.Spec.Devices.Requests {
+					have = append(have, req.Name)
+				}
+				r.addFinding(Finding{Kind: FindingUnknownRequest, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: field + ".request",
+					Message: fmt.Sprintf("container %s uses request %q of claim %s, which %s does not have (its requests: %s): the API server cannot tell, and the kubelet gives the container the devices of the requests it names, so it runs without a device from this claim",
+						c.Name, rc.Request, rc.Name, claimOrigin(ce), strings.Join(have, ", ")),
+					Hint: requestHint(rc.Request, have)})
 			}
 		}
 	}
+}
+
+// claimHasRequest says whether a claim has a request of that name (a
+// container names requests, never their firstAvailable subrequests).
+func claimHasRequest(claim *resourceapi.ResourceClaim, name string) bool {
+	for _, req := range claim.Spec.Devices.Requests {
+		if req.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// claimOrigin names the object a pod's claim is written in.
+func claimOrigin(ce *claimEval) string {
+	if ce.object != "" {
+		return ce.object
+	}
+	return "ResourceClaim " + ce.claim.Namespace + "/" + ce.claim.Name
+}
+
+func requestHint(name string, have []string) string {
+	h := "name one of the claim's requests, or leave request out to give the container all of the claim's devices"
+	if c := spelling.Closest(name, have); c != "" {
+		h = fmt.Sprintf("did you mean %q? ", c) + h
+	}
+	return h
+}
+
+// podObject names the object a pod comes from, for findings about what is
+// written in it: its workload (said once for all the replicas) or itself.
+func podObject(o scheduler.Object) string {
+	if o.Owner != "" {
+		owner, _, _ := strings.Cut(o.Owner, " (")
+		return owner
+	}
+	return "Pod " + o.Name
 }
 
 func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src scheduler.Source, object, field string) *claimEval {

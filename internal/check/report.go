@@ -55,6 +55,26 @@ const (
 	// FindingExtendedResource: a pod's extended resource that nothing
 	// offers on this inventory.
 	FindingExtendedResource FindingKind = "extended-resource"
+	// FindingInvalidExtendedResource: an extended resource (nvidia.com/gpu)
+	// the API server rejects in a pod spec: requested without a limit,
+	// with a request other than its limit, or as a fraction.
+	FindingInvalidExtendedResource FindingKind = "invalid-extended-resource"
+	// FindingUnknownRequest (a warning): a container names a request
+	// (resources.claims[].request) its claim does not have; the kubelet
+	// gives it no device of that claim.
+	FindingUnknownRequest FindingKind = "unknown-request"
+	// FindingNodeNameClaim: a pod bound by spec.nodeName that has claims
+	// or DRA-backed extended resources, which only the scheduler
+	// allocates (nodename.go): an error where the pod never starts, a
+	// warning where it may, or runs without the device.
+	FindingNodeNameClaim FindingKind = "node-name-claim"
+	// FindingTooManyClaimUsers: more pods share a ResourceClaim than its
+	// status.reservedFor can hold (256): the pods past it never bind.
+	FindingTooManyClaimUsers FindingKind = "too-many-claim-users"
+	// FindingQuotaExceeded: a claim that would take its namespace past a
+	// ResourceQuota on DeviceClass devices (or ResourceClaims) among the
+	// inputs: the API server refuses to create it (quota.go).
+	FindingQuotaExceeded FindingKind = "quota-exceeded"
 	// FindingInvalidVersion: a semver() literal that is not a semantic
 	// version; the selector fails at run time on every device.
 	FindingInvalidVersion FindingKind = "invalid-version"

@@ -24,7 +24,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
@@ -196,12 +195,5 @@ func containerRequest(i int, c *v1.Container, name v1.ResourceName, class string
 // outside kubernetes.io that can be quota'd as requests.<name>), or a
 // class's implicit name.
 func isDRAExtendedResourceName(name v1.ResourceName) bool {
-	n := string(name)
-	if strings.HasPrefix(n, resourceapi.ResourceDeviceClassPrefix) {
-		return true
-	}
-	if !strings.Contains(n, "/") || strings.Contains(n, "kubernetes.io/") || strings.HasPrefix(n, v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+n)) == 0
+	return strings.HasPrefix(string(name), resourceapi.ResourceDeviceClassPrefix) || isExtendedResourceName(name)
 }

@@ -90,6 +90,9 @@ type Manifests struct {
 	PodGroups []Object // *schedulingv1beta1.PodGroup
 	// Namespaces are read for their labels (admin access).
 	Namespaces []Object // *v1.Namespace
+	// Quotas are ResourceQuotas: what the API server lets a namespace's
+	// claims ask for.
+	Quotas []Object // *v1.ResourceQuota
 	// Ignored lists the objects with nothing to check (Namespaces,
 	// ConfigMaps, custom resources, ...).
 	Ignored []Ignored
@@ -123,6 +126,7 @@ func (m *Manifests) Merge(other *Manifests) {
 	m.Nodes = append(m.Nodes, other.Nodes...)
 	m.PodGroups = append(m.PodGroups, other.PodGroups...)
 	m.Namespaces = append(m.Namespaces, other.Namespaces...)
+	m.Quotas = append(m.Quotas, other.Quotas...)
 	m.Ignored = append(m.Ignored, other.Ignored...)
 	m.Problems = append(m.Problems, other.Problems...)
 	m.Written = append(m.Written, other.Written...)
@@ -330,6 +334,7 @@ func ObjectName(kind, namespace, name string) string {
 var namespacedKinds = map[string]bool{
 	"ResourceClaim": true, "ResourceClaimTemplate": true, "Pod": true, "Deployment": true, "ReplicaSet": true,
 	"StatefulSet": true, "DaemonSet": true, "ReplicationController": true, "Job": true, "CronJob": true,
+	"ResourceQuota": true,
 }
 
 // addObject decodes one object (or the items of a List).
@@ -390,6 +395,7 @@ func (m *Manifests) addObject(src Source, js []byte) error {
 		pod.Namespace = namespaceOr(pod.Namespace, meta.Metadata.Namespace)
 		rejected := m.validate(src, object, meta.Kind, validateObject(obj), "")
 		rejected = m.validate(src, object, meta.Kind, validatePodTemplate(pod), path+".") || rejected
+		rejected = m.resourceProblems(src, object, meta.Kind, extendedResourceErrors(&pod.Spec, path+".spec")) || rejected
 		m.Pods = append(m.Pods, Object{Source: src.within(path), Kind: "Pod", Name: pod.Namespace + "/" + pod.Name, Obj: pod,
 			Owner: meta.Kind + " " + pod.Namespace + "/" + meta.Metadata.Name + owner, Replicas: replicas, Rejected: rejected})
 		return nil
@@ -411,6 +417,15 @@ func (m *Manifests) validate(src Source, object, kind string, errs field.ErrorLi
 			}
 		}
 		m.problem(ProblemInvalid, src, object, f, fmt.Sprintf("%s; the API server rejects the %s", e.ErrorBody(), kind), hint)
+	}
+	return len(errs) > 0
+}
+
+// resourceProblems reports the extended resources the API server
+// rejects, and says whether there was any.
+func (m *Manifests) resourceProblems(src Source, object, kind string, errs []ResourceError) bool {
+	for _, e := range errs {
+		m.problem(ProblemExtendedResource, src, object, e.Field, fmt.Sprintf("%s; the API server rejects the %s", e.Message, kind), e.Hint)
 	}
 	return len(errs) > 0
 }
@@ -467,6 +482,9 @@ func (m *Manifests) strictProblems(src Source, object string, err error, why str
 func (m *Manifests) add(src Source, kind string, obj runtime.Object, object string) {
 	o := Object{Source: src, Kind: kind, Obj: obj, Replicas: 1}
 	o.Rejected = m.validate(src, object, kind, validateObject(obj), "")
+	if pod, ok := obj.(*v1.Pod); ok {
+		o.Rejected = m.resourceProblems(src, object, kind, extendedResourceErrors(&pod.Spec, "spec")) || o.Rejected
+	}
 	if acc, ok := obj.(interface {
 		GetName() string
 		GetNamespace() string
@@ -474,7 +492,7 @@ func (m *Manifests) add(src Source, kind string, obj runtime.Object, object stri
 	}); ok {
 		o.Name = acc.GetName()
 		switch obj.(type) {
-		case *resourceapi.ResourceClaimTemplate, *resourceapi.ResourceClaim, *v1.Pod, *schedulingv1beta1.PodGroup:
+		case *resourceapi.ResourceClaimTemplate, *resourceapi.ResourceClaim, *v1.Pod, *schedulingv1beta1.PodGroup, *v1.ResourceQuota:
 			acc.SetNamespace(namespaceOr(acc.GetNamespace(), ""))
 			o.Name = acc.GetNamespace() + "/" + o.Name
 		}
@@ -498,6 +516,8 @@ func (m *Manifests) add(src Source, kind string, obj runtime.Object, object stri
 		m.PodGroups = append(m.PodGroups, o)
 	case *v1.Namespace:
 		m.Namespaces = append(m.Namespaces, o)
+	case *v1.ResourceQuota:
+		m.Quotas = append(m.Quotas, o)
 	default:
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		m.Ignored = append(m.Ignored, Ignored{Source: src, Kind: fmt.Sprintf("%s (%s)", kind, gvk.GroupVersion()), Name: o.Name,

@@ -253,3 +253,57 @@ func indent(s, pad string) string {
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// TestExtendedResourceProblems: what pkg/apis/core/validation rejects
+// about extended resources, and what it takes (limits alone, equal
+// requests, the implicit names of classes, which are kubernetes.io names
+// and so overcommitable and fractional to the API server).
+func TestExtendedResourceProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name, resources, field, want string
+	}{
+		{"limit only", "limits: {nvidia.com/gpu: 2}", "", ""},
+		{"equal", "limits: {nvidia.com/gpu: 2}\n      requests: {nvidia.com/gpu: 2}", "", ""},
+		{"implicit name, fraction", "requests: {deviceclass.resource.kubernetes.io/gpu.gpudra.io: 500m}", "", ""},
+		{"cpu without limit", "requests: {cpu: 500m}", "", ""},
+		{"no limit", "requests: {nvidia.com/gpu: 1}", "spec.containers[0].resources.requests[nvidia.com/gpu]", "Limit must be set"},
+		{"below limit", "limits: {nvidia.com/gpu: 2}\n      requests: {nvidia.com/gpu: 1}", "spec.containers[0].resources.requests[nvidia.com/gpu]", "must be equal to nvidia.com/gpu limit of 2"},
+		{"fraction", "limits: {example.com/fpga: 0.5}", "spec.containers[0].resources.limits[example.com/fpga]", "must be an integer"},
+		{"fraction, request only", "requests: {nvidia.com/gpu: 1500m}", "spec.containers[0].resources.requests[nvidia.com/gpu]", "must be an integer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := decodeOK(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    image: x\n    resources:\n      "+tc.resources+"\n")
+			var got []Problem
+			for _, p := range m.Problems {
+				if p.Kind == ProblemExtendedResource {
+					got = append(got, p)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("rejected: %v", got)
+			case tc.want != "" && (len(got) != 1 || got[0].Field != tc.field || !strings.Contains(got[0].Message, tc.want)):
+				t.Errorf("got %+v, want one problem at %s saying %q", got, tc.field, tc.want)
+			case tc.want != "" && !m.Pods[0].Rejected:
+				t.Error("the pod is not marked rejected")
+			}
+		})
+	}
+	// In a workload's pod template, at the template's field.
+	m := decodeOK(t, `apiVersion: batch/v1
+kind: Job
+metadata: {name: j}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers:
+      - name: i
+        image: x
+        resources: {requests: {nvidia.com/gpu: 1}}
+      containers: [{name: c, image: x}]
+`)
+	if len(m.Problems) != 1 || m.Problems[0].Field != "spec.template.spec.initContainers[0].resources.requests[nvidia.com/gpu]" || m.Problems[0].Source.Line != 11 || !m.Pods[0].Rejected {
+		t.Errorf("got %+v", m.Problems)
+	}
+}

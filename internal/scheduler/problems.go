@@ -34,6 +34,10 @@ const (
 	// ProblemInvalid: the API server rejects the object (an unknown kind in
 	// a Kubernetes API group, a field of the wrong type, a missing kind).
 	ProblemInvalid ProblemKind = "invalid"
+	// ProblemExtendedResource: the API server rejects the pod (or the
+	// workload) for an extended resource that is requested without a
+	// limit, with a request other than its limit, or as a fraction.
+	ProblemExtendedResource ProblemKind = "extended-resource"
 	// ProblemSkipped (a note): an object of a kind this package does not
 	// read, e.g. a custom resource; it is left out, and the note says what
 	// it means for the check.

@@ -28,6 +28,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/operation"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -268,6 +269,108 @@ func validatePodClaims(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// ResourceError is what the API server rejects about one container's
+// extended resource (pkg/apis/core/validation validateResourceRequirements
+// and ValidateResourceQuantityValue: an extended resource is not
+// overcommitable, so a request needs a limit and must equal it, and it is
+// counted in whole units).
+type ResourceError struct {
+	Field   string // the request or limit that is wrong, below the pod
+	Message string // what is wrong, with the API server's words
+	Hint    string // how to fix it
+}
+
+// extendedResourceErrors lists the extended resources (nvidia.com/gpu,
+// not the implicit deviceclass.resource.kubernetes.io/<class> names,
+// which are in the kubernetes.io namespace and so overcommitable to the
+// API server) that the API server rejects in a pod spec.
+func extendedResourceErrors(spec *v1.PodSpec, path string) []ResourceError {
+	var out []ResourceError
+	for _, list := range []struct {
+		field      string
+		containers []v1.Container
+	}{{"initContainers", spec.InitContainers}, {"containers", spec.Containers}} {
+		for i, c := range list.containers {
+			at := fmt.Sprintf("%s.%s[%d].resources", path, list.field, i)
+			out = append(out, containerResourceErrors(c, at)...)
+		}
+	}
+	if spec.Resources != nil {
+		// Pod-level resources are cpu, memory and hugepages only.
+		for _, part := range []struct {
+			field string
+			list  v1.ResourceList
+		}{{"limits", spec.Resources.Limits}, {"requests", spec.Resources.Requests}} {
+			for _, name := range sortedResourceNames(part.list) {
+				if isExtendedResourceName(name) {
+					out = append(out, ResourceError{Field: fmt.Sprintf("%s.resources.%s[%s]", path, part.field, name),
+						Message: fmt.Sprintf("%s in the pod-level spec.resources: Unsupported value (pod-level resources are cpu, memory and hugepages-*)", name),
+						Hint:    fmt.Sprintf("ask for %s in the resources of the container that uses the device", name)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func containerResourceErrors(c v1.Container, at string) []ResourceError {
+	var out []ResourceError
+	for _, name := range sortedResourceNames(c.Resources.Limits) {
+		if q := c.Resources.Limits[name]; isExtendedResourceName(name) && q.MilliValue()%1000 != 0 {
+			out = append(out, fractionError(c.Name, fmt.Sprintf("%s.limits[%s]", at, name), name, q))
+		}
+	}
+	for _, name := range sortedResourceNames(c.Resources.Requests) {
+		if !isExtendedResourceName(name) {
+			continue
+		}
+		q := c.Resources.Requests[name]
+		field := fmt.Sprintf("%s.requests[%s]", at, name)
+		limit, limited := c.Resources.Limits[name]
+		switch {
+		case q.MilliValue()%1000 != 0:
+			if !limited || limit.MilliValue()%1000 == 0 {
+				out = append(out, fractionError(c.Name, field, name, q))
+			}
+		case !limited:
+			out = append(out, ResourceError{Field: field,
+				Message: fmt.Sprintf("container %s requests %s %s without a limit: %s.limits: Required value: Limit must be set for non overcommitable resources (an extended resource)", c.Name, q.String(), name, at),
+				Hint:    fmt.Sprintf("write it under resources.limits (%s: %s); requests may be left out, they default to the limits", name, q.String())})
+		case q.Cmp(limit) != 0:
+			out = append(out, ResourceError{Field: field,
+				Message: fmt.Sprintf("container %s requests %s %s but its limit is %s: must be equal to %s limit of %s (an extended resource is not overcommitable)", c.Name, q.String(), name, limit.String(), name, limit.String()),
+				Hint:    fmt.Sprintf("drop resources.requests[%s] (it defaults to the limit) or make it %s", name, limit.String())})
+		}
+	}
+	return out
+}
+
+func fractionError(container, field string, name v1.ResourceName, q resource.Quantity) ResourceError {
+	return ResourceError{Field: field,
+		Message: fmt.Sprintf("container %s asks for %s of %s: must be an integer (extended resources are counted in whole devices)", container, q.String(), name),
+		Hint:    "ask for a whole number of devices; to share a GPU, use a ResourceClaim for a shared class (mps.gpudra.io, timeslicing.gpudra.io with capacity.requests.memory) or a MIG partition (nvidia.com/mig-1g.10gb: 1); docs/sharing.md"}
+}
+
+// isExtendedResourceName is pkg/apis/core/helper.IsExtendedResourceName:
+// a domain-qualified name outside kubernetes.io, not requests.*, that
+// stays a qualified name as requests.<name>.
+func isExtendedResourceName(name v1.ResourceName) bool {
+	n := string(name)
+	if !strings.Contains(n, "/") || strings.Contains(n, v1.ResourceDefaultNamespacePrefix) || strings.HasPrefix(n, v1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+n)) == 0
+}
+
+func sortedResourceNames(l v1.ResourceList) []v1.ResourceName {
+	names := make([]v1.ResourceName, 0, len(l))
+	for n := range l {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	return names
 }
 
 // placeholder matches what templating tools leave in a manifest that was
