@@ -148,6 +148,39 @@ func (r *runner) fitsNodes(pod *v1.Pod) (bool, string) {
 	return false, fmt.Sprintf("no node of the inventory admits the pod: %s%s", why, hint)
 }
 
+// noNodeFinding reports a pod that no node of the inventory admits: the
+// pod stays Pending, so the report must say why in a finding, not only
+// in the claim's reasons. Without Node manifests the inventory's nodes
+// carry no labels or taints, so check cannot tell whether the cluster's
+// nodes admit the pod: a warning then, an error when the inputs give
+// the nodes.
+func (r *runner) noNodeFinding(u *unit, why string) {
+	pod := u.podObj.Obj.(*v1.Pod)
+	field := "spec"
+	switch {
+	case len(pod.Spec.NodeSelector) > 0:
+		field = "spec.nodeSelector"
+	case pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil:
+		field = "spec.affinity.nodeAffinity"
+	case len(pod.Spec.Tolerations) > 0:
+		field = "spec.tolerations"
+	}
+	f := Finding{Kind: FindingUnsatisfiable, Source: u.podObj.Source, Object: "Pod " + u.pod, Field: field,
+		Message: fmt.Sprintf("pod %s stays Pending: %s", u.pod, why)}
+	if len(r.nodeObjs) == 0 {
+		f.Severity = SeverityWarning
+		f.Message = fmt.Sprintf("pod %s stays Pending on this inventory: %s", u.pod, why)
+	} else {
+		f.Hint = "give the pod a nodeSelector, node affinity and tolerations that one of the Node manifests admits, or add the Node the pod is meant for"
+	}
+	if owner := u.podObj.Owner; owner != "" {
+		f.Object = owner
+		r.pendingReplica(owner+"\x00nodes", u.pod, f)
+		return
+	}
+	r.addFinding(f)
+}
+
 // allocateAll allocates the units in order; the pods of a gang are
 // allocated together when the first of them comes.
 func (r *runner) allocateAll(units []*unit) {
