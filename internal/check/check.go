@@ -461,6 +461,10 @@ func (r *runner) addFinding(f Finding) {
 // addProblem reports what decoding found.
 func (r *runner) addProblem(p scheduler.Problem) {
 	f := Finding{Source: p.Source, Object: p.Object, Field: p.Field, Message: p.Message, Hint: p.Hint}
+	if release, ok := scheduler.OlderWorkloadAPIs[p.GVK.GroupVersion().String()+" "+p.GVK.Kind]; ok {
+		r.olderWorkloadAPI(p, f, release)
+		return
+	}
 	switch p.Kind {
 	case scheduler.ProblemUnknownField:
 		f.Kind = FindingUnknownField
