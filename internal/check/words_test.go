@@ -103,3 +103,40 @@ func TestVendorClassHintNamesOneClass(t *testing.T) {
 		}
 	}
 }
+
+// TestNoReferenceToFindingsThatAreNot: a claim or pod that says "see the
+// findings" comes with a finding the default output shows (an error or a
+// warning) on every corpus case.
+func TestNoReferenceToFindingsThatAreNot(t *testing.T) {
+	for _, c := range loadCorpus(t) {
+		rep, err := checkCorpus(t, c)
+		if err != nil {
+			continue
+		}
+		assertFindingsReferred(t, c.file, rep)
+	}
+}
+
+// assertFindingsReferred fails when the report refers to findings and
+// shows none.
+func assertFindingsReferred(t *testing.T, name string, rep *Report) {
+	t.Helper()
+	var refs []string
+	for _, c := range rep.Claims {
+		for _, s := range append(append([]string(nil), c.Unsatisfiable...), c.PrepareFails) {
+			if strings.Contains(s, "see the findings") {
+				refs = append(refs, c.Name+": "+s)
+			}
+		}
+	}
+	for _, p := range rep.Pods {
+		for _, s := range p.Blocked {
+			if strings.Contains(s, "see the findings") {
+				refs = append(refs, p.Name+": "+s)
+			}
+		}
+	}
+	if len(refs) > 0 && rep.Errors()+rep.Warnings() == 0 {
+		t.Errorf("%s: refers to findings and shows none: %s", name, strings.Join(refs, "; "))
+	}
+}
