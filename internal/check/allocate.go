@@ -76,6 +76,7 @@ func (r *runner) allocate(u *unit) {
 			for _, ce := range todo {
 				r.unsatisfiable(ce, why)
 			}
+			r.noNodeFinding(u, why)
 			return
 		}
 	}

@@ -509,6 +509,10 @@ func (r *runner) addFinding(f Finding) {
 // addProblem reports what decoding found.
 func (r *runner) addProblem(p scheduler.Problem) {
 	f := Finding{Source: p.Source, Object: p.Object, Field: p.Field, Message: p.Message, Hint: p.Hint}
+	if release, ok := scheduler.OlderWorkloadAPIs[p.GVK.GroupVersion().String()+" "+p.GVK.Kind]; ok {
+		r.olderWorkloadAPI(p, f, release)
+		return
+	}
 	switch p.Kind {
 	case scheduler.ProblemUnknownField:
 		f.Kind = FindingUnknownField
@@ -547,9 +551,8 @@ func (r *runner) notServed(p scheduler.Problem, f Finding) {
 	r.notServedAt[p.Source.String()] = true
 	gv := p.GVK.GroupVersion().String()
 	switch {
-	case p.GVK.Version == "v1" && p.GVK.Kind == "DeviceTaintRule":
-		f.Message = fmt.Sprintf("Kubernetes %s does not serve DeviceTaintRules (DRADeviceTaintRules is off by default before 1.37, and its scheduler ignores them): kubectl apply fails with \"no matches for kind\"", r.feats.Version)
-		f.Hint = "on an older cluster, taint the device in its ResourceSlice instead, or drain the node"
+	case p.GVK.Kind == "DeviceTaintRule":
+		f.Message, f.Hint = taintRuleNotServed(r.feats.Version, gv)
 	case p.GVK.Version == "v1alpha3":
 		f.Message = fmt.Sprintf("%s %s is the API of Kubernetes 1.31; Kubernetes %s does not serve it (alpha APIs are off by default): kubectl apply fails with \"no matches for kind\" (read on as resource.k8s.io/v1)", gv, p.GVK.Kind, r.feats.Version)
 		f.Hint = "write apiVersion: resource.k8s.io/v1 (requests keep their fields under exactly:, devices have no basic:); gpudra migrate rewrites it"
@@ -558,6 +561,32 @@ func (r *runner) notServed(p scheduler.Problem, f Finding) {
 		f.Hint = "write apiVersion: resource.k8s.io/v1 (requests keep their fields under exactly:, devices have no basic:); gpudra migrate rewrites it"
 	}
 	r.addFinding(f)
+}
+
+// taintRuleNotServed says why the release does not serve a
+// DeviceTaintRule of the group version gv, and how to taint the device on
+// it: the API and the feature gates differ by release (k8s.io/kubernetes
+// pkg/features: DeviceTaintRule came in 1.33 as resource.k8s.io/v1alpha3
+// behind DRADeviceTaints; 1.35 put it behind its own gate,
+// DRADeviceTaintRules; 1.36 made that beta, served as v1beta2 but off,
+// with its API; 1.37 made it GA in v1, on). A ResourceSlice's own taints
+// are no way out: gpudra's plugin writes its slices, and before 1.36
+// the API server drops device taints (DRADeviceTaints is alpha).
+func taintRuleNotServed(version, gv string) (msg, hint string) {
+	drain := "or, without them, keep pods off the GPU by draining the node (kubectl drain)"
+	switch version {
+	case "1.34":
+		return fmt.Sprintf("Kubernetes 1.34 serves DeviceTaintRules only as resource.k8s.io/v1alpha3 with the DRADeviceTaints feature gate, both off by default; %s is not served: kubectl apply fails with \"no matches for kind\", and the scheduler applies no DeviceTaintRule", gv),
+			"enable DRADeviceTaints on the API server, scheduler and controller manager and --runtime-config=resource.k8s.io/v1alpha3=true, and write apiVersion: resource.k8s.io/v1alpha3; " + drain
+	case "1.35":
+		return fmt.Sprintf("Kubernetes 1.35 serves DeviceTaintRules only as resource.k8s.io/v1alpha3 with the DRADeviceTaints and DRADeviceTaintRules feature gates, all off by default; %s is not served: kubectl apply fails with \"no matches for kind\", and the scheduler applies no DeviceTaintRule", gv),
+			"enable DRADeviceTaints and DRADeviceTaintRules on the API server, scheduler and controller manager and --runtime-config=resource.k8s.io/v1alpha3=true, and write apiVersion: resource.k8s.io/v1alpha3; " + drain
+	case "1.36":
+		return fmt.Sprintf("Kubernetes 1.36 serves DeviceTaintRules only as resource.k8s.io/v1beta2 (or v1alpha3) with the DRADeviceTaintRules feature gate, both off by default (beta); %s is not served: kubectl apply fails with \"no matches for kind\", and the scheduler applies no DeviceTaintRule", gv),
+			"enable DRADeviceTaintRules on the API server, scheduler and controller manager and --runtime-config=resource.k8s.io/v1beta2=true, and write apiVersion: resource.k8s.io/v1beta2; " + drain
+	}
+	return fmt.Sprintf("Kubernetes %s serves DeviceTaintRules as resource.k8s.io/v1; %s is not served by default: kubectl apply fails with \"no matches for kind\" (read on as resource.k8s.io/v1)", version, gv),
+		"write apiVersion: resource.k8s.io/v1"
 }
 
 // nvidiaGroups are the API groups of NVIDIA's DRA driver's custom

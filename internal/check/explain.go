@@ -75,6 +75,13 @@ func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
 			f.Hint = "the replicas of " + u.podObj.Owner + " run at the same time: each holds its devices"
 		}
 		if owner := u.podObj.Owner; owner != "" {
+			if runsLater(u) {
+				// The Job controller keeps the pod and starts it when an
+				// earlier one completes: the Job takes longer, but runs.
+				f.Severity = SeverityWarning
+				f.Message += "; the Job's pods that do not fit now start as earlier ones complete, one after another"
+				f.Hint = "set the Job's parallelism to what fits at once to say so, or add devices to run them all at once"
+			}
 			r.pendingReplica(owner+"\x00"+ce.source.String(), u.pod, f)
 			continue
 		}
@@ -86,6 +93,20 @@ func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
 // of the pod cannot be.
 func podBlockedBy(blocker *claimEval) string {
 	return fmt.Sprintf("the pod's claim %s cannot be allocated, and the scheduler allocates a pod's claims together or not at all", blocker.info.Name)
+}
+
+// runsLater says whether a pod that does not fit waits for its
+// workload's earlier pods to complete rather than forever: a pod of a Job
+// (or a CronJob's Job) other than its first. Replicas are placed in
+// order and alike, so when the first pod fits, a later one that does not
+// is short of the devices the earlier ones hold, which they give back
+// when they complete; when the first does not fit, none ever does.
+func runsLater(u *unit) bool {
+	owner := u.podObj.Owner
+	if !strings.HasPrefix(owner, "Job ") && !strings.HasPrefix(owner, "CronJob ") {
+		return false
+	}
+	return !strings.HasSuffix(u.pod, "-0")
 }
 
 // pendingReplicas are the replicas of one workload that stay Pending on

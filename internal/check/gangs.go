@@ -66,12 +66,48 @@ func (r *runner) loadPodGroups(in *scheduler.Manifests) {
 		// they compare as strings.
 		if r.feats.Version < "1.37" {
 			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "PodGroup " + o.Name, Field: "apiVersion",
-				Message: fmt.Sprintf("Kubernetes %s does not serve scheduling.k8s.io/v1beta1 (the Workload API is beta from 1.37); the API server rejects the PodGroup, and its pods are scheduled one by one", r.feats.Version)})
+				Message: fmt.Sprintf("Kubernetes %s does not serve scheduling.k8s.io/v1beta1 (the Workload API is beta from 1.37); the API server rejects the PodGroup, and its pods are scheduled one by one", r.feats.Version),
+				Hint:    workloadAPIAt(r.feats.Version)})
 			continue
 		}
 		r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: o.Source, Object: "PodGroup " + o.Name,
 			Message: fmt.Sprintf("Kubernetes %s serves PodGroups only with the GenericWorkload feature gate and the scheduling.k8s.io/v1beta1 API enabled (both off by default), and PodGroup claims only with DRAWorkloadResourceClaims; checked as on a cluster that enables them", r.feats.Version)})
 	}
+}
+
+// workloadAPIAt says which Workload API (PodGroup, Workload) a release
+// serves, and behind what (k8s.io/kubernetes pkg/features GenericWorkload,
+// alpha from 1.35, beta but off in 1.37; pkg/controlplane/instance.go: the
+// alpha and beta scheduling.k8s.io versions are off by default).
+func workloadAPIAt(version string) string {
+	switch version {
+	case "1.34":
+		return "Kubernetes 1.34 has no Workload API: a gang needs a scheduler plugin (e.g. Kueue, or the coscheduling plugin of scheduler-plugins)"
+	case "1.35":
+		return "Kubernetes 1.35 serves the Workload API only as scheduling.k8s.io/v1alpha1, a Workload with its pod groups inline (no PodGroup kind), with the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1alpha1=true (both off by default)"
+	case "1.36":
+		return "Kubernetes 1.36 serves PodGroup and Workload only as scheduling.k8s.io/v1alpha2, with the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1alpha2=true (both off by default), and PodGroup claims only with DRAWorkloadResourceClaims"
+	}
+	return "Kubernetes " + version + " serves PodGroup and Workload as scheduling.k8s.io/v1beta1 (and v1alpha3), with the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1beta1=true (both off by default)"
+}
+
+// olderWorkloadAPI reports an object of a Workload API version that only
+// an older release serves (scheduler.OlderWorkloadAPIs): on that release
+// it is what the cluster takes, though check does not read it (a warning:
+// not all was checked); on any other the API server rejects it.
+func (r *runner) olderWorkloadAPI(p scheduler.Problem, f Finding, release string) {
+	gv := p.GVK.GroupVersion().String()
+	if r.feats.Version == release {
+		f.Kind, f.Severity = FindingSkipped, SeverityWarning
+		f.Message = fmt.Sprintf("%s %s is the Workload API of Kubernetes %s (alpha), which check does not read: its pods are checked one by one, not as a gang", gv, p.GVK.Kind, release)
+		f.Hint = workloadAPIAt(release) + "; check the gang as scheduling.k8s.io/v1beta1 with --kubernetes-version 1.37"
+		r.addFinding(f)
+		return
+	}
+	f.Kind, f.Severity = FindingNotServed, SeverityError
+	f.Message = fmt.Sprintf("Kubernetes %s does not serve %s %s, the Workload API of Kubernetes %s only: kubectl apply fails with \"no matches for kind\", and its pods are scheduled one by one", r.feats.Version, gv, p.GVK.Kind, release)
+	f.Hint = workloadAPIAt(r.feats.Version)
+	r.addFinding(f)
 }
 
 // gangOf returns the pod's PodGroup among the inputs, or nil.
@@ -146,6 +182,39 @@ func (r *runner) fitsNodes(pod *v1.Pod) (bool, string) {
 		hint = " (the inventory's nodes carry only kubernetes.io/hostname; add Node manifests with the labels and taints of your GPU nodes to the inputs)"
 	}
 	return false, fmt.Sprintf("no node of the inventory admits the pod: %s%s", why, hint)
+}
+
+// noNodeFinding reports a pod that no node of the inventory admits: the
+// pod stays Pending, so the report must say why in a finding, not only
+// in the claim's reasons. Without Node manifests the inventory's nodes
+// carry no labels or taints, so check cannot tell whether the cluster's
+// nodes admit the pod: a warning then, an error when the inputs give
+// the nodes.
+func (r *runner) noNodeFinding(u *unit, why string) {
+	pod := u.podObj.Obj.(*v1.Pod)
+	field := "spec"
+	switch {
+	case len(pod.Spec.NodeSelector) > 0:
+		field = "spec.nodeSelector"
+	case pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil:
+		field = "spec.affinity.nodeAffinity"
+	case len(pod.Spec.Tolerations) > 0:
+		field = "spec.tolerations"
+	}
+	f := Finding{Kind: FindingUnsatisfiable, Source: u.podObj.Source, Object: "Pod " + u.pod, Field: field,
+		Message: fmt.Sprintf("pod %s stays Pending: %s", u.pod, why)}
+	if len(r.nodeObjs) == 0 {
+		f.Severity = SeverityWarning
+		f.Message = fmt.Sprintf("pod %s stays Pending on this inventory: %s", u.pod, why)
+	} else {
+		f.Hint = "give the pod a nodeSelector, node affinity and tolerations that one of the Node manifests admits, or add the Node the pod is meant for"
+	}
+	if owner := u.podObj.Owner; owner != "" {
+		f.Object = owner
+		r.pendingReplica(owner+"\x00nodes", u.pod, f)
+		return
+	}
+	r.addFinding(f)
 }
 
 // allocateAll allocates the units in order; the pods of a gang are

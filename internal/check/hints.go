@@ -37,11 +37,21 @@ func (r *runner) classHintFor(class string) string {
 	if why, ok := vendorClassesWithoutEquivalent[class]; ok {
 		return why
 	}
+	// Another driver's class has one equivalent, or none: naming it alone
+	// says what to write, where the list of every gpudra class would
+	// leave the user to guess among thirty.
 	if ours, ok := vendorClasses[class]; ok {
 		ours = builtinClassName(strings.ReplaceAll(ours, gpu.DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
-		if _, known := r.known[ours]; known || strings.HasPrefix(ours, "nvlink-") {
-			h = fmt.Sprintf("%s is another driver's class; gpudra's class for these devices is %s. ", class, ours)
+		h = fmt.Sprintf("%s is another driver's class; gpudra's class for these devices is %s", class, ours)
+		if _, known := r.known[ours]; !known && !strings.HasPrefix(ours, "nvlink-") && !r.opts.BuiltinClasses {
+			h += " (gpudra's chart installs it; check knows it with --builtin-classes)"
 		}
+		return h
+	}
+	if strings.HasSuffix(class, ".nvidia.com") {
+		gpus := builtinClassName(strings.ReplaceAll("gpu.gpudra.io", gpu.DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
+		migs := builtinClassName(strings.ReplaceAll("mig.gpudra.io", gpu.DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
+		return fmt.Sprintf("%s is named like a class of NVIDIA's driver; gpudra has no equivalent of it (gpudra's classes for whole GPUs and for MIG partitions are %s and %s)", class, gpus, migs)
 	}
 	var mine, builtin []string
 	for _, n := range names {

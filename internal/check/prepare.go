@@ -203,7 +203,14 @@ func (r *runner) clusterHolds(claims []*resourceapi.ResourceClaim) []heldDevice 
 // else on the claim's request.
 func (r *runner) refused(ce *claimEval, refusal *claimplan.Refusal) {
 	src, object, field := ce.source, ce.object, r.requestField(ce, refusal.Request)
-	if refusal.Config != nil {
+	from := ""
+	switch {
+	case refusal.Config != nil && refusal.Config.FromClass && r.builtin[refusal.Config.Class]:
+		// A config of one of gpudra's own classes is nobody's to edit:
+		// the claim that chose the class is what to change, so the
+		// finding is on its request, and says where the config is.
+		from = fmt.Sprintf(" (the config that says so is gpudra's DeviceClass %s's: choose another class for this claim)", refusal.Config.Class)
+	case refusal.Config != nil:
 		src, object, field = r.configAt(ce, refusal.Config)
 		if f := refusalField(refusal.Kind); f != "" {
 			field += "." + f
@@ -214,7 +221,7 @@ func (r *runner) refused(ce *claimEval, refusal *claimplan.Refusal) {
 		kind = FindingInvalidConfig
 	}
 	r.addFinding(Finding{Kind: kind, Refusal: string(refusal.Kind), Source: src, Object: object, Field: field,
-		Message: fmt.Sprintf("gpudra's kubelet plugin refuses to prepare claim %s (its pods stay in ContainerCreating): %s", ce.info.Name, refusal.Msg),
+		Message: fmt.Sprintf("gpudra's kubelet plugin refuses to prepare claim %s (its pods stay in ContainerCreating): %s%s", ce.info.Name, refusal.Msg, from),
 		Hint:    refusalHint(refusal, r.opts.DriverName)})
 }
 

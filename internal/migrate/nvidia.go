@@ -113,9 +113,9 @@ func attributesWithoutEquivalent(id string) (string, bool) {
 	case id == "addressingMode":
 		return "NVIDIA's driver publishes the GPU's addressing mode (HMM or ATS); gpudra does not", true
 	case id == "parentMinor":
-		return "no longer published by NVIDIA's driver (ca43bb70) and not by gpudra: use parentUUID or parentIndex", true
+		return "no longer published by NVIDIA's driver (ca43bb70) and not by gpudra: select the GPU by parentUUID", true
 	case strings.HasPrefix(id, "memorySlice"):
-		return "NVIDIA's driver publishes a MIG device's memory slices as capacities; gpudra publishes placementStart and placementSize and shares the GPU's slices through counters, which the scheduler checks for you", true
+		return "NVIDIA's driver publishes a MIG device's memory slices as capacities; gpudra publishes each placement as a device of its own, named after where it starts on the GPU, and shares the GPU's slices through counters, which the scheduler checks for you", true
 	case id == "iommuFDEnabled" || id == "deviceID" || id == "vendorID" || id == "addressableMemory" || id == "numa":
 		return "an attribute of NVIDIA's VFIO devices, which gpudra has no equivalent of", true
 	}
@@ -152,11 +152,10 @@ func migIdentity(expr string) []string {
 			continue
 		}
 		seen[id] = true
-		fix := "parentUUID (the GPU's UUID)"
-		if id == "index" {
-			fix = "parentIndex (the GPU's index) and placementStart"
-		}
-		out = append(out, fmt.Sprintf("attribute %s of a MIG device: gpudra's MIG devices are placements created on demand, with a new UUID each time and no index of their own; select by %s and profile instead", id, fix))
+		// Only what a partition publishes may be advised: parentIndex and
+		// placementStart are in the prepared device's metadata, which no
+		// selector reads.
+		out = append(out, fmt.Sprintf("attribute %s of a MIG device: gpudra's MIG devices are placements created on demand, with a new UUID each time and no index of their own; select by parentUUID (the GPU's UUID) and profile instead", id))
 	}
 	return out
 }

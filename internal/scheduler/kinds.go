@@ -44,6 +44,16 @@ func (m *Manifests) unknownKind(src Source, gvk schema.GroupVersionKind, name st
 		m.problem(ProblemInvalid, src, object, "kind", fmt.Sprintf("%s has no kind %s; the API server rejects the object", gv, gvk.Kind), hint)
 		return
 	}
+	if release, ok := OlderWorkloadAPIs[gv.String()+" "+gvk.Kind]; ok {
+		// The scheme (of the newest release) no longer knows it, but an
+		// older supported release serves it: which one is the caller's
+		// to judge against the release it checks.
+		m.Ignored = append(m.Ignored, Ignored{Source: src, Kind: fmt.Sprintf("%s (%s)", gvk.Kind, gv), Name: name,
+			Reason: "the Workload API of Kubernetes " + release + ", not read"})
+		m.Problems = append(m.Problems, Problem{Kind: ProblemInvalid, Source: src.At("apiVersion"), Object: object, GVK: gvk, Field: "apiVersion",
+			Message: fmt.Sprintf("%s %s is the Workload API of Kubernetes %s only (alpha); it is not read, and its pods are checked one by one", gv, gvk.Kind, release)})
+		return
+	}
 	if versions := versionsOf(gvk.Group, gvk.Kind); len(versions) > 0 {
 		m.problem(ProblemInvalid, src, object, "apiVersion", fmt.Sprintf("%s %s is not served by any Kubernetes release gpudra supports", gv, gvk.Kind),
 			fmt.Sprintf("use apiVersion %s", strings.Join(versions, " or ")))
@@ -57,6 +67,18 @@ func (m *Manifests) unknownKind(src Source, gvk schema.GroupVersionKind, name st
 		Reason: "a custom resource; the scheduler's DRA plugin does not read it"})
 	m.Problems = append(m.Problems, Problem{Kind: ProblemSkipped, Note: true, Source: src, Object: object, GVK: gvk,
 		Message: fmt.Sprintf("%s is not a Kubernetes kind (a custom resource of %s): skipped; nothing it does is part of the check", gvk.Kind, gv)})
+}
+
+// OlderWorkloadAPIs are the scheduling.k8s.io kinds of the Workload API
+// that a supported Kubernetes release serves (behind its GenericWorkload
+// feature gate) and the newest one no longer does ("group/version Kind"
+// to the release): 1.35's v1alpha1 Workload held its pod groups inline;
+// 1.36's v1alpha2 made PodGroup an object; 1.37 serves v1alpha3 and
+// v1beta1 (k8s.io/api scheduling).
+var OlderWorkloadAPIs = map[string]string{
+	"scheduling.k8s.io/v1alpha1 Workload": "1.35",
+	"scheduling.k8s.io/v1alpha2 Workload": "1.36",
+	"scheduling.k8s.io/v1alpha2 PodGroup": "1.36",
 }
 
 // kindsOf lists the object kinds the scheme knows in one group version

@@ -48,9 +48,9 @@ func podTemplate(obj runtime.Object) (pod *v1.Pod, owner string, replicas int, p
 	case *v1.ReplicationController:
 		meta, tmpl, count = o.ObjectMeta, o.Spec.Template, o.Spec.Replicas
 	case *batchv1.Job:
-		meta, tmpl, count = o.ObjectMeta, &o.Spec.Template, o.Spec.Parallelism
+		meta, tmpl, count = o.ObjectMeta, &o.Spec.Template, jobActive(o.Spec)
 	case *batchv1.CronJob:
-		meta, tmpl, count = o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template, o.Spec.JobTemplate.Spec.Parallelism
+		meta, tmpl, count = o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template, jobActive(o.Spec.JobTemplate.Spec)
 		path = "spec.jobTemplate.spec.template"
 	default:
 		return nil, "", 0, "", false
@@ -70,6 +70,16 @@ func podTemplate(obj runtime.Object) (pod *v1.Pod, owner string, replicas int, p
 	pod.Name = meta.Name + "-0"
 	pod.Namespace = meta.Namespace
 	return pod, owner, replicas, path, true
+}
+
+// jobActive is how many pods of a Job run at once: parallelism, but no
+// more than the completions it asks for (the Job controller starts no
+// pod beyond them).
+func jobActive(spec batchv1.JobSpec) *int32 {
+	if spec.Parallelism != nil && spec.Completions != nil && *spec.Completions < *spec.Parallelism {
+		return spec.Completions
+	}
+	return spec.Parallelism
 }
 
 // workloadVersions are the API versions Kubernetes 1.34+ serves the
