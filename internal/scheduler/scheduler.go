@@ -47,7 +47,10 @@ type Scheduler struct {
 	// slicesFor, set by NewOver, gives the slices the allocator reads on
 	// one node; slices is then empty.
 	slicesFor func(node string) []*resourceapi.ResourceSlice
-	celCache  *cel.Cache
+	// index is slices by the node the allocator reads them on (without
+	// slicesFor), rebuilt whenever slices change.
+	index    *sliceIndex
+	celCache *cel.Cache
 	// FilterTimeout bounds one allocator call on one node (default
 	// DefaultFilterTimeout).
 	FilterTimeout time.Duration
@@ -67,6 +70,7 @@ func New(features Features, classes *Classes, slices []*resourceapi.ResourceSlic
 		features:      features,
 		classes:       classes,
 		slices:        slices,
+		index:         newSliceIndex(slices),
 		nodes:         NodesOf(slices),
 		taintRules:    taintRules,
 		celCache:      cel.NewCache(1000, features.CEL),
@@ -89,9 +93,11 @@ func NewOver(features Features, classes *Classes, nodes []string, slicesFor func
 // NodeSlices are the slices local to one node (spec.nodeName), as the
 // scheduler holds them.
 func (s *Scheduler) NodeSlices(node string) []*resourceapi.ResourceSlice {
-	all := s.slices
+	var all []*resourceapi.ResourceSlice
 	if s.slicesFor != nil {
 		all = s.slicesFor(node)
+	} else {
+		all = s.index.byNode[node]
 	}
 	var out []*resourceapi.ResourceSlice
 	for _, sl := range all {
@@ -137,6 +143,9 @@ func (s *Scheduler) ReplaceNodeSlices(node string, slices []*resourceapi.Resourc
 		}
 	}
 	s.slices = append(out, slices...)
+	if !s.index.replaceNode(node, slices) {
+		s.index = newSliceIndex(s.slices)
+	}
 }
 
 // Features returns the feature set the scheduler uses.
@@ -216,7 +225,9 @@ func (s *Scheduler) Schedule(ctx context.Context, state *State, claims []*resour
 	if err := s.classesExist(pending); err != nil {
 		return place, err
 	}
-	var alloc structured.Allocator
+	// The allocator only reads the allocated state, so one copy serves
+	// every node tried.
+	var allocated *structured.AllocatedState
 	for _, node := range s.nodes {
 		if !matchesAll(selectors, node) || candidate != nil && !candidate(node) {
 			continue
@@ -225,11 +236,13 @@ func (s *Scheduler) Schedule(ctx context.Context, state *State, claims []*resour
 			place.Node = node
 			return place, nil
 		}
-		if alloc == nil || s.slicesFor != nil {
-			var err error
-			if alloc, err = s.AllocatorFor(ctx, state, node.Name); err != nil {
-				return nil, err
-			}
+		if allocated == nil {
+			a := state.allocated()
+			allocated = &a
+		}
+		alloc, err := s.allocatorOn(ctx, *allocated, node.Name)
+		if err != nil {
+			return nil, err
 		}
 		place.Tried++
 		results, err := s.Filter(ctx, alloc, node, pending)
@@ -284,29 +297,27 @@ func matchesAll(selectors []*nodeaffinity.NodeSelector, node *v1.Node) bool {
 	return true
 }
 
-// Allocator returns the real allocator over the inventory and the devices
-// state holds, as the scheduler creates one per scheduling attempt.
-func (s *Scheduler) Allocator(ctx context.Context, state *State) (structured.Allocator, error) {
-	alloc, err := structured.NewAllocator(ctx, s.features.Allocator, state.allocated(), s.classes, s.slices, s.celCache)
-	if err != nil {
-		return nil, fmt.Errorf("create the allocator: %w", err)
-	}
-	return alloc, nil
+// AllocatorFor returns the allocator for Filter calls on one node: one
+// over the slices the allocator reads there (the node's own, the rest of
+// their pools, and those of no one node), from the inventory or, for a
+// scheduler NewOver made, from its slicesFor, with the same taint rules
+// and selector cache.
+func (s *Scheduler) AllocatorFor(ctx context.Context, state *State, node string) (structured.Allocator, error) {
+	return s.allocatorOn(ctx, state.allocated(), node)
 }
 
-// AllocatorFor returns the allocator for Filter calls on one node: the
-// inventory's (Allocator), or, for a scheduler NewOver made, one over the
-// slices the allocator reads on that node, with the same taint rules and
-// selector cache.
-func (s *Scheduler) AllocatorFor(ctx context.Context, state *State, node string) (structured.Allocator, error) {
-	if s.slicesFor == nil {
-		return s.Allocator(ctx, state)
+func (s *Scheduler) allocatorOn(ctx context.Context, allocated structured.AllocatedState, node string) (structured.Allocator, error) {
+	var slices []*resourceapi.ResourceSlice
+	if s.slicesFor != nil {
+		slices = s.slicesFor(node)
+		if len(s.taintRules) > 0 {
+			slices = ApplyTaintRules(slices, s.taintRules)
+		}
+	} else {
+		// s.slices have the taint rules applied already (New).
+		slices = s.index.forNode(node)
 	}
-	slices := s.slicesFor(node)
-	if len(s.taintRules) > 0 {
-		slices = ApplyTaintRules(slices, s.taintRules)
-	}
-	alloc, err := structured.NewAllocator(ctx, s.features.Allocator, state.allocated(), s.classes, slices, s.celCache)
+	alloc, err := structured.NewAllocator(ctx, s.features.Allocator, allocated, s.classes, slices, s.celCache)
 	if err != nil {
 		return nil, fmt.Errorf("create the allocator: %w", err)
 	}
@@ -320,9 +331,11 @@ func (s *Scheduler) AllocatorFor(ctx context.Context, state *State, node string)
 // pod in). The taint rules apply to the edited slices too; edit may not
 // change the slices it is given, only return others.
 func (s *Scheduler) AllocatorEdited(ctx context.Context, state *State, node string, edit func([]*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice) (structured.Allocator, error) {
-	all := s.slices
+	var all []*resourceapi.ResourceSlice
 	if s.slicesFor != nil {
 		all = s.slicesFor(node)
+	} else {
+		all = s.index.forNode(node)
 	}
 	var local, slices []*resourceapi.ResourceSlice
 	for _, sl := range all {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -355,5 +356,60 @@ func TestAllocatorEdited(t *testing.T) {
 	}
 	if n := len(byNode["node-1"][0].Spec.Devices); n != 1 {
 		t.Errorf("node-1's slice changed: %d devices", n)
+	}
+}
+
+// The allocator on a node reads only that node's slices and those of no
+// one node, yet it must still see a pool whole: a pool whose slices lie
+// on two nodes is complete on each (its devices allocate), and one that
+// lacks a slice is not (nothing allocates from it), as over the whole
+// inventory.
+func TestAllocatorSeesPoolsWhole(t *testing.T) {
+	split := func(count int64) []*resourceapi.ResourceSlice {
+		slices := inventory(1, 1)
+		for _, sl := range slices {
+			sl.Spec.Pool = resourceapi.ResourcePool{Name: "split", Generation: 1, ResourceSliceCount: count}
+		}
+		slices[1].Spec.Devices[0].Name = "gpu-b"
+		return slices
+	}
+	s := newScheduler(t, "1.37", split(2))
+	place, err := s.Schedule(context.Background(), NewState(), []*resourceapi.ResourceClaim{claim("a", 1)}, nil)
+	if err != nil {
+		t.Fatalf("a pool split over two nodes: %v", err)
+	}
+	if got := place.Results[0].Devices.Results[0].Device; place.Node.Name != "node-1" || got != "gpu-0" {
+		t.Errorf("placed on %s, device %s; want node-1, gpu-0", place.Node.Name, got)
+	}
+	s = newScheduler(t, "1.37", split(3))
+	if _, err := s.Schedule(context.Background(), NewState(), []*resourceapi.ResourceClaim{claim("a", 1)}, nil); !errors.Is(err, ErrUnschedulable) {
+		t.Errorf("a pool that lacks a slice: %v, want ErrUnschedulable", err)
+	}
+}
+
+// Replacing a node's slices updates the per-node index in place where its
+// pools lie on that node alone, and rebuilds it where not: either way it
+// is the index of the inventory as it is now.
+func TestReplaceNodeSlicesKeepsIndex(t *testing.T) {
+	split := inventory(1, 1)
+	for _, sl := range split {
+		sl.Spec.Pool = resourceapi.ResourcePool{Name: "split", Generation: 1, ResourceSliceCount: 2}
+	}
+	for name, inv := range map[string][]*resourceapi.ResourceSlice{
+		"one pool per node":   inventory(1, 2, 3),
+		"a pool on two nodes": append(split, inventory(0, 0, 3)[2]),
+	} {
+		s := newScheduler(t, "1.37", inv)
+		node := "node-2"
+		again := inventory(0, 4)[1:]
+		again[0].Spec.Pool.Generation = 2
+		s.ReplaceNodeSlices(node, again)
+		if want := newSliceIndex(s.Slices()); !reflect.DeepEqual(s.index, want) {
+			t.Errorf("%s: index after the replace\n%+v\nwant\n%+v", name, s.index, want)
+		}
+		s.ReplaceNodeSlices(node, nil)
+		if want := newSliceIndex(s.Slices()); !reflect.DeepEqual(s.index, want) {
+			t.Errorf("%s: index after removing the node's slices\n%+v\nwant\n%+v", name, s.index, want)
+		}
 	}
 }
