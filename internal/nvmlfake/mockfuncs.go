@@ -21,6 +21,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -38,22 +39,63 @@ var (
 
 // funcFields calls visit for every settable XxxFunc field of the struct p
 // points to, including those of embedded structs (server.Device embeds
-// mock.Device).
+// mock.Device). The fields of a type are found once (funcFieldsOf): a
+// mock has hundreds, and gpudra check builds thousands of fake nodes.
 func funcFields(p any, visit func(name string, f reflect.Value)) {
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		t := v.Type()
+	v := reflect.ValueOf(p).Elem()
+	for _, ff := range funcFieldsOf(v.Type()) {
+		visit(ff.name, v.FieldByIndex(ff.index))
+	}
+}
+
+// funcField is one XxxFunc field: its name without Func, and its index
+// path through embedded structs.
+type funcField struct {
+	name  string
+	index []int
+}
+
+// funcFieldCache holds the funcFields of each struct type (reflect.Type →
+// []funcField).
+var funcFieldCache sync.Map
+
+func funcFieldsOf(t reflect.Type) []funcField {
+	if c, ok := funcFieldCache.Load(t); ok {
+		return c.([]funcField)
+	}
+	var out []funcField
+	var walk func(t reflect.Type, path []int)
+	walk = func(t reflect.Type, path []int) {
 		for i := range t.NumField() {
-			sf, f := t.Field(i), v.Field(i)
+			sf := t.Field(i)
+			index := append(slices.Clone(path), i)
 			switch {
 			case sf.Anonymous && sf.Type.Kind() == reflect.Struct && sf.IsExported():
-				walk(f)
-			case sf.Type.Kind() == reflect.Func && f.CanSet() && strings.HasSuffix(sf.Name, "Func"):
-				visit(strings.TrimSuffix(sf.Name, "Func"), f)
+				walk(sf.Type, index)
+			case sf.Type.Kind() == reflect.Func && sf.IsExported() && strings.HasSuffix(sf.Name, "Func"):
+				out = append(out, funcField{name: strings.TrimSuffix(sf.Name, "Func"), index: index})
 			}
 		}
 	}
-	walk(reflect.ValueOf(p).Elem())
+	walk(t, nil)
+	funcFieldCache.Store(t, out)
+	return out
+}
+
+// notSupportedCache holds, per function type, the function fillNotSupported
+// sets: it answers ERROR_NOT_SUPPORTED whoever holds it, so one serves
+// every mock (reflect.Type → reflect.Value).
+var notSupportedCache sync.Map
+
+func notSupported(t reflect.Type) reflect.Value {
+	if f, ok := notSupportedCache.Load(t); ok {
+		return f.(reflect.Value)
+	}
+	f := reflect.MakeFunc(t, func([]reflect.Value) []reflect.Value {
+		return results(t, nvml.ERROR_NOT_SUPPORTED)
+	})
+	notSupportedCache.Store(t, f)
+	return f
 }
 
 // results returns the zero values of t's results with every nvml.Return
@@ -92,10 +134,7 @@ func fillNotSupported(p any) {
 		if !f.IsNil() {
 			return
 		}
-		t := f.Type()
-		f.Set(reflect.MakeFunc(t, func([]reflect.Value) []reflect.Value {
-			return results(t, nvml.ERROR_NOT_SUPPORTED)
-		}))
+		f.Set(notSupported(f.Type()))
 	})
 }
 
