@@ -108,6 +108,7 @@ func (r *runner) allocate(u *unit) {
 		tried = append(tried, ce)
 		claims = append(claims, ce.claim)
 	}
+	r.flushPublished()
 	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool {
 		if pod != nil {
 			if ok, _ := scheduler.PodFitsNode(pod, node); !ok {

@@ -109,6 +109,10 @@ type Options struct {
 	// --cluster): their devices are taken before any input claim is
 	// allocated, so check says what fits right now.
 	Held []*resourceapi.ResourceClaim
+	// Progress, if set, is told how far a run got, after each item of
+	// its long stages: stage says what is counted ("pods evaluated", "pods
+	// placed"), done of total.
+	Progress func(stage string, done, total int)
 }
 
 // Exit statuses.
@@ -129,6 +133,9 @@ type runner struct {
 	compiler *compiler
 	// evaluation results by expression
 	evals map[string]*evalResult
+	// requestMatches are the devices requests match, by class and
+	// selectors (requestMatchKey).
+	requestMatches map[string]*requestMatch
 	// known are the DeviceClasses the cluster would have: the inputs' and
 	// the built-in ones they do not replace; classes are those evaluated
 	// so far (on first use).
@@ -152,8 +159,10 @@ type runner struct {
 	clusterState *scheduler.State
 	clusterHeld  []heldDevice
 	// republished is, per node, what it published since its slices were
-	// replaced (Options.Republish).
+	// replaced (Options.Republish); unpublished is set while a node's
+	// prepared claims are not in the scheduler's view yet.
 	republished map[string]*republishedNode
+	unpublished bool
 	// inGang is set while a gang's pods are placed: they see what is
 	// published before any of them binds, unless gangRefill is set too.
 	inGang, gangRefill bool
@@ -280,6 +289,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.unusedClass = false
 	r.finish()
 	return r.report, nil
+}
+
+// progress tells Options.Progress how far a stage got.
+func (r *runner) progress(stage string, done, total int) {
+	if r.opts.Progress != nil {
+		r.opts.Progress(stage, done, total)
+	}
 }
 
 // loadClasses makes the inputs' DeviceClasses and the built-in ones known.

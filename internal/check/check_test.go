@@ -762,3 +762,41 @@ spec:
 		t.Errorf("pods %+v, claims %+v: want the pod Pending and no claim", rep.Pods, rep.Claims)
 	}
 }
+
+// A run tells Options.Progress how far it got in each long stage, item
+// by item, and ends each stage with all of it done.
+func TestProgressStages(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: one, namespace: default}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: gpu\n        exactly: {deviceClassName: gpu.gpudra.io}\n")
+	for i := range 3 {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p%d, namespace: default}\nspec:\n  resourceClaims: [{name: gpu, resourceClaimTemplateName: one}]\n  containers: [{name: c, image: busybox, resources: {claims: [{name: gpu}]}}]\n", i)
+	}
+	in := &scheduler.Manifests{}
+	if err := in.Add("pods.yaml", []byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	type call struct{ done, total int }
+	calls := map[string][]call{}
+	opts := onProfile(t, "dgx-h100", 1, Options{Inputs: in, BuiltinClasses: true})
+	opts.Progress = func(stage string, done, total int) { calls[stage] = append(calls[stage], call{done, total}) }
+	rep, err := Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Pods) != 3 {
+		t.Fatalf("%d pods in the report, want 3", len(rep.Pods))
+	}
+	for _, stage := range []string{"pods evaluated", "pods placed"} {
+		got := calls[stage]
+		if len(got) == 0 || got[len(got)-1] != (call{3, 3}) {
+			t.Errorf("stage %q: calls %v, want them to end at 3/3", stage, got)
+			continue
+		}
+		for i, c := range got {
+			if c.total != 3 || c.done > c.total || i > 0 && c.done < got[i-1].done {
+				t.Errorf("stage %q: calls %v go back or past the total", stage, got)
+				break
+			}
+		}
+	}
+}

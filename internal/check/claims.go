@@ -78,6 +78,9 @@ type reqEval struct {
 	tolerates []resourceapi.DeviceToleration
 	missing   bool // class not defined
 	broken    bool // class or selector does not compile
+	// classHits and match are per inventory device, and shared by the
+	// requests with the same class and selectors (runner.requestMatches):
+	// read only.
 	classHits []bool
 	match     []bool
 	selCounts []int // per request selector: class matches it keeps
@@ -120,7 +123,9 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 	// (replicas past maxReplicas), in order; placed counts a workload's
 	// placed replicas.
 	users, placed := map[*claimEval]int{}, map[string]int{}
-	for _, o := range r.pods(in) {
+	pods := r.pods(in)
+	for i, o := range pods {
+		r.progress("pods evaluated", i, len(pods))
 		pod := o.Obj.(*v1.Pod)
 		object := "Pod " + o.Name
 		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}, gang: r.gangOf(pod), group: o.Owner}
@@ -202,6 +207,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 			}
 		}
 	}
+	r.progress("pods evaluated", len(pods), len(pods))
 	r.checkClaimUsers(claimOrder, users)
 	for _, ce := range claimOrder {
 		if !usedClaims[ce] {
@@ -535,7 +541,18 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 	default:
 		copy(re.match, ce.match)
 	}
-	re.classHits = append([]bool(nil), re.match...)
+	// Requests with the same class and selectors match the same devices:
+	// the vectors are computed once and shared (thousands of claims over
+	// a fleet's devices held a gigabyte otherwise).
+	key, known := requestMatchKey(class, sels), (*requestMatch)(nil)
+	if key != "" && !re.missing && !re.broken {
+		known = r.requestMatches[key]
+	}
+	if known != nil {
+		re.classHits, re.match = known.classHits, known.match
+	} else {
+		re.classHits = append([]bool(nil), re.match...)
+	}
 	r.checkCapacityRequests(re, src, object, field+".capacity.requests")
 	for i, sel := range sels {
 		f := fmt.Sprintf("%s.selectors[%d].cel.expression", field, i)
@@ -553,6 +570,9 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 		res := r.evaluate(s, re.classHits, class)
 		r.recordCounts(s, res, re.classHits)
 		r.reportRuntimeErrors(s, res, re.classHits, object, f, " that DeviceClass "+class+" matches")
+		if known != nil {
+			continue
+		}
 		kept := 0
 		for j := range re.match {
 			if re.classHits[j] && res.match[j] {
@@ -565,10 +585,41 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 		}
 		re.selCounts = append(re.selCounts, kept)
 	}
-	if re.broken {
+	switch {
+	case known != nil:
+		re.selCounts, re.selErrors = known.selCounts, known.selErrors
+	case re.broken:
 		for j := range re.match {
 			re.match[j] = false
 		}
+	case key != "" && !re.missing:
+		if r.requestMatches == nil {
+			r.requestMatches = map[string]*requestMatch{}
+		}
+		r.requestMatches[key] = &requestMatch{classHits: re.classHits, match: re.match, selCounts: re.selCounts, selErrors: re.selErrors}
 	}
 	return re
+}
+
+// requestMatch is what a request's class and selectors match: the shared
+// part of reqEval.
+type requestMatch struct {
+	classHits, match []bool
+	selCounts        []int
+	selErrors        int
+}
+
+// requestMatchKey identifies a request's class and selectors ("" when a
+// selector is not CEL: such a request is broken anyway).
+func requestMatchKey(class string, sels []resourceapi.DeviceSelector) string {
+	var b strings.Builder
+	b.WriteString(class)
+	for _, sel := range sels {
+		if sel.CEL == nil {
+			return ""
+		}
+		b.WriteByte(0)
+		b.WriteString(sel.CEL.Expression)
+	}
+	return b.String()
 }

@@ -125,12 +125,19 @@ func countTrue(b []bool) int {
 func (r *runner) matches(m []bool) Matches {
 	var out Matches
 	nodes := map[string]bool{}
+	last := ""
 	for i, ok := range m {
 		if !ok {
 			continue
 		}
 		out.Count++
-		nodes[r.inv.devices[i].node] = true
+		// A node's devices are next to each other in the inventory: one
+		// map write per run of them, not per device (a claim's matches
+		// span the fleet).
+		if n := r.inv.devices[i].node; n != last || len(nodes) == 0 {
+			nodes[n] = true
+			last = n
+		}
 	}
 	out.Nodes = len(nodes)
 	if out.Count <= r.opts.ListLimit {

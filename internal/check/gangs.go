@@ -227,7 +227,8 @@ func (r *runner) allocateAll(units []*unit) {
 		}
 	}
 	done := map[*gangInfo]bool{}
-	for _, u := range units {
+	for i, u := range units {
+		r.progress("pods placed", i, len(units))
 		g := u.gang
 		if g == nil || g.minCount == 0 {
 			r.allocate(u)
@@ -238,6 +239,7 @@ func (r *runner) allocateAll(units []*unit) {
 			r.allocateGang(g, byGang[g])
 		}
 	}
+	r.progress("pods placed", len(units), len(units))
 }
 
 // allocateGang places a gang's pods one after the other on one state, and

@@ -63,6 +63,15 @@ type inventory struct {
 	caps  map[string]map[string]string
 	// counters: pool → counter set → counter → value, per driver.
 	counters map[string]map[string]map[string]resourceapi.Counter
+	// byPool are the devices of each pool ("driver/pool"), in inventory
+	// order: what a node's plugin knows of its own node, read without
+	// going over the fleet once per claim.
+	byPool map[string][]*device
+}
+
+// poolDevices are the devices of one of a driver's pools.
+func (inv *inventory) poolDevices(driver, pool string) []*device {
+	return inv.byPool[driver+"/"+pool]
 }
 
 func newInventory(slices []*resourceapi.ResourceSlice, nodes []*v1.Node) *inventory {
@@ -74,6 +83,7 @@ func newInventory(slices []*resourceapi.ResourceSlice, nodes []*v1.Node) *invent
 		attrs:    map[string]map[string]string{},
 		caps:     map[string]map[string]string{},
 		counters: map[string]map[string]map[string]resourceapi.Counter{},
+		byPool:   map[string][]*device{},
 	}
 	for _, s := range slices {
 		driver := s.Spec.Driver
@@ -101,6 +111,7 @@ func newInventory(slices []*resourceapi.ResourceSlice, nodes []*v1.Node) *invent
 			}
 			inv.devices = append(inv.devices, dev)
 			inv.byID[dev.id] = dev
+			inv.byPool[poolKey] = append(inv.byPool[poolKey], dev)
 			for name, a := range d.Attributes {
 				dom, id := splitQualified(name, driver)
 				addName(inv.attrs, dom, id, attributeTypeName(a))

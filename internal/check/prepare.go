@@ -49,14 +49,13 @@ type heldDevice struct {
 // nodeOf is the node of one of gpudra's pools, read back from the
 // inventory.
 func (r *runner) nodeOf(pool string) gpu.Node {
+	r.flushPublished()
 	if n, ok := r.nodes[pool]; ok {
 		return n
 	}
 	var devs []resourceapi.Device
-	for _, d := range r.inv.devices {
-		if d.driver == r.opts.DriverName && d.pool == pool {
-			devs = append(devs, *d.dev)
-		}
+	for _, d := range r.inv.poolDevices(r.opts.DriverName, pool) {
+		devs = append(devs, *d.dev)
 	}
 	n := slicebuilder.NodeOf(pool, devs)
 	r.nodes[pool] = n
@@ -74,10 +73,7 @@ func (r *runner) planOptions(pool string) claimplan.Options {
 // when none does or two disagree.
 func (r *runner) nvlinkDomainOf(pool string) string {
 	domain := ""
-	for _, d := range r.inv.devices {
-		if d.driver != r.opts.DriverName || d.pool != pool {
-			continue
-		}
+	for _, d := range r.inv.poolDevices(r.opts.DriverName, pool) {
 		a, ok := d.dev.Attributes[slicebuilder.AttrNVLinkDomain]
 		if !ok || a.StringValue == nil {
 			continue
@@ -108,8 +104,8 @@ func (r *runner) domainPool(domain string) string {
 // sharesPublished reports whether the pool's slices publish its GPUs as
 // shareable (consumable capacity), as the plugin knows of its own node.
 func (r *runner) sharesPublished(pool string) bool {
-	for _, d := range r.inv.devices {
-		if d.driver == r.opts.DriverName && d.pool == pool && d.dev.AllowMultipleAllocations != nil && *d.dev.AllowMultipleAllocations {
+	for _, d := range r.inv.poolDevices(r.opts.DriverName, pool) {
+		if d.dev.AllowMultipleAllocations != nil && *d.dev.AllowMultipleAllocations {
 			return true
 		}
 	}

@@ -46,6 +46,11 @@ type republishedNode struct {
 	given []*resourceapi.ResourceSlice
 	// prepared are the allocations on the node, one per claim, in order.
 	prepared [][]resourceapi.DeviceRequestAllocationResult
+	// published counts the claims of prepared that the scheduler's view
+	// of the node includes: the node is republished (flushPublished) only
+	// when a later claim is about to look at it, so that a pod alone in
+	// its group, whose claims no later one sees, costs no republish.
+	published int
 }
 
 // republish replaces the node's slices with what it publishes once the
@@ -66,13 +71,30 @@ func (r *runner) republish(node string, res *resourceapi.AllocationResult) {
 		r.republished[node] = rn
 	}
 	rn.prepared = append(rn.prepared, slices.Clone(res.Devices.Results))
-	r.publishNode(node, rn)
+	r.unpublished = true
+}
+
+// flushPublished republishes every node whose prepared claims the
+// scheduler's view does not include yet. Whatever reads the nodes' slices
+// or their device model (allocation, prepare-time checks, the spares
+// statement) calls it first.
+func (r *runner) flushPublished() {
+	if !r.unpublished {
+		return
+	}
+	r.unpublished = false
+	for _, node := range slices.Sorted(maps.Keys(r.republished)) {
+		if rn := r.republished[node]; rn.published != len(rn.prepared) {
+			r.publishNode(node, rn)
+		}
+	}
 }
 
 // publishNode hands the scheduler what the node publishes once the claims
 // in rn.prepared are, and the prepare-time checks the node read back from
 // it.
 func (r *runner) publishNode(node string, rn *republishedNode) {
+	rn.published = len(rn.prepared)
 	out := rn.given
 	if len(rn.prepared) > 0 {
 		var err error
@@ -109,15 +131,20 @@ func (r *runner) savePublished() map[string][][]resourceapi.DeviceRequestAllocat
 }
 
 // restorePublished makes every node publish what it published when
-// savePublished returned saved (nil: the slices as given).
+// savePublished returned saved (nil: the slices as given), by the time
+// anything looks at it.
 func (r *runner) restorePublished(saved map[string][][]resourceapi.DeviceRequestAllocationResult) {
 	for _, node := range slices.Sorted(maps.Keys(r.republished)) {
+		// Claims are only appended between a save and its restore, so
+		// the scheduler's view holds a prefix of saved unless it holds
+		// more than saved: then the node publishes again when next looked
+		// at (flushPublished).
 		rn := r.republished[node]
-		if len(rn.prepared) == len(saved[node]) {
-			continue // claims are only appended between a save and its restore
-		}
 		rn.prepared = saved[node]
-		r.publishNode(node, rn)
+		if rn.published > len(rn.prepared) {
+			rn.published = -1
+		}
+		r.unpublished = r.unpublished || rn.published != len(rn.prepared)
 	}
 }
 
@@ -134,6 +161,7 @@ func (r *runner) waitsForSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim,
 	if r.opts.Spare == nil || r.inGang {
 		return false
 	}
+	r.flushPublished()
 	tries := 0
 	for _, n := range r.sched.Nodes() {
 		if pod != nil {
@@ -234,6 +262,7 @@ func (r *runner) sparesAssumed() string {
 	if !r.feats.Allocator.PartitionableDevices {
 		return fmt.Sprintf("none: Kubernetes %s does not serve partitionable devices, so gpudra's plugin publishes whole GPUs only, no MIG placements", r.feats.Version)
 	}
+	r.flushPublished()
 	capable, publishing := map[string]bool{}, map[string]bool{}
 	for _, s := range r.sched.Slices() {
 		if s.Spec.Driver != r.opts.DriverName || s.Spec.NodeName == nil {
