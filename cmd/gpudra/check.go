@@ -332,12 +332,19 @@ type serverFlags struct {
 
 func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, srv serverFlags, output string, verbose, examples bool, cluster clusterFlags) int {
 	stderr := cmd.ErrOrStderr()
+	// A long run shows how far it got, on a terminal only; the line goes
+	// before anything else is written.
+	prog := newProgress(stderr)
+	defer prog.clear()
+	opts.Progress = prog.report
 	// Errors can quote the cluster's or the manifests' data.
 	fail := func(err error) int {
+		prog.clear()
 		fmt.Fprintln(stderr, "gpudra check:", textsafe.Text(err.Error()))
 		return check.ExitInput
 	}
 	noCluster := func(err error) int {
+		prog.clear()
 		fmt.Fprintln(stderr, "gpudra check:", textsafe.Text(err.Error()))
 		return exitFailure
 	}
@@ -401,7 +408,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		if err != nil {
 			return fail(fmt.Errorf("--kubernetes-version: %w", err))
 		}
-		done, err := fakeInventory(cmd.Context(), &opts, inv.profile, inv.nodes, driver, inv.pool, feats)
+		done, err := fakeInventory(cmd.Context(), &opts, inv.profile, inv.nodes, driver, inv.pool, feats, func(built int) { prog.report("fake nodes built", built, inv.nodes) })
 		if errors.Is(err, errNoNVML) {
 			return noCluster(err)
 		}
@@ -429,6 +436,7 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 		}
 		rep.AddFindings(found...)
 	}
+	prog.clear()
 	out := cmd.OutOrStdout()
 	switch output {
 	case "json":

@@ -47,10 +47,11 @@ func fakeProfiles() []string { return nvmlfake.Profiles() }
 
 // fakeInventory points opts at what gpudra publishes on nodes fake nodes
 // of profile, with the pool's settings on a cluster with feats, built by
-// the plugin's own slice builder; close removes the fake nodes' state.
-func fakeInventory(ctx context.Context, opts *check.Options, profile string, nodes int, driver string, pool fakePool, feats scheduler.Features) (close func(), err error) {
+// the plugin's own slice builder, telling progress how many are built;
+// close removes the fake nodes' state.
+func fakeInventory(ctx context.Context, opts *check.Options, profile string, nodes int, driver string, pool fakePool, feats scheduler.Features, progress func(built int)) (close func(), err error) {
 	fp, notes := fakenodes.Pool{ConsumableCapacity: pool.consumableCapacity, MigProfiles: pool.migProfiles, SpareGPUs: pool.spareGPUs, SpareNodes: pool.spareNodes}.On(feats)
-	opts.Slices, err = fakenodes.SlicesOf(ctx, profile, nodes, driver, fp)
+	opts.Slices, err = fakenodes.SlicesWithProgress(ctx, profile, nodes, driver, fp, progress)
 	if err != nil {
 		return nil, fmt.Errorf("--profile %s: %w", profile, err)
 	}

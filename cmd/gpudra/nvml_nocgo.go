@@ -59,6 +59,6 @@ func nvmlCommands() []*cobra.Command {
 func fakeProfiles() []string { return nil }
 
 // fakeInventory fails: there are no fake GPUs.
-func fakeInventory(context.Context, *check.Options, string, int, string, fakePool, scheduler.Features) (func(), error) {
+func fakeInventory(context.Context, *check.Options, string, int, string, fakePool, scheduler.Features, func(int)) (func(), error) {
 	return nil, fmt.Errorf("no fake GPU profiles: %w; or give the ResourceSlices to check against as an input file (kubectl get resourceslices -o yaml), or --cluster", errNoNVML)
 }
