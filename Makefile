@@ -185,7 +185,7 @@ fmt-check:
 fix:
 	hack/fix.sh
 
-## verify: every static check, on all modules (hack/verify.sh): license header, gofmt -s, import groups, go vet, staticcheck, logcheck, go mod tidy, generated code, golden files; linters are built once into $(GPUDRA_CACHE)/tools
+## verify: every static check, on all modules (hack/verify.sh): license header, gofmt -s, import groups, go vet, staticcheck, logcheck, go mod tidy, generated code, golden files, the laptop CLI without cgo, spelling; linters are built once into $(GPUDRA_CACHE)/tools
 verify:
 	hack/verify.sh
 
