@@ -15,8 +15,9 @@ limitations under the License.
 */
 
 // Package docs holds the tests that keep the documentation true to the
-// code: the layer table, the recipes and the e2e scenarios of
-// development.md, and attributes.md's tables of attributes and config fields. (Generated tables
+// code: the layer table, the recipes, the make targets' cheat sheet and the
+// e2e scenarios of development.md, and attributes.md's tables of attributes
+// and config fields. (Generated tables
 // are kept by the golden tests of hack/golden-tests; the flag tables by
 // each binary's tests.)
 package docs
@@ -427,6 +428,46 @@ func compareSets(t *testing.T, whatCode string, code []string, whatDoc string, d
 	for _, d := range doc {
 		if !slices.Contains(code, d) {
 			t.Errorf("%s has a row for %s, which is none of %s", whatDoc, d, whatCode)
+		}
+	}
+}
+
+// TestMakeTargetsCheatSheet: the cheat sheet at the top of development.md
+// has one row for every target the Makefile documents with a `## target:`
+// line, and no row for a target that is gone.
+func TestMakeTargetsCheatSheet(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, m := range regexp.MustCompile(`(?m)^## ([A-Za-z0-9_.-]+):`).FindAllStringSubmatch(string(mk), -1) {
+		targets = append(targets, m[1])
+	}
+	if len(targets) < 20 {
+		t.Fatalf("only %d `## target:` lines in the Makefile: is the test still reading it?", len(targets))
+	}
+	data, err := os.ReadFile(development)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## Make targets\n")
+	if !ok {
+		t.Fatalf("%s has no \"## Make targets\" section", development)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(section, -1) {
+		rows = append(rows, m[1])
+	}
+	for _, target := range targets {
+		if !slices.Contains(rows, target) {
+			t.Errorf("make %s (a `## %s:` line of the Makefile) has no row in %s's cheat sheet", target, target, development)
+		}
+	}
+	for _, row := range rows {
+		if !slices.Contains(targets, row) {
+			t.Errorf("%s's cheat sheet has a row for make %s, which has no `## %s:` line in the Makefile", development, row, row)
 		}
 	}
 }
