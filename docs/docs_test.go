@@ -471,3 +471,103 @@ func TestMakeTargetsCheatSheet(t *testing.T) {
 		}
 	}
 }
+
+var (
+	// datedRun is a calendar date, as a run is dated in the log.
+	datedRun = regexp.MustCompile(`\b(19|20)\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])\b`)
+	// commitHash is a word of 7 to 40 hexadecimal digits with at least one
+	// digit and one letter (so neither a number nor a word such as
+	// "deadbeef" or "added"), standing alone: not a piece of a UUID, PCI
+	// address, 0x number, checksum, path or URL (a hyphen, colon, dot,
+	// slash or letter beside it).
+	commitHash = regexp.MustCompile(`(^|[^\w.:/#@-])([0-9a-f]*[0-9][0-9a-f]*)([^\w:/-]|$)`)
+	// pinnedSource is a file of another repository at a commit, the form
+	// evidence is cited in (internal/nvmlfake/testdata/calibration): the
+	// commit says what was read, not when gpudra was measured.
+	pinnedSource = regexp.MustCompile(`[\w.-]+/[\w.-]+@[0-9a-f]{7,40}\b`)
+)
+
+// TestReferencePagesStateBehaviour: the reference pages (every page of
+// docs/ but the dated log in docs/measurements/, the flag pages included)
+// say what gpudra does today, with today's figures; a dated run or a
+// commit hash belongs in the log (measurements/log.md), with the run it
+// dates. Hex that is no commit (UUIDs, PCI addresses, checksums, 0x IDs)
+// passes by its form, and so does another repository's file cited at a
+// commit (owner/repo@commit).
+func TestReferencePagesStateBehaviour(t *testing.T) {
+	checked := 0
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path == "measurements" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, m := range datesAndCommits(line) {
+				t.Errorf("%s:%d: %s in a reference page: state today's behaviour and figures, and move the run to measurements/log.md", path, i+1, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 20 {
+		t.Errorf("only %d reference pages read: is the test still reading docs/?", checked)
+	}
+}
+
+// datesAndCommits are the dated runs and commit hashes of a line.
+func datesAndCommits(line string) []string {
+	var out []string
+	for _, m := range datedRun.FindAllString(line, -1) {
+		out = append(out, "a dated run ("+m+")")
+	}
+	line = pinnedSource.ReplaceAllString(line, "")
+	for _, m := range commitHash.FindAllStringSubmatch(line, -1) {
+		if h := m[2]; len(h) >= 7 && len(h) <= 40 && strings.ContainsAny(h, "abcdef") {
+			out = append(out, "a commit hash ("+h+")")
+		}
+	}
+	return out
+}
+
+// TestDatesAndCommits: what TestReferencePagesStateBehaviour takes for a
+// dated run or a commit, and the hex it must let pass.
+func TestDatesAndCommits(t *testing.T) {
+	for _, line := range []string{
+		"measured on 2026-12-06 at noon",
+		"seeds 1 and 3 on main b69162b",
+		"the same benchmark (at 34d1d44)",
+		"`.ci/run` on `b0b9897`",
+		"before group commit (d1e7f6c) and after",
+		"95932046683719c43b6a0dd9613c2e5aad5d6703 in prose",
+	} {
+		if len(datesAndCommits(line)) == 0 {
+			t.Errorf("%q: no dated run or commit found", line)
+		}
+	}
+	for _, line := range []string{
+		"GPU-4f6a9c2e-1b3d-4c5e-8f7a-9b0c1d2e3f4a and MIG-1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d",
+		"pciBusID 0000:3b:00.0, device ID 0x233010DE, subsystem 0x16CA10DE",
+		"sha256:4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a",
+		"4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a  gpudra-linux-amd64",
+		"ghcr.io/gpudra/gpudra@sha256:4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a",
+		"kubernetes-sigs/dra-driver-nvidia-gpu@95932046683719c43b6a0dd9613c2e5aad5d6703",
+		"a deadbeef, a decade, 1234567 pods, 10.5 ms, 1e3 nodes, v1.35.0",
+		"https://github.com/NVIDIA/go-nvml/blob/0a1b2c3d/pkg/nvml/device.go",
+	} {
+		if got := datesAndCommits(line); len(got) > 0 {
+			t.Errorf("%q: found %v, which is no dated run or commit", line, got)
+		}
+	}
+}
