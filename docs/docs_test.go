@@ -17,7 +17,8 @@ limitations under the License.
 // Package docs holds the tests that keep the documentation true to the
 // code: the layer table, the recipes, the make targets' cheat sheet and the
 // e2e scenarios of development.md, and attributes.md's tables of attributes
-// and config fields. (Generated tables
+// and config fields; and that reference pages carry no dated runs or
+// commit hashes (those live in docs/measurements/). (Generated tables
 // are kept by the golden tests of hack/golden-tests; the flag tables by
 // each binary's tests.)
 package docs
