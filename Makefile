@@ -163,7 +163,7 @@ demo:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/simulate/ ./internal/slicebuilder/ ./internal/check/
 
-## bench-fleet: the real kube-scheduler on 100, 500 and 1000 fake GPU nodes, ResourceSlice layouts side by side, into docs/performance.md (root; ~1.5 h on 2 cores; BENCH_FLEET_MODE=quick: 100 nodes, ~15 min; BENCH_FLEET_MODE=gb200: 1008 GB200 trays, 16-tray jobs with and without their NVLink channel; see hack/fleetbench/bench-fleet.sh)
+## bench-fleet: the real kube-scheduler on 100, 500 and 1000 fake GPU nodes, ResourceSlice layouts side by side, into docs/measurements/fleet.md (root; ~1.5 h on 2 cores; BENCH_FLEET_MODE=quick: 100 nodes, ~15 min; BENCH_FLEET_MODE=gb200: 1008 GB200 trays, 16-tray jobs with and without their NVLink channel; see hack/fleetbench/bench-fleet.sh)
 bench-fleet:
 	hack/fleetbench/bench-fleet.sh
 
@@ -185,7 +185,7 @@ fmt-check:
 fix:
 	hack/fix.sh
 
-## verify: every static check, on all modules (hack/verify.sh): license header, gofmt -s, import groups, go vet, staticcheck, logcheck, go mod tidy, generated code, golden files; linters are built once into $(GPUDRA_CACHE)/tools
+## verify: every static check, on all modules (hack/verify.sh): license header, gofmt -s, import groups, go vet, staticcheck, logcheck, go mod tidy, generated code, golden files, the laptop CLI without cgo, spelling; linters are built once into $(GPUDRA_CACHE)/tools
 verify:
 	hack/verify.sh
 

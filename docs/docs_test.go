@@ -15,8 +15,10 @@ limitations under the License.
 */
 
 // Package docs holds the tests that keep the documentation true to the
-// code: the layer table, the recipes and the e2e scenarios of
-// development.md, and attributes.md's tables of attributes and config fields. (Generated tables
+// code: the layer table, the recipes, the make targets' cheat sheet and the
+// e2e scenarios of development.md, and attributes.md's tables of attributes
+// and config fields; and that reference pages carry no dated runs or
+// commit hashes (those live in docs/measurements/). (Generated tables
 // are kept by the golden tests of hack/golden-tests; the flag tables by
 // each binary's tests.)
 package docs
@@ -427,6 +429,146 @@ func compareSets(t *testing.T, whatCode string, code []string, whatDoc string, d
 	for _, d := range doc {
 		if !slices.Contains(code, d) {
 			t.Errorf("%s has a row for %s, which is none of %s", whatDoc, d, whatCode)
+		}
+	}
+}
+
+// TestMakeTargetsCheatSheet: the cheat sheet at the top of development.md
+// has one row for every target the Makefile documents with a `## target:`
+// line, and no row for a target that is gone.
+func TestMakeTargetsCheatSheet(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, m := range regexp.MustCompile(`(?m)^## ([A-Za-z0-9_.-]+):`).FindAllStringSubmatch(string(mk), -1) {
+		targets = append(targets, m[1])
+	}
+	if len(targets) < 20 {
+		t.Fatalf("only %d `## target:` lines in the Makefile: is the test still reading it?", len(targets))
+	}
+	data, err := os.ReadFile(development)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## Make targets\n")
+	if !ok {
+		t.Fatalf("%s has no \"## Make targets\" section", development)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(section, -1) {
+		rows = append(rows, m[1])
+	}
+	for _, target := range targets {
+		if !slices.Contains(rows, target) {
+			t.Errorf("make %s (a `## %s:` line of the Makefile) has no row in %s's cheat sheet", target, target, development)
+		}
+	}
+	for _, row := range rows {
+		if !slices.Contains(targets, row) {
+			t.Errorf("%s's cheat sheet has a row for make %s, which has no `## %s:` line in the Makefile", development, row, row)
+		}
+	}
+}
+
+var (
+	// datedRun is a calendar date, as a run is dated in the log.
+	datedRun = regexp.MustCompile(`\b(19|20)\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])\b`)
+	// commitHash is a word of 7 to 40 hexadecimal digits with at least one
+	// digit and one letter (so neither a number nor a word such as
+	// "deadbeef" or "added"), standing alone: not a piece of a UUID, PCI
+	// address, 0x number, checksum, path or URL (a hyphen, colon, dot,
+	// slash or letter beside it).
+	commitHash = regexp.MustCompile(`(^|[^\w.:/#@-])([0-9a-f]*[0-9][0-9a-f]*)([^\w:/-]|$)`)
+	// pinnedSource is a file of another repository at a commit, the form
+	// evidence is cited in (internal/nvmlfake/testdata/calibration): the
+	// commit says what was read, not when gpudra was measured.
+	pinnedSource = regexp.MustCompile(`[\w.-]+/[\w.-]+@[0-9a-f]{7,40}\b`)
+)
+
+// TestReferencePagesStateBehaviour: the reference pages (every page of
+// docs/ but the dated log in docs/measurements/, the flag pages included)
+// say what gpudra does today, with today's figures; a dated run or a
+// commit hash belongs in the log (measurements/log.md), with the run it
+// dates. Hex that is no commit (UUIDs, PCI addresses, checksums, 0x IDs)
+// passes by its form, and so does another repository's file cited at a
+// commit (owner/repo@commit).
+func TestReferencePagesStateBehaviour(t *testing.T) {
+	checked := 0
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path == "measurements" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, m := range datesAndCommits(line) {
+				t.Errorf("%s:%d: %s in a reference page: state today's behaviour and figures, and move the run to measurements/log.md", path, i+1, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 20 {
+		t.Errorf("only %d reference pages read: is the test still reading docs/?", checked)
+	}
+}
+
+// datesAndCommits are the dated runs and commit hashes of a line.
+func datesAndCommits(line string) []string {
+	var out []string
+	for _, m := range datedRun.FindAllString(line, -1) {
+		out = append(out, "a dated run ("+m+")")
+	}
+	line = pinnedSource.ReplaceAllString(line, "")
+	for _, m := range commitHash.FindAllStringSubmatch(line, -1) {
+		if h := m[2]; len(h) >= 7 && len(h) <= 40 && strings.ContainsAny(h, "abcdef") {
+			out = append(out, "a commit hash ("+h+")")
+		}
+	}
+	return out
+}
+
+// TestDatesAndCommits: what TestReferencePagesStateBehaviour takes for a
+// dated run or a commit, and the hex it must let pass.
+func TestDatesAndCommits(t *testing.T) {
+	for _, line := range []string{
+		"measured on 2026-12-06 at noon",
+		"seeds 1 and 3 on main b69162b",
+		"the same benchmark (at 34d1d44)",
+		"`.ci/run` on `b0b9897`",
+		"before group commit (d1e7f6c) and after",
+		"95932046683719c43b6a0dd9613c2e5aad5d6703 in prose",
+	} {
+		if len(datesAndCommits(line)) == 0 {
+			t.Errorf("%q: no dated run or commit found", line)
+		}
+	}
+	for _, line := range []string{
+		"GPU-4f6a9c2e-1b3d-4c5e-8f7a-9b0c1d2e3f4a and MIG-1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d",
+		"pciBusID 0000:3b:00.0, device ID 0x233010DE, subsystem 0x16CA10DE",
+		"sha256:4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a",
+		"4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a  gpudra-linux-amd64",
+		"ghcr.io/gpudra/gpudra@sha256:4f6a9c2e1b3d4c5e8f7a9b0c1d2e3f4a",
+		"kubernetes-sigs/dra-driver-nvidia-gpu@95932046683719c43b6a0dd9613c2e5aad5d6703",
+		"a deadbeef, a decade, 1234567 pods, 10.5 ms, 1e3 nodes, v1.35.0",
+		"https://github.com/NVIDIA/go-nvml/blob/0a1b2c3d/pkg/nvml/device.go",
+	} {
+		if got := datesAndCommits(line); len(got) > 0 {
+			t.Errorf("%q: found %v, which is no dated run or commit", line, got)
 		}
 	}
 }

@@ -6,7 +6,7 @@
 # hack/localcluster/build.sh: a directory is complete when its .done file
 # exists, and a failed build leaves nothing behind.
 #
-#   hack/tools.sh staticcheck|logcheck|gci|deepcopy-gen
+#   hack/tools.sh staticcheck|logcheck|gci|misspell|deepcopy-gen
 #
 # Bump a version here; the next make verify builds it (each takes 20-60 s).
 set -euo pipefail
@@ -16,9 +16,11 @@ case ${1:-} in
   staticcheck) pkg=honnef.co/go/tools/cmd/staticcheck version=v0.8.2 ;;
   logcheck) pkg=sigs.k8s.io/logtools/logcheck version=v0.11.0 ;;
   gci) pkg=github.com/daixiang0/gci version=v0.14.0 ;;
+  # golangci's maintained fork of client9/misspell.
+  misspell) pkg=github.com/golangci/misspell/cmd/misspell version=v0.8.0 ;;
   # make generate; the same version as the k8s.io modules in go.mod.
   deepcopy-gen) pkg=k8s.io/code-generator/cmd/deepcopy-gen version=v0.37.2 ;;
-  *) echo "usage: $0 staticcheck|logcheck|gci|deepcopy-gen" >&2; exit 2 ;;
+  *) echo "usage: $0 staticcheck|logcheck|gci|misspell|deepcopy-gen" >&2; exit 2 ;;
 esac
 name=$1
 dir="$CACHE/tools/$name-$version-$(go env GOVERSION)"

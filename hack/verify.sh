@@ -21,6 +21,9 @@
 #   nocgo         the CLI for laptops: cmd/gpudra builds with CGO_ENABLED=0
 #                 for darwin/arm64, windows/amd64 and linux/amd64, and its
 #                 tests of that build pass (no NVML subcommands)
+#   misspell      no common misspelling (golangci/misspell, its neutral
+#                 locale: British and American spellings both pass) in Go
+#                 files and Markdown, testdata excepted
 #
 #   hack/verify.sh [CHECK...]   (default: all)
 #
@@ -108,7 +111,20 @@ check_nocgo() {
   return $fail
 }
 
-all=(boilerplate gofmt imports vet staticcheck logcheck tidy generate golden nocgo)
+# Every Go file (comments, strings and names) and every Markdown page: the
+# docs, the READMEs (the chart's included), CHANGELOG.md, the flag pages.
+# testdata holds copies of what other tools print, not our words. The
+# neutral locale because the project writes British English and quotes
+# American (Kubernetes' field and flag names): -locale US would flag
+# "behaviour", -locale UK "canceled".
+check_misspell() {
+  local ms; ms=$(hack/tools.sh misspell) || return
+  git ls-files --cached --others --exclude-standard '*.go' '*.md' | grep -v -E '(^|/)testdata/' |
+    while read -r f; do [ -f "$f" ] && echo "$f"; done | xargs "$ms" -error ||
+    { echo "misspellings above (fix by hand, or $ms -w FILE)"; return 1; }
+}
+
+all=(boilerplate gofmt imports vet staticcheck logcheck tidy generate golden nocgo misspell)
 checks=("$@"); [ ${#checks[@]} -eq 0 ] && checks=("${all[@]}")
 failed=()
 for c in "${checks[@]}"; do

@@ -14,7 +14,7 @@
 #     /tmp/gpudra-e2e.lock like make e2e-local, so that the two never
 #     compete for the CPU (do not wrap it in flock yourself);
 #  3. the results (JSON, logs) go to $BENCH_FLEET_OUT (default
-#     ./bench-fleet); the full run writes docs/performance.md and
+#     ./bench-fleet); the full run writes docs/measurements/fleet.md and
 #     docs/img/fleet-*.svg, the quick one $BENCH_FLEET_OUT/performance.md.
 #
 # Environment:
@@ -63,7 +63,7 @@
 #   BENCH_FLEET_APPEND=1         keep the runs of earlier pieces in
 #                                $BENCH_FLEET_OUT/runs: the report covers them
 #                                all
-#   BENCH_FLEET_DOCS=1           write docs/performance.md and docs/img even
+#   BENCH_FLEET_DOCS=1           write docs/measurements/fleet.md and docs/img even
 #                                with the overrides above (the last piece of
 #                                a full run)
 #   BENCH_FLEET_OUT, GPUDRA_CACHE, GPUDRA_BENCH_STATE (default
@@ -213,7 +213,7 @@ stop_control_plane
 
 md=$out/performance.md img=$out/img
 if [ "${BENCH_FLEET_DOCS:-0}" = 1 ] || { [ "$mode" = full ] && [ -z "${BENCH_FLEET_NODES:-}${BENCH_FLEET_LAYOUTS:-}${BENCH_FLEET_MAX_PODS:-}" ]; }; then
-  md=$root/docs/performance.md img=$root/docs/img
+  md=$root/docs/measurements/fleet.md img=$root/docs/img
 fi
 command="make bench-fleet"
 [ "$mode" = full ] || command="BENCH_FLEET_MODE=$mode make bench-fleet"

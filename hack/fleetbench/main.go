@@ -24,7 +24,7 @@ limitations under the License.
 //	                  before kube-scheduler starts
 //	fleetbench run    the workloads, with kube-scheduler running; results
 //	                  as JSON
-//	fleetbench report every run's JSON into docs/performance.md and SVG
+//	fleetbench report every run's JSON into docs/measurements/fleet.md and SVG
 //	                  charts in docs/img
 //
 // No kubelet runs: nodes are Node objects created Ready, as Kubernetes'

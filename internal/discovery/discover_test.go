@@ -18,6 +18,9 @@ package discovery
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -227,6 +230,34 @@ func TestNames(t *testing.T) {
 	for cc, want := range map[[2]int]int{{7, 0}: 64, {8, 0}: 64, {8, 6}: 128, {8, 9}: 128, {9, 0}: 128, {10, 0}: 128, {12, 0}: 128, {3, 5}: 0} {
 		if got := coresPerSM(cc[0], cc[1]); got != want {
 			t.Errorf("coresPerSM(%v) = %d, want %d", cc, got, want)
+		}
+	}
+}
+
+// TestEveryModelHasArchitectureName: discovery names the architecture of
+// every model of the fake catalog, so a model of a new architecture cannot
+// be added without its case in architectureName (names.go): the attribute
+// would read "Unknown" on real GPUs of it too.
+func TestEveryModelHasArchitectureName(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("gpus:\n")
+	for _, m := range nvmlfake.Models() {
+		fmt.Fprintf(&b, "- model: %s\n", m)
+	}
+	path := filepath.Join(t.TempDir(), "every-model.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node, err := Discover(context.Background(), fake(t, path), "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.GPUs) != len(nvmlfake.Models()) {
+		t.Fatalf("%d GPUs discovered, want one per model (%d)", len(node.GPUs), len(nvmlfake.Models()))
+	}
+	for _, g := range node.GPUs {
+		if g.Architecture == "" || strings.HasPrefix(g.Architecture, "Unknown") {
+			t.Errorf("%s: architecture %q: add its nvml.DEVICE_ARCH_* to architectureName (internal/discovery/names.go)", g.ProductName, g.Architecture)
 		}
 	}
 }
