@@ -35,6 +35,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -173,29 +174,25 @@ func (e *env) kubectlRun(ctx context.Context, args ...string) (string, error) {
 	return run(ctx, e.kubectl, append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
 }
 
-// poll calls cond every interval until it returns true or an error, or the
-// timeout passes.
+// poll calls cond every 100 ms until it returns true or the timeout
+// passes. An error from cond does not end the wait (the cluster may not be
+// there yet); the last one is in the error returned on timeout.
 func poll(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	var last error
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
-		if ok {
-			return nil
-		}
 		if err != nil {
 			last = err
 		}
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("timed out after %v: %w", timeout, last)
-			}
-			return fmt.Errorf("timed out after %v", timeout)
-		case <-time.After(100 * time.Millisecond):
-		}
+		return ok, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case last != nil:
+		return fmt.Errorf("timed out after %v: %w", timeout, last)
 	}
+	return fmt.Errorf("timed out after %v", timeout)
 }
 
 // ---- timings -------------------------------------------------------------
