@@ -182,7 +182,7 @@ func TestFallbackWithoutPartitionableDevices(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("whole GPUs only: %v; published %d devices", c.Driver.WholeGPUsOnly(), len(publishedDevices(ctx, t, c)))
 	}
-	time.Sleep(time.Second) // let the controller settle on the new generation
+	waitPublished(t, c) // the controller settled on the new generation
 	// The 8 whole GPUs, and the monitoring device of each.
 	if got := publishedDevices(ctx, t, c); len(got) != 16 {
 		t.Errorf("published %v, want the 8 whole GPUs and their 8 monitoring devices", got)

@@ -629,7 +629,7 @@ func TestConsumableCapacityFallback(t *testing.T) {
 	if !strings.Contains(event, "DRAConsumableCapacity") {
 		t.Errorf("Node event %q does not say which feature to enable", event)
 	}
-	time.Sleep(time.Second) // let the controller settle on the new generation
+	waitPublished(t, c) // the controller settled on the new generation
 	a, err := createAndRun(ctx, t, c, shareClaim("a", "20Gi", "", ""))
 	if err != nil {
 		t.Fatal(err)
