@@ -576,11 +576,9 @@ func (e *env) readyPluginPod(ctx context.Context, t *testing.T, exclude ...strin
 			if contains(exclude, string(p.UID)) || p.DeletionTimestamp != nil {
 				continue
 			}
-			for _, c := range p.Status.Conditions {
-				if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
-					ready = p
-					n++
-				}
+			if podReady(&p) {
+				ready = p
+				n++
 			}
 		}
 		return n == 1, nil
@@ -589,6 +587,16 @@ func (e *env) readyPluginPod(ctx context.Context, t *testing.T, exclude ...strin
 		t.Fatalf("no ready plugin pod: %v", err)
 	}
 	return ready
+}
+
+// podReady says whether the pod's Ready condition is True.
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // ---- the node's directories -----------------------------------------------

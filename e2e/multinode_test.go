@@ -278,15 +278,6 @@ func (m *menv) readyPluginPods(ctx context.Context, t *testing.T, exclude ...str
 	return out
 }
 
-func podReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // pod is a test pod with claims that may go to any node (nodeSelector
 // nil) or to the nodes the selector names.
 func (m *menv) pod(name string, nodeSelector map[string]string, claims ...claimRef) *v1.Pod {

@@ -33,7 +33,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -172,7 +171,7 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 				t.Errorf("pod %s runs %s, not %s", p.Name, c.Image, want)
 			}
 		}
-		if readyPod(p) {
+		if podReady(&p) {
 			ready[p.Labels["app.kubernetes.io/component"]]++
 		}
 	}
@@ -196,15 +195,6 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 	if !strings.Contains(outputs["install-chart-fake"], "gpu.gpudra.io") {
 		t.Errorf("kubectl get resourceslices printed no slice of gpu.gpudra.io:\n%s", outputs["install-chart-fake"])
 	}
-}
-
-func readyPod(p v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // standardNodeLayout links the node's directories where a standard node
