@@ -358,9 +358,15 @@ func (s seen) fakeGPUs() map[string]string {
 
 func (e *env) whatPodSees(ctx context.Context, t *testing.T, name string) seen {
 	t.Helper()
+	return e.whatContainerSees(ctx, t, name, "ctr")
+}
+
+// whatContainerSees is whatPodSees for a container of another name.
+func (e *env) whatContainerSees(ctx context.Context, t *testing.T, pod, ctr string) seen {
+	t.Helper()
 	var logs string
 	err := poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-		b, err := e.cs.CoreV1().Pods(testNS).GetLogs(name, &v1.PodLogOptions{Container: "ctr"}).DoRaw(ctx)
+		b, err := e.cs.CoreV1().Pods(testNS).GetLogs(pod, &v1.PodLogOptions{Container: ctr}).DoRaw(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -368,7 +374,7 @@ func (e *env) whatPodSees(ctx context.Context, t *testing.T, name string) seen {
 		return strings.Contains(logs, "\nREADY"), nil
 	})
 	if err != nil {
-		t.Fatalf("logs of pod %s: %v (got %q)", name, err, logs)
+		t.Fatalf("logs of pod %s: %v (got %q)", pod, err, logs)
 	}
 	return parseSeen(logs)
 }
