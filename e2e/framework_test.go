@@ -652,10 +652,16 @@ func (e *env) hostFiles(ctx context.Context, t *testing.T, dir string) []string 
 // claim specs, with an empty UID).
 func (e *env) cdiSpecsOf(ctx context.Context, t *testing.T, uid string) []string {
 	t.Helper()
+	return e.claimSpecs(e.hostFiles(ctx, t, "cdi"), uid)
+}
+
+// claimSpecs picks, from the names of a node's CDI directory, the
+// plugin's specs of the claim (of every claim for uid ""): one per claim;
+// the kubelet plugin library writes a device-metadata spec of its own
+// next to it (KEP-5304), which is not picked.
+func (e *env) claimSpecs(files []string, uid string) []string {
 	var out []string
-	for _, f := range e.hostFiles(ctx, t, "cdi") {
-		// The plugin's spec per claim; the kubelet plugin library writes
-		// a device-metadata spec of its own next to it (KEP-5304).
+	for _, f := range files {
 		if strings.Contains(f, e.driver+"-claim_"+uid) {
 			out = append(out, f)
 		}

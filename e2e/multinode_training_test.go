@@ -727,11 +727,5 @@ func (m *menv) cdiSpecsOn(ctx context.Context, t *testing.T, node, uid string) [
 	if err != nil {
 		t.Fatalf("list CDI specs on %s: %v", node, err)
 	}
-	var specs []string
-	for _, f := range strings.Fields(out) {
-		if strings.Contains(f, m.driver+"-claim_"+uid) {
-			specs = append(specs, f)
-		}
-	}
-	return specs
+	return m.claimSpecs(strings.Fields(out), uid)
 }
