@@ -202,15 +202,23 @@ func (e *env) prepareNamespaces(ctx context.Context, t *testing.T) {
 // profile, from the same plugin run in-process (internal/simulate).
 func (e *env) expectedSlices(ctx context.Context, t *testing.T) []*resourceapi.ResourceSlice {
 	t.Helper()
+	return simulatedSlices(ctx, t, simulate.Options{NodeName: e.node, DriverName: e.driver, Profile: e.profile})
+}
+
+// simulatedSlices are the slices the plugin publishes with opts (Dir
+// aside: a temporary directory), run in-process (internal/simulate).
+func simulatedSlices(ctx context.Context, t *testing.T, opts simulate.Options) []*resourceapi.ResourceSlice {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "gpudra-e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	opts.Dir = dir
 	// The in-process plugin logs through klog like the real one; its log is
 	// not what this suite is about.
 	ctx = klog.NewContext(ctx, logr.Discard())
-	c, err := simulate.Start(ctx, simulate.Options{Dir: dir, NodeName: e.node, DriverName: e.driver, Profile: e.profile}, nil)
+	c, err := simulate.Start(ctx, opts, nil)
 	if err != nil {
 		t.Fatalf("in-process plugin: %v", err)
 	}

@@ -30,13 +30,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -152,12 +150,7 @@ func (m *menv) discoverNodes(ctx context.Context, t *testing.T) {
 // default, migSpareGPUs: fleet), from the same plugin run in-process.
 func (m *menv) publishedCount(ctx context.Context, t *testing.T, node, profile string, spares int) int {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "gpudra-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	opts := simulate.Options{Dir: dir, NodeName: node, DriverName: m.driver, Profile: profile}
+	opts := simulate.Options{NodeName: node, DriverName: m.driver, Profile: profile}
 	if spares > 0 {
 		// What a plugin in fleet mode publishes with n assigned.
 		opts.SpareGPUs = slicebuilder.SpareGPUs{N: spares}
@@ -165,15 +158,7 @@ func (m *menv) publishedCount(ctx context.Context, t *testing.T, node, profile s
 		// Fleet mode with no entry for the node.
 		opts.SpareGPUs, opts.Namespace, opts.SparesConfigMap = slicebuilder.SpareGPUs{Fleet: true}, systemNS, migSparesConfigMap
 	}
-	c, err := simulate.Start(klog.NewContext(ctx, logr.Discard()), opts, nil)
-	if err != nil {
-		t.Fatalf("in-process plugin: %v", err)
-	}
-	defer c.Stop()
-	sl, err := c.Slices(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sl := simulatedSlices(ctx, t, opts)
 	return countDevices(sl, func(s *resourceapi.ResourceSlice) int { return len(s.Spec.Devices) })
 }
 
