@@ -60,11 +60,7 @@ func TestGPUDRA(t *testing.T) {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		_ = e.cs.CoreV1().Namespaces().Delete(cctx, testNS, metav1.DeleteOptions{})
-		_ = poll(cctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Namespaces().Get(ctx, testNS, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
+		e.deleteTestNamespace(cctx)
 		if !uninstalled {
 			_, _ = run(cctx, e.helm, e.helmArgs("uninstall", releaseName, "-n", systemNS, "--wait")...)
 		}
@@ -169,6 +165,17 @@ func (e *env) chartServerDryRun(ctx context.Context, t *testing.T) {
 	if _, err := e.kubectlRun(ctx, "apply", "--dry-run=server", "-f", f); err == nil || !strings.Contains(err.Error(), "cel") && !strings.Contains(err.Error(), "Syntax error") {
 		t.Errorf("a DeviceClass with a broken CEL selector was not rejected by the server: %v", err)
 	}
+}
+
+// deleteTestNamespace deletes the test pods' namespace and waits, up to
+// two minutes, until it is gone. A teardown: what fails is left to the
+// suite's other checks.
+func (e *env) deleteTestNamespace(ctx context.Context) {
+	_ = e.cs.CoreV1().Namespaces().Delete(ctx, testNS, metav1.DeleteOptions{})
+	_ = poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := e.cs.CoreV1().Namespaces().Get(ctx, testNS, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 func (e *env) prepareNamespaces(ctx context.Context, t *testing.T) {

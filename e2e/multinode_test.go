@@ -91,11 +91,7 @@ func TestMultiNode(t *testing.T) {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		_ = e.cs.CoreV1().Namespaces().Delete(cctx, testNS, metav1.DeleteOptions{})
-		_ = poll(cctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Namespaces().Get(ctx, testNS, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
+		e.deleteTestNamespace(cctx)
 		_, _ = run(cctx, e.helm, e.helmArgs("uninstall", releaseName, "-n", systemNS, "--wait")...)
 		// The channel pools go with the chart (their slices are owned by
 		// its nvlink-channel DeviceClass).
