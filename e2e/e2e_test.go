@@ -60,7 +60,7 @@ func TestGPUDRA(t *testing.T) {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		e.deleteTestNamespace(cctx)
+		e.deleteNamespace(cctx, testNS)
 		if !uninstalled {
 			_, _ = run(cctx, e.helm, e.helmArgs("uninstall", releaseName, "-n", systemNS, "--wait")...)
 		}
@@ -167,13 +167,13 @@ func (e *env) chartServerDryRun(ctx context.Context, t *testing.T) {
 	}
 }
 
-// deleteTestNamespace deletes the test pods' namespace and waits, up to
-// two minutes, until it is gone. A teardown: what fails is left to the
-// suite's other checks.
-func (e *env) deleteTestNamespace(ctx context.Context) {
-	_ = e.cs.CoreV1().Namespaces().Delete(ctx, testNS, metav1.DeleteOptions{})
+// deleteNamespace deletes a namespace and waits, up to two minutes, until
+// it is gone. For set-up and teardown: what fails is left to the suite's
+// other checks.
+func (e *env) deleteNamespace(ctx context.Context, ns string) {
+	_ = e.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	_ = poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := e.cs.CoreV1().Namespaces().Get(ctx, testNS, metav1.GetOptions{})
+		_, err := e.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 }
@@ -183,11 +183,7 @@ func (e *env) prepareNamespaces(ctx context.Context, t *testing.T) {
 	// Leftovers of an interrupted run.
 	_, _ = run(ctx, e.helm, e.helmArgs("uninstall", releaseName, "-n", systemNS, "--wait")...)
 	for _, ns := range []string{testNS} {
-		_ = e.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-		_ = poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
+		e.deleteNamespace(ctx, ns)
 		_, err := e.cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name:   ns,
 			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"},

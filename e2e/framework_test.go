@@ -547,14 +547,18 @@ func (e *env) deletePods(ctx context.Context, t *testing.T, names ...string) {
 		}
 	}
 	for _, n := range names {
-		err := poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Pods(testNS).Get(ctx, n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
-		if err != nil {
+		if err := e.waitPodGone(ctx, n); err != nil {
 			t.Fatalf("pod %s not gone: %v", n, err)
 		}
 	}
+}
+
+// waitPodGone waits, up to 90 s, until the test pod is gone.
+func (e *env) waitPodGone(ctx context.Context, name string) error {
+	return poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := e.cs.CoreV1().Pods(testNS).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 // ---- the plugin -----------------------------------------------------------

@@ -32,7 +32,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -91,7 +90,7 @@ func TestMultiNode(t *testing.T) {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		e.deleteTestNamespace(cctx)
+		e.deleteNamespace(cctx, testNS)
 		_, _ = run(cctx, e.helm, e.helmArgs("uninstall", releaseName, "-n", systemNS, "--wait")...)
 		// The channel pools go with the chart (their slices are owned by
 		// its nvlink-channel DeviceClass).
@@ -279,10 +278,7 @@ func (m *menv) cleanup(t *testing.T, pods ...string) {
 			_ = m.cs.CoreV1().Pods(testNS).Delete(ctx, p, metav1.DeleteOptions{})
 		}
 		for _, p := range pods {
-			_ = poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
-				_, err := m.cs.CoreV1().Pods(testNS).Get(ctx, p, metav1.GetOptions{})
-				return apierrors.IsNotFound(err), nil
-			})
+			_ = m.waitPodGone(ctx, p)
 		}
 	})
 }

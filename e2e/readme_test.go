@@ -33,7 +33,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -128,11 +127,7 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 		_ = e.cs.CoreV1().Pods("default").Delete(cctx, "gpu-test", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		_ = e.cs.ResourceV1().ResourceClaimTemplates("default").Delete(cctx, "one-gpu", metav1.DeleteOptions{})
 		_, _ = run(cctx, e.helm, e.helmArgs("uninstall", readmeRelease, "-n", readmeNamespace, "--wait")...)
-		_ = e.cs.CoreV1().Namespaces().Delete(cctx, readmeNamespace, metav1.DeleteOptions{})
-		_ = poll(cctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Namespaces().Get(ctx, readmeNamespace, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
+		e.deleteNamespace(cctx, readmeNamespace)
 		if os.Getenv("GPUDRA_E2E_NODE_KUBELET_DIR") != "" {
 			// This host is the node: the chart's default fake state
 			// directory is gone with the release.
