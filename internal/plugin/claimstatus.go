@@ -82,6 +82,9 @@ type claimStatus struct {
 	node    string
 	manager string
 	metrics *Instruments
+	// backoff is the first wait between tries (statusBackoff; shorter in
+	// tests).
+	backoff time.Duration
 
 	mu      sync.Mutex
 	pending map[types.UID]*statusWrite
@@ -106,7 +109,7 @@ type statusWrite struct {
 
 func newClaimStatus(client kubernetes.Interface, driver, node string, m *Instruments) *claimStatus {
 	return &claimStatus{
-		client: client, driver: driver, node: node, manager: claimStatusFieldManager + "/" + driver, metrics: m,
+		client: client, driver: driver, node: node, manager: claimStatusFieldManager + "/" + driver, metrics: m, backoff: statusBackoff,
 		pending: map[types.UID]*statusWrite{}, written: map[types.UID]string{}, wake: make(chan struct{}, 1),
 	}
 }
@@ -195,7 +198,7 @@ func (s *claimStatus) writeDue(ctx context.Context) time.Time {
 			}
 		default:
 			w.tries++
-			w.due = time.Now().Add(statusBackoff << (w.tries - 1))
+			w.due = time.Now().Add(s.backoff << (w.tries - 1))
 		}
 		s.mu.Unlock()
 		s.report(ctx, w, err)
