@@ -131,10 +131,8 @@ func (c *chaos) waitPluginReady(ctx context.Context, timeout time.Duration) erro
 			if string(p.UID) == c.killed.uid && p.Status.ContainerStatuses[0].RestartCount <= c.killed.restarts {
 				continue
 			}
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == v1.PodReady && cond.Status == v1.ConditionTrue {
-					return true, nil
-				}
+			if podReady(&p) {
+				return true, nil
 			}
 		}
 		return false, nil

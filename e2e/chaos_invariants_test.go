@@ -33,6 +33,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/gpu"
@@ -63,26 +64,26 @@ const schedulerRetry = 20 * time.Second
 // and returns what is still wrong then.
 func (c *chaos) settle(ctx context.Context, timeout time.Duration) []string {
 	start := time.Now()
-	deadline := start.Add(timeout)
 	slow := false
-	for {
-		problems := c.check(ctx)
+	var problems []string
+	// The checks use ctx, not the poll's: the last one before the timeout
+	// runs to its end.
+	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		problems = c.check(ctx)
 		if len(problems) == 0 {
-			if slow {
-				c.t.Logf("chaos: settled after %.1f s", time.Since(start).Seconds())
-			}
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return problems
+			return true, nil
 		}
 		// What a slow recovery waits for, once, for the log.
 		if !slow && time.Since(start) > 15*time.Second {
 			slow = true
 			c.t.Logf("chaos: still settling after 15 s: %s", strings.Join(problems, "; "))
 		}
-		time.Sleep(500 * time.Millisecond)
+		return false, nil
+	})
+	if len(problems) == 0 && slow {
+		c.t.Logf("chaos: settled after %.1f s", time.Since(start).Seconds())
 	}
+	return problems
 }
 
 // check returns what is out of order now.

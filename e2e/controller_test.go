@@ -383,10 +383,8 @@ func (e *env) controllerLeaderElection(ctx context.Context, t *testing.T) {
 		}
 		ready := 0
 		for _, p := range pods {
-			for _, c := range p.Status.Conditions {
-				if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
-					ready++
-				}
+			if podReady(&p) {
+				ready++
 			}
 		}
 		return ready == 2, nil

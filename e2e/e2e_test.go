@@ -60,11 +60,7 @@ func TestGPUDRA(t *testing.T) {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		_ = e.cs.CoreV1().Namespaces().Delete(cctx, testNS, metav1.DeleteOptions{})
-		_ = poll(cctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Namespaces().Get(ctx, testNS, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
+		e.deleteNamespace(cctx, testNS)
 		if !uninstalled {
 			_, _ = run(cctx, e.helm, e.helmArgs("uninstall", releaseName, "-n", systemNS, "--wait")...)
 		}
@@ -171,16 +167,23 @@ func (e *env) chartServerDryRun(ctx context.Context, t *testing.T) {
 	}
 }
 
+// deleteNamespace deletes a namespace and waits, up to two minutes, until
+// it is gone. For set-up and teardown: what fails is left to the suite's
+// other checks.
+func (e *env) deleteNamespace(ctx context.Context, ns string) {
+	_ = e.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	_ = poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := e.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
 func (e *env) prepareNamespaces(ctx context.Context, t *testing.T) {
 	t.Helper()
 	// Leftovers of an interrupted run.
 	_, _ = run(ctx, e.helm, e.helmArgs("uninstall", releaseName, "-n", systemNS, "--wait")...)
 	for _, ns := range []string{testNS} {
-		_ = e.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-		_ = poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
+		e.deleteNamespace(ctx, ns)
 		_, err := e.cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name:   ns,
 			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"},
@@ -202,15 +205,23 @@ func (e *env) prepareNamespaces(ctx context.Context, t *testing.T) {
 // profile, from the same plugin run in-process (internal/simulate).
 func (e *env) expectedSlices(ctx context.Context, t *testing.T) []*resourceapi.ResourceSlice {
 	t.Helper()
+	return simulatedSlices(ctx, t, simulate.Options{NodeName: e.node, DriverName: e.driver, Profile: e.profile})
+}
+
+// simulatedSlices are the slices the plugin publishes with opts (Dir
+// aside: a temporary directory), run in-process (internal/simulate).
+func simulatedSlices(ctx context.Context, t *testing.T, opts simulate.Options) []*resourceapi.ResourceSlice {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "gpudra-e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	opts.Dir = dir
 	// The in-process plugin logs through klog like the real one; its log is
 	// not what this suite is about.
 	ctx = klog.NewContext(ctx, logr.Discard())
-	c, err := simulate.Start(ctx, simulate.Options{Dir: dir, NodeName: e.node, DriverName: e.driver, Profile: e.profile}, nil)
+	c, err := simulate.Start(ctx, opts, nil)
 	if err != nil {
 		t.Fatalf("in-process plugin: %v", err)
 	}

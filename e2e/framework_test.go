@@ -35,6 +35,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -173,29 +174,25 @@ func (e *env) kubectlRun(ctx context.Context, args ...string) (string, error) {
 	return run(ctx, e.kubectl, append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
 }
 
-// poll calls cond every interval until it returns true or an error, or the
-// timeout passes.
+// poll calls cond every 100 ms until it returns true or the timeout
+// passes. An error from cond does not end the wait (the cluster may not be
+// there yet); the last one is in the error returned on timeout.
 func poll(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	var last error
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
-		if ok {
-			return nil
-		}
 		if err != nil {
 			last = err
 		}
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("timed out after %v: %w", timeout, last)
-			}
-			return fmt.Errorf("timed out after %v", timeout)
-		case <-time.After(100 * time.Millisecond):
-		}
+		return ok, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case last != nil:
+		return fmt.Errorf("timed out after %v: %w", timeout, last)
 	}
+	return fmt.Errorf("timed out after %v", timeout)
 }
 
 // ---- timings -------------------------------------------------------------
@@ -361,9 +358,15 @@ func (s seen) fakeGPUs() map[string]string {
 
 func (e *env) whatPodSees(ctx context.Context, t *testing.T, name string) seen {
 	t.Helper()
+	return e.whatContainerSees(ctx, t, name, "ctr")
+}
+
+// whatContainerSees is whatPodSees for a container of another name.
+func (e *env) whatContainerSees(ctx context.Context, t *testing.T, pod, ctr string) seen {
+	t.Helper()
 	var logs string
 	err := poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-		b, err := e.cs.CoreV1().Pods(testNS).GetLogs(name, &v1.PodLogOptions{Container: "ctr"}).DoRaw(ctx)
+		b, err := e.cs.CoreV1().Pods(testNS).GetLogs(pod, &v1.PodLogOptions{Container: ctr}).DoRaw(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -371,7 +374,7 @@ func (e *env) whatPodSees(ctx context.Context, t *testing.T, name string) seen {
 		return strings.Contains(logs, "\nREADY"), nil
 	})
 	if err != nil {
-		t.Fatalf("logs of pod %s: %v (got %q)", name, err, logs)
+		t.Fatalf("logs of pod %s: %v (got %q)", pod, err, logs)
 	}
 	return parseSeen(logs)
 }
@@ -544,14 +547,18 @@ func (e *env) deletePods(ctx context.Context, t *testing.T, names ...string) {
 		}
 	}
 	for _, n := range names {
-		err := poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Pods(testNS).Get(ctx, n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
-		if err != nil {
+		if err := e.waitPodGone(ctx, n); err != nil {
 			t.Fatalf("pod %s not gone: %v", n, err)
 		}
 	}
+}
+
+// waitPodGone waits, up to 90 s, until the test pod is gone.
+func (e *env) waitPodGone(ctx context.Context, name string) error {
+	return poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := e.cs.CoreV1().Pods(testNS).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 // ---- the plugin -----------------------------------------------------------
@@ -579,11 +586,9 @@ func (e *env) readyPluginPod(ctx context.Context, t *testing.T, exclude ...strin
 			if contains(exclude, string(p.UID)) || p.DeletionTimestamp != nil {
 				continue
 			}
-			for _, c := range p.Status.Conditions {
-				if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
-					ready = p
-					n++
-				}
+			if podReady(&p) {
+				ready = p
+				n++
 			}
 		}
 		return n == 1, nil
@@ -592,6 +597,16 @@ func (e *env) readyPluginPod(ctx context.Context, t *testing.T, exclude ...strin
 		t.Fatalf("no ready plugin pod: %v", err)
 	}
 	return ready
+}
+
+// podReady says whether the pod's Ready condition is True.
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // ---- the node's directories -----------------------------------------------
@@ -641,10 +656,16 @@ func (e *env) hostFiles(ctx context.Context, t *testing.T, dir string) []string 
 // claim specs, with an empty UID).
 func (e *env) cdiSpecsOf(ctx context.Context, t *testing.T, uid string) []string {
 	t.Helper()
+	return e.claimSpecs(e.hostFiles(ctx, t, "cdi"), uid)
+}
+
+// claimSpecs picks, from the names of a node's CDI directory, the
+// plugin's specs of the claim (of every claim for uid ""): one per claim;
+// the kubelet plugin library writes a device-metadata spec of its own
+// next to it (KEP-5304), which is not picked.
+func (e *env) claimSpecs(files []string, uid string) []string {
 	var out []string
-	for _, f := range e.hostFiles(ctx, t, "cdi") {
-		// The plugin's spec per claim; the kubelet plugin library writes
-		// a device-metadata spec of its own next to it (KEP-5304).
+	for _, f := range files {
 		if strings.Contains(f, e.driver+"-claim_"+uid) {
 			out = append(out, f)
 		}

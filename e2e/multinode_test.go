@@ -30,13 +30,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -93,11 +90,7 @@ func TestMultiNode(t *testing.T) {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		_ = e.cs.CoreV1().Namespaces().Delete(cctx, testNS, metav1.DeleteOptions{})
-		_ = poll(cctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Namespaces().Get(ctx, testNS, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
+		e.deleteNamespace(cctx, testNS)
 		_, _ = run(cctx, e.helm, e.helmArgs("uninstall", releaseName, "-n", systemNS, "--wait")...)
 		// The channel pools go with the chart (their slices are owned by
 		// its nvlink-channel DeviceClass).
@@ -152,12 +145,7 @@ func (m *menv) discoverNodes(ctx context.Context, t *testing.T) {
 // default, migSpareGPUs: fleet), from the same plugin run in-process.
 func (m *menv) publishedCount(ctx context.Context, t *testing.T, node, profile string, spares int) int {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "gpudra-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	opts := simulate.Options{Dir: dir, NodeName: node, DriverName: m.driver, Profile: profile}
+	opts := simulate.Options{NodeName: node, DriverName: m.driver, Profile: profile}
 	if spares > 0 {
 		// What a plugin in fleet mode publishes with n assigned.
 		opts.SpareGPUs = slicebuilder.SpareGPUs{N: spares}
@@ -165,15 +153,7 @@ func (m *menv) publishedCount(ctx context.Context, t *testing.T, node, profile s
 		// Fleet mode with no entry for the node.
 		opts.SpareGPUs, opts.Namespace, opts.SparesConfigMap = slicebuilder.SpareGPUs{Fleet: true}, systemNS, migSparesConfigMap
 	}
-	c, err := simulate.Start(klog.NewContext(ctx, logr.Discard()), opts, nil)
-	if err != nil {
-		t.Fatalf("in-process plugin: %v", err)
-	}
-	defer c.Stop()
-	sl, err := c.Slices(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sl := simulatedSlices(ctx, t, opts)
 	return countDevices(sl, func(s *resourceapi.ResourceSlice) int { return len(s.Spec.Devices) })
 }
 
@@ -278,15 +258,6 @@ func (m *menv) readyPluginPods(ctx context.Context, t *testing.T, exclude ...str
 	return out
 }
 
-func podReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // pod is a test pod with claims that may go to any node (nodeSelector
 // nil) or to the nodes the selector names.
 func (m *menv) pod(name string, nodeSelector map[string]string, claims ...claimRef) *v1.Pod {
@@ -307,10 +278,7 @@ func (m *menv) cleanup(t *testing.T, pods ...string) {
 			_ = m.cs.CoreV1().Pods(testNS).Delete(ctx, p, metav1.DeleteOptions{})
 		}
 		for _, p := range pods {
-			_ = poll(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
-				_, err := m.cs.CoreV1().Pods(testNS).Get(ctx, p, metav1.GetOptions{})
-				return apierrors.IsNotFound(err), nil
-			})
+			_ = m.waitPodGone(ctx, p)
 		}
 	})
 }

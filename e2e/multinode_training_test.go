@@ -449,7 +449,7 @@ func (m *menv) podGroupClaimOneIsland(ctx context.Context, t *testing.T) {
 			t.Errorf("worker %s on %s, worker %s on %s: one claim, one node", p.Name, p.Spec.NodeName, pods[0].Name, node)
 		}
 		rank := strings.TrimPrefix(p.Name, "island-")
-		assertSees(t, p.Name, m.whatPodSeesC(ctx, t, p.Name, "worker"), []device{byRequest[rank]})
+		assertSees(t, p.Name, m.whatContainerSees(ctx, t, p.Name, "worker"), []device{byRequest[rank]})
 	}
 	t.Logf("8 workers on %s, NVLink group %v", node, groups)
 	start = time.Now()
@@ -462,24 +462,6 @@ func (m *menv) podGroupClaimOneIsland(ctx context.Context, t *testing.T) {
 		t.Errorf("the PodGroup's claim %s outlived it: %v", claim.Name, err)
 	}
 	record(t, "PodGroup claim: workers and group deleted → claim gone", time.Since(start))
-}
-
-// whatPodSeesC is whatPodSees for a container of another name.
-func (m *menv) whatPodSeesC(ctx context.Context, t *testing.T, pod, ctr string) seen {
-	t.Helper()
-	var logs string
-	err := poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-		b, err := m.cs.CoreV1().Pods(testNS).GetLogs(pod, &v1.PodLogOptions{Container: ctr}).DoRaw(ctx)
-		if err != nil {
-			return false, err
-		}
-		logs = string(b)
-		return strings.Contains(logs, "\nREADY"), nil
-	})
-	if err != nil {
-		t.Fatalf("logs of pod %s: %v (got %q)", pod, err, logs)
-	}
-	return parseSeen(logs)
 }
 
 // ---- Kueue ----------------------------------------------------------------
@@ -716,7 +698,7 @@ func (m *menv) priorityPreemption(ctx context.Context, t *testing.T) {
 	} else {
 		record(t, "preemption (Kueue): victim's pod, claim and CDI spec gone", time.Since(start))
 	}
-	seen := m.whatPodSeesC(ctx, t, pods[0].Name, "serve")
+	seen := m.whatContainerSees(ctx, t, pods[0].Name, "serve")
 	assertSees(t, pods[0].Name, seen, got)
 }
 
@@ -745,11 +727,5 @@ func (m *menv) cdiSpecsOn(ctx context.Context, t *testing.T, node, uid string) [
 	if err != nil {
 		t.Fatalf("list CDI specs on %s: %v", node, err)
 	}
-	var specs []string
-	for _, f := range strings.Fields(out) {
-		if strings.Contains(f, m.driver+"-claim_"+uid) {
-			specs = append(specs, f)
-		}
-	}
-	return specs
+	return m.claimSpecs(strings.Fields(out), uid)
 }

@@ -33,8 +33,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -129,11 +127,7 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 		_ = e.cs.CoreV1().Pods("default").Delete(cctx, "gpu-test", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		_ = e.cs.ResourceV1().ResourceClaimTemplates("default").Delete(cctx, "one-gpu", metav1.DeleteOptions{})
 		_, _ = run(cctx, e.helm, e.helmArgs("uninstall", readmeRelease, "-n", readmeNamespace, "--wait")...)
-		_ = e.cs.CoreV1().Namespaces().Delete(cctx, readmeNamespace, metav1.DeleteOptions{})
-		_ = poll(cctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := e.cs.CoreV1().Namespaces().Get(ctx, readmeNamespace, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
+		e.deleteNamespace(cctx, readmeNamespace)
 		if os.Getenv("GPUDRA_E2E_NODE_KUBELET_DIR") != "" {
 			// This host is the node: the chart's default fake state
 			// directory is gone with the release.
@@ -172,7 +166,7 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 				t.Errorf("pod %s runs %s, not %s", p.Name, c.Image, want)
 			}
 		}
-		if readyPod(p) {
+		if podReady(&p) {
 			ready[p.Labels["app.kubernetes.io/component"]]++
 		}
 	}
@@ -196,15 +190,6 @@ func (e *env) readmeInstall(ctx context.Context, t *testing.T) {
 	if !strings.Contains(outputs["install-chart-fake"], "gpu.gpudra.io") {
 		t.Errorf("kubectl get resourceslices printed no slice of gpu.gpudra.io:\n%s", outputs["install-chart-fake"])
 	}
-}
-
-func readyPod(p v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // standardNodeLayout links the node's directories where a standard node

@@ -190,11 +190,7 @@ func (e *env) pluginRecoversFromLostSocket(ctx context.Context, t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		ready := false
-		for _, c := range p.Status.Conditions {
-			ready = ready || (c.Type == v1.PodReady && c.Status == v1.ConditionTrue)
-		}
-		return ready && p.Status.ContainerStatuses[0].RestartCount > restarts, nil
+		return podReady(p) && p.Status.ContainerStatuses[0].RestartCount > restarts, nil
 	}); err != nil {
 		t.Fatalf("the plugin did not restart and become ready after its socket was deleted: %v", err)
 	}

@@ -35,6 +35,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/deviceclasses"
@@ -130,17 +131,14 @@ func startSimulate(t *testing.T, cc corpusCase) (context.Context, *simulate.Clus
 	}
 	want := specsOf(t, nodeSlices)
 	var got []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		published, err := c.Slices(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got = specsOf(t, published); slices.Equal(got, want) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		got = specsOf(t, published)
+		return slices.Equal(got, want), nil
+	})
 	if !slices.Equal(got, want) {
 		diff := fmt.Sprintf("%d slices published, %d built", len(got), len(want))
 		for i := range min(len(got), len(want)) {

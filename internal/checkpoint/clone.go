@@ -67,6 +67,10 @@ func (d Device) clone() Device {
 		m.ComputeInstanceID = clonePtr(d.Mig.ComputeInstanceID)
 		out.Mig = &m
 	}
+	if d.Channel != nil {
+		ch := *d.Channel
+		out.Channel = &ch
+	}
 	if d.Sharing != nil {
 		sh := *d.Sharing
 		out.Sharing = &sh

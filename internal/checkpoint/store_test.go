@@ -406,42 +406,6 @@ func TestMigFieldsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestCloneIsDeep: a clone shares nothing that a later change to the
-// original could reach, so a snapshot being written stays what it was.
-func TestCloneIsDeep(t *testing.T) {
-	gi, ci := 1, 0
-	orig := sampleCheckpoint()
-	orig.MigModeEnabled = []string{"GPU-a"}
-	orig.MigPublished = []string{"GPU-a"}
-	dev := &orig.Claims["uid-1"].Devices[0]
-	dev.Env = []string{"A=1"}
-	dev.Mig = &MigDevice{Profile: "1g.10gb", GPUInstanceID: &gi, ComputeInstanceID: &ci}
-	before, err := json.Marshal(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clone := orig.Clone()
-	if !reflect.DeepEqual(clone, orig) {
-		t.Fatalf("clone differs from the original: %#v", clone)
-	}
-
-	// Change everything reachable from the original.
-	orig.MigModeEnabled[0] = "GPU-b"
-	orig.MigPublished[0] = "GPU-b"
-	dev.Requests[0], dev.CDIDeviceIDs[0], dev.Env[0], dev.Config[0] = "x", "x", "x", 'x'
-	dev.Mig.Profile = "x"
-	*dev.Mig.GPUInstanceID, *dev.Mig.ComputeInstanceID = 9, 9
-	delete(orig.Claims, "uid-2")
-
-	after, err := json.Marshal(clone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(after, before) {
-		t.Errorf("clone changed with the original:\n got %s\nwant %s", after, before)
-	}
-}
-
 // TestMigPublishedRoundTrip: the GPUs whose MIG placements were published
 // survive a save and load; a checkpoint written before they were recorded
 // (no "migPublished") still loads, with none recorded.

@@ -36,6 +36,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -261,9 +262,9 @@ func (w *wireFleet) measure(tb testing.TB) fleetHeap {
 	if err := inf.start(ctx, cache.ResourceEventHandlerFuncs{}); err != nil {
 		tb.Fatal(err)
 	}
-	for len(inf.slices.GetStore().ListKeys()) < len(w.slices) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		return len(inf.slices.GetStore().ListKeys()) >= len(w.slices), nil
+	})
 	var out fleetHeap
 	out.cached = liveHeap() - base
 

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/nvmlfake"
@@ -68,25 +69,24 @@ func TestWatchHealth(t *testing.T) {
 		}
 	}
 	g2, g5 := node.GPUs[2].UUID, node.GPUs[5].UUID
-	deadline := time.Now().Add(5 * time.Second)
-	for first := false; !first; {
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		inject(g2, 94)
 		select {
 		case ev := <-events:
 			// An XID logged before the watch registered leaves its
 			// recovery action, which the watch starts from.
 			if ev.UUID == g2 && strings.Contains(ev.Reason, "recovery action GPU reset") {
-				continue
+				return false, nil
 			}
 			if ev.UUID != g2 || !strings.Contains(ev.Reason, "XID 94") {
 				t.Fatalf("event %+v", ev)
 			}
-			first = true
+			return true, nil
 		case <-time.After(200 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("no event for XID 94")
-			}
+			return false, nil
 		}
+	}); err != nil {
+		t.Fatal("no event for XID 94")
 	}
 	inject(g2, 94) // no change: no event
 	inject(g5, 13) // an application error: ignored

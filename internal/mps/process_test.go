@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/mpsstandin"
 )
@@ -81,20 +83,20 @@ func TestProcessLauncherLifecycle(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for l.PID(d) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("a killed daemon still counts as running")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// One 10 s bound for both.
+	within, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(within, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		return l.PID(d) == 0, nil
+	}); err != nil {
+		t.Fatal("a killed daemon still counts as running")
 	}
 	// The thread group leader turns zombie before the other threads
 	// have closed the socket: not ready within moments.
-	for Ready(ctx, d, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("a killed daemon is still ready")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := wait.PollUntilContextCancel(within, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		return Ready(ctx, d, 0) != nil, nil
+	}); err != nil {
+		t.Fatal("a killed daemon is still ready")
 	}
 	if err := l.Start(ctx, d); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // run starts the stand-in from the test binary, as the fake backend does
@@ -49,17 +51,15 @@ func run(t *testing.T, dir string) *exec.Cmd {
 
 func dial(t *testing.T, dir string) net.Conn {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := net.Dial("unix", filepath.Join(dir, "pipe", ControlSocket))
-		if err == nil {
-			return conn
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stand-in never listened: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var conn net.Conn
+	var err error
+	if wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		conn, err = net.Dial("unix", filepath.Join(dir, "pipe", ControlSocket))
+		return err == nil, nil
+	}) != nil {
+		t.Fatalf("the stand-in never listened: %v", err)
 	}
+	return conn
 }
 
 func ask(t *testing.T, conn net.Conn, r *bufio.Reader, cmd string) string {

@@ -17,6 +17,7 @@ limitations under the License.
 package nodestate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
 )
@@ -58,18 +60,15 @@ func holdWrite(n *node, hold int32, then func()) *heldWrites {
 // start, i.e. n callers have made their change and wait for its write.
 func waitForChanges(t *testing.T, s *State, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var gen uint64
+	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		s.mu.Lock()
-		gen := s.commits.gen
+		gen = s.commits.gen
 		s.mu.Unlock()
-		if gen >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d changes registered", gen, n)
-		}
-		time.Sleep(time.Millisecond)
+		return gen >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("only %d of %d changes registered", gen, n)
 	}
 }
 

@@ -17,6 +17,7 @@ limitations under the License.
 package nvmlfake
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
 
@@ -75,13 +77,11 @@ func TestStateFileSurvivesKill(t *testing.T) {
 		}
 		// Kill it once it is writing, at a different moment each round.
 		prefix := fmt.Sprintf("%d-", round)
-		deadline := time.Now().Add(30 * time.Second)
-		for boot := ""; !strings.HasPrefix(boot, prefix); boot = readBootID(t, dir) {
-			if time.Now().After(deadline) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("round %d: the writer wrote nothing in 30 s", round)
-			}
-			time.Sleep(time.Millisecond)
+		if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return strings.HasPrefix(readBootID(t, dir), prefix), nil
+		}); err != nil {
+			_ = cmd.Process.Kill()
+			t.Fatalf("round %d: the writer wrote nothing in 30 s", round)
 		}
 		time.Sleep(time.Duration(3*round) * time.Millisecond)
 		if err := cmd.Process.Kill(); err != nil {

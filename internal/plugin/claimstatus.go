@@ -32,6 +32,7 @@ import (
 	metaapply "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
@@ -76,19 +77,31 @@ const (
 )
 
 // claimStatus writes the status.devices of the claims the plugin prepares.
+//
+// The claims to write are keys in a client-go workqueue: it holds each
+// claim once however often its status changes, hands a claim to one write
+// at a time, and brings a refused write back after its back-off (the
+// queue's exponential rate limiter: backoff, doubled each try). What to
+// write is the claim's entry in pending, the latest status queued.
 type claimStatus struct {
 	client  kubernetes.Interface
 	driver  string
 	node    string
 	manager string
 	metrics *Instruments
+	// backoff is the first wait between tries (statusBackoff; shorter in
+	// tests).
+	backoff time.Duration
 
+	// mu guards pending, written and q.
 	mu      sync.Mutex
 	pending map[types.UID]*statusWrite
 	// written is the last status applied per claim, so that a repeated
 	// prepare (the kubelet retries, restarts) writes nothing.
 	written map[types.UID]string
-	wake    chan struct{}
+	// q and limiter are made by run; until then statuses wait in pending.
+	q       workqueue.TypedRateLimitingInterface[types.UID]
+	limiter workqueue.TypedRateLimiter[types.UID]
 	// yield, when set, waits until the kubelet's calls in flight end
 	// (callgate.go); writes wait for it.
 	yield func(context.Context)
@@ -99,15 +112,15 @@ type statusWrite struct {
 	ref     types.NamespacedName
 	uid     types.UID
 	devices []*resourceapply.AllocatedDeviceStatusApplyConfiguration
-	key     string // what written compares
-	tries   int
-	due     time.Time
+	key     string    // what written compares
+	tries   int       // refused tries so far
+	due     time.Time // when the next try is; zero: now
 }
 
 func newClaimStatus(client kubernetes.Interface, driver, node string, m *Instruments) *claimStatus {
 	return &claimStatus{
-		client: client, driver: driver, node: node, manager: claimStatusFieldManager + "/" + driver, metrics: m,
-		pending: map[types.UID]*statusWrite{}, written: map[types.UID]string{}, wake: make(chan struct{}, 1),
+		client: client, driver: driver, node: node, manager: claimStatusFieldManager + "/" + driver, metrics: m, backoff: statusBackoff,
+		pending: map[types.UID]*statusWrite{}, written: map[types.UID]string{},
 	}
 }
 
@@ -133,43 +146,73 @@ func (s *claimStatus) queue(w *statusWrite) {
 		return
 	}
 	s.pending[w.uid] = w
+	q := s.q
+	if q != nil {
+		// A new status starts its tries afresh, now.
+		q.Forget(w.uid)
+	}
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if q != nil {
+		q.Add(w.uid)
 	}
 }
 
-// run writes queued statuses until ctx ends: when one is queued, and when
-// the earliest retry is due (a select, not a wait loop: the time to wait
-// changes with what is queued).
+// run writes queued statuses until ctx ends.
 func (s *claimStatus) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](s.backoff, s.backoff<<statusRetries)
+	// Unnamed: the queue exports no workqueue_* metrics (the outcome of
+	// each write is gpudra_plugin_claim_status_writes_total).
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{})
+	s.mu.Lock()
+	s.q, s.limiter = q, limiter
+	for uid := range s.pending {
+		q.Add(uid)
+	}
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, q.ShutDown)
+	defer stop()
+	defer q.ShutDown()
 	for {
-		next := s.writeDue(ctx)
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = time.Until(next)
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
+		uid, shutdown := q.Get()
+		if shutdown {
 			return
-		case <-s.wake:
-		case <-timer.C:
+		}
+		// Everything queued by now is written in one go, after one
+		// yield (below).
+		batch := []types.UID{uid}
+		for q.Len() > 0 {
+			uid, shutdown := q.Get()
+			if shutdown {
+				break
+			}
+			batch = append(batch, uid)
+		}
+		s.writeDue(ctx, batch)
+		for _, uid := range batch {
+			q.Done(uid)
 		}
 	}
 }
 
-// writeDue writes every queued status that is due and returns when the
-// next retry is (zero: none).
-func (s *claimStatus) writeDue(ctx context.Context) time.Time {
+// writeDue writes the statuses of the claims that are due, and schedules
+// the retries of those refused.
+func (s *claimStatus) writeDue(ctx context.Context, batch []types.UID) {
+	if ctx.Err() != nil {
+		return
+	}
 	now := time.Now()
 	s.mu.Lock()
 	var due []*statusWrite
-	for _, w := range s.pending {
-		if !w.due.After(now) {
+	for _, uid := range batch {
+		w := s.pending[uid]
+		switch {
+		case w == nil:
+			// Written or given up on since it was queued.
+		case w.due.After(now):
+			// Handed out before its retry is due (an older status's
+			// retry): back at the time.
+			s.q.AddAfter(uid, w.due.Sub(now))
+		default:
 			due = append(due, w)
 		}
 	}
@@ -181,34 +224,30 @@ func (s *claimStatus) writeDue(ctx context.Context) time.Time {
 	}
 	for _, w := range due {
 		err := s.apply(ctx, w)
+		try := w.tries + 1
 		s.mu.Lock()
 		current := s.pending[w.uid]
 		switch {
 		case current != w:
-			// A newer status was queued meanwhile; it is written next.
-		case err == nil || !retryable(err) || w.tries+1 >= statusRetries:
+			// A newer status was queued meanwhile: the queue hands the
+			// claim out again once this write is done.
+		case err == nil || !retryable(err) || try >= statusRetries:
 			delete(s.pending, w.uid)
+			s.q.Forget(w.uid)
 			if err == nil && w.key != "" {
 				s.written[w.uid] = w.key
 			} else {
 				delete(s.written, w.uid)
 			}
 		default:
-			w.tries++
-			w.due = time.Now().Add(statusBackoff << (w.tries - 1))
+			w.tries = try
+			delay := s.limiter.When(w.uid) // backoff << (tries-1)
+			w.due = time.Now().Add(delay)
+			s.q.AddAfter(w.uid, delay)
 		}
 		s.mu.Unlock()
-		s.report(ctx, w, err)
+		s.report(ctx, w, try, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var next time.Time
-	for _, w := range s.pending {
-		if next.IsZero() || w.due.Before(next) {
-			next = w.due
-		}
-	}
-	return next
 }
 
 func (s *claimStatus) apply(ctx context.Context, w *statusWrite) error {
@@ -231,7 +270,7 @@ func retryable(err error) bool {
 	return !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err)
 }
 
-func (s *claimStatus) report(ctx context.Context, w *statusWrite, err error) {
+func (s *claimStatus) report(ctx context.Context, w *statusWrite, try int, err error) {
 	logger := klog.FromContext(ctx)
 	what := "write"
 	if w.key == "" {
@@ -251,7 +290,7 @@ func (s *claimStatus) report(ctx context.Context, w *statusWrite, err error) {
 		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "resourceclaims/driver") {
 			hint = fmt.Sprintf(`the plugin's ServiceAccount needs "patch" on resourceclaims/status and "associated-node:patch" on resourceclaims/driver with resourceNames [%s] (the chart's ClusterRole has both)`, s.driver)
 		}
-		logger.Error(err, "Claim status not written", "action", what, "claim", w.ref, "try", w.tries+1, "hint", hint)
+		logger.Error(err, "Claim status not written", "action", what, "claim", w.ref, "try", try, "hint", hint)
 	}
 }
 

@@ -17,6 +17,7 @@ limitations under the License.
 package simulate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/internal/cdispec"
@@ -89,10 +91,9 @@ func crashInsideBatch(t *testing.T, crashAt int, after bool) {
 	// allRecorded waits until every claim of the burst is recorded in
 	// memory, i.e. queued behind the write in flight.
 	allRecorded := func(n int) {
-		deadline := time.Now().Add(30 * time.Second)
-		for len(cluster.Driver.State().PreparedClaims()) < n && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		_ = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return len(cluster.Driver.State().PreparedClaims()) >= n, nil
+		})
 	}
 	const burst = 8
 	hooks := nodestate.Hooks{

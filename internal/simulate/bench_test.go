@@ -17,6 +17,7 @@ limitations under the License.
 package simulate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -27,6 +28,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpudra/gpudra/internal/gpudratest"
@@ -127,17 +129,17 @@ func allocatedClaim(b testing.TB, c *Cluster, claim *resourceapi.ResourceClaim) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		allocated, err := c.Allocate(ctx, claim)
-		if err == nil {
-			return allocated
+	var allocated *resourceapi.ResourceClaim
+	if wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		allocated, err = c.Allocate(ctx, claim)
+		if err != nil && !errors.Is(err, ErrUnschedulable) {
+			return false, err // not worth a retry
 		}
-		if !errors.Is(err, ErrUnschedulable) || time.Now().After(deadline) {
-			b.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil, nil
+	}) != nil {
+		b.Fatal(err)
 	}
+	return allocated
 }
 
 func releaseClaim(b testing.TB, c *Cluster, claim *resourceapi.ResourceClaim) {

@@ -25,6 +25,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpudra/gpudra/internal/gpudratest"
 	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
@@ -33,20 +34,19 @@ import (
 // waitClaimStatus polls the claim until cond holds for its status.devices.
 func waitClaimStatus(ctx context.Context, t *testing.T, c *Cluster, claim *resourceapi.ResourceClaim, what string, cond func([]resourceapi.AllocatedDeviceStatus) bool) []resourceapi.AllocatedDeviceStatus {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var devices []resourceapi.AllocatedDeviceStatus
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		got, err := c.Client.ResourceV1().ResourceClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cond(got.Status.Devices) {
-			return got.Status.Devices
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("claim %s: status.devices never became %s: %+v", claim.Name, what, got.Status.Devices)
-		}
-		time.Sleep(20 * time.Millisecond)
+		devices = got.Status.Devices
+		return cond(devices), nil
+	})
+	if err != nil {
+		t.Fatalf("claim %s: status.devices never became %s: %+v", claim.Name, what, devices)
 	}
+	return devices
 }
 
 // TestClaimStatusDevices: a prepared claim's status.devices names each

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
@@ -75,11 +76,10 @@ func TestLivenessWhenFilesVanish(t *testing.T) {
 			// And once the API server holds its slices, which the
 			// ResourceSlice controller writes in the background.
 			var got grpc_health_v1.HealthCheckResponse_ServingStatus
-			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-				if got = check(ctx, t, health, plugin.ReadinessService); got == grpc_health_v1.HealthCheckResponse_SERVING {
-					break
-				}
-			}
+			_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				got = check(ctx, t, health, plugin.ReadinessService)
+				return got == grpc_health_v1.HealthCheckResponse_SERVING, nil
+			})
 			if got != grpc_health_v1.HealthCheckResponse_SERVING {
 				t.Errorf("readiness after registration and publishing: %v, want SERVING", got)
 			}
@@ -94,25 +94,20 @@ func TestLivenessWhenFilesVanish(t *testing.T) {
 				}
 			}
 			want := strings.Replace(tc.wantMsg, "%s", c.Opts.PluginDataDir(), 1)
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			var msg string
+			if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 				mu.Lock()
-				n := len(fatal)
-				var msg string
-				if n > 0 {
-					msg = fatal[0].Error()
+				defer mu.Unlock()
+				if len(fatal) == 0 {
+					return false, nil
 				}
-				mu.Unlock()
-				if n > 0 {
-					if !strings.Contains(msg, want) {
-						t.Errorf("fatal error %q does not say %q", msg, want)
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the plugin did not notice that %s was removed", path)
-				}
-				time.Sleep(20 * time.Millisecond)
+				msg = fatal[0].Error()
+				return true, nil
+			}); err != nil {
+				t.Fatalf("the plugin did not notice that %s was removed", path)
+			}
+			if !strings.Contains(msg, want) {
+				t.Errorf("fatal error %q does not say %q", msg, want)
 			}
 		})
 	}
@@ -184,18 +179,15 @@ func TestDeletedSpecIsRewritten(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := os.ReadFile(path)
-		if err == nil {
-			if string(got) != string(want) {
-				t.Errorf("rewritten spec differs:\n%s\nwant\n%s", got, want)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the deleted spec was not rewritten: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var got []byte
+	var readErr error
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		got, readErr = os.ReadFile(path)
+		return readErr == nil, nil
+	}); err != nil {
+		t.Fatalf("the deleted spec was not rewritten: %v", readErr)
+	}
+	if string(got) != string(want) {
+		t.Errorf("rewritten spec differs:\n%s\nwant\n%s", got, want)
 	}
 }

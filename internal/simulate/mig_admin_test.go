@@ -29,6 +29,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
@@ -176,14 +177,12 @@ func TestFallbackWithoutPartitionableDevices(t *testing.T) {
 	defer c.Stop()
 	applyClasses(ctx, t, c)
 
-	deadline := time.Now().Add(30 * time.Second)
-	for !c.Driver.WholeGPUsOnly() || hasMIG(publishedDevices(ctx, t, c)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("whole GPUs only: %v; published %d devices", c.Driver.WholeGPUsOnly(), len(publishedDevices(ctx, t, c)))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return c.Driver.WholeGPUsOnly() && !hasMIG(publishedDevices(ctx, t, c)), nil
+	}); err != nil {
+		t.Fatalf("whole GPUs only: %v; published %d devices", c.Driver.WholeGPUsOnly(), len(publishedDevices(ctx, t, c)))
 	}
-	time.Sleep(time.Second) // let the controller settle on the new generation
+	waitPublished(t, c) // the controller settled on the new generation
 	// The 8 whole GPUs, and the monitoring device of each.
 	if got := publishedDevices(ctx, t, c); len(got) != 16 {
 		t.Errorf("published %v, want the 8 whole GPUs and their 8 monitoring devices", got)

@@ -17,6 +17,7 @@ limitations under the License.
 package simulate
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 )
 
@@ -45,18 +47,16 @@ func processGone(pid int) bool {
 func waitReplaced(t *testing.T, c *Cluster, old int, within time.Duration) int {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(within)
-	for {
-		pid := daemonPID(c, "gpu-0")
-		if pid != 0 && pid != old && processGone(old) {
-			t.Logf("figure: the daemon was replaced %v after the wait began", time.Since(start).Round(time.Millisecond))
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("within %v the daemon was not replaced: pid %d (was %d, gone: %v)", within, pid, old, processGone(old))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var pid int
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		pid = daemonPID(c, "gpu-0")
+		return pid != 0 && pid != old && processGone(old), nil
+	})
+	if err != nil {
+		t.Fatalf("within %v the daemon was not replaced: pid %d (was %d, gone: %v)", within, pid, old, processGone(old))
 	}
+	t.Logf("figure: the daemon was replaced %v after the wait began", time.Since(start).Round(time.Millisecond))
+	return pid
 }
 
 // timed runs f, logs how long it took (the figures of the closing

@@ -34,6 +34,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
@@ -439,17 +440,13 @@ func sortedKeys[V any](m map[string]V) []string {
 // prepared claim's daemon to answer: one that was killed, stopped or lost
 // its directory is replaced within seconds.
 func (ch *sharingChaos) settle() {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		bad := ch.unansweredDaemons()
-		if len(bad) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			ch.t.Errorf("iteration %d: daemons %v of prepared claims do not answer 20s after %s", ch.iteration, bad, ch.lastAction)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	var bad []string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		bad = ch.unansweredDaemons()
+		return len(bad) == 0, nil
+	})
+	if err != nil {
+		ch.t.Errorf("iteration %d: daemons %v of prepared claims do not answer 20s after %s", ch.iteration, bad, ch.lastAction)
 	}
 }
 

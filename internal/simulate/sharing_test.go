@@ -17,6 +17,7 @@ limitations under the License.
 package simulate
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/gpudra/gpudra/internal/gpudratest"
@@ -611,21 +613,23 @@ func TestConsumableCapacityFallback(t *testing.T) {
 	}
 	defer c.Stop()
 	applyClasses(ctx, t, c)
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Driver.ConsumableCapacityActive() {
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin never fell back to exclusive GPUs")
-		}
-		time.Sleep(50 * time.Millisecond)
+	// One 30 s bound for the fallback and its Node event together.
+	within, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(within, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return !c.Driver.ConsumableCapacityActive(), nil
+	}); err != nil {
+		t.Fatal("the plugin never fell back to exclusive GPUs")
 	}
 	var event string
-	for ; event == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	_ = wait.PollUntilContextCancel(within, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		event = nodeEvent(ctx, t, c, "ConsumableCapacityUnavailable")
-	}
+		return event != "", nil
+	})
 	if !strings.Contains(event, "DRAConsumableCapacity") {
 		t.Errorf("Node event %q does not say which feature to enable", event)
 	}
-	time.Sleep(time.Second) // let the controller settle on the new generation
+	waitPublished(t, c) // the controller settled on the new generation
 	a, err := createAndRun(ctx, t, c, shareClaim("a", "20Gi", "", ""))
 	if err != nil {
 		t.Fatal(err)
