@@ -123,6 +123,12 @@ func (r *runner) allocate(u *unit) {
 	if place != nil {
 		r.report.Stats.AllocateRuns += place.Tried
 	}
+	if errors.Is(err, scheduler.ErrUnschedulable) && r.gangSpares != nil {
+		// A gang tried with the spares gpudra-controller would give it.
+		if spared := r.giveGangSpare(pod, claims); spared != nil {
+			place, err = spared, nil
+		}
+	}
 	var fe *scheduler.FilterError
 	switch {
 	case err == nil:

@@ -166,6 +166,9 @@ type runner struct {
 	// inGang is set while a gang's pods are placed: they see what is
 	// published before any of them binds, unless gangRefill is set too.
 	inGang, gangRefill bool
+	// gangSpares, while gangFitsWithFleetSpares tries a gang, are the
+	// spares given to its pods.
+	gangSpares *gangSpares
 	// migCapable and migPublishing count the nodes with a GPU that can
 	// take a MIG spare and those publishing MIG placements
 	// (sparesAssumed).

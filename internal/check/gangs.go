@@ -19,6 +19,7 @@ package check
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -259,11 +260,118 @@ func (r *runner) allocateGang(g *gangInfo, members []*unit) {
 	msg := fmt.Sprintf("PodGroup %s is a gang of at least %d pods: %d of the %d pods in the inputs fit together, so none is placed (the gang waits whole, holding no device)", g.obj.Name, g.minCount, placed, len(members))
 	if len(members) < g.minCount {
 		msg = fmt.Sprintf("PodGroup %s is a gang of at least %d pods and the inputs have %d: none is placed until the rest exist", g.obj.Name, g.minCount, len(members))
+	} else if nodes := r.gangFitsWithFleetSpares(g, members, before); nodes != nil {
+		r.gangWaitsForFleetSpares(g, members, nodes)
+		return
 	} else if r.gangFitsWithRefill(g, members, before) {
 		r.gangWaitsForSpares(g, members, placed)
 		return
 	}
 	r.gangWaits(g, members, msg)
+}
+
+// gangFitsWithFleetSpares says on which nodes the gang, which does not
+// fit on what the nodes publish now, would fit once gpudra-controller
+// gave each of its pods that fits nowhere a spare on a node of its own,
+// as the controller gives a gang it starts (internal/migspares, Waiting
+// .Gang); nil when it would not, or when no controller gives spares
+// (Options.Spare unset: not fleet mode). before is the attempt saved
+// before the gang was first tried; everything the try changes is put
+// back.
+func (r *runner) gangFitsWithFleetSpares(g *gangInfo, members []*unit, before *attempt) []string {
+	if r.opts.Spare == nil {
+		return nil
+	}
+	after, findings := r.saveAttempt(members), slices.Clone(r.report.Findings)
+	state, held, published := r.state.Clone(), slices.Clone(r.held), r.savePublished()
+	r.restoreAttempt(before)
+	r.flushPublished()
+	r.gangSpares = &gangSpares{given: map[string][]*resourceapi.ResourceSlice{}}
+	placed := r.tryGang(g, members)
+	spares := r.gangSpares
+	r.gangSpares = nil
+	for _, node := range spares.order {
+		r.sched.ReplaceNodeSlices(node, spares.given[node])
+	}
+	r.state, r.held = state, held
+	r.restorePublished(published)
+	if placed < len(members) || placed < g.minCount || len(spares.order) == 0 {
+		r.restoreAttempt(after)
+		r.report.Findings = findings
+		return nil
+	}
+	// The gang waits for the spares, not for devices others hold: what
+	// the first try found about its pods goes (the caller says it waits).
+	r.restoreAttempt(before)
+	return spares.order
+}
+
+// gangSpares are the spares given to a gang's pods while
+// gangFitsWithFleetSpares tries it: the nodes in the order given, and
+// their slices before.
+type gangSpares struct {
+	order []string
+	given map[string][]*resourceapi.ResourceSlice
+}
+
+// giveGangSpare gives one of a gang's pods, whose claims fit nowhere, a
+// spare on a node that has none yet, as gpudra-controller would, and
+// places it there: the placement, or nil when no node (among the first
+// maxSpareTries that would publish one) lets it in.
+func (r *runner) giveGangSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim) *scheduler.Placement {
+	tries := 0
+	for _, n := range r.sched.Nodes() {
+		if _, given := r.gangSpares.given[n.Name]; given {
+			continue
+		}
+		if pod != nil {
+			if ok, _ := scheduler.PodFitsNode(pod, n); !ok {
+				continue
+			}
+		}
+		if r.fence != nil && !r.fence(n) {
+			continue
+		}
+		var prepared [][]resourceapi.DeviceRequestAllocationResult
+		if rn := r.republished[n.Name]; rn != nil {
+			prepared = rn.prepared
+		}
+		spared, err := r.opts.Spare(r.ctx, n.Name, prepared)
+		if err != nil || spared == nil {
+			continue // the node keeps a spare already, or what it would publish is not known
+		}
+		if tries++; tries > maxSpareTries {
+			return nil
+		}
+		before := r.sched.NodeSlices(n.Name)
+		r.sched.ReplaceNodeSlices(n.Name, spared)
+		place, err := r.sched.Schedule(r.ctx, r.state, claims, func(c *v1.Node) bool { return c.Name == n.Name })
+		if err != nil || place == nil || place.Node == nil {
+			r.sched.ReplaceNodeSlices(n.Name, before)
+			continue
+		}
+		r.gangSpares.order = append(r.gangSpares.order, n.Name)
+		r.gangSpares.given[n.Name] = before
+		return place
+	}
+	return nil
+}
+
+// gangWaitsForFleetSpares reports a gang that fits once gpudra-controller
+// gives its nodes spares: Pending until it does, a warning.
+func (r *runner) gangWaitsForFleetSpares(g *gangInfo, members []*unit, nodes []string) {
+	shown := nodes
+	if len(shown) > 4 {
+		shown = shown[:4]
+	}
+	where := strings.Join(shown, ", ")
+	if len(nodes) > len(shown) {
+		where += fmt.Sprintf(" and %d more", len(nodes)-len(shown))
+	}
+	r.gangWaitsAs(g, members, Finding{Kind: FindingWaitsForSpare, Severity: SeverityWarning,
+		Message: fmt.Sprintf("PodGroup %s is a gang of at least %d pods that fits on no node's published MIG placements now, and fits once gpudra-controller gives %d node(s) a MIG spare (%s), as it gives a gang it starts a node for each pod that fits nowhere: the gang is Pending until the controller does, a recompute and a republish later (docs/mig.md, Spares across the fleet)",
+			g.obj.Name, g.minCount, len(nodes), where),
+		Hint: "to have the spares there beforehand, set the plugin's --mig-spare-gpus (chart migSpareGPUs) to the gang's partitions per node on that node pool"})
 }
 
 // tryGang places a gang's pods one after the other on one state and says

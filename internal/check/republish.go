@@ -156,7 +156,8 @@ const maxSpareTries = 8
 // the nodes publish now, fit on a node once gpudra-controller gives it a
 // spare (Options.Spare), and reports them so: in fleet mode a partition
 // claim waits for the controller's spare rather than being refused. A
-// gang's pods are not asked: the controller gives a gang none.
+// gang's pods are not asked here: gangFitsWithFleetSpares gives a gang
+// its spares as the controller does, all at once.
 func (r *runner) waitsForSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim, todo []*claimEval) bool {
 	if r.opts.Spare == nil || r.inGang {
 		return false
