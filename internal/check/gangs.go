@@ -63,16 +63,22 @@ func (r *runner) loadPodGroups(in *scheduler.Manifests) {
 			g.minCount = max(int(gang.MinCount), 1)
 		}
 		r.gangs[o.Name] = g
+		// A v1alpha3 PodGroup is read as v1beta1 and keeps its version
+		// here (scheduler.Manifests).
+		gv := pg.APIVersion
+		if gv == "" {
+			gv = schedulingv1beta1.SchemeGroupVersion.String()
+		}
 		// Versions are "1.34" … "1.37" (scheduler.KubernetesVersions):
 		// they compare as strings.
 		if r.feats.Version < "1.37" {
 			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "PodGroup " + o.Name, Field: "apiVersion",
-				Message: fmt.Sprintf("Kubernetes %s does not serve scheduling.k8s.io/v1beta1 (the Workload API is beta from 1.37); the API server rejects the PodGroup, and its pods are scheduled one by one", r.feats.Version),
+				Message: fmt.Sprintf("Kubernetes %s does not serve %s (the Workload API's v1alpha3 and v1beta1 come with 1.37); the API server rejects the PodGroup, and its pods are scheduled one by one", r.feats.Version, gv),
 				Hint:    workloadAPIAt(r.feats.Version)})
 			continue
 		}
 		r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: o.Source, Object: "PodGroup " + o.Name,
-			Message: fmt.Sprintf("Kubernetes %s serves PodGroups only with the GenericWorkload feature gate and the scheduling.k8s.io/v1beta1 API enabled (both off by default), and PodGroup claims only with DRAWorkloadResourceClaims; checked as on a cluster that enables them", r.feats.Version)})
+			Message: fmt.Sprintf("Kubernetes %s serves PodGroups only with the GenericWorkload feature gate and the %s API enabled (both off by default), and PodGroup claims only with DRAWorkloadResourceClaims; checked as on a cluster that enables them", r.feats.Version, gv)})
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -478,8 +479,31 @@ func (m *Manifests) strictProblems(src Source, object string, err error, why str
 	}
 }
 
+// podGroupV1beta1 is a scheduling.k8s.io/v1alpha3 PodGroup, which 1.37
+// serves beside v1beta1 with the same fields, as v1beta1 holds it: the
+// API server converts between them, and a gang written either way is a
+// gang. Its TypeMeta keeps the version it was written in, for messages.
+func podGroupV1beta1(pg *schedulingv1alpha3.PodGroup) *schedulingv1beta1.PodGroup {
+	out := &schedulingv1beta1.PodGroup{ObjectMeta: *pg.ObjectMeta.DeepCopy()}
+	data, err := json.Marshal(pg.Spec)
+	if err == nil {
+		err = json.Unmarshal(data, &out.Spec)
+	}
+	if err != nil {
+		// The two specs are the same fields (k8s.io/api scheduling);
+		// a field one lacks is dropped as the API server's conversion
+		// would refuse it.
+		out.Spec = schedulingv1beta1.PodGroupSpec{}
+	}
+	out.APIVersion, out.Kind = schedulingv1alpha3.SchemeGroupVersion.String(), "PodGroup"
+	return out
+}
+
 // add files a decoded object by type.
 func (m *Manifests) add(src Source, kind string, obj runtime.Object, object string) {
+	if pg, ok := obj.(*schedulingv1alpha3.PodGroup); ok {
+		obj = podGroupV1beta1(pg)
+	}
 	o := Object{Source: src, Kind: kind, Obj: obj, Replicas: 1}
 	o.Rejected = m.validate(src, object, kind, validateObject(obj), "")
 	if pod, ok := obj.(*v1.Pod); ok {
