@@ -227,3 +227,32 @@ func TestNoTemplateNoRefill(t *testing.T) {
 		t.Errorf("a whole GPU taken on a node with no spare changed what it publishes")
 	}
 }
+
+// TestRefillAfterHeld: slices read from a cluster already show what its
+// allocated claims hold (a partition of gpu-7, gpu-6 the spare since);
+// held tells the Republisher that gpu-7 is no spare, so a partition of
+// gpu-6 refills one GPU, gpu-5, as the slice builder does.
+func TestRefillAfterHeld(t *testing.T) {
+	ctx := context.Background()
+	fp, err := fakenodes.NewRepublisher(fakenodes.DefaultProfile, driver, fakenodes.Pool{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = fp.Close() }()
+	held := []resourceapi.DeviceRequestAllocationResult{result("gpu-7-mig-1g10gb-0")}
+	given, err := fp.Slices(ctx, "node-1", [][]resourceapi.DeviceRequestAllocationResult{held})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := NewRepublisher(driver, given, held)
+	next := []resourceapi.DeviceRequestAllocationResult{result("gpu-6-mig-1g10gb-0")}
+	built, err := fp.Slices(ctx, "node-1", [][]resourceapi.DeviceRequestAllocationResult{held, next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited, err := ep.Slices(ctx, "node-1", [][]resourceapi.DeviceRequestAllocationResult{next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameAllocatable(t, edited, built, "node-1")
+}
