@@ -73,6 +73,11 @@ type Options struct {
 	// controller gives the spare, not unsatisfiable (republish.go).
 	// internal/fakenodes.Republisher.SparedSlices provides it.
 	Spare func(ctx context.Context, node string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error)
+	// RefillEdited says that Republish and Spare edit the given slices
+	// (internal/spareedit, EditRefill) rather than run the slice builder
+	// on fake nodes: for the report's statement of what check assumes
+	// about spares.
+	RefillEdited bool
 	// SpareGPUs is the plugin's --mig-spare-gpus on the inventory's
 	// nodes as the caller knows it ("" when it does not, as for slices
 	// from files or a cluster), and SpareNodes, in fleet mode, how many
