@@ -416,6 +416,10 @@ func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv invento
 			return fail(err)
 		}
 		defer done()
+	} else if err := check.EditRefill(&opts); err != nil {
+		// Slices from the input files or the cluster: the spare refill
+		// is modelled by editing what the nodes publish.
+		return fail(fmt.Errorf("--kubernetes-version: %w", err))
 	}
 	rep, err := check.Run(cmd.Context(), opts)
 	if err != nil {

@@ -163,3 +163,53 @@ func selected(t *testing.T, report string) string {
 	}
 	return string(b)
 }
+
+// TestInventoryRefill (issue 30, item 3): a --sequential check over what
+// gpudra inventory prints refills the MIG spare as one over the profile
+// does: a second 7g.80gb pod takes the GPU the first one's prepare makes
+// a spare, and both checks allocate the same devices.
+func TestInventoryRefill(t *testing.T) {
+	dir := t.TempDir()
+	manifests := filepath.Join(dir, "pods.yaml")
+	pod := func(name string) string {
+		return `---
+apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `}
+spec:
+  containers: [{name: c, image: x, resources: {claims: [{name: mig}]}}]
+  resourceClaims: [{name: mig, resourceClaimTemplateName: big}]
+`
+	}
+	doc := `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: big}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: mig, exactly: {deviceClassName: mig-7g.80gb.gpudra.io}}
+` + pod("first") + pod("second")
+	if err := os.WriteFile(manifests, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, want, _ := runCommand(t, newCheckCommand(), "", "-o", "json", "--sequential", "--profile", "dgx-h100", manifests)
+	out, _, err := runGpudra(t, "--device-backend", "fake", "--fake-profile", "dgx-h100", "--node-name", "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := filepath.Join(dir, "node-1.yaml")
+	if err := os.WriteFile(inv, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, got, errOut := runCommand(t, newCheckCommand(), "", "-o", "json", "--sequential", inv, manifests)
+	if code != 0 {
+		t.Errorf("exit %d: %s\n%s", code, errOut, got)
+	}
+	if g, w := selected(t, got), selected(t, want); g != w || !strings.Contains(g, "gpu-6-mig-7g80gb-0") {
+		t.Errorf("check on the inventory selects\n%s\nwant (on profile dgx-h100, the second pod on gpu-6)\n%s", g, w)
+	}
+	if !strings.Contains(got, "modelled by editing the published slices") {
+		t.Errorf("the report does not say how the refill is modelled:\n%s", got)
+	}
+}

@@ -64,15 +64,22 @@ type Options struct {
 	// node's slices are replaced by it after each allocation, as gpudra's
 	// plugin republishes after each prepare (a MIG partition taken from a node's spare GPU makes
 	// the next GPU a spare; docs/mig.md). internal/fakenodes.Republisher
-	// provides it for fake nodes; nil keeps every node's slices as given.
+	// provides it for fake nodes, EditRefill for slices from files or a
+	// cluster; nil keeps every node's slices as given.
 	Republish func(ctx context.Context, node string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error)
 	// Spare, when set, is what a node that keeps no MIG spare publishes
 	// once gpudra-controller gives it one (--mig-spare-gpus=fleet), with
 	// the claims in prepared prepared; nil slices for a node that keeps
 	// one already. A claim that fits only so is Pending until the
 	// controller gives the spare, not unsatisfiable (republish.go).
-	// internal/fakenodes.Republisher.SparedSlices provides it.
+	// internal/fakenodes.Republisher.SparedSlices provides it (EditRefill
+	// for slices from files or a cluster).
 	Spare func(ctx context.Context, node string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error)
+	// RefillEdited says that Republish and Spare edit the given slices
+	// (internal/spareedit, EditRefill) rather than run the slice builder
+	// on fake nodes: for the report's statement of what check assumes
+	// about spares.
+	RefillEdited bool
 	// SpareGPUs is the plugin's --mig-spare-gpus on the inventory's
 	// nodes as the caller knows it ("" when it does not, as for slices
 	// from files or a cluster), and SpareNodes, in fleet mode, how many

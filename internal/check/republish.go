@@ -28,6 +28,7 @@ import (
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/scheduler"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
+	"github.com/gpudra/gpudra/internal/spareedit"
 )
 
 // A node's plugin republishes its slices after each prepare: on a node
@@ -146,6 +147,58 @@ func (r *runner) restorePublished(saved map[string][][]resourceapi.DeviceRequest
 		}
 		r.unpublished = r.unpublished || rn.published != len(rn.prepared)
 	}
+}
+
+// EditRefill sets opts.Republish and opts.Spare to model the MIG spare
+// refill on slices that no profile describes (the input files' and
+// opts.Slices: `gpudra inventory` output, a live cluster's) by editing
+// what the nodes publish (spareedit.Republisher): a partition taken from
+// a spare makes the next free partitionable GPU publish the placements
+// of a GPU of the same model that publishes them. The slices are edited
+// as the API server of opts.KubernetesVersion stores them; where that
+// version serves no partitionable devices the plugin publishes whole
+// GPUs only, so nothing refills and the options stay as they are.
+func EditRefill(opts *Options) error {
+	version := opts.KubernetesVersion
+	if version == "" {
+		version = scheduler.DefaultKubernetesVersion
+	}
+	feats, err := scheduler.FeaturesFor(version)
+	if err != nil {
+		return err
+	}
+	if !feats.Allocator.PartitionableDevices {
+		return nil
+	}
+	var all []*resourceapi.ResourceSlice
+	all = append(all, opts.Slices...)
+	if opts.Inputs != nil {
+		for _, o := range opts.Inputs.Slices {
+			all = append(all, o.Obj.(*resourceapi.ResourceSlice))
+		}
+	}
+	// As loadInventory reads them.
+	if !feats.Allocator.ConsumableCapacity || !feats.Allocator.DeviceTaints || !feats.Allocator.DeviceBindingAndStatus {
+		for i, s := range all {
+			c := s.DeepCopy()
+			if scheduler.DropDisabledFields(c, feats) {
+				all[i] = c
+			}
+		}
+	}
+	var held []resourceapi.DeviceRequestAllocationResult
+	for _, c := range opts.Held {
+		if c.Status.Allocation != nil {
+			held = append(held, c.Status.Allocation.Devices.Results...)
+		}
+	}
+	driver := opts.DriverName
+	if driver == "" {
+		driver = gpu.DefaultDriverName
+	}
+	rp := spareedit.NewRepublisher(driver, all, held)
+	opts.Republish, opts.Spare, opts.RefillEdited = rp.Slices, rp.SparedSlices, true
+	return nil
 }
 
 // maxSpareTries bounds the nodes that waitsForSpare gives a spare for one
@@ -294,9 +347,15 @@ func (r *runner) sparesAssumed() string {
 	default:
 		parts = append(parts, fmt.Sprintf("--mig-spare-gpus=%s on every node", r.opts.SpareGPUs))
 	}
-	if r.opts.Republish != nil {
+	switch {
+	case r.opts.Republish != nil && r.opts.RefillEdited:
+		parts = append(parts, "a partition taken from a spare makes the next free GPU a spare once prepared, modelled by editing the published slices (each node keeps as many spares as it publishes now, and a new spare publishes the placements of a GPU of its model that publishes them; a model none publishes is not refilled), which later claims see with --sequential and among a workload's replicas; a gang sees only what is published before it binds")
+		if r.opts.Spare != nil {
+			parts = append(parts, "with --mig-spare-gpus=fleet (the chart's default) a claim that fits only once gpudra-controller gives a node one more spare waits for it (waits-for-spare)")
+		}
+	case r.opts.Republish != nil:
 		parts = append(parts, "a partition taken from a spare makes the next free GPU a spare once prepared, which later claims see with --sequential and among a workload's replicas; a gang sees only what is published before it binds")
-	} else {
+	default:
 		parts = append(parts, "what a node publishes after a prepare is not modelled: later claims see its slices as given")
 	}
 	return strings.Join(parts, "; ")

@@ -18,10 +18,15 @@ package check
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpudra/gpudra/internal/scheduler"
 )
@@ -123,5 +128,111 @@ func TestSlicesAtOldVersionsPublishWholeGPUs(t *testing.T) {
 				t.Errorf("no note says the placements are left out: %q", rep.Inventory.Notes)
 			}
 		})
+	}
+}
+
+// inventoryYAML is the slices as `gpudra inventory` prints them: whole
+// ResourceSlice objects, one YAML document each.
+func inventoryYAML(t *testing.T, slices []*resourceapi.ResourceSlice) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("# The ResourceSlices gpudra's kubelet plugin publishes for node node-1\n")
+	for _, s := range slices {
+		c := s.DeepCopy()
+		c.TypeMeta = metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"}
+		data, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("---\n")
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// twoWholePartitionsYAML are two pods, each asking for a 7g.80gb
+// partition: a whole spare each.
+const twoWholePartitionsYAML = `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: big}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: mig, exactly: {deviceClassName: mig-7g.80gb.gpudra.io}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: first}
+spec:
+  containers: [{name: c, image: x, resources: {claims: [{name: mig}]}}]
+  resourceClaims: [{name: mig, resourceClaimTemplateName: big}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: second}
+spec:
+  containers: [{name: c, image: x, resources: {claims: [{name: mig}]}}]
+  resourceClaims: [{name: mig, resourceClaimTemplateName: big}]
+`
+
+// TestRefillOnInventoryFile (issue 30, item 3): a sequential check over
+// a `gpudra inventory` file of a node that keeps one spare places a
+// second 7g.80gb pod on the GPU its plugin makes a spare once the first
+// is prepared, as it does on a profile's fake nodes; the refill is
+// modelled by editing the file's slices (EditRefill), and the report
+// says so. Without EditRefill the second pod fits nowhere.
+func TestRefillOnInventoryFile(t *testing.T) {
+	inventory := inventoryYAML(t, fakeInventory(t, "dgx-h100", 1))
+	for _, edited := range []bool{false, true} {
+		t.Run(fmt.Sprintf("edited=%v", edited), func(t *testing.T) {
+			o := Options{Inputs: loadYAML(t, inventory+"---\n"+twoWholePartitionsYAML), BuiltinClasses: true, Sequential: true}
+			if edited {
+				if err := EditRefill(&o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, second := claim(t, rep, "default/first-mig"), claim(t, rep, "default/second-mig")
+			if first.Allocation == nil {
+				t.Fatalf("the first pod's partition is not allocated: %+v", first)
+			}
+			if !edited {
+				if second.Allocation != nil {
+					t.Errorf("without the refill the second partition got %+v", second.Allocation)
+				}
+				if !strings.Contains(rep.Inventory.Spares, "not modelled") {
+					t.Errorf("spares %q", rep.Inventory.Spares)
+				}
+				return
+			}
+			if second.Allocation == nil {
+				t.Fatalf("the second pod's partition is not allocated once the spare is refilled: %+v\n%s", second, describeFindings(rep))
+			}
+			a, b := first.Allocation.Devices[0].Device, second.Allocation.Devices[0].Device
+			if a != "gpu-7-mig-7g80gb-0" || b != "gpu-6-mig-7g80gb-0" {
+				t.Errorf("partitions %s and %s, want gpu-7's then gpu-6's, as the plugin's spares go", a, b)
+			}
+			for _, w := range []string{"modelled by editing the published slices", "waits-for-spare"} {
+				if !strings.Contains(rep.Inventory.Spares, w) {
+					t.Errorf("spares %q does not say %q", rep.Inventory.Spares, w)
+				}
+			}
+		})
+	}
+}
+
+// TestEditRefillWholeGPUsOnly: where the version serves no partitionable
+// devices the plugin publishes whole GPUs only: nothing to refill.
+func TestEditRefillWholeGPUsOnly(t *testing.T) {
+	o := Options{KubernetesVersion: "1.35", Slices: fakeInventory(t, "dgx-h100", 1)}
+	if err := EditRefill(&o); err != nil {
+		t.Fatal(err)
+	}
+	if o.Republish != nil || o.Spare != nil || o.RefillEdited {
+		t.Error("a refill is modelled on Kubernetes 1.35, which serves no partitionable devices")
 	}
 }

@@ -18,10 +18,6 @@ package fleet
 
 import (
 	"context"
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -30,6 +26,7 @@ import (
 
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
+	"github.com/gpudra/gpudra/internal/spareedit"
 )
 
 // Where a MIG spare would let a pod in (Stranding.Unplaced). A pod that
@@ -54,24 +51,13 @@ import (
 // once, and the allocators over the nodes asked first, with a spare, are
 // kept for the next pods.
 
-// spareTemplate is one GPU of a model as it publishes its MIG
-// placements: its counter set, what its whole device consumes while they
-// are published, and the placements.
-type spareTemplate struct {
-	driver   string
-	minor    int
-	counters *resourceapi.CounterSet
-	whole    []resourceapi.DeviceCounterConsumption
-	migs     []resourceapi.Device
-}
-
 // spareFit is what helpsWithSpare reuses across the pods of one
 // computation.
 type spareFit struct {
 	// published are the GPUs (by UUID) whose placements are published.
 	published map[string]bool
 	// templates by model; nil for a model no GPU publishes placements of.
-	templates map[string]*spareTemplate
+	templates map[string]*spareedit.Template
 	nodes     map[string]*corev1.Node
 	// spares are each node's spareGPU, nil for none, once asked.
 	spares map[string]*Device
@@ -90,7 +76,7 @@ func (r *strandRun) spareFit() *spareFit {
 	if r.fit != nil {
 		return r.fit
 	}
-	f := &spareFit{published: map[string]bool{}, templates: map[string]*spareTemplate{}, nodes: map[string]*corev1.Node{},
+	f := &spareFit{published: map[string]bool{}, templates: map[string]*spareedit.Template{}, nodes: map[string]*corev1.Node{},
 		spares: map[string]*Device{}, edited: map[string]structured.Allocator{}}
 	for _, d := range r.inv.devices {
 		if d.Type == slicebuilder.TypeMIG && d.ParentUUID != "" {
@@ -106,7 +92,7 @@ func (r *strandRun) spareFit() *spareFit {
 
 // template finds a GPU of the model whose placements are published, a
 // free one first, and reads it from its node's slices.
-func (r *strandRun) template(model string) *spareTemplate {
+func (r *strandRun) template(model string) *spareedit.Template {
 	f := r.spareFit()
 	if t, ok := f.templates[model]; ok {
 		return t
@@ -130,53 +116,12 @@ func (r *strandRun) template(model string) *spareTemplate {
 			break
 		}
 	}
-	var t *spareTemplate
+	var t *spareedit.Template
 	if best != nil {
-		t = readTemplate(r.sched.NodeSlices(best.Node), best)
+		t = spareedit.ReadTemplate(r.sched.NodeSlices(best.Node), spareGPUOf(best))
 	}
 	f.templates[model] = t
 	return t
-}
-
-// readTemplate reads one GPU's counter set, whole device's counter use
-// and placements from its node's slices.
-func readTemplate(sl []*resourceapi.ResourceSlice, whole *Device) *spareTemplate {
-	p, ok := gpu.ParseDeviceName(whole.ID.Device)
-	if !ok || p.MIG {
-		return nil
-	}
-	t := &spareTemplate{minor: p.Minor}
-	counterSet := slicebuilder.CounterSetName(p.Minor)
-	for _, s := range sl {
-		for i := range s.Spec.SharedCounters {
-			if s.Spec.SharedCounters[i].Name == counterSet {
-				t.counters = s.Spec.SharedCounters[i].DeepCopy()
-			}
-		}
-		for i := range s.Spec.Devices {
-			d := &s.Spec.Devices[i]
-			switch {
-			case d.Name == whole.ID.Device:
-				for _, c := range d.ConsumesCounters {
-					t.whole = append(t.whole, *c.DeepCopy())
-				}
-			case attr(d, slicebuilder.AttrParentUUID) == whole.UUID && attr(d, "type") == slicebuilder.TypeMIG:
-				t.migs = append(t.migs, *d.DeepCopy())
-				t.driver = s.Spec.Driver
-			}
-		}
-	}
-	if len(t.migs) == 0 {
-		return nil
-	}
-	return t
-}
-
-func attr(d *resourceapi.Device, name resourceapi.QualifiedName) string {
-	if a, ok := d.Attributes[name]; ok && a.StringValue != nil {
-		return *a.StringValue
-	}
-	return ""
 }
 
 // spareGPU is the free GPU of a node whose placements a spare would
@@ -207,99 +152,9 @@ func (r *strandRun) findSpareGPU(node string) *Device {
 	return best
 }
 
-// withSpare edits a node's slices to publish g's placements as t lays
-// them out: two slices more in g's pool (its counter set, its
-// placements), the pool's slice count raised to match, and g's whole
-// device consuming the counter set.
-func withSpare(local []*resourceapi.ResourceSlice, g *Device, t *spareTemplate) []*resourceapi.ResourceSlice {
-	p, _ := gpu.ParseDeviceName(g.ID.Device)
-	from, to := fmt.Sprintf("gpu-%d-", t.minor), fmt.Sprintf("gpu-%d-", p.Minor)
-	rename := func(name string) string {
-		if rest, ok := strings.CutPrefix(name, from); ok {
-			return to + rest
-		}
-		return name
-	}
-	counterSet := slicebuilder.CounterSetName(p.Minor)
-	consumption := func(cs []resourceapi.DeviceCounterConsumption) []resourceapi.DeviceCounterConsumption {
-		out := make([]resourceapi.DeviceCounterConsumption, 0, len(cs))
-		for _, c := range cs {
-			c = *c.DeepCopy()
-			c.CounterSet = rename(c.CounterSet)
-			out = append(out, c)
-		}
-		return out
-	}
-	added := 1 // the placements' slice
-	if t.counters != nil {
-		added++ // the counter set's
-	}
-	var base *resourceapi.ResourceSlice
-	var parent map[resourceapi.QualifiedName]resourceapi.DeviceAttribute // g's whole device's
-	out := make([]*resourceapi.ResourceSlice, 0, len(local)+added)
-	for _, s := range local {
-		if s.Spec.Pool.Name != g.ID.Pool {
-			out = append(out, s)
-			continue
-		}
-		c := s.DeepCopy()
-		c.Spec.Pool.ResourceSliceCount += int64(added)
-		c.Spec.SharedCounters = slices.DeleteFunc(c.Spec.SharedCounters, func(cs resourceapi.CounterSet) bool { return cs.Name == counterSet })
-		for i := range c.Spec.Devices {
-			if c.Spec.Devices[i].Name != g.ID.Device {
-				continue
-			}
-			parent = c.Spec.Devices[i].Attributes
-			if t.counters != nil {
-				c.Spec.Devices[i].ConsumesCounters = consumption(t.whole)
-			}
-		}
-		base = c
-		out = append(out, c)
-	}
-	if base == nil {
-		return local
-	}
-	slice := func(suffix string) *resourceapi.ResourceSlice {
-		s := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: base.Spec.Driver, NodeName: base.Spec.NodeName, Pool: base.Spec.Pool}}
-		s.Name = g.ID.Pool + "-spare-" + suffix
-		return s
-	}
-	if t.counters != nil {
-		cs := slice("counters")
-		c := *t.counters.DeepCopy()
-		c.Name = counterSet
-		cs.Spec.SharedCounters = []resourceapi.CounterSet{c}
-		out = append(out, cs)
-	}
-	devs := slice("placements")
-	for _, d := range t.migs {
-		d = *d.DeepCopy()
-		d.Name = rename(d.Name)
-		d.Attributes[slicebuilder.AttrParentUUID] = resourceapi.DeviceAttribute{StringValue: &g.UUID}
-		d.Attributes = withParent(d.Attributes, parent)
-		d.ConsumesCounters = consumption(d.ConsumesCounters)
-		d.Taints = nil
-		devs.Spec.Devices = append(devs.Spec.Devices, d)
-	}
-	return append(out, devs)
-}
-
-// withParent is a template placement's attributes as g's own placement
-// carries them: the GPU's attributes a partition carries
-// (slicebuilder.PartitionParentAttributes) are g's, from parent (g's
-// whole device), not the template's GPU's, since another node may run
-// another driver and g has its own PCI address. attrs is not changed.
-func withParent(attrs, parent map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
-	out := maps.Clone(attrs)
-	for _, name := range slicebuilder.PartitionParentAttributes {
-		if v, ok := parent[name]; ok {
-			out[name] = v
-		} else {
-			delete(out, name)
-		}
-	}
-	return out
+// spareGPUOf names a whole GPU for spareedit.
+func spareGPUOf(d *Device) spareedit.GPU {
+	return spareedit.GPU{Pool: d.ID.Pool, Device: d.ID.Device, UUID: d.UUID}
 }
 
 // wholeAttributes are the attributes of g's whole device, as its node
@@ -375,15 +230,15 @@ func (r *strandRun) helpedBySpare(ctx context.Context, rep pendingPod, open []st
 }
 
 // editedAllocator is the allocator over the node's slices with g's
-// placements published as t lays them out (withSpare), kept for the next
+// placements published as t lays them out (spareedit.WithSpare), kept for the next
 // pods asked there.
-func (r *strandRun) editedAllocator(ctx context.Context, node string, g *Device, t *spareTemplate) (structured.Allocator, error) {
+func (r *strandRun) editedAllocator(ctx context.Context, node string, g *Device, t *spareedit.Template) (structured.Allocator, error) {
 	f := r.spareFit()
 	if a, ok := f.edited[node]; ok {
 		return a, nil
 	}
 	a, err := r.sched.AllocatorEdited(ctx, r.state, node, func(local []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
-		return withSpare(local, g, t)
+		return spareedit.WithSpare(local, spareGPUOf(g), t)
 	})
 	if err != nil {
 		return nil, err
@@ -403,10 +258,10 @@ func (r *strandRun) editedAllocator(ctx context.Context, node string, g *Device,
 // allocator need be asked. Only for selectors that read no identity (the
 // placements are t's GPU's, not the spare's); the attributes they carry
 // of their GPU are the spare's (parent: its whole device's).
-func (r *strandRun) mayUsePlacement(ctx context.Context, rep pendingPod, t *spareTemplate, parent map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) bool {
-	migs := make([]resourceapi.Device, len(t.migs))
-	for i, d := range t.migs {
-		d.Attributes = withParent(d.Attributes, parent)
+func (r *strandRun) mayUsePlacement(ctx context.Context, rep pendingPod, t *spareedit.Template, parent map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) bool {
+	migs := make([]resourceapi.Device, len(t.MIGs))
+	for i, d := range t.MIGs {
+		d.Attributes = spareedit.WithParent(d.Attributes, parent)
 		migs[i] = d
 	}
 	cache := r.sched.CELCache()
@@ -419,7 +274,7 @@ func (r *strandRun) mayUsePlacement(ctx context.Context, rep pendingPod, t *spar
 			if expr.Error != nil {
 				return true
 			}
-			ok, _, err := expr.DeviceMatches(ctx, cel.Device{Driver: t.driver, AllowMultipleAllocations: d.AllowMultipleAllocations, Attributes: d.Attributes, Capacity: d.Capacity})
+			ok, _, err := expr.DeviceMatches(ctx, cel.Device{Driver: t.Driver, AllowMultipleAllocations: d.AllowMultipleAllocations, Attributes: d.Attributes, Capacity: d.Capacity})
 			if err != nil {
 				return true
 			}
