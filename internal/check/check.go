@@ -72,10 +72,11 @@ type Options struct {
 	// the claims in prepared prepared; nil slices for a node that keeps
 	// one already. A claim that fits only so is Pending until the
 	// controller gives the spare, not unsatisfiable (republish.go).
-	// internal/fakenodes.Republisher.SparedSlices provides it (EditRefill
-	// for slices from files or a cluster).
+	// internal/fakenodes.Republisher.SparedSlices provides it; for slices
+	// from files or a cluster whether the controller gives spares is not
+	// known, and EditRefill leaves it unset.
 	Spare func(ctx context.Context, node string, prepared [][]resourceapi.DeviceRequestAllocationResult) ([]*resourceapi.ResourceSlice, error)
-	// RefillEdited says that Republish and Spare edit the given slices
+	// RefillEdited says that Republish edits the given slices
 	// (internal/spareedit, EditRefill) rather than run the slice builder
 	// on fake nodes: for the report's statement of what check assumes
 	// about spares.

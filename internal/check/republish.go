@@ -149,7 +149,7 @@ func (r *runner) restorePublished(saved map[string][][]resourceapi.DeviceRequest
 	}
 }
 
-// EditRefill sets opts.Republish and opts.Spare to model the MIG spare
+// EditRefill sets opts.Republish to model the MIG spare
 // refill on slices that no profile describes (the input files' and
 // opts.Slices: `gpudra inventory` output, a live cluster's) by editing
 // what the nodes publish (spareedit.Republisher): a partition taken from
@@ -197,7 +197,11 @@ func EditRefill(opts *Options) error {
 		driver = gpu.DefaultDriverName
 	}
 	rp := spareedit.NewRepublisher(driver, all, held)
-	opts.Republish, opts.Spare, opts.RefillEdited = rp.Slices, rp.SparedSlices, true
+	// Not opts.Spare: whether gpudra-controller gives these nodes spares
+	// (fleet mode) is not in their slices, and taking a claim that fits
+	// only with one more as waiting would pass it on a pool that keeps a
+	// fixed number; the report says so (sparesAssumed).
+	opts.Republish, opts.RefillEdited = rp.Slices, true
 	return nil
 }
 
@@ -350,8 +354,8 @@ func (r *runner) sparesAssumed() string {
 	switch {
 	case r.opts.Republish != nil && r.opts.RefillEdited:
 		parts = append(parts, "a partition taken from a spare makes the next free GPU a spare once prepared, modelled by editing the published slices (each node keeps as many spares as it publishes now, and a new spare publishes the placements of a GPU of its model that publishes them; a model none publishes is not refilled), which later claims see with --sequential and among a workload's replicas; a gang sees only what is published before it binds")
-		if r.opts.Spare != nil {
-			parts = append(parts, "with --mig-spare-gpus=fleet (the chart's default) a claim that fits only once gpudra-controller gives a node one more spare waits for it (waits-for-spare)")
+		if r.opts.Spare == nil {
+			parts = append(parts, "check does not know whether gpudra-controller gives these nodes spares (--mig-spare-gpus=fleet, the chart's default), so a claim that fits only once a node is given one more is reported as not fitting, where with fleet it would wait for the controller")
 		}
 	case r.opts.Republish != nil:
 		parts = append(parts, "a partition taken from a spare makes the next free GPU a spare once prepared, which later claims see with --sequential and among a workload's replicas; a gang sees only what is published before it binds")

@@ -216,7 +216,7 @@ func TestRefillOnInventoryFile(t *testing.T) {
 			if a != "gpu-7-mig-7g80gb-0" || b != "gpu-6-mig-7g80gb-0" {
 				t.Errorf("partitions %s and %s, want gpu-7's then gpu-6's, as the plugin's spares go", a, b)
 			}
-			for _, w := range []string{"modelled by editing the published slices", "waits-for-spare"} {
+			for _, w := range []string{"modelled by editing the published slices", "check does not know whether gpudra-controller gives these nodes spares"} {
 				if !strings.Contains(rep.Inventory.Spares, w) {
 					t.Errorf("spares %q does not say %q", rep.Inventory.Spares, w)
 				}
