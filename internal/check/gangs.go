@@ -322,45 +322,17 @@ type gangSpares struct {
 
 // giveGangSpare gives one of a gang's pods, whose claims fit nowhere, a
 // spare on a node that has none yet, as gpudra-controller would, and
-// places it there: the placement, or nil when no node (among the first
-// maxSpareTries that would publish one) lets it in.
+// places it there: the placement, or nil when no node lets it in.
 func (r *runner) giveGangSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim) *scheduler.Placement {
-	tries := 0
-	for _, n := range r.sched.Nodes() {
-		if _, given := r.gangSpares.given[n.Name]; given {
-			continue
-		}
-		if pod != nil {
-			if ok, _ := scheduler.PodFitsNode(pod, n); !ok {
-				continue
-			}
-		}
-		if r.fence != nil && !r.fence(n) {
-			continue
-		}
-		var prepared [][]resourceapi.DeviceRequestAllocationResult
-		if rn := r.republished[n.Name]; rn != nil {
-			prepared = rn.prepared
-		}
-		spared, err := r.opts.Spare(r.ctx, n.Name, prepared)
-		if err != nil || spared == nil {
-			continue // the node keeps a spare already, or what it would publish is not known
-		}
-		if tries++; tries > maxSpareTries {
-			return nil
-		}
-		before := r.sched.NodeSlices(n.Name)
-		r.sched.ReplaceNodeSlices(n.Name, spared)
-		place, err := r.sched.Schedule(r.ctx, r.state, claims, func(c *v1.Node) bool { return c.Name == n.Name })
-		if err != nil || place == nil || place.Node == nil {
-			r.sched.ReplaceNodeSlices(n.Name, before)
-			continue
-		}
-		r.gangSpares.order = append(r.gangSpares.order, n.Name)
-		r.gangSpares.given[n.Name] = before
-		return place
+	node, before, place := r.spareNodeFor(pod, claims, func(n string) bool {
+		_, given := r.gangSpares.given[n]
+		return given
+	})
+	if place != nil {
+		r.gangSpares.order = append(r.gangSpares.order, node)
+		r.gangSpares.given[node] = before
 	}
-	return nil
+	return place
 }
 
 // gangWaitsForFleetSpares reports a gang that fits once gpudra-controller

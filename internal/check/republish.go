@@ -220,8 +220,35 @@ func (r *runner) waitsForSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim,
 		return false
 	}
 	r.flushPublished()
+	node, given, place := r.spareNodeFor(pod, claims, nil)
+	if place == nil {
+		return false
+	}
+	// Only asked: the spare is the controller's to give.
+	r.sched.ReplaceNodeSlices(node, given)
+	msg := fmt.Sprintf("no node publishes what it needs now, and node %s would once gpudra-controller gives it a MIG spare (the plugin's --mig-spare-gpus=fleet, chart migSpareGPUs: fleet): the pod is Pending until the controller does, a recompute and a republish later (docs/mig.md, Spares across the fleet)", node)
+	for _, ce := range todo {
+		r.unsatisfiable(ce, msg)
+		r.addFinding(Finding{Kind: FindingWaitsForSpare, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
+			Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
+			Hint:    "to have a spare there beforehand, set the plugin's --mig-spare-gpus (chart migSpareGPUs) to a number on that node pool, or raise gpudra-controller's --mig-spare-nodes"})
+	}
+	return true
+}
+
+// spareNodeFor finds, as gpudra-controller would, a node that the pod's
+// claims (which fit nowhere as the nodes publish now) fit on once it is
+// given a MIG spare (Options.Spare): among the nodes the pod and the fence
+// admit and skip does not name, the first of at most maxSpareTries that
+// would publish one. It leaves that node publishing the spare and returns
+// it, its slices before, and the placement there; place is nil when no
+// node fits, and then nothing is changed.
+func (r *runner) spareNodeFor(pod *v1.Pod, claims []*resourceapi.ResourceClaim, skip func(node string) bool) (node string, before []*resourceapi.ResourceSlice, place *scheduler.Placement) {
 	tries := 0
 	for _, n := range r.sched.Nodes() {
+		if skip != nil && skip(n.Name) {
+			continue
+		}
 		if pod != nil {
 			if ok, _ := scheduler.PodFitsNode(pod, n); !ok {
 				continue
@@ -239,25 +266,18 @@ func (r *runner) waitsForSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim,
 			continue // the node keeps a spare already, or what it would publish is not known
 		}
 		if tries++; tries > maxSpareTries {
-			return false
+			return "", nil, nil
 		}
 		given := r.sched.NodeSlices(n.Name)
 		r.sched.ReplaceNodeSlices(n.Name, spared)
 		place, err := r.sched.Schedule(r.ctx, r.state, claims, func(c *v1.Node) bool { return c.Name == n.Name })
-		r.sched.ReplaceNodeSlices(n.Name, given)
-		if err != nil || place == nil {
+		if err != nil || place == nil || place.Node == nil {
+			r.sched.ReplaceNodeSlices(n.Name, given)
 			continue
 		}
-		msg := fmt.Sprintf("no node publishes what it needs now, and node %s would once gpudra-controller gives it a MIG spare (the plugin's --mig-spare-gpus=fleet, chart migSpareGPUs: fleet): the pod is Pending until the controller does, a recompute and a republish later (docs/mig.md, Spares across the fleet)", n.Name)
-		for _, ce := range todo {
-			r.unsatisfiable(ce, msg)
-			r.addFinding(Finding{Kind: FindingWaitsForSpare, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
-				Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
-				Hint:    "to have a spare there beforehand, set the plugin's --mig-spare-gpus (chart migSpareGPUs) to a number on that node pool, or raise gpudra-controller's --mig-spare-nodes"})
-		}
-		return true
+		return n.Name, given, place
 	}
-	return false
+	return "", nil, nil
 }
 
 // gangFitsWithRefill says whether the gang, which does not fit on what
