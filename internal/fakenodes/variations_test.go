@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -129,7 +130,7 @@ func TestPublishedVariationsAreMarked(t *testing.T) {
 					case !same && !marked:
 						t.Errorf("device %s: attribute %s is %s on %s and %s on %s, and is not in slicebuilder.Variations: mark it there (an identity left out makes every node a class of its own in the controller's fleet accounting)",
 							name, attr, show(va), NodeName(1), show(vb), NodeName(2))
-					case same && marked && contains(tc.mustVary, v):
+					case same && marked && slices.Contains(tc.mustVary, v):
 						t.Errorf("device %s: attribute %s is %s on both nodes, but slicebuilder.Variations says it differs (%d)", name, attr, show(va), v)
 					}
 				}
@@ -138,21 +139,12 @@ func TestPublishedVariationsAreMarked(t *testing.T) {
 			// some device: it is published (but parentUUID, which only
 			// MIG partitions carry, and the GB200 trays publish none).
 			for attr, v := range slicebuilder.Variations {
-				if contains(tc.mustVary, v) && !varied[attr] && attr != slicebuilder.AttrParentUUID {
+				if slices.Contains(tc.mustVary, v) && !varied[attr] && attr != slicebuilder.AttrParentUUID {
 					t.Errorf("attribute %s (slicebuilder.Variations) differs on no device of the two nodes", attr)
 				}
 			}
 		})
 	}
-}
-
-func contains(vs []slicebuilder.Variation, v slicebuilder.Variation) bool {
-	for _, w := range vs {
-		if w == v {
-			return true
-		}
-	}
-	return false
 }
 
 func equal(a, b resourceapi.DeviceAttribute) bool { return show(a) == show(b) }
