@@ -104,7 +104,7 @@ type slot struct {
 }
 
 // isIdentity reports whether an attribute is one whose values differ
-// between nodes alike (nodeclass.go's identityAttributes).
+// between nodes alike (slicebuilder.IdentityAttributes).
 func isIdentity(name resourceapi.QualifiedName, a resourceapi.DeviceAttribute) bool {
 	return (a.StringValue != nil || a.IntValue != nil) && readsIdentity(string(name))
 }

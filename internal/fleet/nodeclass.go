@@ -35,10 +35,12 @@ import (
 // selectors read an identity (a UUID, a PCI address) is asked about on
 // every node.
 
-// identityAttributes are the attributes whose values differ between nodes
-// that are otherwise alike (slicebuilder.IdentityAttributes, by the name a
-// selector uses: without the standard attributes' domain). A selector
-// that names one makes the answer node-specific.
+// identityAttributes are slicebuilder.IdentityAttributes (the attributes
+// whose values differ between nodes that are otherwise alike, marked in
+// slicebuilder.Variations) by the name a selector uses: without the
+// standard attributes' domain. It is no list of its own, only those names
+// cut once, since fingerprintOf asks about every attribute of every
+// device. A selector that names one makes the answer node-specific.
 var identityAttributes = func() []string {
 	var out []string
 	for _, a := range slicebuilder.IdentityAttributes {

@@ -23,21 +23,32 @@ package inventory
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
 
-// nodeSpecific are the attributes that differ between any two nodes, even
-// of the same hardware: identities and addresses. Differences in them are
-// not reported.
-var nodeSpecific = []string{"uuid", "parentUUID", "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot"}
+// Which attributes differ between any two nodes, even of the same
+// hardware, is slicebuilder.Variations. Differences in identities and
+// addresses (PerGPU, PerMachine: UUIDs, PCI addresses) are not reported;
+// of a tray's place in its rack and fabric (PerTray, PerFabric) only
+// whether a device has them is compared (a tray whose NVLink fabric is
+// not ready has none).
 
-// rackSpecific are the attributes of a tray's place in its rack and
-// fabric, which differ between any two trays: only whether a device has
-// them is compared (a tray whose NVLink fabric is not ready has none).
-var rackSpecific = []string{"nvlinkDomain", "nvlinkClusterUUID", "nvlinkCliqueID", "trayIndex"}
+// nodeSpecific reports whether differences in an attribute are not
+// reported at all.
+func nodeSpecific(a resourceapi.QualifiedName) bool {
+	v := slicebuilder.Variations[a]
+	return v == slicebuilder.PerGPU || v == slicebuilder.PerMachine
+}
+
+// rackSpecific reports whether only an attribute's presence is compared.
+func rackSpecific(a resourceapi.QualifiedName) bool {
+	v := slicebuilder.Variations[a]
+	return v == slicebuilder.PerTray || v == slicebuilder.PerFabric
+}
 
 // Diff lists, one line each, how the devices and counter sets of got
 // differ from want's: devices or counter sets only one has, and
@@ -82,12 +93,12 @@ func Diff(got, want []*resourceapi.ResourceSlice) []string {
 func deviceDiff(name string, g, w resourceapi.Device) []string {
 	var out []string
 	for _, a := range keys(g.Attributes, w.Attributes) {
-		if slices.Contains(nodeSpecific, string(a)) {
+		if nodeSpecific(a) {
 			continue
 		}
 		v, vok := g.Attributes[a]
 		u, uok := w.Attributes[a]
-		if slices.Contains(rackSpecific, string(a)) && vok && uok {
+		if rackSpecific(a) && vok && uok {
 			continue
 		}
 		if vok != uok || attrString(v) != attrString(u) {

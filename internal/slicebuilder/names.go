@@ -18,6 +18,7 @@ package slicebuilder
 
 import (
 	"fmt"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
@@ -95,17 +96,73 @@ const (
 	AttrNUMANode = deviceattribute.StandardDeviceAttributeNUMANode
 )
 
+// Variation says how an attribute's values differ between the GPUs of
+// one model on two nodes that are otherwise alike (two machines of one
+// type, two trays of one rack). An attribute not in Variations has the
+// same value on every such GPU (type, productName, index, minor, …).
+type Variation uint8
+
+const (
+	// PerGPU: an identity unique to each GPU (a UUID), different between
+	// any two GPUs.
+	PerGPU Variation = iota + 1
+	// PerMachine: a GPU's address in its machine (PCI bus ID and root):
+	// alike on two fake nodes of one profile, and on real machines of one
+	// type as long as their boards, slots and firmware are, but free to
+	// differ.
+	PerMachine
+	// PerTray: a tray's place in its rack, different between the trays
+	// of one rack.
+	PerTray
+	// PerFabric: the NVLink fabric a tray belongs to: the same on the
+	// trays of one domain, different between domains.
+	PerFabric
+)
+
+// Variations are the attributes that differ between the GPUs of one model
+// on two nodes otherwise alike, and how: the one list of them, next to
+// the names. TestPublishedVariationsAreMarked (internal/fakenodes) fails
+// when an attribute the slice builder publishes differs between two fake
+// nodes of one profile and is missing here, or when a PerGPU, PerTray or
+// PerFabric attribute does not differ where it should.
+var Variations = map[resourceapi.QualifiedName]Variation{
+	AttrUUID:              PerGPU,
+	AttrParentUUID:        PerGPU,
+	AttrPCIBusID:          PerMachine,
+	AttrPCIeRoot:          PerMachine,
+	AttrTrayIndex:         PerTray,
+	AttrNVLinkDomain:      PerFabric,
+	AttrNVLinkClusterUUID: PerFabric,
+	AttrNVLinkCliqueID:    PerFabric,
+}
+
+// Identity reports whether attributes that vary so are identities: values
+// that tell apart the devices of nodes that are otherwise alike, and that
+// gpudra-controller's fleet accounting ignores (IdentityAttributes). A
+// fabric is not one: nodes of two NVLink domains are not alike.
+func (v Variation) Identity() bool { return v == PerGPU || v == PerMachine || v == PerTray }
+
 // IdentityAttributes are the attributes whose values tell apart the
-// devices of nodes that are otherwise alike: a GPU's UUID (and its
-// partitions' parentUUID), its PCI address and root, a tray's index in
-// its rack. gpudra-controller's fleet accounting groups nodes into
-// classes, and their slices into shapes, ignoring them (internal/fleet):
-// an attribute that differs from node to node of one machine type and is
-// missing here makes every node a class and a shape of its own, so the
-// controller's work and memory grow with the fleet
-// (TestNodesOfOneProfileAreOneClass). Their values are strings or
+// devices of nodes that are otherwise alike (Variations whose Identity
+// holds), sorted: a GPU's UUID (and its partitions' parentUUID), its PCI
+// address and root, a tray's index in its rack. gpudra-controller's fleet
+// accounting groups nodes into classes, and their slices into shapes,
+// ignoring them (internal/fleet): an attribute that differs from node to
+// node of one machine type and is missing here makes every node a class
+// and a shape of its own, so the controller's work and memory grow with
+// the fleet (TestPublishedVariationsAreMarked,
+// TestNodesOfOneProfileAreOneClass). Their values are strings or
 // integers.
-var IdentityAttributes = []resourceapi.QualifiedName{AttrUUID, AttrParentUUID, AttrPCIBusID, AttrPCIeRoot, AttrTrayIndex}
+var IdentityAttributes = func() []resourceapi.QualifiedName {
+	var out []resourceapi.QualifiedName
+	for a, v := range Variations {
+		if v.Identity() {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out
+}()
 
 // PartitionParentAttributes are the whole GPU's attributes that each of
 // its MIG partitions carries too, with the GPU's values: those NVIDIA's
