@@ -20,10 +20,14 @@ package chart
 
 import (
 	"fmt"
+	"io/fs"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpudra/gpudra/deviceclasses"
 )
 
 // podTemplate is the pod template of a DaemonSet or Deployment.
@@ -329,5 +333,94 @@ func TestNetworkPolicies(t *testing.T) {
 	mps := policies["gpudra-kubelet-plugin-mps-daemons"]
 	if got := fmt.Sprint(mps.get("spec", "policyTypes")); got != "[Ingress Egress]" || mps.get("spec", "ingress") != nil || mps.get("spec", "egress") != nil {
 		t.Errorf("the MPS daemons' NetworkPolicy lets traffic through: %v", mps["spec"])
+	}
+}
+
+// sourceClasses reads the DeviceClasses of deviceclasses/, by name, with
+// the driver name replaced as the chart replaces it.
+func sourceClasses(t *testing.T, driverName string) map[string]object {
+	t.Helper()
+	files, err := fs.Glob(deviceclasses.FS, "*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []object
+	for _, f := range files {
+		raw, err := fs.ReadFile(deviceclasses.FS, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, objects(t, strings.ReplaceAll(string(raw), "gpu.gpudra.io", driverName))...)
+	}
+	return ofKind(all, "DeviceClass")
+}
+
+// TestDeviceClassesRendered: the chart installs the DeviceClasses of
+// deviceclasses/ as they are (the ones gpudra check and simulate read),
+// with its labels; with another driverName, every driver name, class
+// name and attribute domain follows it and the extended resource names
+// stay with the default driver.
+func TestDeviceClassesRendered(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		driverName string
+		// className maps a source class's name to the rendered one.
+		className func(string) string
+		extended  bool
+	}{
+		{"default", nil, "gpu.gpudra.io", func(n string) string { return n }, true},
+		{"no extended resource names", []string{"--set", "deviceClasses.extendedResourceNames=false"}, "gpu.gpudra.io",
+			func(n string) string { return n }, false},
+		{"another driver name", []string{"--set", "driverName=gpu.example.com"}, "gpu.example.com",
+			func(n string) string {
+				if n == "gpu.example.com" {
+					return n
+				}
+				return strings.TrimSuffix(n, ".gpudra.io") + ".gpu.example.com"
+			}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ofKind(objects(t, render(t, append(tc.args, "--set", "controller.nvlinkChannels=4")...)), "DeviceClass")
+			want := sourceClasses(t, tc.driverName)
+			if len(got) != len(want) {
+				t.Errorf("%d DeviceClasses rendered, want the %d of deviceclasses/", len(got), len(want))
+			}
+			extended := 0
+			for name, src := range want {
+				c, ok := got[tc.className(name)]
+				if !ok {
+					t.Errorf("class %s of deviceclasses/ is not rendered as %s", name, tc.className(name))
+					continue
+				}
+				spec, _ := c.get("spec").(map[string]any)
+				srcSpec, _ := src.get("spec").(map[string]any)
+				if _, has := spec["extendedResourceName"]; has {
+					extended++
+				}
+				if !tc.extended {
+					srcSpec = maps.Clone(srcSpec)
+					delete(srcSpec, "extendedResourceName")
+				}
+				if !reflect.DeepEqual(spec, srcSpec) {
+					t.Errorf("class %s: spec\n%v\nwant deviceclasses/'s\n%v", c.name(), spec, srcSpec)
+				}
+				for _, l := range standardLabels {
+					if _, ok := c.labels()[l]; !ok {
+						t.Errorf("class %s lacks label %s", c.name(), l)
+					}
+				}
+			}
+			if tc.extended != (extended > 0) {
+				t.Errorf("%d classes with an extendedResourceName, want them: %v", extended, tc.extended)
+			}
+			if tc.driverName != "gpu.gpudra.io" {
+				for _, c := range got {
+					if text := fmt.Sprint(c); strings.Contains(strings.ReplaceAll(text, "resource.gpudra.io/", ""), "gpudra.io") {
+						t.Errorf("class %s still names gpudra.io: %s", c.name(), text)
+					}
+				}
+			}
+		})
 	}
 }
