@@ -35,6 +35,18 @@ limitations under the License.
 //     and serving certificates are signed by it only once the bundle with
 //     it has had CAPropagation to reach the API server.
 //
+// The rotation is gpudra's own, not a maintained rotator's:
+// open-policy-agent/cert-controller, the usual choice, renews the CA and
+// the serving certificate in one step and puts only the new CA in the
+// caBundle, so until every API server and every replica has the new pair
+// the webhook's handshakes fail (and with failurePolicy Fail, claims with
+// gpudra configs are refused); it reaches replicas through files mounted
+// from the Secret (the kubelet's sync delay) or by restarting them; and it
+// runs inside controller-runtime's manager and cache, which
+// gpudra-controller, built on client-go informers, does not use.
+// Certificates and keys are parsed and PEM-encoded by client-go
+// (k8s.io/client-go/util/cert, util/keyutil).
+//
 // When the chart asks for cert-manager instead, FileSource serves the
 // certificate cert-manager writes into the mounted Secret, re-read when it
 // changes, and cert-manager's CA injector fills the caBundle.

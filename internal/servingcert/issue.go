@@ -24,10 +24,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"time"
+
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // backdate is how far before "now" a certificate becomes valid, so that an
@@ -45,6 +47,10 @@ func serial() (*big.Int, error) {
 }
 
 // issueCA makes a self-signed CA valid from now-backdate for lifetime.
+// client-go's cert.NewSelfSignedCACert would do, but fixes the lifetime at
+// ten years from the wall clock: the rotation plan needs the lifetime it
+// is given and the time it is told (DefaultLifetimes, and short ones in
+// tests).
 func issueCA(commonName string, now time.Time, lifetime time.Duration) (certPEM, keyPEM []byte, err error) {
 	key, err := newKey()
 	if err != nil {
@@ -110,51 +116,25 @@ func issueServing(ca *x509.Certificate, caKey crypto.Signer, dnsNames []string, 
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
 }
 
+// encodeKey writes a key as PEM (keyutil picks the block type).
 func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalECPrivateKey(key)
+	out, err := keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
 		return nil, fmt.Errorf("encode key: %w", err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+	return out, nil
 }
 
-// parseCerts reads every certificate of a PEM bundle.
+// parseCerts reads every certificate of a PEM bundle (client-go's parser:
+// it skips blocks that are not certificates, fails on none).
 func parseCerts(data []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, errors.New("no certificate")
-	}
-	return certs, nil
+	return cert.ParseCertsPEM(data)
 }
 
-// parseKey reads a PEM private key of any type Go's TLS stack signs with.
+// parseKey reads a PEM private key of any type Go's TLS stack signs with
+// (EC, PKCS#1 RSA, PKCS#8), with client-go's parser.
 func parseKey(data []byte) (crypto.Signer, error) {
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, errors.New("no PEM key")
-	}
-	if k, err := x509.ParseECPrivateKey(block.Bytes); err == nil {
-		return k, nil
-	}
-	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
-		return k, nil
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	k, err := keyutil.ParsePrivateKeyPEM(data)
 	if err != nil {
 		return nil, fmt.Errorf("parse key: %w", err)
 	}
@@ -165,10 +145,8 @@ func parseKey(data []byte) (crypto.Signer, error) {
 	return s, nil
 }
 
+// encodeCerts writes certificates as one PEM bundle.
 func encodeCerts(certs []*x509.Certificate) []byte {
-	var out []byte
-	for _, c := range certs {
-		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
-	}
+	out, _ := cert.EncodeCertificates(certs...) // fails only on a nil certificate
 	return out
 }
