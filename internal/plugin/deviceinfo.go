@@ -22,7 +22,6 @@ import (
 	"strconv"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
-	"github.com/gpudra/gpudra/internal/gpu"
 )
 
 // gpudra_device_info says, per device, who holds it. It is what a fleet
@@ -59,11 +58,8 @@ func (i deviceInfo) labels() []string {
 // (once when none does), and every MIG device prepared on it.
 func (d *Driver) deviceInfo() []deviceInfo {
 	node := d.Node()
+	unhealthy := d.health.unhealthyGPUs()
 	d.mu.Lock()
-	unhealthy := map[string]bool{}
-	for uuid, ev := range d.health {
-		unhealthy[uuid] = ev.Health == gpu.Unhealthy
-	}
 	unmanaged := map[string]bool{}
 	for uuid, instances := range d.admin {
 		unmanaged[uuid] = len(instances) > 0

@@ -54,10 +54,6 @@ type Driver struct {
 	// domain is the node's NVLink domain as node's fabric readings decide
 	// it (gpu.Node.NVLinkDomain), kept to tell when it changes.
 	domain gpu.NVLinkDomain
-	health map[string]gpu.HealthEvent // by GPU UUID; absent = healthy
-	// healthChanged is closed and replaced on every health change, waking
-	// WatchHealthStatus streams.
-	healthChanged chan struct{}
 
 	// admin are the MIG instances gpudra did not create, by GPU UUID: their
 	// placements and GPUs are not published.
@@ -90,15 +86,11 @@ type Driver struct {
 	// exclusiveGPUsOnly is set once the API server dropped the consumable
 	// capacity fields: from then on whole GPUs are not shared.
 	exclusiveGPUsOnly bool
-	// unhealthyAtStart are the GPUs found unhealthy before the first
-	// publish; the health watch starts from them.
-	unhealthyAtStart []gpu.HealthEvent
 	// disabledFeatures are the features whose fields the API server
 	// dropped from the published slices: it holds the slices without them.
 	disabledFeatures map[string]bool
-	// daemonTrouble says, by device name, why the device's MPS daemon
-	// does not answer; such devices are reported unhealthy.
-	daemonTrouble map[string]string
+	// health is the GPUs' and the MPS daemons' health.
+	health *healthTracker
 	// events records Events on the Node.
 	events *nodeEvents
 	// devicePlugin is which of NVIDIA's device plugin's resources the
@@ -152,15 +144,12 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	d := &Driver{
-		cfg:           cfg.withDefaults(logger),
-		logger:        logger,
-		cancel:        cancel,
-		health:        map[string]gpu.HealthEvent{},
-		healthChanged: make(chan struct{}),
-		republish:     make(chan struct{}, 1),
-		pub:           publisher{wake: make(chan struct{}, 1)},
-		daemonTrouble: map[string]string{},
-		metrics:       cfg.Instruments,
+		cfg:       cfg.withDefaults(logger),
+		logger:    logger,
+		cancel:    cancel,
+		republish: make(chan struct{}, 1),
+		pub:       publisher{wake: make(chan struct{}, 1)},
+		metrics:   cfg.Instruments,
 	}
 	defer func() {
 		if err != nil {
@@ -168,6 +157,7 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 		}
 	}()
 	cfg = d.cfg
+	d.health = newHealthTracker(cfg.HealthResend)
 	if err := cfg.checkFleetConfig(); err != nil {
 		return nil, err
 	}
@@ -332,10 +322,10 @@ func (d *Driver) serveKubelet(ctx context.Context) error {
 // from before this start (a GPU reset, a reboot), so that the first
 // publish has it: a restart must not publish a GPU as fit that is not.
 func (d *Driver) recordHealthAtStart(ctx context.Context) {
-	d.unhealthyAtStart = d.cfg.Backend.CurrentHealth(d.node)
-	for _, ev := range d.unhealthyAtStart {
+	d.health.atStart = d.cfg.Backend.CurrentHealth(d.node)
+	for _, ev := range d.health.atStart {
 		klog.FromContext(ctx).Info("GPU is unhealthy at start-up", "uuid", ev.UUID, "reason", ev.Reason)
-		d.recordHealth(ev)
+		d.health.record(ev)
 	}
 }
 
@@ -343,7 +333,12 @@ func (d *Driver) recordHealthAtStart(ctx context.Context) {
 // claims' status.devices, the MIG placements' steps, republishing, the
 // watch of the sockets, of the MPS daemons, and telemetry.
 func (d *Driver) startLoops(ctx context.Context) {
-	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons, d.watchFabric, d.watchIMEX, d.watchDevicePlugin}
+	watchHealth := func(ctx context.Context) {
+		opts := backend.HealthOptions{IgnoredXIDs: d.cfg.IgnoredXIDs, RecheckInterval: d.cfg.HealthRecheck}
+		d.health.watch(ctx, d.cfg.Backend, d.Node(), opts, d.publish)
+	}
+	watchDaemons := func(ctx context.Context) { d.health.watchDaemons(ctx, d.state, d.cfg.MPSCheckInterval) }
+	loops := []func(context.Context){watchHealth, watchDaemons, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchFabric, d.watchIMEX, d.watchDevicePlugin}
 	if d.cfg.TelemetryInterval > 0 {
 		loops = append(loops, d.sampleLoop)
 	}

@@ -89,13 +89,10 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 		return nil
 	}
 	inUse := d.state.GPUsInUse()
+	health := d.health.gpuHealth()
 	d.mu.Lock()
 	d.inUse = inUse
 	node := d.node
-	health := make(map[string]gpu.Health, len(d.health))
-	for uuid, ev := range d.health {
-		health[uuid] = ev.Health
-	}
 	admin, wholeOnly := d.admin, d.wholeGPUsOnly
 	shared := d.cfg.ConsumableCapacity && !d.exclusiveGPUsOnly
 	// What the last publish held, and what the checkpoint says was ever

@@ -295,13 +295,13 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range devices {
 		gauge(descPreparedDevices, float64(n), k[0], k[1])
 	}
-	gauge(descUnhealthy, float64(d.unhealthyCount()))
+	gauge(descUnhealthy, float64(d.health.unhealthyCount()))
 	conflict := 0.0
 	if d.devicePluginFound() != nil {
 		conflict = 1
 	}
 	gauge(descDevicePlugin, conflict)
-	running, unhealthy := d.mpsDaemonStates()
+	running, unhealthy := d.health.mpsDaemonStates(d.state.MPSDaemons())
 	gauge(descMPSDaemons, float64(running), "running")
 	gauge(descMPSDaemons, float64(unhealthy), "unhealthy")
 	ready := 0.0
