@@ -59,12 +59,10 @@ func (i deviceInfo) labels() []string {
 func (d *Driver) deviceInfo() []deviceInfo {
 	node := d.Node()
 	unhealthy := d.health.unhealthyGPUs()
-	d.mu.Lock()
 	unmanaged := map[string]bool{}
-	for uuid, instances := range d.admin {
+	for uuid, instances := range d.pub.adminInstances() {
 		unmanaged[uuid] = len(instances) > 0
 	}
-	d.mu.Unlock()
 	d.telemetry.mu.Lock()
 	pods := maps.Clone(d.telemetry.pods)
 	d.telemetry.mu.Unlock()

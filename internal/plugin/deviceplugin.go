@@ -93,23 +93,23 @@ func DevicePluginResources(node *v1.Node) []string {
 
 // devicePluginFound is what the last check found (nil: none); the GPUs
 // are not published while it is not empty.
-func (d *Driver) devicePluginFound() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.devicePlugin
+func (p *publisher) devicePluginFound() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.devicePlugin
 }
 
 // watchDevicePlugin checks the Node every DevicePluginCheckInterval until
 // ctx ends, and republishes when the answer changed.
-func (d *Driver) watchDevicePlugin(ctx context.Context) {
-	if d.cfg.IgnoreDevicePlugin {
+func (p *publisher) watchDevicePlugin(ctx context.Context) {
+	if p.cfg.IgnoreDevicePlugin {
 		return
 	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if d.checkDevicePlugin(ctx) {
-			d.askRepublish()
+		if p.checkDevicePlugin(ctx) {
+			p.askRepublish()
 		}
-	}, d.cfg.DevicePluginCheckInterval)
+	}, p.cfg.DevicePluginCheckInterval)
 }
 
 // checkDevicePlugin reads the Node, keeps which device plugin resources it
@@ -117,28 +117,28 @@ func (d *Driver) watchDevicePlugin(ctx context.Context) {
 // one. A Node that cannot be read leaves the last answer: at start-up,
 // none (the kubelet plugin helper needs the Node too, and its errors say
 // why).
-func (d *Driver) checkDevicePlugin(ctx context.Context) bool {
-	if d.cfg.IgnoreDevicePlugin {
+func (p *publisher) checkDevicePlugin(ctx context.Context) bool {
+	if p.cfg.IgnoreDevicePlugin {
 		return false
 	}
 	logger := klog.FromContext(ctx)
 	// ResourceVersion 0: from the API server's cache, not a quorum read
 	// of etcd, since every node asks.
-	node, err := d.cfg.KubeClient.CoreV1().Nodes().Get(ctx, d.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
+	node, err := p.cfg.KubeClient.CoreV1().Nodes().Get(ctx, p.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		if ctx.Err() == nil {
-			logger.Error(err, "Reading the Node to tell whether NVIDIA's device plugin advertises its GPUs; keeping the last answer", "node", d.cfg.NodeName, "retryAfter", d.cfg.DevicePluginCheckInterval)
+			logger.Error(err, "Reading the Node to tell whether NVIDIA's device plugin advertises its GPUs; keeping the last answer", "node", p.cfg.NodeName, "retryAfter", p.cfg.DevicePluginCheckInterval)
 		}
 		return false
 	}
 	found := DevicePluginResources(node)
-	d.mu.Lock()
-	old := d.devicePlugin
+	p.mu.Lock()
+	old := p.devicePlugin
 	if len(found) == 0 {
 		found = nil
 	}
-	d.devicePlugin = found
-	d.mu.Unlock()
+	p.devicePlugin = found
+	p.mu.Unlock()
 	if slices.Equal(old, found) {
 		return false
 	}
@@ -147,12 +147,12 @@ func (d *Driver) checkDevicePlugin(ctx context.Context) bool {
 			"Turn the device plugin off on this node: with the GPU Operator, label the node nvidia.com/gpu.deploy.device-plugin=false, or set devicePlugin.enabled=false for the whole cluster (docs/gpu-operator.md). "+
 			"gpudra publishes the GPUs again once the Node no longer advertises them (the kubelet zeroes them some minutes after the device plugin stopped; drain the pods that hold them first).",
 			strings.Join(found, ", "))
-		logger.Info(msg, "node", d.cfg.NodeName, "resources", found)
-		d.events.warn(ReasonDevicePluginConflict, msg)
+		logger.Info(msg, "node", p.cfg.NodeName, "resources", found)
+		p.events.warn(ReasonDevicePluginConflict, msg)
 	} else {
 		msg := "The Node no longer advertises NVIDIA's device plugin's GPUs: gpudra publishes the node's GPUs again."
-		logger.Info(msg, "node", d.cfg.NodeName, "before", old)
-		d.events.normal(ReasonDevicePluginGone, msg)
+		logger.Info(msg, "node", p.cfg.NodeName, "before", old)
+		p.events.normal(ReasonDevicePluginGone, msg)
 	}
 	return true
 }

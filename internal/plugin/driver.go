@@ -24,10 +24,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -39,7 +37,6 @@ import (
 	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/idle"
-	"github.com/gpudra/gpudra/internal/imexready"
 	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
@@ -49,64 +46,21 @@ type Driver struct {
 	helper *kubeletplugin.Helper
 	state  *nodestate.State
 
-	mu   sync.Mutex
-	node gpu.Node
-	// domain is the node's NVLink domain as node's fabric readings decide
-	// it (gpu.Node.NVLinkDomain), kept to tell when it changes.
-	domain gpu.NVLinkDomain
-
-	// admin are the MIG instances gpudra did not create, by GPU UUID: their
-	// placements and GPUs are not published.
-	admin map[string][]gpu.MigInstance
-	// wholeGPUsOnly is set once the API server dropped the partitionable
-	// fields: from then on only whole GPUs are published.
-	wholeGPUsOnly bool
-	// inUse is how the prepared claims held the GPUs at the last publish.
-	inUse map[string]gpu.Use
-	// migReady are the GPUs whose MIG placements the last publish built
-	// (slicebuilder.Publication.MigReady), by UUID.
-	migReady map[string]bool
-	// publishMu serializes publishes and guards pub.
-	publishMu sync.Mutex
-	pub       publisher
-	// fleet is what gpudra-controller assigned the node in fleet mode.
-	fleet fleetSpares
-	// republish wakes republishLoop; republishAsked counts the changes
-	// (of the GPUs in use, of the spares assigned) asked to be published,
-	// republishDone those covered by a finished publish.
-	republish      chan struct{}
-	republishAsked atomic.Int64
-	republishDone  atomic.Int64
+	// pub owns the ResourceSlices and what they are built from.
+	pub *publisher
+	// health is the GPUs' and the MPS daemons' health.
+	health *healthTracker
 	// calls counts the kubelet's calls in flight: background work yields
 	// to them (callgate.go).
 	calls callGate
-	// attributes are the published devices' attributes, by device name:
-	// what the device metadata of a prepared device repeats.
-	attributes map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
-	// exclusiveGPUsOnly is set once the API server dropped the consumable
-	// capacity fields: from then on whole GPUs are not shared.
-	exclusiveGPUsOnly bool
-	// disabledFeatures are the features whose fields the API server
-	// dropped from the published slices: it holds the slices without them.
-	disabledFeatures map[string]bool
-	// health is the GPUs' and the MPS daemons' health.
-	health *healthTracker
 	// events records Events on the Node.
 	events *nodeEvents
-	// devicePlugin is which of NVIDIA's device plugin's resources the
-	// Node advertised at the last check (deviceplugin.go); while there
-	// are any, no GPU is published.
-	devicePlugin []string
-	// imex asks the node's IMEX daemon whether it is ready (nil with
-	// --imex-daemon=none); it guards its own answer (imex.go).
-	imex *imexready.Prober
 
 	// endpoints are the sockets and data directory the kubelet reaches
-	// the plugin through; healthcheck serves their liveness.
+	// the plugin through; healthcheck serves their liveness. Both are
+	// set by Start; only read after.
 	endpoints   endpoints
 	healthcheck *healthServer
-	// ready follows the published ResourceSlices (readiness).
-	ready readiness
 
 	metrics   *Instruments
 	telemetry telemetry
@@ -144,12 +98,10 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	d := &Driver{
-		cfg:       cfg.withDefaults(logger),
-		logger:    logger,
-		cancel:    cancel,
-		republish: make(chan struct{}, 1),
-		pub:       publisher{wake: make(chan struct{}, 1)},
-		metrics:   cfg.Instruments,
+		cfg:     cfg.withDefaults(logger),
+		logger:  logger,
+		cancel:  cancel,
+		metrics: cfg.Instruments,
 	}
 	defer func() {
 		if err != nil {
@@ -175,21 +127,22 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	if err := d.discover(ctx); err != nil {
 		return nil, err
 	}
-	d.imex = newIMEXProber(cfg)
-	d.probeIMEXOnce(ctx)
+	d.pub.imex = newIMEXProber(cfg)
+	d.pub.probeIMEXOnce(ctx)
 	if err := d.openState(ctx); err != nil {
 		return nil, err
 	}
 	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
-	d.reportDomain(ctx, d.currentDomain())
+	d.pub.events = d.events
+	d.pub.reportDomain(ctx, d.pub.currentDomain())
 	// Before the first publish: a plugin starting beside NVIDIA's device
 	// plugin publishes no GPU at all, not for a moment.
-	d.checkDevicePlugin(ctx)
-	d.startSliceWatch(ctx)
+	d.pub.checkDevicePlugin(ctx)
+	d.pub.startSliceWatch(ctx, &d.wg)
 	// Until it has listed the ConfigMap, the node counts as assigned no
 	// spares: the first publish keeps what an earlier run published, and
 	// adds none.
-	d.startSparesWatch(ctx)
+	d.pub.fleet.watch(ctx, &d.wg)
 	if err := d.serveKubelet(ctx); err != nil {
 		return nil, err
 	}
@@ -199,11 +152,8 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	// them), and those the API server still shows (published by a gpudra
 	// older than the record); it steps from the slices the API server
 	// holds.
-	ready := d.waitForStoredSlices(ctx)
-	d.mu.Lock()
-	d.migReady = ready
-	d.mu.Unlock()
-	if err := d.publish(ctx); err != nil {
+	d.pub.setMigReady(d.pub.waitForStoredSlices(ctx))
+	if err := d.pub.publish(ctx); err != nil {
 		return nil, err
 	}
 	if err := d.startHealthcheck(ctx); err != nil {
@@ -236,7 +186,7 @@ func (d *Driver) discover(ctx context.Context) error {
 	node.Name = cfg.NodeName
 	logger.Info("Discovered GPUs", "node", node.Name, "gpus", len(node.GPUs), "driverVersion", node.DriverVersion)
 	warnUnknownProfiles(ctx, node, cfg.MigProfiles)
-	d.node, d.domain = node, node.NVLinkDomain()
+	d.pub = newPublisher(cfg, node, d.health, &d.calls)
 	return nil
 }
 
@@ -255,7 +205,7 @@ func (d *Driver) openState(ctx context.Context) error {
 	}
 	state, err := nodestate.New(nodestate.Options{
 		DriverName:   cfg.DriverName,
-		Node:         d.node,
+		Node:         d.pub.currentNode(),
 		Hardware:     countingHardware{Hardware: cfg.Backend, m: d.metrics},
 		CDI:          cdi,
 		Checkpoint:   checkpoint.NewStore(filepath.Join(cfg.PluginDataDir, CheckpointFile)),
@@ -266,11 +216,11 @@ func (d *Driver) openState(ctx context.Context) error {
 		ShareSharing: cfg.ShareSharing,
 		// A claim can hold a share of a GPU only while they are published
 		// as shareable.
-		SharesPublished: d.ConsumableCapacityActive,
+		SharesPublished: d.pub.consumableCapacityActive,
 		// IMEX channels of the node's own NVLink domain (docs/nvlink.md).
-		NVLinkDomain: d.nvlinkDomain,
+		NVLinkDomain: d.pub.nvlinkDomain,
 		Channels:     cfg.Backend,
-		IMEX:         d.imexReadiness(),
+		IMEX:         d.pub.imexReadiness(),
 	})
 	if err != nil {
 		return err
@@ -281,7 +231,8 @@ func (d *Driver) openState(ctx context.Context) error {
 		// affected claims fail on prepare with a clear error.
 		klog.FromContext(ctx).Error(err, "Reconciling node state left problems")
 	}
-	d.state, d.admin = state, report.AdminInstances
+	d.state, d.pub.state = state, state
+	d.pub.setAdminInstances(report.AdminInstances)
 	return nil
 }
 
@@ -314,7 +265,7 @@ func (d *Driver) serveKubelet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
-	d.helper = helper
+	d.helper, d.pub.helper = helper, helper
 	return nil
 }
 
@@ -322,7 +273,7 @@ func (d *Driver) serveKubelet(ctx context.Context) error {
 // from before this start (a GPU reset, a reboot), so that the first
 // publish has it: a restart must not publish a GPU as fit that is not.
 func (d *Driver) recordHealthAtStart(ctx context.Context) {
-	d.health.atStart = d.cfg.Backend.CurrentHealth(d.node)
+	d.health.atStart = d.cfg.Backend.CurrentHealth(d.pub.currentNode())
 	for _, ev := range d.health.atStart {
 		klog.FromContext(ctx).Info("GPU is unhealthy at start-up", "uuid", ev.UUID, "reason", ev.Reason)
 		d.health.record(ev)
@@ -335,10 +286,10 @@ func (d *Driver) recordHealthAtStart(ctx context.Context) {
 func (d *Driver) startLoops(ctx context.Context) {
 	watchHealth := func(ctx context.Context) {
 		opts := backend.HealthOptions{IgnoredXIDs: d.cfg.IgnoredXIDs, RecheckInterval: d.cfg.HealthRecheck}
-		d.health.watch(ctx, d.cfg.Backend, d.Node(), opts, d.publish)
+		d.health.watch(ctx, d.cfg.Backend, d.Node(), opts, d.pub.publish)
 	}
 	watchDaemons := func(ctx context.Context) { d.health.watchDaemons(ctx, d.state, d.cfg.MPSCheckInterval) }
-	loops := []func(context.Context){watchHealth, watchDaemons, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchFabric, d.watchIMEX, d.watchDevicePlugin}
+	loops := []func(context.Context){watchHealth, watchDaemons, d.status.run, d.pub.stepLoop, d.pub.republishLoop, d.watchFiles, d.pub.watchFabric, d.pub.watchIMEX, d.pub.watchDevicePlugin}
 	if d.cfg.TelemetryInterval > 0 {
 		loops = append(loops, d.sampleLoop)
 	}
@@ -383,43 +334,19 @@ func (d *Driver) stop() error {
 	return err
 }
 
-// fallBackToWholeGPUs switches publishing to whole GPUs only and reports
-// whether it was not so already.
-func (d *Driver) fallBackToWholeGPUs() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.wholeGPUsOnly {
-		return false
-	}
-	d.wholeGPUsOnly = true
-	return true
-}
-
 // WholeGPUsOnly reports whether the plugin fell back to publishing whole
 // GPUs only because the cluster drops partitionable devices.
-func (d *Driver) WholeGPUsOnly() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.wholeGPUsOnly
-}
+func (d *Driver) WholeGPUsOnly() bool { return d.pub.wholeOnly() }
 
 // AdminInstances are the MIG instances found at start-up that gpudra did
 // not create, by GPU UUID.
-func (d *Driver) AdminInstances() map[string][]gpu.MigInstance {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.admin
-}
+func (d *Driver) AdminInstances() map[string][]gpu.MigInstance { return d.pub.adminInstances() }
 
 // State exposes the node state to in-process tests and tools.
 func (d *Driver) State() *nodestate.State { return d.state }
 
 // Node returns the inventory the plugin publishes.
-func (d *Driver) Node() gpu.Node {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.node
-}
+func (d *Driver) Node() gpu.Node { return d.pub.currentNode() }
 
 // HandleError is called by the helper for background errors, e.g. while
 // publishing ResourceSlices.
@@ -433,29 +360,22 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	if errors.As(err, &dropped) {
 		features := dropped.DisabledFeatures()
 		logger.Error(err, "The API server dropped fields of the published ResourceSlices; enable these features on the cluster", "features", features)
-		d.mu.Lock()
-		if d.disabledFeatures == nil {
-			d.disabledFeatures = map[string]bool{}
-		}
-		for _, f := range features {
-			d.disabledFeatures[f] = true
-		}
-		d.mu.Unlock()
-		if slices.Contains(features, "DRAConsumableCapacity") && d.fallBackToExclusiveGPUs(ctx) {
+		d.pub.disableFeatures(features)
+		if slices.Contains(features, "DRAConsumableCapacity") && d.pub.fallBackToExclusiveGPUs(ctx) {
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				if err := d.publish(ctx); err != nil {
+				if err := d.pub.publish(ctx); err != nil {
 					logger.Error(err, "Republish exclusive GPUs")
 				}
 			}()
 		}
-		if slices.Contains(features, "DRAPartitionableDevices") && d.fallBackToWholeGPUs() {
+		if slices.Contains(features, "DRAPartitionableDevices") && d.pub.fallBackToWholeGPUs() {
 			logger.Info("The cluster does not serve partitionable devices: publishing whole GPUs only, without MIG partitions. Enable the DRAPartitionableDevices feature on the API server and scheduler, then restart the plugin, to get on-demand MIG.")
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				if err := d.publish(ctx); err != nil {
+				if err := d.pub.publish(ctx); err != nil {
 					logger.Error(err, "Republish whole GPUs only")
 				}
 			}()

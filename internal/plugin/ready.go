@@ -55,15 +55,15 @@ type readiness struct {
 // startSliceWatch watches the node's ResourceSlices of the driver; every
 // change wakes the publisher, which hands the controller its next step
 // once the API server holds the last one.
-func (d *Driver) startSliceWatch(ctx context.Context) {
+func (p *publisher) startSliceWatch(ctx context.Context, wg *sync.WaitGroup) {
 	selector := fields.AndSelectors(
-		fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorNodeName, d.cfg.NodeName),
-		fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorDriver, d.cfg.DriverName),
+		fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorNodeName, p.cfg.NodeName),
+		fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorDriver, p.cfg.DriverName),
 	).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(d.cfg.KubeClient, 0,
+	factory := informers.NewSharedInformerFactoryWithOptions(p.cfg.KubeClient, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
 	inf := factory.Resource().V1().ResourceSlices().Informer()
-	wake := func(any) { d.wakeStepper() }
+	wake := func(any) { p.wakeStepper() }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    wake,
 		UpdateFunc: func(_, obj any) { wake(obj) },
@@ -71,13 +71,13 @@ func (d *Driver) startSliceWatch(ctx context.Context) {
 	}); err != nil {
 		klog.FromContext(ctx).Error(err, "Watching the node's ResourceSlices")
 	}
-	d.ready.mu.Lock()
-	d.ready.slices, d.ready.synced = inf.GetStore(), inf.HasSynced
-	d.ready.mu.Unlock()
+	p.slices.mu.Lock()
+	p.slices.slices, p.slices.synced = inf.GetStore(), inf.HasSynced
+	p.slices.mu.Unlock()
 	factory.Start(ctx.Done())
-	d.wg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer d.wg.Done()
+		defer wg.Done()
 		<-ctx.Done()
 		factory.Shutdown()
 	}()
@@ -98,20 +98,21 @@ const sliceWatchSyncTimeout = 30 * time.Second
 // API server does not answer in time, every
 // partitionable GPU counts as published before (more devices than
 // needed, never a device taken away under a claim).
-func (d *Driver) waitForStoredSlices(ctx context.Context) map[string]bool {
+func (p *publisher) waitForStoredSlices(ctx context.Context) map[string]bool {
 	ctx, cancel := context.WithTimeout(ctx, sliceWatchSyncTimeout)
 	defer cancel()
-	d.ready.mu.Lock()
-	store, synced := d.ready.slices, d.ready.synced
-	d.ready.mu.Unlock()
+	p.slices.mu.Lock()
+	store, synced := p.slices.slices, p.slices.synced
+	p.slices.mu.Unlock()
+	node := p.currentNode()
 	byMinor := map[int]string{}
-	for _, g := range d.node.GPUs {
+	for _, g := range node.GPUs {
 		byMinor[g.Minor] = g.UUID
 	}
 	out := map[string]bool{}
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		klog.FromContext(ctx).Info("The node's ResourceSlices are not known yet; every partitionable GPU keeps publishing its MIG placements until it is taken whole", "after", sliceWatchSyncTimeout)
-		for _, g := range d.node.GPUs {
+		for _, g := range node.GPUs {
 			if slicebuilder.Partitionable(g) {
 				out[g.UUID] = true
 			}
@@ -120,7 +121,7 @@ func (d *Driver) waitForStoredSlices(ctx context.Context) map[string]bool {
 	}
 	for _, obj := range store.List() {
 		s, ok := obj.(*resourceapi.ResourceSlice)
-		if !ok || s.Spec.Pool.Name != d.cfg.NodeName {
+		if !ok || s.Spec.Pool.Name != p.cfg.NodeName {
 			continue
 		}
 		for _, dev := range s.Spec.Devices {
@@ -136,10 +137,10 @@ func (d *Driver) waitForStoredSlices(ctx context.Context) map[string]bool {
 
 // storedSlices returns the newest generation of the node's pool as the
 // API server holds it, by slice index, and whether it is complete.
-func (d *Driver) storedSlices() (map[int]*resourceapi.ResourceSlice, int64, bool, error) {
-	d.ready.mu.Lock()
-	store, synced := d.ready.slices, d.ready.synced
-	d.ready.mu.Unlock()
+func (p *publisher) storedSlices() (map[int]*resourceapi.ResourceSlice, int64, bool, error) {
+	p.slices.mu.Lock()
+	store, synced := p.slices.slices, p.slices.synced
+	p.slices.mu.Unlock()
 	if store == nil || !synced() {
 		return nil, 0, false, errors.New("the ResourceSlices are not known yet")
 	}
@@ -147,7 +148,7 @@ func (d *Driver) storedSlices() (map[int]*resourceapi.ResourceSlice, int64, bool
 	var pool []*resourceapi.ResourceSlice
 	for _, obj := range store.List() {
 		s, ok := obj.(*resourceapi.ResourceSlice)
-		if !ok || s.Spec.Pool.Name != d.cfg.NodeName {
+		if !ok || s.Spec.Pool.Name != p.cfg.NodeName {
 			continue
 		}
 		switch {
@@ -182,8 +183,8 @@ var errNoSlices = errors.New("no ResourceSlice of this node is published yet")
 
 // storedPool is the node's pool as the API server holds it, nil if it
 // holds no complete one.
-func (d *Driver) storedPool() *resourceslice.Pool {
-	byIndex, count, complete, _ := d.storedSlices()
+func (p *publisher) storedPool() *resourceslice.Pool {
+	byIndex, count, complete, _ := p.storedSlices()
 	if !complete {
 		return nil
 	}
@@ -201,14 +202,14 @@ func (d *Driver) storedPool() *resourceslice.Pool {
 }
 
 // storeHolds says whether the API server holds exactly the pool.
-func (d *Driver) storeHolds(pool resourceslice.Pool) bool {
-	return d.sameAsStored(pool) == nil
+func (p *publisher) storeHolds(pool resourceslice.Pool) bool {
+	return p.sameAsStored(pool) == nil
 }
 
 // sameAsStored says how the newest complete generation of the node's pool
 // in the API server differs from pool, or nil.
-func (d *Driver) sameAsStored(pool resourceslice.Pool) error {
-	byIndex, count, complete, err := d.storedSlices()
+func (p *publisher) sameAsStored(pool resourceslice.Pool) error {
+	byIndex, count, complete, err := p.storedSlices()
 	if len(pool.Slices) == 0 && errors.Is(err, errNoSlices) {
 		// The plugin publishes nothing (deviceplugin.go), and none is
 		// left.
@@ -220,9 +221,9 @@ func (d *Driver) sameAsStored(pool resourceslice.Pool) error {
 	if int(count) != len(pool.Slices) {
 		return fmt.Errorf("the API server holds %d ResourceSlices of the node, the plugin publishes %d", count, len(pool.Slices))
 	}
-	d.mu.Lock()
-	disabled := maps.Clone(d.disabledFeatures)
-	d.mu.Unlock()
+	p.mu.Lock()
+	disabled := maps.Clone(p.disabledFeatures)
+	p.mu.Unlock()
 	changed := 0
 	for i, want := range pool.Slices {
 		want = slicebuilder.WithoutFeatures(want, disabled)
@@ -256,7 +257,7 @@ func (d *Driver) Ready() error {
 	} else if !st.PluginRegistered {
 		errs = append(errs, fmt.Errorf("the kubelet refused to register the plugin: %s", st.Error))
 	}
-	if err := d.slicesPublished(); err != nil {
+	if err := d.pub.slicesPublished(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -268,28 +269,31 @@ func (d *Driver) Ready() error {
 // built was handed over, and the newest complete generation of the node's
 // pool holds them. In-process callers (the simulated node) wait for it
 // before they schedule.
-func (d *Driver) Published() error {
-	if d.publishPending() {
+func (d *Driver) Published() error { return d.pub.published() }
+
+// published is Published.
+func (p *publisher) published() error {
+	if p.publishPending() {
 		return errors.New("a change of the GPUs in use or of the spares assigned is not published yet")
 	}
-	d.publishMu.Lock()
-	wanted := d.pub.wanted
-	d.publishMu.Unlock()
+	p.publishMu.Lock()
+	wanted := p.steps.wanted
+	p.publishMu.Unlock()
 	if wanted == nil {
 		return errors.New("no ResourceSlices built yet")
 	}
-	return d.sameAsStored(*wanted)
+	return p.sameAsStored(*wanted)
 }
 
 // slicesPublished says whether the API server holds what the controller
 // was last given: between the steps of a change that touches several
 // slices the plugin stays ready, as the pool stays complete and usable.
-func (d *Driver) slicesPublished() error {
-	d.publishMu.Lock()
-	handed := d.pub.handed
-	d.publishMu.Unlock()
+func (p *publisher) slicesPublished() error {
+	p.publishMu.Lock()
+	handed := p.steps.handed
+	p.publishMu.Unlock()
 	if handed == nil {
 		return errors.New("no ResourceSlices built yet")
 	}
-	return d.sameAsStored(*handed)
+	return p.sameAsStored(*handed)
 }

@@ -79,31 +79,9 @@ const (
 	ReasonConsumableCapacityUnavailable = "ConsumableCapacityUnavailable"
 )
 
-// fallBackToExclusiveGPUs stops sharing whole GPUs through consumable
-// capacity, says so in the log and in an Event on the Node, and reports
-// whether it was not so already.
-func (d *Driver) fallBackToExclusiveGPUs(ctx context.Context) bool {
-	d.mu.Lock()
-	if d.exclusiveGPUsOnly {
-		d.mu.Unlock()
-		return false
-	}
-	d.exclusiveGPUsOnly = true
-	d.mu.Unlock()
-	msg := "The cluster does not serve consumable capacity (allowMultipleAllocations was dropped): publishing exclusive GPUs, one claim each. " +
-		"Enable the DRAConsumableCapacity feature on the API server and scheduler (beta, on by default since Kubernetes 1.36), then restart the plugin, to share GPUs."
-	klog.FromContext(ctx).Info(msg)
-	d.events.warn(ReasonConsumableCapacityUnavailable, msg)
-	return true
-}
-
 // ConsumableCapacityActive reports whether whole GPUs are published as
 // shareable: asked for, and served by the cluster.
-func (d *Driver) ConsumableCapacityActive() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.cfg.ConsumableCapacity && !d.exclusiveGPUsOnly
-}
+func (d *Driver) ConsumableCapacityActive() bool { return d.pub.consumableCapacityActive() }
 
 // MPSDaemons is how many MPS control daemons run on the node.
 func (d *Driver) MPSDaemons() int { return d.state.MPSDaemonCount() }

@@ -297,7 +297,7 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descUnhealthy, float64(d.health.unhealthyCount()))
 	conflict := 0.0
-	if d.devicePluginFound() != nil {
+	if d.pub.devicePluginFound() != nil {
 		conflict = 1
 	}
 	gauge(descDevicePlugin, conflict)
@@ -310,9 +310,9 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descReady, ready)
 	if d.cfg.SpareGPUs.Fleet {
-		gauge(descSparesAssigned, float64(d.fleet.assignedSpares()))
+		gauge(descSparesAssigned, float64(d.pub.fleet.assignedSpares()))
 	}
-	if domain := d.currentDomain(); domain.Fabric {
+	if domain := d.pub.currentDomain(); domain.Fabric {
 		for _, reason := range gpu.DomainReasons {
 			v := 0.0
 			if reason == domain.Reason {
