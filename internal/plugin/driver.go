@@ -138,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	// Before the first publish: a plugin starting beside NVIDIA's device
 	// plugin publishes no GPU at all, not for a moment.
 	d.pub.checkDevicePlugin(ctx)
-	d.pub.startSliceWatch(ctx, &d.wg)
+	d.pub.slices.start(ctx, &d.wg, d.pub.wakeStepper)
 	// Until it has listed the ConfigMap, the node counts as assigned no
 	// spares: the first publish keeps what an earlier run published, and
 	// adds none.
@@ -152,7 +152,7 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	// them), and those the API server still shows (published by a gpudra
 	// older than the record); it steps from the slices the API server
 	// holds.
-	d.pub.setMigReady(d.pub.waitForStoredSlices(ctx))
+	d.pub.setMigReady(d.pub.slices.waitForStoredSlices(ctx, d.Node()))
 	if err := d.pub.publish(ctx); err != nil {
 		return nil, err
 	}

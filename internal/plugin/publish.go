@@ -199,8 +199,8 @@ func (p *publisher) stepLocked(ctx context.Context, always bool) error {
 		// The first publish of this process: the controller starts from
 		// what the API server holds (a restarted plugin's slices), and so
 		// do the steps.
-		base = p.storedPool()
-	} else if !p.storeHolds(*base) {
+		base = p.slices.storedPool()
+	} else if p.sameAsStored(*base) != nil {
 		if time.Since(s.handedAt) < stepTimeout {
 			// The controller is still writing the last step. A publish
 			// hands it the same again, which makes it compare with the

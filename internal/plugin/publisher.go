@@ -94,8 +94,8 @@ type publisher struct {
 	// server, or a step timed out); the slice watch's handlers write it.
 	wake chan struct{}
 	// slices watches the node's slices in the API server; it guards
-	// its own store (ready.go).
-	slices readiness
+	// its own store (slicewatch.go).
+	slices sliceWatch
 	// fleet is what gpudra-controller assigned the node in fleet mode;
 	// it guards its own fields (spares.go).
 	fleet fleetSpares
@@ -121,6 +121,7 @@ func newPublisher(cfg Config, node gpu.Node, health *healthTracker, calls *callG
 		wake:      make(chan struct{}, 1),
 		republish: make(chan struct{}, 1),
 	}
+	p.slices.cfg = cfg
 	p.fleet.cfg, p.fleet.republish = cfg, p.askRepublish
 	return p
 }
