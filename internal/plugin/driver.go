@@ -133,11 +133,11 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 		return nil, err
 	}
 	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
-	d.pub.events = d.events
+	d.pub.events, d.pub.devicePlugin.events = d.events, d.events
 	d.pub.reportDomain(ctx, d.pub.currentDomain())
 	// Before the first publish: a plugin starting beside NVIDIA's device
 	// plugin publishes no GPU at all, not for a moment.
-	d.pub.checkDevicePlugin(ctx)
+	d.pub.devicePlugin.check(ctx)
 	d.pub.slices.start(ctx, &d.wg, d.pub.wakeStepper)
 	// Until it has listed the ConfigMap, the node counts as assigned no
 	// spares: the first publish keeps what an earlier run published, and
@@ -289,7 +289,7 @@ func (d *Driver) startLoops(ctx context.Context) {
 		d.health.watch(ctx, d.cfg.Backend, d.Node(), opts, d.pub.publish)
 	}
 	watchDaemons := func(ctx context.Context) { d.health.watchDaemons(ctx, d.state, d.cfg.MPSCheckInterval) }
-	loops := []func(context.Context){watchHealth, watchDaemons, d.status.run, d.pub.stepLoop, d.pub.republishLoop, d.watchFiles, d.pub.watchFabric, d.pub.watchIMEX, d.pub.watchDevicePlugin}
+	loops := []func(context.Context){watchHealth, watchDaemons, d.status.run, d.pub.stepLoop, d.pub.republishLoop, d.watchFiles, d.pub.watchFabric, d.pub.watchIMEX, d.pub.devicePlugin.watch}
 	if d.cfg.TelemetryInterval > 0 {
 		loops = append(loops, d.sampleLoop)
 	}

@@ -74,7 +74,7 @@ func (p *publisher) publish(ctx context.Context) error {
 
 // publishLocked is publish with publishMu held.
 func (p *publisher) publishLocked(ctx context.Context) error {
-	if found := p.devicePluginFound(); found != nil {
+	if found := p.devicePlugin.resources(); found != nil {
 		// Another allocator hands out the node's GPUs: none is published
 		// (deviceplugin.go). The MIG placements published before stay
 		// recorded, and come back with the GPUs.

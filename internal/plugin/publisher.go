@@ -54,7 +54,7 @@ type publisher struct {
 	imex   *imexready.Prober
 
 	// mu guards node, domain, admin, wholeGPUsOnly, exclusiveGPUsOnly,
-	// disabledFeatures, inUse, migReady, attributes and devicePlugin.
+	// disabledFeatures, inUse, migReady and attributes.
 	// It is never held while a publish calls out (the node state, the
 	// helper, the API server).
 	mu   sync.Mutex
@@ -82,10 +82,6 @@ type publisher struct {
 	// attributes are the published devices' attributes, by device name:
 	// what the device metadata of a prepared device repeats.
 	attributes map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
-	// devicePlugin is which of NVIDIA's device plugin's resources the
-	// Node advertised at the last check (deviceplugin.go); while there
-	// are any, no GPU is published.
-	devicePlugin []string
 
 	// publishMu serializes publishes and steps, and guards steps.
 	publishMu sync.Mutex
@@ -96,6 +92,10 @@ type publisher struct {
 	// slices watches the node's slices in the API server; it guards
 	// its own store (slicewatch.go).
 	slices sliceWatch
+	// devicePlugin checks the Node for NVIDIA's device plugin's GPUs
+	// (deviceplugin.go); while it finds any, no GPU is published. It
+	// guards its own answer.
+	devicePlugin devicePluginCheck
 	// fleet is what gpudra-controller assigned the node in fleet mode;
 	// it guards its own fields (spares.go).
 	fleet fleetSpares
@@ -122,6 +122,7 @@ func newPublisher(cfg Config, node gpu.Node, health *healthTracker, calls *callG
 		republish: make(chan struct{}, 1),
 	}
 	p.slices.cfg = cfg
+	p.devicePlugin.cfg, p.devicePlugin.republish = cfg, p.askRepublish
 	p.fleet.cfg, p.fleet.republish = cfg, p.askRepublish
 	return p
 }

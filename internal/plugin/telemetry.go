@@ -297,7 +297,7 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descUnhealthy, float64(d.health.unhealthyCount()))
 	conflict := 0.0
-	if d.pub.devicePluginFound() != nil {
+	if d.pub.devicePlugin.resources() != nil {
 		conflict = 1
 	}
 	gauge(descDevicePlugin, conflict)
