@@ -63,7 +63,7 @@ type Driver struct {
 	healthcheck *healthServer
 
 	metrics   *Instruments
-	telemetry telemetry
+	telemetry *telemetry
 	// status writes prepared claims' status.devices.
 	status *claimStatus
 
@@ -118,11 +118,6 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	}
 	d.status = newClaimStatus(cfg.KubeClient, cfg.DriverName, cfg.NodeName, d.metrics)
 	d.status.yield = d.calls.yield
-	d.telemetry = telemetry{
-		tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
-		pods:    map[string]string{},
-		seen:    map[string]time.Time{},
-	}
 
 	if err := d.discover(ctx); err != nil {
 		return nil, err
@@ -131,6 +126,16 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	d.pub.probeIMEXOnce(ctx)
 	if err := d.openState(ctx); err != nil {
 		return nil, err
+	}
+	d.telemetry = &telemetry{
+		cfg:     cfg,
+		state:   d.state,
+		pub:     d.pub,
+		health:  d.health,
+		metrics: d.metrics,
+		tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
+		pods:    map[string]string{},
+		seen:    map[string]time.Time{},
 	}
 	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
 	d.pub.events, d.pub.devicePlugin.events = d.events, d.events
@@ -291,7 +296,7 @@ func (d *Driver) startLoops(ctx context.Context) {
 	watchDaemons := func(ctx context.Context) { d.health.watchDaemons(ctx, d.state, d.cfg.MPSCheckInterval) }
 	loops := []func(context.Context){watchHealth, watchDaemons, d.status.run, d.pub.stepLoop, d.pub.republishLoop, d.watchFiles, d.pub.watchFabric, d.pub.watchIMEX, d.pub.devicePlugin.watch}
 	if d.cfg.TelemetryInterval > 0 {
-		loops = append(loops, d.sampleLoop)
+		loops = append(loops, d.telemetry.loop)
 	}
 	for _, loop := range loops {
 		d.wg.Add(1)
