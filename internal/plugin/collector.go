@@ -48,7 +48,11 @@ var (
 
 // deviceCollector exports the node state and the last sampling pass of
 // the started driver; until it has started, only that it is not ready.
-type deviceCollector struct{ d atomic.Pointer[Driver] }
+type deviceCollector struct {
+	// d is the started driver: Start stores it (Instruments.serve) once
+	// it has started; Collect loads it.
+	d atomic.Pointer[Driver]
+}
 
 func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{descPreparedClaims, descPreparedDevices, descUnhealthy, descMPSDaemons, descReady,

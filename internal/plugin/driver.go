@@ -40,11 +40,22 @@ import (
 	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
-// Driver is a running kubelet plugin.
+// Driver is a running kubelet plugin. It owns the plugin's life cycle
+// (Start, Stop) and answers the kubelet (claims.go, WatchHealthStatus in
+// health.go, HandleError); what it runs it hands to the types that own
+// it: the ResourceSlices to the publisher, health to the health tracker,
+// the metrics' sampling to telemetry, claims' status to claimStatus.
+//
+// Its fields are set by Start, before the kubelet can call and before
+// any loop starts, and only read after; each type guards its own state.
 type Driver struct {
-	cfg    Config
+	// cfg is Config with its defaults.
+	cfg Config
+	// helper is the kubelet plugin library, serving the kubelet.
 	helper *kubeletplugin.Helper
-	state  *nodestate.State
+	// state is the node state: the prepared claims, the checkpoint, the
+	// MIG instances and MPS daemons; it guards itself.
+	state *nodestate.State
 
 	// pub owns the ResourceSlices and what they are built from.
 	pub *publisher
@@ -62,13 +73,18 @@ type Driver struct {
 	endpoints   endpoints
 	healthcheck *healthServer
 
+	// metrics are the instruments /metrics serves; telemetry samples the
+	// devices for them.
 	metrics   *Instruments
 	telemetry *telemetry
 	// status writes prepared claims' status.devices.
 	status *claimStatus
 
 	// logger is Start's, for Stop, which has no context.
-	logger   klog.Logger
+	logger klog.Logger
+	// cancel ends the context of the loops; wg waits for them (and the
+	// watches' and republishes' goroutines) at Stop; stopOnce makes
+	// stopping twice harmless.
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	stopOnce sync.Once

@@ -37,8 +37,9 @@ import (
 	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
-// Sharing in the plugin: the consumable-capacity fallback and the health
-// of MPS daemons. The node state runs the daemons; the plugin checks them
+// Sharing in the plugin: the health of MPS daemons, which the health
+// tracker owns (the consumable-capacity fallback is the publisher's,
+// publisher.go). The node state runs the daemons; the tracker checks them
 // periodically, reports the devices whose daemon does not answer as
 // unhealthy to the kubelet (the pods' status shows it) and has the node
 // state restart them.
