@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
@@ -36,7 +35,6 @@ import (
 	"github.com/gpudra/gpudra/internal/cdispec"
 	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/gpu"
-	"github.com/gpudra/gpudra/internal/idle"
 	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
@@ -138,21 +136,11 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	if err := d.discover(ctx); err != nil {
 		return nil, err
 	}
-	d.pub.imex = newIMEXProber(cfg)
 	d.pub.probeIMEXOnce(ctx)
 	if err := d.openState(ctx); err != nil {
 		return nil, err
 	}
-	d.telemetry = &telemetry{
-		cfg:     cfg,
-		state:   d.state,
-		pub:     d.pub,
-		health:  d.health,
-		metrics: d.metrics,
-		tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
-		pods:    map[string]string{},
-		seen:    map[string]time.Time{},
-	}
+	d.telemetry = newTelemetry(cfg, d.state, d.pub, d.health, d.metrics)
 	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
 	d.pub.events, d.pub.devicePlugin.events = d.events, d.events
 	d.pub.reportDomain(ctx, d.pub.currentDomain())

@@ -55,8 +55,10 @@ type publisher struct {
 
 	// mu guards node, domain, admin, wholeGPUsOnly, exclusiveGPUsOnly,
 	// disabledFeatures, inUse, migReady and attributes.
-	// It is never held while a publish calls out (the node state, the
-	// helper, the API server).
+	// It is never held while the publisher calls out (the node state, the
+	// helper, the API server): the node state calls in holding its own
+	// lock (consumableCapacityActive, nvlinkDomain), so the order is the
+	// node state's lock, then mu.
 	mu   sync.Mutex
 	node gpu.Node
 	// domain is the node's NVLink domain as node's fabric readings decide
@@ -110,7 +112,8 @@ type publisher struct {
 	republishDone  atomic.Int64
 }
 
-// newPublisher is the publisher of the node as discovered.
+// newPublisher is the publisher of the node as discovered, with the IMEX
+// daemon's prober of cfg's mode.
 func newPublisher(cfg Config, node gpu.Node, health *healthTracker, calls *callGate) *publisher {
 	p := &publisher{
 		cfg:       cfg,
@@ -118,6 +121,7 @@ func newPublisher(cfg Config, node gpu.Node, health *healthTracker, calls *callG
 		calls:     calls,
 		node:      node,
 		domain:    node.NVLinkDomain(),
+		imex:      newIMEXProber(cfg),
 		wake:      make(chan struct{}, 1),
 		republish: make(chan struct{}, 1),
 	}

@@ -90,6 +90,19 @@ type telemetry struct {
 	seen map[string]time.Time
 }
 
+func newTelemetry(cfg Config, state *nodestate.State, pub *publisher, health *healthTracker, metrics *Instruments) *telemetry {
+	return &telemetry{
+		cfg:     cfg,
+		state:   state,
+		pub:     pub,
+		health:  health,
+		metrics: metrics,
+		tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
+		pods:    map[string]string{},
+		seen:    map[string]time.Time{},
+	}
+}
+
 // rememberPods records the pods a claim is reserved for.
 func (t *telemetry) rememberPods(claim *resourceapi.ResourceClaim) {
 	t.mu.Lock()
