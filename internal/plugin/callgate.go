@@ -38,8 +38,10 @@ const maxYield = 500 * time.Millisecond
 
 // callGate counts the kubelet's calls in flight.
 type callGate struct {
+	// mu guards n and idle.
 	mu sync.Mutex
-	n  int
+	// n is the number of calls in flight.
+	n int
 	// idle is closed when n drops to zero; replaced when it rises again.
 	idle chan struct{}
 }

@@ -53,7 +53,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 				CDIDeviceIDs: dev.CDIDeviceIDs,
 			}
 			if d.cfg.DeviceMetadata {
-				kd.Metadata = d.deviceMetadata(dev)
+				kd.Metadata = d.pub.deviceMetadata(dev)
 			}
 			out = append(out, kd)
 		}
@@ -63,7 +63,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		result[claim.UID] = kubeletplugin.PrepareResult{Devices: out}
 	}
-	d.republishIfInUseChanged()
+	d.pub.republishIfInUseChanged()
 	return result, nil
 }
 
@@ -85,7 +85,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			d.status.unprepared(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, claim.UID)
 		}
 	}
-	d.republishIfInUseChanged()
+	d.pub.republishIfInUseChanged()
 	return result, nil
 }
 

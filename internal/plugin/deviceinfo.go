@@ -22,7 +22,6 @@ import (
 	"strconv"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
-	"github.com/gpudra/gpudra/internal/gpu"
 )
 
 // gpudra_device_info says, per device, who holds it. It is what a fleet
@@ -57,32 +56,55 @@ func (i deviceInfo) labels() []string {
 
 // deviceInfo lists every GPU of the node, once per claim that holds it
 // (once when none does), and every MIG device prepared on it.
-func (d *Driver) deviceInfo() []deviceInfo {
-	node := d.Node()
-	d.mu.Lock()
-	unhealthy := map[string]bool{}
-	for uuid, ev := range d.health {
-		unhealthy[uuid] = ev.Health == gpu.Unhealthy
-	}
+func (t *telemetry) deviceInfo() []deviceInfo {
+	node := t.pub.currentNode()
+	unhealthy := t.health.unhealthyGPUs()
 	unmanaged := map[string]bool{}
-	for uuid, instances := range d.admin {
+	for uuid, instances := range t.pub.adminInstances() {
 		unmanaged[uuid] = len(instances) > 0
 	}
-	d.mu.Unlock()
-	d.telemetry.mu.Lock()
-	pods := maps.Clone(d.telemetry.pods)
-	d.telemetry.mu.Unlock()
+	t.mu.Lock()
+	pods := maps.Clone(t.pods)
+	t.mu.Unlock()
+	whole, migs := gpuHolders(t.state.Claims(), pods)
 
-	// Who holds each GPU: the claims that hold it whole or a share of it,
-	// and the MIG devices prepared on it. Admin access (a monitoring pod)
-	// holds nothing.
-	type holding struct {
-		claim checkpoint.Claim
-		share bool
+	var out []deviceInfo
+	for _, g := range node.GPUs {
+		base := deviceInfo{device: g.DeviceName(), typ: "gpu", uuid: g.UUID, dcgmUUID: g.UUID, model: g.ProductName}
+		held := whole[g.UUID]
+		base.state = gpuState(unhealthy[g.UUID], len(migs[g.UUID]) > 0, unmanaged[g.UUID], held)
+		if len(held) == 0 {
+			out = append(out, base)
+		}
+		for _, h := range held {
+			i := base
+			i.namespace, i.claim, i.pods = h.claim.Namespace, h.claim.Name, pods[h.claim.UID]
+			out = append(out, i)
+		}
+		for _, m := range migs[g.UUID] {
+			m.model = g.ProductName
+			if unhealthy[g.UUID] {
+				m.state = stateUnhealthy
+			}
+			out = append(out, m)
+		}
 	}
-	whole := map[string][]holding{}   // by GPU UUID
-	migs := map[string][]deviceInfo{} // by parent GPU UUID
-	for _, c := range d.state.Claims() {
+	return out
+}
+
+// holding is a prepared claim that holds a GPU whole, or a share of it.
+type holding struct {
+	claim checkpoint.Claim
+	share bool
+}
+
+// gpuHolders is who holds each GPU in the prepared claims: the claims
+// that hold it whole or a share of it, and the MIG devices prepared on it
+// (their series, but for the model), by GPU UUID. Admin access (a
+// monitoring pod) holds nothing.
+func gpuHolders(claims []checkpoint.Claim, pods map[string]string) (whole map[string][]holding, migs map[string][]deviceInfo) {
+	whole, migs = map[string][]holding{}, map[string][]deviceInfo{}
+	for _, c := range claims {
 		if c.State != checkpoint.PrepareCompleted {
 			continue
 		}
@@ -112,40 +134,25 @@ func (d *Driver) deviceInfo() []deviceInfo {
 			})
 		}
 	}
+	return whole, migs
+}
 
-	var out []deviceInfo
-	for _, g := range node.GPUs {
-		base := deviceInfo{device: g.DeviceName(), typ: "gpu", uuid: g.UUID, dcgmUUID: g.UUID, model: g.ProductName}
-		held := whole[g.UUID]
-		switch {
-		case unhealthy[g.UUID]:
-			base.state = stateUnhealthy
-		case len(migs[g.UUID]) > 0:
-			base.state = statePartitioned
-		case unmanaged[g.UUID]:
-			base.state = stateUnmanaged
-		case len(held) > 1 || len(held) == 1 && held[0].share:
-			base.state = stateShared
-		case len(held) == 1:
-			base.state = stateAllocated
-		default:
-			base.state = stateFree
-		}
-		if len(held) == 0 {
-			out = append(out, base)
-		}
-		for _, h := range held {
-			i := base
-			i.namespace, i.claim, i.pods = h.claim.Namespace, h.claim.Name, pods[h.claim.UID]
-			out = append(out, i)
-		}
-		for _, m := range migs[g.UUID] {
-			m.model = g.ProductName
-			if unhealthy[g.UUID] {
-				m.state = stateUnhealthy
-			}
-			out = append(out, m)
-		}
+// gpuState is a GPU's state in gpudra_device_info, the first that holds
+// of: unhealthy, partitioned (a MIG device is prepared on it), unmanaged
+// (MIG instances gpudra did not create), shared, allocated, free.
+func gpuState(unhealthy, partitioned, unmanaged bool, held []holding) string {
+	switch {
+	case unhealthy:
+		return stateUnhealthy
+	case partitioned:
+		return statePartitioned
+	case unmanaged:
+		return stateUnmanaged
+	case len(held) > 1 || len(held) == 1 && held[0].share:
+		return stateShared
+	case len(held) == 1:
+		return stateAllocated
+	default:
+		return stateFree
 	}
-	return out
 }

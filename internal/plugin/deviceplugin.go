@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -91,54 +92,72 @@ func DevicePluginResources(node *v1.Node) []string {
 	return out
 }
 
-// devicePluginFound is what the last check found (nil: none); the GPUs
-// are not published while it is not empty.
-func (d *Driver) devicePluginFound() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.devicePlugin
+// devicePluginCheck owns the check of the Node for NVIDIA's device
+// plugin's resources, and its last answer.
+type devicePluginCheck struct {
+	// cfg is the driver's; events records Events on the Node; republish
+	// asks the publisher for a publish. All are set before the first
+	// check; only read after.
+	cfg       Config
+	events    *nodeEvents
+	republish func()
+
+	// mu guards found.
+	mu sync.Mutex
+	// found is which of NVIDIA's device plugin's resources the Node
+	// advertised at the last check; while there are any, no GPU is
+	// published.
+	found []string
 }
 
-// watchDevicePlugin checks the Node every DevicePluginCheckInterval until
+// resources is what the last check found (nil: none); the GPUs are not
+// published while it is not empty.
+func (c *devicePluginCheck) resources() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.found
+}
+
+// watch checks the Node every DevicePluginCheckInterval until
 // ctx ends, and republishes when the answer changed.
-func (d *Driver) watchDevicePlugin(ctx context.Context) {
-	if d.cfg.IgnoreDevicePlugin {
+func (c *devicePluginCheck) watch(ctx context.Context) {
+	if c.cfg.IgnoreDevicePlugin {
 		return
 	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if d.checkDevicePlugin(ctx) {
-			d.askRepublish()
+		if c.check(ctx) {
+			c.republish()
 		}
-	}, d.cfg.DevicePluginCheckInterval)
+	}, c.cfg.DevicePluginCheckInterval)
 }
 
-// checkDevicePlugin reads the Node, keeps which device plugin resources it
+// check reads the Node, keeps which device plugin resources it
 // advertises, reports a change (log, Event) and says whether there was
 // one. A Node that cannot be read leaves the last answer: at start-up,
 // none (the kubelet plugin helper needs the Node too, and its errors say
 // why).
-func (d *Driver) checkDevicePlugin(ctx context.Context) bool {
-	if d.cfg.IgnoreDevicePlugin {
+func (c *devicePluginCheck) check(ctx context.Context) bool {
+	if c.cfg.IgnoreDevicePlugin {
 		return false
 	}
 	logger := klog.FromContext(ctx)
 	// ResourceVersion 0: from the API server's cache, not a quorum read
 	// of etcd, since every node asks.
-	node, err := d.cfg.KubeClient.CoreV1().Nodes().Get(ctx, d.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
+	node, err := c.cfg.KubeClient.CoreV1().Nodes().Get(ctx, c.cfg.NodeName, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		if ctx.Err() == nil {
-			logger.Error(err, "Reading the Node to tell whether NVIDIA's device plugin advertises its GPUs; keeping the last answer", "node", d.cfg.NodeName, "retryAfter", d.cfg.DevicePluginCheckInterval)
+			logger.Error(err, "Reading the Node to tell whether NVIDIA's device plugin advertises its GPUs; keeping the last answer", "node", c.cfg.NodeName, "retryAfter", c.cfg.DevicePluginCheckInterval)
 		}
 		return false
 	}
 	found := DevicePluginResources(node)
-	d.mu.Lock()
-	old := d.devicePlugin
+	c.mu.Lock()
+	old := c.found
 	if len(found) == 0 {
 		found = nil
 	}
-	d.devicePlugin = found
-	d.mu.Unlock()
+	c.found = found
+	c.mu.Unlock()
 	if slices.Equal(old, found) {
 		return false
 	}
@@ -147,12 +166,12 @@ func (d *Driver) checkDevicePlugin(ctx context.Context) bool {
 			"Turn the device plugin off on this node: with the GPU Operator, label the node nvidia.com/gpu.deploy.device-plugin=false, or set devicePlugin.enabled=false for the whole cluster (docs/gpu-operator.md). "+
 			"gpudra publishes the GPUs again once the Node no longer advertises them (the kubelet zeroes them some minutes after the device plugin stopped; drain the pods that hold them first).",
 			strings.Join(found, ", "))
-		logger.Info(msg, "node", d.cfg.NodeName, "resources", found)
-		d.events.warn(ReasonDevicePluginConflict, msg)
+		logger.Info(msg, "node", c.cfg.NodeName, "resources", found)
+		c.events.warn(ReasonDevicePluginConflict, msg)
 	} else {
 		msg := "The Node no longer advertises NVIDIA's device plugin's GPUs: gpudra publishes the node's GPUs again."
-		logger.Info(msg, "node", d.cfg.NodeName, "before", old)
-		d.events.normal(ReasonDevicePluginGone, msg)
+		logger.Info(msg, "node", c.cfg.NodeName, "before", old)
+		c.events.normal(ReasonDevicePluginGone, msg)
 	}
 	return true
 }

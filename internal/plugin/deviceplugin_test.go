@@ -221,11 +221,11 @@ func TestIgnoreDevicePlugin(t *testing.T) {
 
 // wantedDeviceCount is how many devices the plugin wants published.
 func wantedDeviceCount(d *Driver) int {
-	d.publishMu.Lock()
-	defer d.publishMu.Unlock()
+	d.pub.publishMu.Lock()
+	defer d.pub.publishMu.Unlock()
 	n := 0
-	if d.pub.wanted != nil {
-		for _, s := range d.pub.wanted.Slices {
+	if d.pub.steps.wanted != nil {
+		for _, s := range d.pub.steps.wanted.Slices {
 			n += len(s.Devices)
 		}
 	}

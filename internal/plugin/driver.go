@@ -24,13 +24,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
-	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -40,216 +35,54 @@ import (
 	"github.com/gpudra/gpudra/internal/cdispec"
 	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/gpu"
-	"github.com/gpudra/gpudra/internal/idle"
-	"github.com/gpudra/gpudra/internal/imexready"
-	"github.com/gpudra/gpudra/internal/mps"
 	"github.com/gpudra/gpudra/internal/nodestate"
-	"github.com/gpudra/gpudra/internal/slicebuilder"
-	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 )
 
-// Config is everything the plugin needs; cmd/kubelet-plugin fills it from
-// flags, tests from temp dirs.
-type Config struct {
-	DriverName string
-	NodeName   string
-	KubeClient kubernetes.Interface
-	// Backend is the opened NVML layer. Start owns it: it closes it when
-	// it fails, Stop when it succeeded; the caller never does.
-	Backend *backend.Backend
-	// PluginDataDir holds the DRA socket and the checkpoint. It must have
-	// the same path inside and outside the plugin's container.
-	PluginDataDir string
-	// RegistrarDir is where the kubelet looks for plugin registration
-	// sockets.
-	RegistrarDir string
-	// CDIDir is where CDI specs are written (the container runtime's CDI
-	// spec dir, normally the tmpfs /var/run/cdi).
-	CDIDir string
-	// BootIDPath is read to tell a reboot; empty means the kernel's.
-	BootIDPath string
-	// RollingUpdateUID, when set (the plugin pod's UID), lets two plugin
-	// pods run side by side during a DaemonSet rolling update.
-	RollingUpdateUID types.UID
-	// HealthResend is how often an unchanged health report is re-sent to the
-	// kubelet, which treats reports older than 30s as unknown (0:
-	// DefaultHealthResend).
-	HealthResend time.Duration
-	// IgnoredXIDs are XIDs that leave a GPU healthy (nil: the default
-	// list of application XIDs, discovery.DefaultIgnoredXIDs);
-	// HealthRecheck is how often an unhealthy GPU is asked whether it
-	// recovered (0: discovery.DefaultRecheckInterval).
-	IgnoredXIDs   []uint64
-	HealthRecheck time.Duration
-	// HealthcheckAddr is the TCP address of the gRPC health service
-	// (grpc.health.v1: services "liveness" and "readiness"), e.g. ":51515";
-	// empty turns it off.
-	HealthcheckAddr string
-	// FileWatchInterval is how often the sockets and the data directory are
-	// checked (0: 5s); the plugin exits when they are gone.
-	FileWatchInterval time.Duration
-	// FabricRefreshInterval is how often the GPUs' NVLink fabric is read
-	// again (0: 10s; fabric.go).
-	FabricRefreshInterval time.Duration
-	// IMEXDaemon is how the node's IMEX daemon is checked (imex.go):
-	// IMEXDaemonHost (ask it with nvidia-imex-ctl -q at IMEXSocket every
-	// IMEXCheckInterval, 0: 5s) or IMEXDaemonNone (ask nothing; "" is
-	// none).
-	IMEXDaemon        string
-	IMEXSocket        string
-	IMEXCheckInterval time.Duration
-	// IMEXQueryTimeout bounds one query of the daemon (0: 3s); tests
-	// whose nvidia-imex-ctl is a slow-starting test binary raise it.
-	IMEXQueryTimeout time.Duration
-	// DeviceMetadata hands each prepared device's attributes to its
-	// containers (KEP-5304, the DRA device metadata "downward API"): the
-	// kubelet plugin library writes them, and mounts them at
-	// /var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json.
-	DeviceMetadata bool
-	// MigProfiles selects the MIG profiles published (the zero value: all).
-	MigProfiles slicebuilder.MigProfiles
-	// SpareGPUs is how many free GPUs publish their MIG placements beside
-	// the partitioned ones (the zero value: slicebuilder.DefaultSpareGPUs).
-	// In fleet mode the number is gpudra-controller's, read from the
-	// ConfigMap SparesConfigMap in Namespace (spares.go); Start fails
-	// without them.
-	SpareGPUs       slicebuilder.SpareGPUs
-	SparesConfigMap string
-	// Namespace is the plugin's own (the downward API's): where the
-	// spares ConfigMap is read in fleet mode.
-	Namespace string
-	// StateHooks inject faults into the node state in tests.
-	StateHooks nodestate.Hooks
-	// ConsumableCapacity publishes whole GPUs that several claims share,
-	// each taking a share of their memory and multiprocessors (chart
-	// value consumableCapacity.enabled); see docs/sharing.md.
-	ConsumableCapacity bool
-	// ShareSharing is how a claim that holds a share of a GPU shares it
-	// when its config does not say (the node pool's tier); nil: not at
-	// all.
-	ShareSharing *configapi.Sharing
-	// MPS runs the MPS control daemons: the pod launcher on a cluster,
-	// a process launcher in-process. Nil refuses claims that ask for MPS.
-	MPS mps.Launcher
-	// MPSDir holds the daemons' directories; empty means <PluginDataDir>/mps.
-	MPSDir string
-	// MPSCheckInterval is how often running MPS daemons are checked (0:
-	// DefaultMPSCheckInterval).
-	MPSCheckInterval time.Duration
-	// TelemetryInterval is how often every device's use is read from
-	// NVML for the metrics; 0 turns sampling off (gpudra-kubelet-plugin's
-	// default is DefaultTelemetryInterval).
-	TelemetryInterval time.Duration
-	// IdleThreshold (a utilization, 0-1) and IdleAfter say when a claim
-	// counts as idle: all its devices below the threshold for that long
-	// (0: DefaultIdleThreshold and DefaultIdleAfter).
-	IdleThreshold float64
-	IdleAfter     time.Duration
-	// Instruments are the metrics /metrics serves; nil makes new ones.
-	// Made before Start (NewInstruments), they answer while the plugin
-	// starts: not ready, counters at 0.
-	Instruments *Instruments
-	// IgnoreDevicePlugin publishes the GPUs even while the Node
-	// advertises NVIDIA's device plugin's resources (deviceplugin.go), and
-	// stops checking; DevicePluginCheckInterval is how often the Node is
-	// read (0: DefaultDevicePluginCheckInterval).
-	IgnoreDevicePlugin        bool
-	DevicePluginCheckInterval time.Duration
-	// Fatal is called for errors the plugin cannot recover from (the
-	// caller typically cancels its main context and exits).
-	Fatal func(error)
-}
-
-// The defaults of Config's fields, which gpudra-kubelet-plugin's flags
-// show and use too.
-const (
-	DefaultHealthResend      = 15 * time.Second
-	DefaultMPSCheckInterval  = 5 * time.Second
-	DefaultTelemetryInterval = 10 * time.Second
-	DefaultIdleThreshold     = 0.05
-	DefaultIdleAfter         = 30 * time.Minute
-)
-
-// Driver is a running kubelet plugin.
+// Driver is a running kubelet plugin. It owns the plugin's life cycle
+// (Start, Stop) and answers the kubelet (claims.go, WatchHealthStatus in
+// health.go, HandleError); what it runs it hands to the types that own
+// it: the ResourceSlices to the publisher, health to the health tracker,
+// the metrics' sampling to telemetry, claims' status to claimStatus.
+//
+// Its fields are set by Start, before the kubelet can call and before
+// any loop starts, and only read after; each type guards its own state.
 type Driver struct {
-	cfg    Config
+	// cfg is Config with its defaults.
+	cfg Config
+	// helper is the kubelet plugin library, serving the kubelet.
 	helper *kubeletplugin.Helper
-	state  *nodestate.State
+	// state is the node state: the prepared claims, the checkpoint, the
+	// MIG instances and MPS daemons; it guards itself.
+	state *nodestate.State
 
-	mu   sync.Mutex
-	node gpu.Node
-	// domain is the node's NVLink domain as node's fabric readings decide
-	// it (gpu.Node.NVLinkDomain), kept to tell when it changes.
-	domain gpu.NVLinkDomain
-	health map[string]gpu.HealthEvent // by GPU UUID; absent = healthy
-	// healthChanged is closed and replaced on every health change, waking
-	// WatchHealthStatus streams.
-	healthChanged chan struct{}
-
-	// admin are the MIG instances gpudra did not create, by GPU UUID: their
-	// placements and GPUs are not published.
-	admin map[string][]gpu.MigInstance
-	// wholeGPUsOnly is set once the API server dropped the partitionable
-	// fields: from then on only whole GPUs are published.
-	wholeGPUsOnly bool
-	// inUse is how the prepared claims held the GPUs at the last publish.
-	inUse map[string]gpu.Use
-	// migReady are the GPUs whose MIG placements the last publish built
-	// (slicebuilder.Publication.MigReady), by UUID.
-	migReady map[string]bool
-	// publishMu serializes publishes and guards pub.
-	publishMu sync.Mutex
-	pub       publisher
-	// fleet is what gpudra-controller assigned the node in fleet mode.
-	fleet fleetSpares
-	// republish wakes republishLoop; republishAsked counts the changes
-	// (of the GPUs in use, of the spares assigned) asked to be published,
-	// republishDone those covered by a finished publish.
-	republish      chan struct{}
-	republishAsked atomic.Int64
-	republishDone  atomic.Int64
+	// pub owns the ResourceSlices and what they are built from.
+	pub *publisher
+	// health is the GPUs' and the MPS daemons' health.
+	health *healthTracker
 	// calls counts the kubelet's calls in flight: background work yields
 	// to them (callgate.go).
 	calls callGate
-	// attributes are the published devices' attributes, by device name:
-	// what the device metadata of a prepared device repeats.
-	attributes map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
-	// exclusiveGPUsOnly is set once the API server dropped the consumable
-	// capacity fields: from then on whole GPUs are not shared.
-	exclusiveGPUsOnly bool
-	// unhealthyAtStart are the GPUs found unhealthy before the first
-	// publish; the health watch starts from them.
-	unhealthyAtStart []gpu.HealthEvent
-	// disabledFeatures are the features whose fields the API server
-	// dropped from the published slices: it holds the slices without them.
-	disabledFeatures map[string]bool
-	// daemonTrouble says, by device name, why the device's MPS daemon
-	// does not answer; such devices are reported unhealthy.
-	daemonTrouble map[string]string
 	// events records Events on the Node.
 	events *nodeEvents
-	// devicePlugin is which of NVIDIA's device plugin's resources the
-	// Node advertised at the last check (deviceplugin.go); while there
-	// are any, no GPU is published.
-	devicePlugin []string
-	// imex asks the node's IMEX daemon whether it is ready (nil with
-	// --imex-daemon=none); it guards its own answer (imex.go).
-	imex *imexready.Prober
 
 	// endpoints are the sockets and data directory the kubelet reaches
-	// the plugin through; healthcheck serves their liveness.
+	// the plugin through; healthcheck serves their liveness. Both are
+	// set by Start; only read after.
 	endpoints   endpoints
 	healthcheck *healthServer
-	// ready follows the published ResourceSlices (readiness).
-	ready readiness
 
+	// metrics are the instruments /metrics serves; telemetry samples the
+	// devices for them.
 	metrics   *Instruments
-	telemetry telemetry
+	telemetry *telemetry
 	// status writes prepared claims' status.devices.
 	status *claimStatus
 
 	// logger is Start's, for Stop, which has no context.
-	logger   klog.Logger
+	logger klog.Logger
+	// cancel ends the context of the loops; wg waits for them (and the
+	// watches' and republishes' goroutines) at Stop; stopOnce makes
+	// stopping twice harmless.
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -279,15 +112,10 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	d := &Driver{
-		cfg:           cfg.withDefaults(logger),
-		logger:        logger,
-		cancel:        cancel,
-		health:        map[string]gpu.HealthEvent{},
-		healthChanged: make(chan struct{}),
-		republish:     make(chan struct{}, 1),
-		pub:           publisher{wake: make(chan struct{}, 1)},
-		daemonTrouble: map[string]string{},
-		metrics:       cfg.Instruments,
+		cfg:     cfg.withDefaults(logger),
+		logger:  logger,
+		cancel:  cancel,
+		metrics: cfg.Instruments,
 	}
 	defer func() {
 		if err != nil {
@@ -295,6 +123,7 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 		}
 	}()
 	cfg = d.cfg
+	d.health = newHealthTracker(cfg.HealthResend)
 	if err := cfg.checkFleetConfig(); err != nil {
 		return nil, err
 	}
@@ -303,30 +132,26 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	}
 	d.status = newClaimStatus(cfg.KubeClient, cfg.DriverName, cfg.NodeName, d.metrics)
 	d.status.yield = d.calls.yield
-	d.telemetry = telemetry{
-		tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
-		pods:    map[string]string{},
-		seen:    map[string]time.Time{},
-	}
 
 	if err := d.discover(ctx); err != nil {
 		return nil, err
 	}
-	d.imex = newIMEXProber(cfg)
-	d.probeIMEXOnce(ctx)
+	d.pub.probeIMEXOnce(ctx)
 	if err := d.openState(ctx); err != nil {
 		return nil, err
 	}
+	d.telemetry = newTelemetry(cfg, d.state, d.pub, d.health, d.metrics)
 	d.events = newNodeEvents(ctx, cfg.KubeClient, cfg.NodeName)
-	d.reportDomain(ctx, d.currentDomain())
+	d.pub.events, d.pub.devicePlugin.events = d.events, d.events
+	d.pub.reportDomain(ctx, d.pub.currentDomain())
 	// Before the first publish: a plugin starting beside NVIDIA's device
 	// plugin publishes no GPU at all, not for a moment.
-	d.checkDevicePlugin(ctx)
-	d.startSliceWatch(ctx)
+	d.pub.devicePlugin.check(ctx)
+	d.pub.slices.start(ctx, &d.wg, d.pub.wakeStepper)
 	// Until it has listed the ConfigMap, the node counts as assigned no
 	// spares: the first publish keeps what an earlier run published, and
 	// adds none.
-	d.startSparesWatch(ctx)
+	d.pub.fleet.watch(ctx, &d.wg)
 	if err := d.serveKubelet(ctx); err != nil {
 		return nil, err
 	}
@@ -336,11 +161,8 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	// them), and those the API server still shows (published by a gpudra
 	// older than the record); it steps from the slices the API server
 	// holds.
-	ready := d.waitForStoredSlices(ctx)
-	d.mu.Lock()
-	d.migReady = ready
-	d.mu.Unlock()
-	if err := d.publish(ctx); err != nil {
+	d.pub.setMigReady(d.pub.slices.waitForStoredSlices(ctx, d.Node()))
+	if err := d.pub.publish(ctx); err != nil {
 		return nil, err
 	}
 	if err := d.startHealthcheck(ctx); err != nil {
@@ -349,35 +171,6 @@ func Start(ctx context.Context, cfg Config) (_ *Driver, err error) {
 	d.startLoops(ctx)
 	d.metrics.serve(d)
 	return d, nil
-}
-
-// withDefaults gives the fields left zero their defaults.
-func (cfg Config) withDefaults(logger klog.Logger) Config {
-	if cfg.HealthResend == 0 {
-		cfg.HealthResend = DefaultHealthResend
-	}
-	if cfg.Fatal == nil {
-		cfg.Fatal = func(err error) { logger.Error(err, "Fatal error") }
-	}
-	if cfg.FileWatchInterval == 0 {
-		cfg.FileWatchInterval = fileWatchInterval
-	}
-	if cfg.FabricRefreshInterval == 0 {
-		cfg.FabricRefreshInterval = fabricRefreshInterval
-	}
-	if cfg.IdleThreshold == 0 {
-		cfg.IdleThreshold = DefaultIdleThreshold
-	}
-	if cfg.IdleAfter == 0 {
-		cfg.IdleAfter = DefaultIdleAfter
-	}
-	if cfg.DevicePluginCheckInterval == 0 {
-		cfg.DevicePluginCheckInterval = DefaultDevicePluginCheckInterval
-	}
-	if cfg.MPSDir == "" {
-		cfg.MPSDir = filepath.Join(cfg.PluginDataDir, MPSDirName)
-	}
-	return cfg
 }
 
 // discover makes the plugin data directory, whose identity the liveness
@@ -402,7 +195,7 @@ func (d *Driver) discover(ctx context.Context) error {
 	node.Name = cfg.NodeName
 	logger.Info("Discovered GPUs", "node", node.Name, "gpus", len(node.GPUs), "driverVersion", node.DriverVersion)
 	warnUnknownProfiles(ctx, node, cfg.MigProfiles)
-	d.node, d.domain = node, node.NVLinkDomain()
+	d.pub = newPublisher(cfg, node, d.health, &d.calls)
 	return nil
 }
 
@@ -421,7 +214,7 @@ func (d *Driver) openState(ctx context.Context) error {
 	}
 	state, err := nodestate.New(nodestate.Options{
 		DriverName:   cfg.DriverName,
-		Node:         d.node,
+		Node:         d.pub.currentNode(),
 		Hardware:     countingHardware{Hardware: cfg.Backend, m: d.metrics},
 		CDI:          cdi,
 		Checkpoint:   checkpoint.NewStore(filepath.Join(cfg.PluginDataDir, CheckpointFile)),
@@ -432,11 +225,11 @@ func (d *Driver) openState(ctx context.Context) error {
 		ShareSharing: cfg.ShareSharing,
 		// A claim can hold a share of a GPU only while they are published
 		// as shareable.
-		SharesPublished: d.ConsumableCapacityActive,
+		SharesPublished: d.pub.consumableCapacityActive,
 		// IMEX channels of the node's own NVLink domain (docs/nvlink.md).
-		NVLinkDomain: d.nvlinkDomain,
+		NVLinkDomain: d.pub.nvlinkDomain,
 		Channels:     cfg.Backend,
-		IMEX:         d.imexReadiness(),
+		IMEX:         d.pub.imexReadiness(),
 	})
 	if err != nil {
 		return err
@@ -447,7 +240,8 @@ func (d *Driver) openState(ctx context.Context) error {
 		// affected claims fail on prepare with a clear error.
 		klog.FromContext(ctx).Error(err, "Reconciling node state left problems")
 	}
-	d.state, d.admin = state, report.AdminInstances
+	d.state, d.pub.state = state, state
+	d.pub.setAdminInstances(report.AdminInstances)
 	return nil
 }
 
@@ -480,7 +274,7 @@ func (d *Driver) serveKubelet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
-	d.helper = helper
+	d.helper, d.pub.helper = helper, helper
 	return nil
 }
 
@@ -488,10 +282,10 @@ func (d *Driver) serveKubelet(ctx context.Context) error {
 // from before this start (a GPU reset, a reboot), so that the first
 // publish has it: a restart must not publish a GPU as fit that is not.
 func (d *Driver) recordHealthAtStart(ctx context.Context) {
-	d.unhealthyAtStart = d.cfg.Backend.CurrentHealth(d.node)
-	for _, ev := range d.unhealthyAtStart {
+	d.health.atStart = d.cfg.Backend.CurrentHealth(d.pub.currentNode())
+	for _, ev := range d.health.atStart {
 		klog.FromContext(ctx).Info("GPU is unhealthy at start-up", "uuid", ev.UUID, "reason", ev.Reason)
-		d.recordHealth(ev)
+		d.health.record(ev)
 	}
 }
 
@@ -499,9 +293,14 @@ func (d *Driver) recordHealthAtStart(ctx context.Context) {
 // claims' status.devices, the MIG placements' steps, republishing, the
 // watch of the sockets, of the MPS daemons, and telemetry.
 func (d *Driver) startLoops(ctx context.Context) {
-	loops := []func(context.Context){d.watchHealth, d.status.run, d.stepLoop, d.republishLoop, d.watchFiles, d.watchDaemons, d.watchFabric, d.watchIMEX, d.watchDevicePlugin}
+	watchHealth := func(ctx context.Context) {
+		opts := backend.HealthOptions{IgnoredXIDs: d.cfg.IgnoredXIDs, RecheckInterval: d.cfg.HealthRecheck}
+		d.health.watch(ctx, d.cfg.Backend, d.Node(), opts, d.pub.publish)
+	}
+	watchDaemons := func(ctx context.Context) { d.health.watchDaemons(ctx, d.state, d.cfg.MPSCheckInterval) }
+	loops := []func(context.Context){watchHealth, watchDaemons, d.status.run, d.pub.stepLoop, d.pub.republishLoop, d.watchFiles, d.pub.watchFabric, d.pub.watchIMEX, d.pub.devicePlugin.watch}
 	if d.cfg.TelemetryInterval > 0 {
-		loops = append(loops, d.sampleLoop)
+		loops = append(loops, d.telemetry.loop)
 	}
 	for _, loop := range loops {
 		d.wg.Add(1)
@@ -544,43 +343,19 @@ func (d *Driver) stop() error {
 	return err
 }
 
-// fallBackToWholeGPUs switches publishing to whole GPUs only and reports
-// whether it was not so already.
-func (d *Driver) fallBackToWholeGPUs() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.wholeGPUsOnly {
-		return false
-	}
-	d.wholeGPUsOnly = true
-	return true
-}
-
 // WholeGPUsOnly reports whether the plugin fell back to publishing whole
 // GPUs only because the cluster drops partitionable devices.
-func (d *Driver) WholeGPUsOnly() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.wholeGPUsOnly
-}
+func (d *Driver) WholeGPUsOnly() bool { return d.pub.wholeOnly() }
 
 // AdminInstances are the MIG instances found at start-up that gpudra did
 // not create, by GPU UUID.
-func (d *Driver) AdminInstances() map[string][]gpu.MigInstance {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.admin
-}
+func (d *Driver) AdminInstances() map[string][]gpu.MigInstance { return d.pub.adminInstances() }
 
 // State exposes the node state to in-process tests and tools.
 func (d *Driver) State() *nodestate.State { return d.state }
 
 // Node returns the inventory the plugin publishes.
-func (d *Driver) Node() gpu.Node {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.node
-}
+func (d *Driver) Node() gpu.Node { return d.pub.currentNode() }
 
 // HandleError is called by the helper for background errors, e.g. while
 // publishing ResourceSlices.
@@ -594,29 +369,22 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	if errors.As(err, &dropped) {
 		features := dropped.DisabledFeatures()
 		logger.Error(err, "The API server dropped fields of the published ResourceSlices; enable these features on the cluster", "features", features)
-		d.mu.Lock()
-		if d.disabledFeatures == nil {
-			d.disabledFeatures = map[string]bool{}
-		}
-		for _, f := range features {
-			d.disabledFeatures[f] = true
-		}
-		d.mu.Unlock()
-		if slices.Contains(features, "DRAConsumableCapacity") && d.fallBackToExclusiveGPUs(ctx) {
+		d.pub.disableFeatures(features)
+		if slices.Contains(features, "DRAConsumableCapacity") && d.pub.fallBackToExclusiveGPUs(ctx) {
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				if err := d.publish(ctx); err != nil {
+				if err := d.pub.publish(ctx); err != nil {
 					logger.Error(err, "Republish exclusive GPUs")
 				}
 			}()
 		}
-		if slices.Contains(features, "DRAPartitionableDevices") && d.fallBackToWholeGPUs() {
+		if slices.Contains(features, "DRAPartitionableDevices") && d.pub.fallBackToWholeGPUs() {
 			logger.Info("The cluster does not serve partitionable devices: publishing whole GPUs only, without MIG partitions. Enable the DRAPartitionableDevices feature on the API server and scheduler, then restart the plugin, to get on-demand MIG.")
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				if err := d.publish(ctx); err != nil {
+				if err := d.pub.publish(ctx); err != nil {
 					logger.Error(err, "Republish whole GPUs only")
 				}
 			}()

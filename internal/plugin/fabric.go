@@ -47,49 +47,49 @@ const fabricRefreshInterval = 10 * time.Second
 const ReasonNVLinkDomainUnavailable = "NVLinkDomainUnavailable"
 
 // currentDomain is the node's NVLink domain as last read.
-func (d *Driver) currentDomain() gpu.NVLinkDomain {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.domain
+func (p *publisher) currentDomain() gpu.NVLinkDomain {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.domain
 }
 
 // watchFabric refreshes the fabric until ctx ends.
-func (d *Driver) watchFabric(ctx context.Context) {
-	wait.UntilWithContext(ctx, d.refreshFabric, d.cfg.FabricRefreshInterval)
+func (p *publisher) watchFabric(ctx context.Context) {
+	wait.UntilWithContext(ctx, p.refreshFabric, p.cfg.FabricRefreshInterval)
 }
 
 // refreshFabric reads the GPUs' fabric and platform again; when a reading
 // changed it keeps it and republishes, and when the domain changed it
 // reports it.
-func (d *Driver) refreshFabric(ctx context.Context) {
-	d.mu.Lock()
-	node := d.node
-	d.mu.Unlock()
-	fresh := d.cfg.Backend.RefreshFabric(ctx, node)
+func (p *publisher) refreshFabric(ctx context.Context) {
+	p.mu.Lock()
+	node := p.node
+	p.mu.Unlock()
+	fresh := p.cfg.Backend.RefreshFabric(ctx, node)
 	if reflect.DeepEqual(fabricReadings(fresh), fabricReadings(node)) {
 		return
 	}
 	domain := fresh.NVLinkDomain()
-	d.mu.Lock()
+	p.mu.Lock()
 	// Only the fabric and platform of the node's GPUs are replaced: the
-	// rest of d.node is the discovery's, which nothing else changes. The
-	// GPUs go into a new slice: copies of d.node taken under the lock
+	// rest of p.node is the discovery's, which nothing else changes. The
+	// GPUs go into a new slice: copies of p.node taken under the lock
 	// (publishing, telemetry) share the old one and read it unlocked.
-	gpus := slices.Clone(d.node.GPUs)
+	gpus := slices.Clone(p.node.GPUs)
 	for i := range gpus {
 		if i < len(fresh.GPUs) && gpus[i].UUID == fresh.GPUs[i].UUID {
 			gpus[i].Fabric, gpus[i].Platform = fresh.GPUs[i].Fabric, fresh.GPUs[i].Platform
 		}
 	}
-	d.node.GPUs = gpus
-	old := d.domain
-	d.domain = domain
-	d.mu.Unlock()
+	p.node.GPUs = gpus
+	old := p.domain
+	p.domain = domain
+	p.mu.Unlock()
 	if domain != old {
 		klog.FromContext(ctx).Info("NVLink domain changed", "from", old.Name, "to", domain.Name, "reason", domain.Message)
-		d.reportDomain(ctx, domain)
+		p.reportDomain(ctx, domain)
 	}
-	d.askRepublish()
+	p.askRepublish()
 }
 
 // fabricReading is what of a GPU the fabric refresh follows.
@@ -115,14 +115,14 @@ func fabricReadings(n gpu.Node) []fabricReading {
 
 // reportDomain says, in an Event on the Node, why a fabric node is in no
 // NVLink domain; the metric reads the domain at each scrape.
-func (d *Driver) reportDomain(ctx context.Context, domain gpu.NVLinkDomain) {
+func (p *publisher) reportDomain(ctx context.Context, domain gpu.NVLinkDomain) {
 	if !domain.Fabric || domain.InDomain() {
 		return
 	}
 	msg := "The GPUs are in a multi-node NVLink fabric, but the node is in no NVLink domain: " + domain.Message +
 		". Its GPUs are published without nvlinkDomain (single-node work only) until every GPU reports the fabric COMPLETED, successful and not UNHEALTHY, in one clique."
 	klog.FromContext(ctx).Info(msg)
-	if d.events != nil {
-		d.events.warn(ReasonNVLinkDomainUnavailable, msg)
+	if p.events != nil {
+		p.events.warn(ReasonNVLinkDomainUnavailable, msg)
 	}
 }

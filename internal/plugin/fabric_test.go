@@ -65,13 +65,13 @@ func label(m *dto.Metric, name string) string {
 // wantedDomains is the nvlinkDomain of every whole GPU the plugin wants
 // published ("" for none).
 func wantedDomains(d *Driver) []string {
-	d.publishMu.Lock()
-	defer d.publishMu.Unlock()
+	d.pub.publishMu.Lock()
+	defer d.pub.publishMu.Unlock()
 	var out []string
-	if d.pub.wanted == nil {
+	if d.pub.steps.wanted == nil {
 		return nil
 	}
-	for _, s := range d.pub.wanted.Slices {
+	for _, s := range d.pub.steps.wanted.Slices {
 		for _, dev := range s.Devices {
 			if p, ok := gpu.ParseDeviceName(dev.Name); !ok || p.MIG || strings.HasSuffix(dev.Name, "-monitor") {
 				continue
@@ -108,7 +108,7 @@ func TestFabricNotReadyThenDomain(t *testing.T) {
 	}
 	t.Cleanup(d.Stop)
 
-	if dom := d.currentDomain(); dom.InDomain() || dom.Reason != gpu.ReasonNotCompleted {
+	if dom := d.pub.currentDomain(); dom.InDomain() || dom.Reason != gpu.ReasonNotCompleted {
 		t.Fatalf("domain %+v, want none: the probe is in progress", dom)
 	}
 	if g := noDomainGauge(t, d); g["not_completed"] != 1 || g["unhealthy"] != 0 || len(g) != len(gpu.DomainReasons) {
@@ -139,9 +139,9 @@ func TestFabricNotReadyThenDomain(t *testing.T) {
 	if err := nvmlfake.SetFabric(filepath.Join(cfg.PluginDataDir, "..", "..", "fake-gpus"), "", nvmlfake.FabricChange{State: "COMPLETED"}); err != nil {
 		t.Fatal(err)
 	}
-	d.refreshFabric(ctx)
+	d.pub.refreshFabric(ctx)
 	const want = "00000001-0000-0000-0000-000000000001.2"
-	if dom := d.currentDomain(); dom.Name != want {
+	if dom := d.pub.currentDomain(); dom.Name != want {
 		t.Fatalf("domain %+v after the probe completed, want %s", dom, want)
 	}
 	if g := noDomainGauge(t, d); g["not_completed"] != 0 {

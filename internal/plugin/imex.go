@@ -72,25 +72,25 @@ func newIMEXProber(cfg Config) *imexready.Prober {
 
 // imexReadiness is what a prepare of a channel asks: the daemon's last
 // answer, or every domain ready when the plugin asks nothing.
-func (d *Driver) imexReadiness() nodestate.IMEXReadiness {
-	if d.imex == nil {
+func (p *publisher) imexReadiness() nodestate.IMEXReadiness {
+	if p.imex == nil {
 		return nodestate.AlwaysReady{}
 	}
-	return d.imex
+	return p.imex
 }
 
 // inDomain says whether the node is in an NVLink domain now: only there
 // is a daemon expected, and asked.
-func (d *Driver) inDomain() bool { return d.currentDomain().InDomain() }
+func (p *publisher) inDomain() bool { return p.currentDomain().InDomain() }
 
 // imexReady is what the next publish says of the daemon (slicebuilder's
 // Options.IMEXReady): nil when the plugin does not ask; not ready until
 // the daemon answered READY.
-func (d *Driver) imexReady() *bool {
-	if d.imex == nil {
+func (p *publisher) imexReady() *bool {
+	if p.imex == nil {
 		return nil
 	}
-	_, err := d.imex.Last()
+	_, err := p.imex.Last()
 	ready := err == nil
 	return &ready
 }
@@ -98,11 +98,11 @@ func (d *Driver) imexReady() *bool {
 // probeIMEXOnce asks the daemon before the first publish, so that a
 // plugin restart publishes what the daemon says, not a passing "not
 // ready" that would take the node out of its domain's pool for a moment.
-func (d *Driver) probeIMEXOnce(ctx context.Context) {
-	if d.imex == nil || !d.inDomain() {
+func (p *publisher) probeIMEXOnce(ctx context.Context) {
+	if p.imex == nil || !p.inDomain() {
 		return
 	}
-	if err := d.imex.Probe(ctx); err != nil {
+	if err := p.imex.Probe(ctx); err != nil {
 		klog.FromContext(ctx).Info("IMEX daemon not ready at start", "err", err)
 	}
 }
@@ -110,14 +110,14 @@ func (d *Driver) probeIMEXOnce(ctx context.Context) {
 // watchIMEX asks the daemon until ctx ends, republishing when its
 // readiness flips and saying why in an Event on the Node when it is not
 // ready.
-func (d *Driver) watchIMEX(ctx context.Context) {
-	if d.imex == nil {
+func (p *publisher) watchIMEX(ctx context.Context) {
+	if p.imex == nil {
 		return
 	}
-	d.imex.Run(ctx, d.inDomain, func(ready bool, err error) {
-		if !ready && d.events != nil {
-			d.events.warn(ReasonIMEXDaemonNotReady, fmt.Sprintf("The node is in NVLink domain %s, but its IMEX daemon is not ready: %v. New pods that hold an IMEX channel stay off this node until it answers READY; its GPUs stay usable for single-node work.", d.currentDomain().Name, err))
+	p.imex.Run(ctx, p.inDomain, func(ready bool, err error) {
+		if !ready && p.events != nil {
+			p.events.warn(ReasonIMEXDaemonNotReady, fmt.Sprintf("The node is in NVLink domain %s, but its IMEX daemon is not ready: %v. New pods that hold an IMEX channel stay off this node until it answers READY; its GPUs stay usable for single-node work.", p.currentDomain().Name, err))
 		}
-		d.askRepublish()
+		p.askRepublish()
 	})
 }

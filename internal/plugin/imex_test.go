@@ -33,13 +33,13 @@ import (
 // wantedIMEXReady is the imexReady of every whole GPU the plugin wants
 // published ("" where a GPU carries none).
 func wantedIMEXReady(d *Driver) []string {
-	d.publishMu.Lock()
-	defer d.publishMu.Unlock()
-	if d.pub.wanted == nil {
+	d.pub.publishMu.Lock()
+	defer d.pub.publishMu.Unlock()
+	if d.pub.steps.wanted == nil {
 		return nil
 	}
 	var out []string
-	for _, s := range d.pub.wanted.Slices {
+	for _, s := range d.pub.steps.wanted.Slices {
 		for _, dev := range s.Devices {
 			a, ok := dev.Attributes[slicebuilder.AttrType]
 			if !ok || a.StringValue == nil || *a.StringValue != slicebuilder.TypeGPU {
@@ -82,7 +82,7 @@ func TestIMEXDaemonReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Stop)
-	domain := d.currentDomain()
+	domain := d.pub.currentDomain()
 	if !domain.InDomain() {
 		t.Fatalf("the gb200-tray profile is in no NVLink domain: %+v", domain)
 	}
@@ -94,7 +94,7 @@ func TestIMEXDaemonReadiness(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("imexReady of the GPUs with the daemon serving: %v, want true on all", wantedIMEXReady(d))
 	}
-	if err := d.imexReadiness().Ready(ctx, domain.Name); err != nil {
+	if err := d.pub.imexReadiness().Ready(ctx, domain.Name); err != nil {
 		t.Errorf("a prepare's readiness check with the daemon ready: %v", err)
 	}
 
@@ -104,7 +104,7 @@ func TestIMEXDaemonReadiness(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("imexReady after the daemon hung: %v, want false on all", wantedIMEXReady(d))
 	}
-	err = d.imexReadiness().Ready(ctx, domain.Name)
+	err = d.pub.imexReadiness().Ready(ctx, domain.Name)
 	if err == nil || !strings.Contains(err.Error(), domain.Name) || !strings.Contains(err.Error(), socket) {
 		t.Errorf("a prepare's readiness check with the daemon hung: %v, want an error naming the domain and the socket", err)
 	}
@@ -138,7 +138,7 @@ func TestIMEXDaemonNone(t *testing.T) {
 	if got := wantedIMEXReady(d); !allAre(got, "") {
 		t.Errorf("imexReady with --imex-daemon=none: %v, want none", got)
 	}
-	if err := d.imexReadiness().Ready(ctx, d.currentDomain().Name); err != nil {
+	if err := d.pub.imexReadiness().Ready(ctx, d.pub.currentDomain().Name); err != nil {
 		t.Errorf("readiness with --imex-daemon=none: %v", err)
 	}
 	if err := ValidateIMEXDaemon("managed"); err == nil {

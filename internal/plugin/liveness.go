@@ -130,12 +130,15 @@ type healthServer struct {
 	grpc_health_v1.UnimplementedHealthServer
 	d *Driver
 
-	mu       sync.Mutex
-	draConn  *grpc.ClientConn
-	regConn  *grpc.ClientConn
+	// mu guards draConn and regConn, dialled on the first check.
+	mu      sync.Mutex
+	draConn *grpc.ClientConn
+	regConn *grpc.ClientConn
+	// server and listener are set when made; only read after.
 	server   *grpc.Server
 	listener net.Listener
-	done     chan struct{}
+	// done is closed by the serving goroutine when Serve returns.
+	done chan struct{}
 }
 
 // startHealthcheck serves the health service on cfg.HealthcheckAddr and

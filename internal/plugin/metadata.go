@@ -30,16 +30,16 @@ import (
 // keeps those of devices published earlier too: a partition allocated
 // while its GPU published its placements may be prepared after they were
 // hidden. A device's attributes never change while the plugin runs.
-func (d *Driver) rememberAttributes(resources resourceslice.DriverResources) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.attributes == nil {
-		d.attributes = map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+func (p *publisher) rememberAttributes(resources resourceslice.DriverResources) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.attributes == nil {
+		p.attributes = map[string]map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
 	}
 	for _, pool := range resources.Pools {
 		for _, s := range pool.Slices {
 			for _, dev := range s.Devices {
-				d.attributes[dev.Name] = dev.Attributes
+				p.attributes[dev.Name] = dev.Attributes
 			}
 		}
 	}
@@ -53,15 +53,15 @@ func (d *Driver) rememberAttributes(resources resourceslice.DriverResources) {
 // attributes (driver versions, NVLink island, PCI and NUMA placement),
 // parentIndex, placementStart and placementSize, and its own MIG-… UUID
 // as uuid, known only once it was created.
-func (d *Driver) deviceMetadata(dev nodestate.PreparedDevice) *kubeletplugin.DeviceMetadata {
-	d.mu.Lock()
-	published := d.attributes[dev.Device]
+func (p *publisher) deviceMetadata(dev nodestate.PreparedDevice) *kubeletplugin.DeviceMetadata {
+	p.mu.Lock()
+	published := p.attributes[dev.Device]
 	var parent map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
-	mig, isMIG := d.node.MigDeviceByName(dev.Device)
+	mig, isMIG := p.node.MigDeviceByName(dev.Device)
 	if isMIG {
-		parent = d.attributes[mig.Parent.DeviceName()]
+		parent = p.attributes[mig.Parent.DeviceName()]
 	}
-	d.mu.Unlock()
+	p.mu.Unlock()
 	md := &kubeletplugin.DeviceMetadata{Attributes: make(map[string]resourceapi.DeviceAttribute, len(published)+len(parent)+4)}
 	for name, value := range parent {
 		switch name {

@@ -24,11 +24,11 @@ import "github.com/gpudra/gpudra/internal/slicebuilder"
 // channel pool after, so the node prepares exactly the channels of the
 // pool whose node selector lets its pods in. "" when no GPU carries it,
 // or when two disagree (the controller then labels the node with none).
-func (d *Driver) nvlinkDomain() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (p *publisher) nvlinkDomain() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	domain := ""
-	for _, attrs := range d.attributes {
+	for _, attrs := range p.attributes {
 		a, ok := attrs[slicebuilder.AttrNVLinkDomain]
 		if !ok || a.StringValue == nil {
 			continue

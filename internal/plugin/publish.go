@@ -49,9 +49,9 @@ import (
 // the next one is handed over regardless.
 const stepTimeout = 10 * time.Second
 
-// publisher is what the plugin handed the ResourceSlice controller and
+// sliceSteps is what the plugin handed the ResourceSlice controller and
 // what it wants it to hold.
-type publisher struct {
+type sliceSteps struct {
 	// wanted is the pool the last publish built; handed the last pool
 	// given to the helper, at handedAt.
 	wanted, handed *resourceslice.Pool
@@ -59,9 +59,6 @@ type publisher struct {
 	// stalled is set once a step was given up on, so that it is logged
 	// once.
 	stalled bool
-	// wake asks stepLoop to look again (a slice changed in the API
-	// server, or a step timed out).
-	wake chan struct{}
 }
 
 // publish builds the node's ResourceSlices from the inventory, the current
@@ -69,64 +66,61 @@ type publisher struct {
 // ResourceSlice controller the next step towards them (even an unchanged
 // one, which makes it compare with the API server at once). Publishes are
 // serialized, so the last one always built from the latest state.
-func (d *Driver) publish(ctx context.Context) error {
-	d.publishMu.Lock()
-	defer d.publishMu.Unlock()
-	return d.publishLocked(ctx)
+func (p *publisher) publish(ctx context.Context) error {
+	p.publishMu.Lock()
+	defer p.publishMu.Unlock()
+	return p.publishLocked(ctx)
 }
 
 // publishLocked is publish with publishMu held.
-func (d *Driver) publishLocked(ctx context.Context) error {
-	if found := d.devicePluginFound(); found != nil {
+func (p *publisher) publishLocked(ctx context.Context) error {
+	if found := p.devicePlugin.resources(); found != nil {
 		// Another allocator hands out the node's GPUs: none is published
 		// (deviceplugin.go). The MIG placements published before stay
 		// recorded, and come back with the GPUs.
-		d.pub.wanted = &resourceslice.Pool{}
-		if err := d.stepLocked(ctx, true); err != nil {
+		p.steps.wanted = &resourceslice.Pool{}
+		if err := p.stepLocked(ctx, true); err != nil {
 			return err
 		}
 		klog.FromContext(ctx).V(3).Info("Published no ResourceSlices: the Node advertises NVIDIA's device plugin's GPUs", "resources", found)
 		return nil
 	}
-	inUse := d.state.GPUsInUse()
-	d.mu.Lock()
-	d.inUse = inUse
-	node := d.node
-	health := make(map[string]gpu.Health, len(d.health))
-	for uuid, ev := range d.health {
-		health[uuid] = ev.Health
-	}
-	admin, wholeOnly := d.admin, d.wholeGPUsOnly
-	shared := d.cfg.ConsumableCapacity && !d.exclusiveGPUsOnly
+	inUse := p.state.GPUsInUse()
+	health := p.health.gpuHealth()
+	p.mu.Lock()
+	p.inUse = inUse
+	node := p.node
+	admin, wholeOnly := p.admin, p.wholeGPUsOnly
+	shared := p.cfg.ConsumableCapacity && !p.exclusiveGPUsOnly
 	// What the last publish held, and what the checkpoint says was ever
 	// published and may be held by claims (after a restart or a wipe of
 	// the node's slices the former alone would forget it).
-	migReady := maps.Clone(d.migReady)
-	d.mu.Unlock()
-	recorded := d.state.MigPublished()
+	migReady := maps.Clone(p.migReady)
+	p.mu.Unlock()
+	recorded := p.state.MigPublished()
 	if migReady == nil {
 		migReady = map[string]bool{}
 	}
 	maps.Copy(migReady, recorded)
 
 	opts := slicebuilder.Options{
-		DriverName:         d.cfg.DriverName,
-		SysfsRoot:          d.cfg.Backend.SysfsRoot(),
+		DriverName:         p.cfg.DriverName,
+		SysfsRoot:          p.cfg.Backend.SysfsRoot(),
 		Health:             health,
 		AdminInstances:     admin,
 		InUse:              inUse,
-		SpareGPUs:          d.spareGPUs(),
+		SpareGPUs:          p.spareGPUs(),
 		MigReady:           migReady,
 		WholeGPUsOnly:      wholeOnly,
-		MigProfiles:        d.cfg.MigProfiles,
+		MigProfiles:        p.cfg.MigProfiles,
 		ConsumableCapacity: shared,
-		IMEXReady:          d.imexReady(),
+		IMEXReady:          p.imexReady(),
 	}
 	plan, err := slicebuilder.Plan(node, opts)
 	if err != nil {
 		return fmt.Errorf("build ResourceSlices: %w", err)
 	}
-	if err := d.recordMigPublished(plan.MigReady, recorded, inUse); err != nil {
+	if err := p.recordMigPublished(plan.MigReady, recorded, inUse); err != nil {
 		// Nothing is published that the checkpoint does not record: no
 		// new spares until the record can be written (retried), only
 		// what was published before and what claims hold.
@@ -137,17 +131,17 @@ func (d *Driver) publishLocked(ctx context.Context) error {
 		}
 		time.AfterFunc(migRecordRetry, func() {
 			if ctx.Err() == nil {
-				d.askRepublish()
+				p.askRepublish()
 			}
 		})
 	}
-	d.mu.Lock()
-	d.migReady = plan.MigReady
-	d.mu.Unlock()
-	d.rememberAttributes(plan.Resources)
+	p.mu.Lock()
+	p.migReady = plan.MigReady
+	p.mu.Unlock()
+	p.rememberAttributes(plan.Resources)
 	wanted := plan.Resources.Pools[node.Name]
-	d.pub.wanted = &wanted
-	if err := d.stepLocked(ctx, true); err != nil {
+	p.steps.wanted = &wanted
+	if err := p.stepLocked(ctx, true); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).V(3).Info("Published ResourceSlices", "gpus", len(node.GPUs), "unhealthy", len(health), "migReady", len(plan.MigReady))
@@ -167,7 +161,7 @@ const migRecordRetry = 2 * time.Second
 // no placement of the GPU can be allocated. A GPU recorded stays so
 // otherwise, whatever the spares assigned and whether its placements are
 // still published: a claim allocated there may not have reached the node.
-func (d *Driver) recordMigPublished(ready, recorded map[string]bool, inUse map[string]gpu.Use) error {
+func (p *publisher) recordMigPublished(ready, recorded map[string]bool, inUse map[string]gpu.Use) error {
 	var add, remove []string
 	for uuid := range ready {
 		if !recorded[uuid] {
@@ -182,56 +176,56 @@ func (d *Driver) recordMigPublished(ready, recorded map[string]bool, inUse map[s
 	if len(add)+len(remove) == 0 {
 		return nil
 	}
-	return d.state.RecordMigPublished(add, remove)
+	return p.state.RecordMigPublished(add, remove)
 }
 
 // step hands the controller the next step, if the API server holds the
 // last one (or it timed out).
-func (d *Driver) step(ctx context.Context) error {
-	d.publishMu.Lock()
-	defer d.publishMu.Unlock()
-	return d.stepLocked(ctx, false)
+func (p *publisher) step(ctx context.Context) error {
+	p.publishMu.Lock()
+	defer p.publishMu.Unlock()
+	return p.stepLocked(ctx, false)
 }
 
 // stepLocked is step with publishMu held; always hands the next pool over
 // even where nothing changed.
-func (d *Driver) stepLocked(ctx context.Context, always bool) error {
-	p := &d.pub
-	if p.wanted == nil {
+func (p *publisher) stepLocked(ctx context.Context, always bool) error {
+	s := &p.steps
+	if s.wanted == nil {
 		return nil
 	}
-	base := p.handed
+	base := s.handed
 	if base == nil {
 		// The first publish of this process: the controller starts from
 		// what the API server holds (a restarted plugin's slices), and so
 		// do the steps.
-		base = d.storedPool()
-	} else if !d.storeHolds(*base) {
-		if time.Since(p.handedAt) < stepTimeout {
+		base = p.slices.storedPool()
+	} else if p.sameAsStored(*base) != nil {
+		if time.Since(s.handedAt) < stepTimeout {
 			// The controller is still writing the last step. A publish
 			// hands it the same again, which makes it compare with the
 			// API server at once (a slice someone deleted).
 			if always {
-				return d.handOver(ctx, *p.handed)
+				return p.handOver(ctx, *s.handed)
 			}
 			return nil
 		}
-		if !p.stalled {
-			p.stalled = true
+		if !s.stalled {
+			s.stalled = true
 			klog.FromContext(ctx).Info("The API server does not show the last ResourceSlice change yet; handing over the next one regardless", "after", stepTimeout)
 		}
 	}
-	next, done := slicebuilder.NextStep(base, *p.wanted)
-	if done && p.handed != nil && !always {
+	next, done := slicebuilder.NextStep(base, *s.wanted)
+	if done && s.handed != nil && !always {
 		return nil
 	}
-	p.handed, p.handedAt, p.stalled = &next, time.Now(), false
-	return d.handOver(ctx, next)
+	s.handed, s.handedAt, s.stalled = &next, time.Now(), false
+	return p.handOver(ctx, next)
 }
 
 // handOver gives the pool to the helper's ResourceSlice controller.
-func (d *Driver) handOver(ctx context.Context, pool resourceslice.Pool) error {
-	if err := d.helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.cfg.NodeName: pool}}); err != nil {
+func (p *publisher) handOver(ctx context.Context, pool resourceslice.Pool) error {
+	if err := p.helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{p.cfg.NodeName: pool}}); err != nil {
 		return fmt.Errorf("publish ResourceSlices: %w", err)
 	}
 	return nil
@@ -241,17 +235,17 @@ func (d *Driver) handOver(ctx context.Context, pool resourceslice.Pool) error {
 // change in the API server, until ctx ends; a step that does not show is
 // retried after stepTimeout. (A select, not a wait loop: it wakes on a
 // change as well as the time.)
-func (d *Driver) stepLoop(ctx context.Context) {
+func (p *publisher) stepLoop(ctx context.Context) {
 	timer := time.NewTimer(stepTimeout)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.pub.wake:
+		case <-p.wake:
 		case <-timer.C:
 		}
-		if err := d.step(ctx); err != nil {
+		if err := p.step(ctx); err != nil {
 			klog.FromContext(ctx).Error(err, "Publishing the next ResourceSlice change")
 		}
 		timer.Reset(stepTimeout)
@@ -259,9 +253,9 @@ func (d *Driver) stepLoop(ctx context.Context) {
 }
 
 // wakeStepper asks stepLoop to look again.
-func (d *Driver) wakeStepper() {
+func (p *publisher) wakeStepper() {
 	select {
-	case d.pub.wake <- struct{}{}:
+	case p.wake <- struct{}{}:
 	default: // one is queued already
 	}
 }
@@ -291,22 +285,22 @@ func warnUnknownProfiles(ctx context.Context, node gpu.Node, choice slicebuilder
 // write each). The publish runs in republishLoop, not in the kubelet's
 // call: building the node's slices is not what the pod waits for, and
 // changes that come together (eight pods starting) share one publish.
-func (d *Driver) republishIfInUseChanged() {
-	inUse := d.state.GPUsInUse()
-	d.mu.Lock()
-	same := maps.Equal(inUse, d.inUse)
-	d.mu.Unlock()
+func (p *publisher) republishIfInUseChanged() {
+	inUse := p.state.GPUsInUse()
+	p.mu.Lock()
+	same := maps.Equal(inUse, p.inUse)
+	p.mu.Unlock()
 	if same {
 		return
 	}
-	d.askRepublish()
+	p.askRepublish()
 }
 
 // askRepublish asks republishLoop for a publish.
-func (d *Driver) askRepublish() {
-	d.republishAsked.Add(1)
+func (p *publisher) askRepublish() {
+	p.republishAsked.Add(1)
 	select {
-	case d.republish <- struct{}{}:
+	case p.republish <- struct{}{}:
 	default: // one is queued already; it will see this change too
 	}
 }
@@ -315,34 +309,34 @@ func (d *Driver) askRepublish() {
 // spares gpudra-controller assigned the node, until ctx ends.
 // Each publish reads the state afresh, so it covers every change asked for
 // before it started.
-func (d *Driver) republishLoop(ctx context.Context) {
+func (p *publisher) republishLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.republish:
+		case <-p.republish:
 		}
 		// After the kubelet's calls in flight: their pods wait for them,
 		// not for the slices (callgate.go). What they change meanwhile
 		// is in this publish.
-		d.calls.yield(ctx)
-		asked := d.republishAsked.Load()
-		if err := d.publish(ctx); err != nil {
+		p.calls.yield(ctx)
+		asked := p.republishAsked.Load()
+		if err := p.publish(ctx); err != nil {
 			// The claims are prepared either way: the slices only publish
 			// more devices than can be allocated until the next publish.
 			klog.FromContext(ctx).Error(err, "Republishing after a change of the GPUs in use or of the spares assigned")
 		}
-		d.republishDone.Store(asked)
+		p.republishDone.Store(asked)
 	}
 }
 
 // publishPending says whether a change of the GPUs in use (or of the
 // spares assigned) has not been handed to the ResourceSlice controller yet.
-func (d *Driver) publishPending() bool {
-	return d.republishDone.Load() < d.republishAsked.Load()
+func (p *publisher) publishPending() bool {
+	return p.republishDone.Load() < p.republishAsked.Load()
 }
 
 // Republish rediscovers nothing; it rebuilds the slices from the current
 // inventory and health and hands them to the controller, which writes only
 // differences. Tests use it to prove that steady state costs no API writes.
-func (d *Driver) Republish(ctx context.Context) error { return d.publish(ctx) }
+func (d *Driver) Republish(ctx context.Context) error { return d.pub.publish(ctx) }

@@ -33,10 +33,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
+	"github.com/gpudra/gpudra/internal/gpu"
+	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
-// Sharing in the plugin: the consumable-capacity fallback and the health
-// of MPS daemons. The node state runs the daemons; the plugin checks them
+// Sharing in the plugin: the health of MPS daemons, which the health
+// tracker owns (the consumable-capacity fallback is the publisher's,
+// publisher.go). The node state runs the daemons; the tracker checks them
 // periodically, reports the devices whose daemon does not answer as
 // unhealthy to the kubelet (the pods' status shows it) and has the node
 // state restart them.
@@ -77,31 +80,9 @@ const (
 	ReasonConsumableCapacityUnavailable = "ConsumableCapacityUnavailable"
 )
 
-// fallBackToExclusiveGPUs stops sharing whole GPUs through consumable
-// capacity, says so in the log and in an Event on the Node, and reports
-// whether it was not so already.
-func (d *Driver) fallBackToExclusiveGPUs(ctx context.Context) bool {
-	d.mu.Lock()
-	if d.exclusiveGPUsOnly {
-		d.mu.Unlock()
-		return false
-	}
-	d.exclusiveGPUsOnly = true
-	d.mu.Unlock()
-	msg := "The cluster does not serve consumable capacity (allowMultipleAllocations was dropped): publishing exclusive GPUs, one claim each. " +
-		"Enable the DRAConsumableCapacity feature on the API server and scheduler (beta, on by default since Kubernetes 1.36), then restart the plugin, to share GPUs."
-	klog.FromContext(ctx).Info(msg)
-	d.events.warn(ReasonConsumableCapacityUnavailable, msg)
-	return true
-}
-
 // ConsumableCapacityActive reports whether whole GPUs are published as
 // shareable: asked for, and served by the cluster.
-func (d *Driver) ConsumableCapacityActive() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.cfg.ConsumableCapacity && !d.exclusiveGPUsOnly
-}
+func (d *Driver) ConsumableCapacityActive() bool { return d.pub.consumableCapacityActive() }
 
 // MPSDaemons is how many MPS control daemons run on the node.
 func (d *Driver) MPSDaemons() int { return d.state.MPSDaemonCount() }
@@ -109,11 +90,10 @@ func (d *Driver) MPSDaemons() int { return d.state.MPSDaemonCount() }
 // mpsDaemonStates counts the MPS daemons recorded as running: those that
 // answered at the last check, and those that did not (watchDaemons
 // restarts them). Daemons being started or stopped are in neither.
-func (d *Driver) mpsDaemonStates() (running, unhealthy int) {
-	daemons := d.state.MPSDaemons()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return countDaemons(daemons, d.daemonTrouble)
+func (h *healthTracker) mpsDaemonStates(daemons map[string]checkpoint.MPSDaemon) (running, unhealthy int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return countDaemons(daemons, h.daemonTrouble)
 }
 
 func countDaemons(daemons map[string]checkpoint.MPSDaemon, trouble map[string]string) (running, unhealthy int) {
@@ -129,88 +109,80 @@ func countDaemons(daemons map[string]checkpoint.MPSDaemon, trouble map[string]st
 	return running, unhealthy
 }
 
-// watchDaemons checks the MPS daemons every MPSCheckInterval until ctx
-// ends: a daemon that does not answer makes its device unhealthy until the
-// node state has it back.
-func (d *Driver) watchDaemons(ctx context.Context) {
-	interval := d.cfg.MPSCheckInterval
+// watchDaemons checks the MPS daemons of state every interval (0:
+// DefaultMPSCheckInterval) until ctx ends: a daemon that does not answer
+// makes its device unhealthy until the node state has it back.
+func (h *healthTracker) watchDaemons(ctx context.Context, state *nodestate.State, interval time.Duration) {
 	if interval == 0 {
 		interval = DefaultMPSCheckInterval
 	}
 	_ = wait.PollUntilContextCancel(ctx, interval, false, func(ctx context.Context) (bool, error) {
-		d.checkDaemons(ctx)
+		h.checkDaemons(ctx, state)
 		return false, nil
 	})
 }
 
 // checkDaemons probes every MPS daemon once and restarts those that do
 // not answer.
-func (d *Driver) checkDaemons(ctx context.Context) {
-	healths := d.state.CheckDaemons(ctx)
+func (h *healthTracker) checkDaemons(ctx context.Context, state *nodestate.State) {
+	healths := state.CheckDaemons(ctx)
 	if ctx.Err() != nil {
 		// Stopping: a probe cut short says nothing of the daemon,
 		// which must outlive this plugin.
 		return
 	}
-	for _, h := range healths {
-		if h.Err == nil {
-			d.setDaemonTrouble(h.ID, "")
+	for _, dh := range healths {
+		if dh.Err == nil {
+			h.setDaemonTrouble(dh.ID, "")
 			continue
 		}
-		logger := klog.FromContext(ctx).WithValues("mpsDaemon", h.ID)
-		logger.Error(h.Err, "MPS control daemon does not answer; reporting its device unhealthy and replacing it")
-		d.setDaemonTrouble(h.ID, "MPS control daemon not answering: "+h.Err.Error())
-		if err := d.state.RestartDaemon(ctx, h.ID); err != nil {
+		logger := klog.FromContext(ctx).WithValues("mpsDaemon", dh.ID)
+		logger.Error(dh.Err, "MPS control daemon does not answer; reporting its device unhealthy and replacing it")
+		h.setDaemonTrouble(dh.ID, "MPS control daemon not answering: "+dh.Err.Error())
+		if err := state.RestartDaemon(ctx, dh.ID); err != nil {
 			logger.Error(err, "Restart MPS control daemon; trying again at the next check")
 			continue
 		}
 		logger.Info("MPS control daemon is back")
-		d.setDaemonTrouble(h.ID, "")
+		h.setDaemonTrouble(dh.ID, "")
 	}
 }
 
 // setDaemonTrouble records (or, with msg empty, clears) why a device's
 // daemon does not answer, and wakes the health streams on a change.
-func (d *Driver) setDaemonTrouble(device, msg string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.daemonTrouble[device] == msg {
+func (h *healthTracker) setDaemonTrouble(device, msg string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.daemonTrouble[device] == msg {
 		return
 	}
 	if msg == "" {
-		delete(d.daemonTrouble, device)
+		delete(h.daemonTrouble, device)
 	} else {
-		d.daemonTrouble[device] = msg
+		h.daemonTrouble[device] = msg
 	}
-	close(d.healthChanged)
-	d.healthChanged = make(chan struct{})
+	h.wakeLocked()
 }
 
 // daemonHealthLocked marks a whole GPU whose MPS daemon does not answer
-// unhealthy. The caller holds d.mu.
-func (d *Driver) daemonHealthLocked(dh *kubeletplugin.DeviceHealth) {
-	if msg, ok := d.daemonTrouble[dh.DeviceName]; ok {
+// unhealthy. The caller holds h.mu.
+func (h *healthTracker) daemonHealthLocked(dh *kubeletplugin.DeviceHealth) {
+	if msg, ok := h.daemonTrouble[dh.DeviceName]; ok {
 		dh.Health = kubeletplugin.HealthStatusUnhealthy
 		dh.Message = msg
 	}
 }
 
-// migDaemonHealthLocked reports the MIG devices that run an MPS daemon:
-// healthy while it answers. The caller holds d.mu.
-func (d *Driver) migDaemonHealthLocked(now time.Time) []kubeletplugin.DeviceHealth {
+// migDaemonHealthLocked reports the MIG devices of node that run one of
+// daemons: healthy while it answers. The caller holds h.mu.
+func (h *healthTracker) migDaemonHealthLocked(node gpu.Node, daemons map[string]checkpoint.MPSDaemon, now time.Time) []kubeletplugin.DeviceHealth {
 	var out []kubeletplugin.DeviceHealth
-	for _, id := range slices.Sorted(maps.Keys(d.state.MPSDaemons())) {
-		if _, whole := d.node.GPUByDeviceName(id); whole {
+	for _, id := range slices.Sorted(maps.Keys(daemons)) {
+		if _, whole := node.GPUByDeviceName(id); whole {
 			continue
 		}
-		dh := kubeletplugin.DeviceHealth{
-			PoolName:           d.node.Name,
-			DeviceName:         id,
-			Health:             kubeletplugin.HealthStatusHealthy,
-			LastUpdated:        now,
-			HealthCheckTimeout: 2 * d.cfg.HealthResend,
-		}
-		d.daemonHealthLocked(&dh)
+		dh := h.deviceHealth(node.Name, id, now)
+		h.daemonHealthLocked(&dh)
 		out = append(out, dh)
 	}
 	return out

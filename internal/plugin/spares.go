@@ -53,8 +53,15 @@ import (
 // controller can only add spares where they are wanted; taking a node's
 // assignment away only stops its refills.
 
-// fleetSpares is what the spares ConfigMap says about this node.
+// fleetSpares owns what the spares ConfigMap says about this node, and
+// its watch.
 type fleetSpares struct {
+	// cfg is the driver's; republish asks the publisher for a publish.
+	// Both are set before the watch starts; only read after.
+	cfg       Config
+	republish func()
+
+	// mu guards assigned, seen, listed and raw.
 	mu sync.Mutex
 	// assigned is the number of spares the controller assigned the node.
 	assigned int
@@ -75,11 +82,11 @@ func (f *fleetSpares) assignedSpares() int {
 
 // spareGPUs is the spare setting to publish with: the flag's, or in fleet
 // mode the number gpudra-controller assigned the node.
-func (d *Driver) spareGPUs() slicebuilder.SpareGPUs {
-	if !d.cfg.SpareGPUs.Fleet {
-		return d.cfg.SpareGPUs
+func (p *publisher) spareGPUs() slicebuilder.SpareGPUs {
+	if !p.cfg.SpareGPUs.Fleet {
+		return p.cfg.SpareGPUs
 	}
-	return slicebuilder.FleetAssigned(d.fleet.assignedSpares())
+	return slicebuilder.FleetAssigned(p.fleet.assignedSpares())
 }
 
 // checkFleetConfig says what fleet mode lacks, or nil (and nil outside
@@ -97,55 +104,54 @@ func (cfg Config) checkFleetConfig() error {
 	return nil
 }
 
-// startSparesWatch watches the spares ConfigMap in fleet mode; every
+// watch watches the spares ConfigMap in fleet mode; every
 // change of the node's number of spares republishes.
-func (d *Driver) startSparesWatch(ctx context.Context) {
-	if !d.cfg.SpareGPUs.Fleet {
+func (f *fleetSpares) watch(ctx context.Context, wg *sync.WaitGroup) {
+	if !f.cfg.SpareGPUs.Fleet {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	name := d.cfg.SparesConfigMap
-	factory := informers.NewSharedInformerFactoryWithOptions(d.cfg.KubeClient, 0,
-		informers.WithNamespace(d.cfg.Namespace),
+	name := f.cfg.SparesConfigMap
+	factory := informers.NewSharedInformerFactoryWithOptions(f.cfg.KubeClient, 0,
+		informers.WithNamespace(f.cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, name).String()
 		}))
 	inf := factory.Core().V1().ConfigMaps().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { d.sparesChanged(ctx, obj, false) },
-		UpdateFunc: func(_, obj any) { d.sparesChanged(ctx, obj, false) },
-		DeleteFunc: func(obj any) { d.sparesChanged(ctx, obj, true) },
+		AddFunc:    func(obj any) { f.changed(ctx, obj, false) },
+		UpdateFunc: func(_, obj any) { f.changed(ctx, obj, false) },
+		DeleteFunc: func(obj any) { f.changed(ctx, obj, true) },
 	}); err != nil {
 		// Without the handler the node keeps 0 spares assigned: the
 		// spares it published before stay, none are added.
-		logger.Error(err, "Watching the spares ConfigMap", "configMap", klog.KRef(d.cfg.Namespace, name))
+		logger.Error(err, "Watching the spares ConfigMap", "configMap", klog.KRef(f.cfg.Namespace, name))
 	}
 	factory.Start(ctx.Done())
-	d.wg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer d.wg.Done()
+		defer wg.Done()
 		<-ctx.Done()
 		factory.Shutdown()
 	}()
 }
 
-// sparesChanged reads the node's number of spares from an event of the
+// changed reads the node's number of spares from an event of the
 // spares ConfigMap (deleted: none) and republishes if it changed.
-func (d *Driver) sparesChanged(ctx context.Context, obj any, deleted bool) {
+func (f *fleetSpares) changed(ctx context.Context, obj any, deleted bool) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
 	cm, ok := obj.(*v1.ConfigMap)
 	// The API server sends only the selected object; a client that
 	// ignores field selectors (a fake one) sends every ConfigMap.
-	if !ok || cm.Name != d.cfg.SparesConfigMap {
+	if !ok || cm.Name != f.cfg.SparesConfigMap {
 		return
 	}
 	raw, listed := "", false
 	if !deleted {
-		raw, listed = cm.Data[d.cfg.NodeName]
+		raw, listed = cm.Data[f.cfg.NodeName]
 	}
-	f := &d.fleet
 	f.mu.Lock()
 	if f.seen && f.listed == listed && f.raw == raw {
 		f.mu.Unlock()
@@ -161,13 +167,13 @@ func (d *Driver) sparesChanged(ctx context.Context, obj any, deleted bool) {
 		// Asked before the new number can be seen, so that Published
 		// waits for the publish that uses it. (The GPUs published before
 		// stay published: a lower number only stops refills.)
-		d.askRepublish()
+		f.republish()
 	}
 	f.mu.Unlock()
 
-	logger := klog.FromContext(ctx).WithValues("configMap", klog.KRef(d.cfg.Namespace, d.cfg.SparesConfigMap))
+	logger := klog.FromContext(ctx).WithValues("configMap", klog.KRef(f.cfg.Namespace, f.cfg.SparesConfigMap))
 	if err != nil {
-		logger.Error(err, "The spares ConfigMap's entry for this node is not a number of spare GPUs; the node counts as assigned none", "key", d.cfg.NodeName, "value", sparesmap.ShortValue(raw))
+		logger.Error(err, "The spares ConfigMap's entry for this node is not a number of spare GPUs; the node counts as assigned none", "key", f.cfg.NodeName, "value", sparesmap.ShortValue(raw))
 	}
 	if n != before {
 		logger.Info("The spare GPUs gpudra-controller assigned this node changed", "spares", n, "before", before)

@@ -67,7 +67,7 @@ func TestStartFleetNeedsNamespace(t *testing.T) {
 func TestSparesChangedReadsTheOneFormat(t *testing.T) {
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
 	ctx := klog.NewContext(context.Background(), logger)
-	d := &Driver{cfg: Config{NodeName: "node-1", Namespace: "gpudra", SparesConfigMap: "spares"}}
+	f := &fleetSpares{cfg: Config{NodeName: "node-1", Namespace: "gpudra", SparesConfigMap: "spares"}, republish: func() {}}
 	cm := func(v string) *v1.ConfigMap {
 		return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "gpudra", Name: "spares"}, Data: map[string]string{"node-1": v}}
 	}
@@ -75,9 +75,9 @@ func TestSparesChangedReadsTheOneFormat(t *testing.T) {
 		value string
 		want  int
 	}{{" 2\n", 2}, {"1", 1}, {strings.Repeat("9", 64<<10), 0}, {"\t1 ", 1}} {
-		d.sparesChanged(ctx, cm(tc.value), false)
+		f.changed(ctx, cm(tc.value), false)
 		controller, _ := sparesmap.Decode(tc.value)
-		if got := d.fleet.assignedSpares(); got != tc.want || got != controller {
+		if got := f.assignedSpares(); got != tc.want || got != controller {
 			t.Errorf("%.20q: the plugin reads %d, the controller %d; want %d", tc.value, got, controller, tc.want)
 		}
 	}

@@ -26,7 +26,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -35,7 +34,7 @@ import (
 	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/idle"
-	"github.com/gpudra/gpudra/internal/slicebuilder"
+	"github.com/gpudra/gpudra/internal/nodestate"
 )
 
 // The plugin reads every GPU's (and every prepared MIG device's) use from
@@ -64,17 +63,44 @@ type telemetrySnapshot struct {
 	claims  []claimIdle
 }
 
-// telemetry is the sampler's state.
+// telemetry owns the sampling of the devices' use: the last pass, which
+// the collector exports, the idle tracker it feeds, and the pods each
+// prepared claim is reserved for.
 type telemetry struct {
-	tracker idle.Tracker
-	last    atomic.Pointer[telemetrySnapshot]
+	// What it reads, set by Start before the kubelet can call and before
+	// the sampling loop starts; only read after: cfg is the driver's, pub
+	// gives the inventory and the MIG instances gpudra did not create.
+	cfg     Config
+	state   *nodestate.State
+	pub     *publisher
+	health  *healthTracker
+	metrics *Instruments
 
+	// tracker is used by the sampling loop alone (sample).
+	tracker idle.Tracker
+	// last is the last pass: sample stores it, the collector loads it.
+	last atomic.Pointer[telemetrySnapshot]
+
+	// mu guards pods and seen.
 	mu sync.Mutex
 	// pods are the pods each claim (by UID) is reserved for, from the
 	// claim the kubelet handed to prepare (or, after a restart, read back
 	// once); seen is when the plugin first saw the claim prepared.
 	pods map[string]string
 	seen map[string]time.Time
+}
+
+func newTelemetry(cfg Config, state *nodestate.State, pub *publisher, health *healthTracker, metrics *Instruments) *telemetry {
+	return &telemetry{
+		cfg:     cfg,
+		state:   state,
+		pub:     pub,
+		health:  health,
+		metrics: metrics,
+		tracker: idle.Tracker{Threshold: cfg.IdleThreshold, After: cfg.IdleAfter},
+		pods:    map[string]string{},
+		seen:    map[string]time.Time{},
+	}
 }
 
 // rememberPods records the pods a claim is reserved for.
@@ -97,86 +123,115 @@ func reservedPods(claim *resourceapi.ResourceClaim) string {
 	return strings.Join(pods, ",")
 }
 
-// sampleLoop samples once per interval until ctx is done.
-func (d *Driver) sampleLoop(ctx context.Context) {
-	wait.UntilWithContext(ctx, func(ctx context.Context) { d.sample(ctx, time.Now()) }, d.cfg.TelemetryInterval)
+// loop samples once per TelemetryInterval until ctx is done.
+func (t *telemetry) loop(ctx context.Context) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) { t.sample(ctx, time.Now()) }, t.cfg.TelemetryInterval)
 }
 
-// sample reads every device once and replaces what the collector exports.
-func (d *Driver) sample(ctx context.Context, now time.Time) {
-	logger := klog.FromContext(ctx)
-	node := d.Node()
-	claims := d.state.Claims()
-	tel := &d.telemetry
+// sample reads every device once, feeds the idle tracker and replaces
+// what the collector exports.
+func (t *telemetry) sample(ctx context.Context, now time.Time) {
+	claims := t.state.Claims()
+	held := heldDevices(claims)
+	t.fillPods(ctx, claims)
+	pods, seen := t.notePrepared(now, claims)
+	snap := &telemetrySnapshot{}
+	var utilization map[string]*float64
+	snap.devices, utilization = t.sampleDevices(ctx, t.pub.currentNode(), held, pods)
+	t.tracker.Observe(now, utilization)
+	snap.claims = t.claimsIdle(now, claims, pods, seen)
+	t.last.Store(snap)
+}
 
-	// Who holds what: a device in a workload claim is labelled with it;
-	// admin access (a monitoring pod) does not hold a device.
-	type holder struct{ claim checkpoint.Claim }
-	holders := map[string]holder{} // by device name
-	migs := map[string]string{}    // MIG device name → MIG UUID
-	var migOrder []string
+// sampledDevices is who holds what a sampling pass reads: a device in a
+// workload claim is labelled with it; admin access (a monitoring pod)
+// does not hold a device.
+type sampledDevices struct {
+	holders  map[string]checkpoint.Claim // by device name
+	migs     map[string]string           // MIG device name → MIG UUID
+	migOrder []string                    // the MIG devices, as first met
+}
+
+// heldDevices is who holds the devices of the prepared claims, and the
+// MIG devices prepared.
+func heldDevices(claims []checkpoint.Claim) sampledDevices {
+	held := sampledDevices{holders: map[string]checkpoint.Claim{}, migs: map[string]string{}}
 	for _, c := range claims {
 		if c.State != checkpoint.PrepareCompleted {
 			continue
 		}
 		for _, dev := range c.Devices {
 			if dev.Mig != nil && dev.Mig.UUID != "" {
-				if _, dup := migs[dev.Device]; !dup {
-					migOrder = append(migOrder, dev.Device)
+				if _, dup := held.migs[dev.Device]; !dup {
+					held.migOrder = append(held.migOrder, dev.Device)
 				}
-				migs[dev.Device] = dev.Mig.UUID
+				held.migs[dev.Device] = dev.Mig.UUID
 			}
 			if !dev.AdminAccess {
-				holders[dev.Device] = holder{c}
+				held.holders[dev.Device] = c
 			}
 		}
 	}
-	d.fillPods(ctx, claims)
+	return held
+}
 
-	tel.mu.Lock()
+// notePrepared records when each prepared claim was first seen, forgets
+// the claims gone, and returns copies of the pods and first sightings.
+func (t *telemetry) notePrepared(now time.Time, claims []checkpoint.Claim) (pods map[string]string, seen map[string]time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, c := range claims {
-		if _, ok := tel.seen[c.UID]; !ok && c.State == checkpoint.PrepareCompleted {
-			tel.seen[c.UID] = now
+		if _, ok := t.seen[c.UID]; !ok && c.State == checkpoint.PrepareCompleted {
+			t.seen[c.UID] = now
 		}
 	}
-	for uid := range tel.seen {
+	for uid := range t.seen {
 		if !slices.ContainsFunc(claims, func(c checkpoint.Claim) bool { return c.UID == uid }) {
-			delete(tel.seen, uid)
-			delete(tel.pods, uid)
+			delete(t.seen, uid)
+			delete(t.pods, uid)
 		}
 	}
-	pods := maps.Clone(tel.pods)
-	seen := maps.Clone(tel.seen)
-	tel.mu.Unlock()
+	return maps.Clone(t.pods), maps.Clone(t.seen)
+}
 
-	snap := &telemetrySnapshot{}
+// sampleDevices reads every GPU of node and every MIG device prepared on
+// it once: their samples, labelled with who holds them, and their
+// utilization by UUID. A device that cannot be read is left out.
+func (t *telemetry) sampleDevices(ctx context.Context, node gpu.Node, held sampledDevices, pods map[string]string) ([]deviceUse, map[string]*float64) {
+	logger := klog.FromContext(ctx)
+	var devices []deviceUse
 	utilization := map[string]*float64{}
 	add := func(name, uuid, model string) {
-		s, err := d.cfg.Backend.Sample(uuid)
+		s, err := t.cfg.Backend.Sample(uuid)
 		if err != nil {
-			d.metrics.sampleErrors.Inc()
+			t.metrics.sampleErrors.Inc()
 			logger.V(3).Info("Sampling a device failed", "device", name, "uuid", uuid, "err", err)
 			return
 		}
 		utilization[uuid] = s.Utilization
 		u := deviceUse{device: name, uuid: uuid, model: model, sample: s}
-		if h, ok := holders[name]; ok {
-			u.namespace, u.claim, u.pods = h.claim.Namespace, h.claim.Name, pods[h.claim.UID]
+		if c, ok := held.holders[name]; ok {
+			u.namespace, u.claim, u.pods = c.Namespace, c.Name, pods[c.UID]
 		}
-		snap.devices = append(snap.devices, u)
+		devices = append(devices, u)
 	}
 	for _, g := range node.GPUs {
 		add(g.DeviceName(), g.UUID, g.ProductName)
 	}
-	for _, name := range migOrder {
+	for _, name := range held.migOrder {
 		model := ""
 		if md, ok := node.MigDeviceByName(name); ok {
 			model = md.Parent.ProductName
 		}
-		add(name, migs[name], model)
+		add(name, held.migs[name], model)
 	}
+	return devices, utilization
+}
 
-	tel.tracker.Observe(now, utilization)
+// claimsIdle is how long each prepared claim's devices have been idle,
+// for the claims the tracker knows enough of.
+func (t *telemetry) claimsIdle(now time.Time, claims []checkpoint.Claim, pods map[string]string, seen map[string]time.Time) []claimIdle {
+	var out []claimIdle
 	for _, c := range claims {
 		if c.State != checkpoint.PrepareCompleted {
 			continue
@@ -192,168 +247,33 @@ func (d *Driver) sample(ctx context.Context, now time.Time) {
 				uuids = append(uuids, dev.GPUUUID)
 			}
 		}
-		idleFor, known := tel.tracker.IdleFor(now, seen[c.UID], uuids)
+		idleFor, known := t.tracker.IdleFor(now, seen[c.UID], uuids)
 		if !known {
 			continue
 		}
-		snap.claims = append(snap.claims, claimIdle{namespace: c.Namespace, claim: c.Name, pods: pods[c.UID],
-			idleFor: idleFor, idle: tel.tracker.Idle(idleFor)})
+		out = append(out, claimIdle{namespace: c.Namespace, claim: c.Name, pods: pods[c.UID],
+			idleFor: idleFor, idle: t.tracker.Idle(idleFor)})
 	}
-	tel.last.Store(snap)
+	return out
 }
 
 // fillPods reads back, once, the pods of prepared claims the plugin has
 // not seen prepared since it started.
-func (d *Driver) fillPods(ctx context.Context, claims []checkpoint.Claim) {
-	tel := &d.telemetry
+func (t *telemetry) fillPods(ctx context.Context, claims []checkpoint.Claim) {
 	for _, c := range claims {
-		tel.mu.Lock()
-		_, known := tel.pods[c.UID]
-		tel.mu.Unlock()
+		t.mu.Lock()
+		_, known := t.pods[c.UID]
+		t.mu.Unlock()
 		if known || c.State != checkpoint.PrepareCompleted {
 			continue
 		}
 		pods := ""
-		obj, err := d.cfg.KubeClient.ResourceV1().ResourceClaims(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		obj, err := t.cfg.KubeClient.ResourceV1().ResourceClaims(c.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
 		if err == nil && string(obj.UID) == c.UID {
 			pods = reservedPods(obj)
 		}
-		tel.mu.Lock()
-		tel.pods[c.UID] = pods
-		tel.mu.Unlock()
+		t.mu.Lock()
+		t.pods[c.UID] = pods
+		t.mu.Unlock()
 	}
-}
-
-var (
-	descPreparedClaims  = MetricPreparedClaims.Desc()
-	descPreparedDevices = MetricPreparedDevices.Desc()
-	descUnhealthy       = MetricUnhealthyDevices.Desc()
-	descMPSDaemons      = MetricMPSDaemons.Desc()
-	descReady           = MetricReady.Desc()
-	descUtilization     = MetricDeviceUtilization.Desc()
-	descMemUtil         = MetricDeviceMemUtil.Desc()
-	descMemUsed         = MetricDeviceMemoryUsed.Desc()
-	descMemTotal        = MetricDeviceMemoryTotal.Desc()
-	descTemperature     = MetricDeviceTemperature.Desc()
-	descPower           = MetricDevicePower.Desc()
-	descClaimIdle       = MetricClaimIdleSeconds.Desc()
-	descClaimsIdle      = MetricClaimsIdle.Desc()
-	descDeviceInfo      = MetricDeviceInfo.Desc()
-	descSparesAssigned  = MetricMigSparesAssigned.Desc()
-	descNoDomain        = MetricNVLinkDomainUnavailable.Desc()
-	descDevicePlugin    = MetricDevicePluginConflict.Desc()
-)
-
-// deviceCollector exports the node state and the last sampling pass of
-// the started driver; until it has started, only that it is not ready.
-type deviceCollector struct{ d atomic.Pointer[Driver] }
-
-func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, desc := range []*prometheus.Desc{descPreparedClaims, descPreparedDevices, descUnhealthy, descMPSDaemons, descReady,
-		descUtilization, descMemUtil, descMemUsed, descMemTotal, descTemperature, descPower, descClaimIdle, descClaimsIdle,
-		descDeviceInfo, descSparesAssigned, descNoDomain, descDevicePlugin} {
-		ch <- desc
-	}
-}
-
-func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
-	}
-	d := c.d.Load()
-	if d == nil {
-		gauge(descReady, 0)
-		return
-	}
-	for _, info := range d.deviceInfo() {
-		gauge(descDeviceInfo, 1, info.labels()...)
-	}
-	prepared := 0
-	devices := map[[2]string]int{
-		{"gpu", "exclusive"}: 0, {"mig", "exclusive"}: 0, {"gpu", "admin"}: 0, {"mig", "admin"}: 0,
-	}
-	for _, cl := range d.state.Claims() {
-		if cl.State != checkpoint.PrepareCompleted {
-			continue
-		}
-		prepared++
-		for _, dev := range cl.Devices {
-			typ, access := "gpu", "exclusive"
-			switch {
-			case dev.Mig != nil:
-				typ = "mig"
-			case dev.Channel != nil:
-				typ = slicebuilder.TypeIMEXChannel
-			}
-			if dev.AdminAccess {
-				access = "admin"
-			}
-			devices[[2]string{typ, access}]++
-		}
-	}
-	gauge(descPreparedClaims, float64(prepared))
-	for k, n := range devices {
-		gauge(descPreparedDevices, float64(n), k[0], k[1])
-	}
-	gauge(descUnhealthy, float64(d.unhealthyCount()))
-	conflict := 0.0
-	if d.devicePluginFound() != nil {
-		conflict = 1
-	}
-	gauge(descDevicePlugin, conflict)
-	running, unhealthy := d.mpsDaemonStates()
-	gauge(descMPSDaemons, float64(running), "running")
-	gauge(descMPSDaemons, float64(unhealthy), "unhealthy")
-	ready := 0.0
-	if d.Ready() == nil {
-		ready = 1
-	}
-	gauge(descReady, ready)
-	if d.cfg.SpareGPUs.Fleet {
-		gauge(descSparesAssigned, float64(d.fleet.assignedSpares()))
-	}
-	if domain := d.currentDomain(); domain.Fabric {
-		for _, reason := range gpu.DomainReasons {
-			v := 0.0
-			if reason == domain.Reason {
-				v = 1
-			}
-			gauge(descNoDomain, v, string(reason))
-		}
-	}
-
-	snap := d.telemetry.last.Load()
-	if snap == nil {
-		return
-	}
-	for _, u := range snap.devices {
-		labels := []string{u.device, u.uuid, u.model, u.namespace, u.claim, u.pods}
-		s := u.sample
-		if s.Utilization != nil {
-			gauge(descUtilization, *s.Utilization, labels...)
-		}
-		if s.MemoryUtilization != nil {
-			gauge(descMemUtil, *s.MemoryUtilization, labels...)
-		}
-		if s.MemoryUsedBytes != nil {
-			gauge(descMemUsed, float64(*s.MemoryUsedBytes), labels...)
-		}
-		if s.MemoryTotalBytes != nil {
-			gauge(descMemTotal, float64(*s.MemoryTotalBytes), labels...)
-		}
-		if s.TemperatureCelsius != nil {
-			gauge(descTemperature, *s.TemperatureCelsius, labels...)
-		}
-		if s.PowerWatts != nil {
-			gauge(descPower, *s.PowerWatts, labels...)
-		}
-	}
-	idleClaims := 0
-	for _, cl := range snap.claims {
-		gauge(descClaimIdle, cl.idleFor.Seconds(), cl.namespace, cl.claim, cl.pods)
-		if cl.idle {
-			idleClaims++
-		}
-	}
-	gauge(descClaimsIdle, float64(idleClaims))
 }
