@@ -167,9 +167,15 @@ func TestLockOrder(t *testing.T) {
 	}
 }
 
+// isStateMethod reports whether fd is a method of State, or of a sharing
+// strategy (sharing.go) that is handed the State as s: both work on s the
+// same way.
 func isStateMethod(fd *ast.FuncDecl) bool {
 	if fd.Recv == nil || len(fd.Recv.List) != 1 {
 		return false
+	}
+	if id, ok := fd.Recv.List[0].Type.(*ast.Ident); ok && strings.HasSuffix(id.Name, "Strategy") {
+		return true
 	}
 	star, ok := fd.Recv.List[0].Type.(*ast.StarExpr)
 	if !ok {
@@ -217,7 +223,8 @@ func blocking(call *ast.CallExpr) string {
 	return ""
 }
 
-// stateCall is the name of the State method n calls on s, or "".
+// stateCall is the name of the State (or sharing strategy) method n
+// calls, or "".
 func stateCall(n ast.Node) string {
 	call, ok := n.(*ast.CallExpr)
 	if !ok {
@@ -229,6 +236,20 @@ func stateCall(n ast.Node) string {
 	}
 	if id, ok := sel.X.(*ast.Ident); ok && id.Name == "s" {
 		return sel.Sel.Name
+	}
+	// A sharing strategy's method, called on its receiver (m, t), on a
+	// literal ((mpsStrategy{})) or on the strategy a dispatch picked (st).
+	switch x := sel.X.(type) {
+	case *ast.Ident:
+		if x.Name == "m" || x.Name == "t" || x.Name == "st" {
+			return sel.Sel.Name
+		}
+	case *ast.ParenExpr:
+		if lit, ok := x.X.(*ast.CompositeLit); ok {
+			if id, ok := lit.Type.(*ast.Ident); ok && strings.HasSuffix(id.Name, "Strategy") {
+				return sel.Sel.Name
+			}
+		}
 	}
 	return ""
 }

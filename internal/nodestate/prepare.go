@@ -313,9 +313,7 @@ func (s *State) record(ref ClaimRef, planned []plannedDevice) (checkpoint.Claim,
 		d.Env = configEnv(p.Config)
 		d.Config = raw
 		d.CDIDeviceIDs = []string{s.opts.CDI.DeviceID(ref.UID, p.Result.Device)}
-		if p.Sharing != nil && p.Sharing.Strategy == checkpoint.SharingMPS {
-			d.Env = append(d.Env, mpsEnv(p.Sharing)...)
-		}
+		d.Env = append(d.Env, sharingEnv(p.Sharing)...)
 		c.Devices = append(c.Devices, d)
 	}
 	return c, nil

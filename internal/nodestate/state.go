@@ -174,8 +174,8 @@ type Hooks struct {
 	// operations waiting for it go on; an error is a crash at that point.
 	AfterCheckpointWrite func() error
 	// AfterSharingStep runs after each step of setting up or tearing
-	// down sharing (the Step* constants in sharing_mps.go), with the
-	// claim on whose behalf it ran.
+	// down sharing (SharingSteps in sharing.go), with the claim on whose
+	// behalf it ran.
 	AfterSharingStep func(claimUID, step string) error
 }
 
