@@ -148,9 +148,9 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 			continue // a channel has nothing to set up but its CDI spec
 		}
 		if p.Mig != nil {
-			err = claimplan.Wrap(claimplan.MIGSetup, s.prepareMig(ctx, &record, i))
+			err = claimplan.Wrap(claimplan.MIGSetup, (migPartitions{}).prepareMig(ctx, s, &record, i))
 		} else if !p.Admin() {
-			err = claimplan.Wrap(claimplan.WholeGPUSetup, s.prepareWhole(ctx, p.GPU))
+			err = claimplan.Wrap(claimplan.WholeGPUSetup, (migPartitions{}).prepareWhole(ctx, s, p.GPU))
 		}
 		if err == nil {
 			err = claimplan.Wrap(claimplan.SharingSetup, s.prepareSharing(ctx, &record, i))
@@ -407,7 +407,7 @@ func (s *State) writeSpec(c checkpoint.Claim) error {
 // holds the claim lock.
 func (s *State) ensurePrepared(ctx context.Context, c *checkpoint.Claim) (bool, error) {
 	rec := c.Clone()
-	recreated, err := s.ensureMig(ctx, &rec)
+	recreated, err := (migPartitions{}).ensureMig(ctx, s, &rec)
 	if err != nil {
 		return false, claimplan.Wrap(claimplan.MIGSetup, err)
 	}
@@ -448,7 +448,7 @@ func (s *State) rollback(ctx context.Context, ref ClaimRef) error {
 	if err := s.releaseSharing(ctx, ref.UID); err != nil {
 		return err
 	}
-	if err := s.destroyMigDevices(ctx, ref.UID); err != nil {
+	if err := (migPartitions{}).destroyMigDevices(ctx, s, ref.UID); err != nil {
 		return err
 	}
 	if err := s.putClaim(ref.UID, nil); err != nil {

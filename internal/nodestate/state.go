@@ -19,7 +19,6 @@ package nodestate
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -313,35 +312,6 @@ func (s *State) putClaimLocked(uid string, c *checkpoint.Claim) uint64 {
 func (s *State) putClaim(uid string, c *checkpoint.Claim) error {
 	s.mu.Lock()
 	gen := s.putClaimLocked(uid, c)
-	s.mu.Unlock()
-	return s.commit(gen)
-}
-
-// recordMigModeLocked adds the GPU to (on) or removes it from the GPUs
-// whose MIG mode gpudra enabled, and returns the generation to commit; 0,
-// which needs no commit, when the record already says so. The caller holds
-// s.mu and the GPU's lock.
-func (s *State) recordMigModeLocked(uuid string, on bool) uint64 {
-	if slices.Contains(s.cp.MigModeEnabled, uuid) == on {
-		return 0
-	}
-	set := func(on bool) {
-		list := slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == uuid })
-		if on {
-			list = append(list, uuid)
-			slices.Sort(list)
-		}
-		s.cp.MigModeEnabled = list
-	}
-	set(on)
-	return s.changedLocked(func() { set(!on) })
-}
-
-// recordMigMode is recordMigModeLocked followed by its commit. The caller
-// holds the GPU's lock, not s.mu.
-func (s *State) recordMigMode(uuid string, on bool) error {
-	s.mu.Lock()
-	gen := s.recordMigModeLocked(uuid, on)
 	s.mu.Unlock()
 	return s.commit(gen)
 }
