@@ -50,12 +50,6 @@ func placementOf(m *checkpoint.MigDevice) gpu.MigPlacement {
 	return gpu.MigPlacement{Start: m.PlacementStart, Size: m.PlacementSize}
 }
 
-// saveRecord writes the claim record as it now is. The caller holds the
-// claim lock; rec is the caller's copy.
-func (s *State) saveRecord(rec *checkpoint.Claim) error {
-	return s.putClaim(rec.UID, rec)
-}
-
 // migPartitions creates and destroys the MIG partitions of claims, and
 // switches MIG mode on and off for them. It keeps no state of its own:
 // every step is recorded first in the checkpoint the State holds (the
@@ -81,7 +75,7 @@ func (mp migPartitions) prepareMig(ctx context.Context, s *State, rec *checkpoin
 	}
 
 	m.Step = checkpoint.MigCreatingGPUInstance
-	if err := s.saveRecord(rec); err != nil {
+	if err := s.putClaim(rec.UID, rec); err != nil {
 		return fmt.Errorf("record MIG step: %w", err)
 	}
 	giID, err := hw.CreateGPUInstance(d.GPUUUID, m.ProfileID, placementOf(m))
@@ -89,7 +83,7 @@ func (mp migPartitions) prepareMig(ctx context.Context, s *State, rec *checkpoin
 		// Nothing was created: say so, so that no rollback goes looking
 		// for an instance at this placement (it may be someone else's).
 		m.Step = ""
-		if serr := s.saveRecord(rec); serr != nil {
+		if serr := s.putClaim(rec.UID, rec); serr != nil {
 			return fmt.Errorf("%w; recording that also failed: %v", err, serr)
 		}
 		return err
@@ -101,7 +95,7 @@ func (mp migPartitions) prepareMig(ctx context.Context, s *State, rec *checkpoin
 	}
 	m.GPUInstanceID = &giID
 	m.Step = checkpoint.MigCreatingComputeInstance
-	if err := s.saveRecord(rec); err != nil {
+	if err := s.putClaim(rec.UID, rec); err != nil {
 		return fmt.Errorf("record GPU instance %d: %w", giID, err)
 	}
 	ciID, err := hw.CreateComputeInstance(d.GPUUUID, giID)
@@ -120,7 +114,7 @@ func (mp migPartitions) prepareMig(ctx context.Context, s *State, rec *checkpoin
 	}
 	m.UUID = uuid
 	m.Step = checkpoint.MigCreated
-	if err := s.saveRecord(rec); err != nil {
+	if err := s.putClaim(rec.UID, rec); err != nil {
 		return fmt.Errorf("record compute instance %d: %w", ciID, err)
 	}
 	logger.V(2).Info("Created MIG device", "profile", m.Profile, "placementStart", m.PlacementStart, "gpuInstance", giID, "computeInstance", ciID, "uuid", uuid)
@@ -343,7 +337,7 @@ func (mp migPartitions) ensureMig(ctx context.Context, s *State, rec *checkpoint
 		changed = true
 	}
 	if changed {
-		if err := s.saveRecord(rec); err != nil {
+		if err := s.putClaim(rec.UID, rec); err != nil {
 			return false, err
 		}
 	}
@@ -358,7 +352,7 @@ func (s *State) AdminInstances() (map[string][]gpu.MigInstance, error) {
 	hw := s.opts.Hardware
 	var out map[string][]gpu.MigInstance
 	var errs []error
-	for _, g := range s.node().GPUs {
+	for _, g := range s.opts.Node.GPUs {
 		if g.MIG == nil {
 			continue
 		}

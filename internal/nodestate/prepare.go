@@ -57,7 +57,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	// Planning has no side effects and decodes configs, which takes a
 	// while: it runs outside s.mu so that it does not hold up the other
 	// claims. The claim lock keeps this claim's entry as read above.
-	planned, err := s.plan(ref, claim)
+	planned, err := p.plan(claim)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func (p *preparation) recordStarted(planned []plannedDevice, record *checkpoint.
 	s, ref := p.s, p.ref
 	record.State = checkpoint.PrepareStarted
 	s.mu.Lock()
-	if err := s.checkNotInUseLocked(ref, planned); err != nil {
+	if err := p.checkNotInUseLocked(planned); err != nil {
 		s.mu.Unlock()
 		return err
 	}
@@ -227,7 +227,7 @@ func (p *preparation) complete(ctx context.Context, record checkpoint.Claim) ([]
 		}
 	}
 	record.State = checkpoint.PrepareCompleted
-	if err := s.saveRecord(&record); err != nil {
+	if err := s.putClaim(record.UID, &record); err != nil {
 		if isCrash(err) {
 			return nil, err
 		}
@@ -274,7 +274,7 @@ func (p *preparation) prepareChannels(ctx context.Context, planned []plannedDevi
 	// The in-use check and the record under one hold of s.mu, as for
 	// every claim.
 	s.mu.Lock()
-	if err := s.checkNotInUseLocked(ref, planned); err != nil {
+	if err := p.checkNotInUseLocked(planned); err != nil {
 		s.mu.Unlock()
 		return nil, p.failChannels(err)
 	}
@@ -333,16 +333,17 @@ func (p *preparation) fail(ctx context.Context, err error) error {
 //
 // A device that memory or the file says is taken is taken: a claim
 // forgotten in memory frees its devices once that is on disk.
-func (s *State) checkNotInUseLocked(ref ClaimRef, planned []plannedDevice) error {
-	for _, p := range planned {
-		if err := s.checkShareFitsLocked(ref, p); err != nil {
+func (p *preparation) checkNotInUseLocked(planned []plannedDevice) error {
+	s, ref := p.s, p.ref
+	for _, pd := range planned {
+		if err := p.checkShareFitsLocked(pd); err != nil {
 			return err
 		}
 		var err error
 		s.heldLocked(ref.UID, func(uid string, other checkpoint.Claim) bool {
 			for _, d := range other.Devices {
 				holder := ClaimRef{UID: uid, Namespace: other.Namespace, Name: other.Name}
-				if r := claimplan.HeldConflict(p, d, holder.String()); r != nil {
+				if r := claimplan.HeldConflict(pd, d, holder.String()); r != nil {
 					err = fmt.Errorf("%s: %w", ref, r)
 					return true
 				}

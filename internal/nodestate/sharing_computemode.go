@@ -74,7 +74,7 @@ func (m mpsStrategy) mpsHoldsGPU(ctx context.Context, s *State, uuid string) boo
 		}
 	}
 	s.mu.Unlock()
-	g, ok := s.node().GPUByUUID(uuid)
+	g, ok := s.opts.Node.GPUByUUID(uuid)
 	if !ok || s.opts.MPS == nil {
 		return false
 	}
@@ -112,7 +112,7 @@ func (m mpsStrategy) restoreComputeModeLocked(ctx context.Context, s *State, cla
 		logger.Error(nil, "The compute mode recorded to restore is not one; restoring Default", "recorded", recorded)
 		mode = gpu.ComputeModeDefault
 	}
-	if _, present := s.node().GPUByUUID(uuid); present {
+	if _, present := s.opts.Node.GPUByUUID(uuid); present {
 		err := s.opts.Hardware.SetComputeMode(uuid, mode)
 		switch {
 		case errors.Is(err, gpu.ErrGPUGone):

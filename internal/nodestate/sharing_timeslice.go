@@ -141,7 +141,7 @@ func (t timeSlicingStrategy) restoreTimeSliceLocked(ctx context.Context, s *Stat
 	if !recorded || wanted {
 		return nil
 	}
-	if _, present := s.node().GPUByUUID(uuid); !present {
+	if _, present := s.opts.Node.GPUByUUID(uuid); !present {
 		// Taken out of the node: nothing to restore, and nothing could.
 		klog.FromContext(ctx).Info("The GPU whose time slice gpudra set is no longer on this node; forgetting it", "gpu", uuid)
 		return t.putTimeSlice(s, uuid, nil)

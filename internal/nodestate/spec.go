@@ -84,7 +84,7 @@ func (s *State) writeSpec(c checkpoint.Claim) error {
 			devices = append(devices, cdispec.Device{Name: d.Device, Edits: edits})
 			continue
 		}
-		g, ok := s.node().GPUByUUID(d.GPUUUID)
+		g, ok := s.opts.Node.GPUByUUID(d.GPUUUID)
 		if !ok {
 			return fmt.Errorf("write CDI spec: device %s: GPU %s is no longer present on this node", d.Device, d.GPUUUID)
 		}

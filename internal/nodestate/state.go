@@ -259,13 +259,17 @@ func New(opts Options) (*State, error) {
 
 // sharesPublished reports whether the node's GPUs are published as
 // shareable.
-func (s *State) sharesPublished() bool {
-	return s.opts.SharesPublished != nil && s.opts.SharesPublished()
+func (o *Options) sharesPublished() bool {
+	return o.SharesPublished != nil && o.SharesPublished()
 }
 
-// node is the inventory the plugin discovered at start-up; it does not
-// change while the plugin runs.
-func (s *State) node() gpu.Node { return s.opts.Node }
+// nvlinkDomain is the node's NVLink domain now ("" in none).
+func (o *Options) nvlinkDomain() string {
+	if o.NVLinkDomain == nil {
+		return ""
+	}
+	return o.NVLinkDomain()
+}
 
 // PreparedClaims returns the UIDs of the claims currently recorded, with
 // their state.
