@@ -177,29 +177,57 @@ func (m mpsStrategy) ensureDaemonLocked(ctx context.Context, s *State, claimUID 
 		}
 		logger.Info("MPS control daemon does not answer; replacing it", "err", err)
 	}
-	stale := known && rec.DeviceUUID != want
+	// Never adopt a daemon that does not answer, nor one that serves a
+	// device that was recreated (a reboot gave a MIG device a new UUID).
+	replace := current || (known && rec.DeviceUUID != want)
+	if rec, err = m.recordStarting(ctx, s, claimUID, d, daemon, rec, known); err != nil {
+		return err
+	}
+	if err := m.launch(ctx, s, claimUID, d, daemon, replace); err != nil {
+		return err
+	}
+	if rec.State != checkpoint.DaemonRunning {
+		rec.State = checkpoint.DaemonRunning
+		if err := m.putDaemon(s, id, &rec); err != nil {
+			return err
+		}
+		logger.V(2).Info("Started MPS control daemon", "device", want, "dir", daemon.Dir)
+	}
+	return s.step(claimUID, StepDaemonReady)
+}
+
+// recordStarting records the daemon before anything is done for it: as
+// Starting, or still Running when a running daemon is being replaced;
+// for a whole GPU, the compute mode to restore is remembered first. rec
+// and known are the daemon's record as it was; the new record is
+// returned. The caller holds the GPU lock.
+func (m mpsStrategy) recordStarting(ctx context.Context, s *State, claimUID string, d checkpoint.Device, daemon mps.Daemon, rec checkpoint.MPSDaemon, known bool) (checkpoint.MPSDaemon, error) {
 	var prevMode *int
 	if d.Mig == nil {
 		mode, err := m.rememberComputeModeLocked(ctx, s, d.GPUUUID)
 		if err != nil {
-			return fmt.Errorf("MPS daemon %s: %w", id, err)
+			return rec, fmt.Errorf("MPS daemon %s: %w", daemon.ID, err)
 		}
 		prevMode = &mode
 	}
 	if !known || rec.State == checkpoint.DaemonStopping {
-		rec = checkpoint.MPSDaemon{ID: id}
+		rec = checkpoint.MPSDaemon{ID: daemon.ID}
 	}
-	rec.GPUUUID, rec.DeviceUUID, rec.Dir, rec.PreviousComputeMode = d.GPUUUID, want, daemon.Dir, prevMode
+	rec.GPUUUID, rec.DeviceUUID, rec.Dir, rec.PreviousComputeMode = d.GPUUUID, deviceUUID(d), daemon.Dir, prevMode
 	if rec.State != checkpoint.DaemonRunning {
 		rec.State = checkpoint.DaemonStarting
 	}
-	if err := m.putDaemon(s, id, &rec); err != nil {
-		return err
+	if err := m.putDaemon(s, daemon.ID, &rec); err != nil {
+		return rec, err
 	}
-	if err := s.step(claimUID, StepDaemonRecorded); err != nil {
-		return err
-	}
+	return rec, s.step(claimUID, StepDaemonRecorded)
+}
 
+// launch makes the daemon's directories, sets a whole GPU to
+// exclusive-process, kills the daemon that runs when it is to be replaced
+// or does not answer, starts a new one and waits until it answers. The
+// caller holds the GPU lock.
+func (m mpsStrategy) launch(ctx context.Context, s *State, claimUID string, d checkpoint.Device, daemon mps.Daemon, replace bool) error {
 	if err := makeDaemonDirs(daemon); err != nil {
 		return err
 	}
@@ -207,20 +235,18 @@ func (m mpsStrategy) ensureDaemonLocked(ctx context.Context, s *State, claimUID 
 		// Set every time, not once: a reboot resets the compute mode
 		// while the record says Running.
 		if err := s.opts.Hardware.SetComputeMode(d.GPUUUID, gpu.ComputeModeExclusiveProcess); err != nil {
-			return fmt.Errorf("MPS daemon %s: %w", id, err)
+			return fmt.Errorf("MPS daemon %s: %w", daemon.ID, err)
 		}
 		if err := s.step(claimUID, StepComputeModeSet); err != nil {
 			return err
 		}
 	}
-	// Never adopt a daemon that does not answer, nor one that serves a
-	// device that was recreated (a reboot gave a MIG device a new UUID).
-	if stale || current || m.probe(ctx, s, daemon) != nil {
+	if replace || m.probe(ctx, s, daemon) != nil {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := s.opts.MPS.Kill(ctx, daemon); err != nil {
-			return fmt.Errorf("MPS daemon %s: kill the one that does not answer: %w", id, err)
+			return fmt.Errorf("MPS daemon %s: kill the one that does not answer: %w", daemon.ID, err)
 		}
 	}
 	if err := s.opts.MPS.Start(ctx, daemon); err != nil {
@@ -233,17 +259,7 @@ func (m mpsStrategy) ensureDaemonLocked(ctx context.Context, s *State, claimUID 
 	if timeout == 0 {
 		timeout = defaultMPSReadyTimeout
 	}
-	if err := mps.WaitReady(ctx, daemon, timeout); err != nil {
-		return err
-	}
-	if rec.State != checkpoint.DaemonRunning {
-		rec.State = checkpoint.DaemonRunning
-		if err := m.putDaemon(s, id, &rec); err != nil {
-			return err
-		}
-		logger.V(2).Info("Started MPS control daemon", "device", want, "dir", daemon.Dir)
-	}
-	return s.step(claimUID, StepDaemonReady)
+	return mps.WaitReady(ctx, daemon, timeout)
 }
 
 // makeDaemonDirs creates the daemon's directories, which may have been
