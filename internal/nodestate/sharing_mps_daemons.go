@@ -71,7 +71,7 @@ func (s *State) CheckDaemons(ctx context.Context) []DaemonHealth {
 	ids := slices.Sorted(maps.Keys(daemons))
 	out := make([]DaemonHealth, 0, len(ids))
 	var wg sync.WaitGroup
-	var mu sync.Mutex
+	var mu sync.Mutex // guards out, which the probes append to
 	for _, id := range ids {
 		rec := daemons[id]
 		if rec.State != checkpoint.DaemonRunning {

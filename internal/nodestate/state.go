@@ -185,7 +185,8 @@ type Hooks struct {
 type State struct {
 	opts Options
 
-	// mu guards cp and the generations in commits.
+	// mu guards cp and the generations in commits (commits.gen, pending,
+	// durable).
 	mu sync.Mutex
 	cp *checkpoint.Checkpoint
 	// commits makes changes to cp durable, in batches.
@@ -195,6 +196,8 @@ type State struct {
 	// (checkpointOnDisk); it is never cleared.
 	onDisk atomic.Bool
 
+	// claimLocks serialize, per claim UID, a claim's whole Prepare,
+	// Unprepare, rollback or spec repair (doc.go: the lock order).
 	claimLocks keyedMutex
 	// gpuLocks serialize, per GPU UUID, every change of a GPU's hardware
 	// state: MIG mode and instances, compute mode, time slice, its MPS
