@@ -19,11 +19,18 @@ package checkpoint
 // What GPU sharing changes on the node, recorded before it is changed so
 // that a plugin that dies half-way can finish or undo it at its next start.
 
-// Sharing strategies of a device, as recorded (the config API's values).
+// Sharing strategies of a device, as recorded. They are the config API's
+// values (configapi.SharingStrategy), kept as plain strings here so that
+// the file format does not depend on the API package: a rename there must
+// not change what old checkpoints mean. TestEveryStrategyIsComplete
+// (internal/nodestate) checks that the two lists agree.
 const (
 	SharingTimeSlicing = "TimeSlicing"
 	SharingMPS         = "MPS"
 )
+
+// SharingStrategies lists every strategy a record may name.
+var SharingStrategies = []string{SharingTimeSlicing, SharingMPS}
 
 // DeviceSharing is how a claim shares one of its devices.
 type DeviceSharing struct {

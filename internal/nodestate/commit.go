@@ -129,7 +129,7 @@ func (s *State) commit(gen uint64) error {
 		}
 		c.writing = true
 		c.mu.Unlock()
-		s.gatherArrivals()
+		c.gatherArrivals()
 		written, err := s.writeBatch()
 		c.mu.Lock()
 		c.writing = false
@@ -156,12 +156,12 @@ const defaultMaxGather = 2 * time.Millisecond
 // finds no other arriving and does not wait. Waiting changes only which
 // changes a batch carries, never what a caller may do before its change
 // is durable.
-func (s *State) gatherArrivals() {
-	if s.commits.arriving.Load() == 0 {
+func (c *commits) gatherArrivals() {
+	if c.arriving.Load() == 0 {
 		return
 	}
-	deadline := time.Now().Add(s.commits.maxGather)
-	for s.commits.arriving.Load() > 0 && time.Now().Before(deadline) {
+	deadline := time.Now().Add(c.maxGather)
+	for c.arriving.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Microsecond)
 	}
 }

@@ -66,6 +66,26 @@ limitations under the License.
 // (State.mu, or the GPU's lock). TestLockOrder checks these rules on the
 // source.
 //
+// # Where things are
+//
+// State (state.go) is the node's checkpoint in memory, its locks and its
+// public methods. The parts that change the node keep no state of their
+// own: what they change is recorded in that checkpoint, so they are
+// types whose methods are handed the State.
+//
+//   - prepare.go: Prepare, one preparation (a prepare in progress) step by
+//     step; plan.go and shares.go, its checks; spec.go, the claim's CDI
+//     spec; unprepare.go, rollback in prepare.go.
+//   - mig.go: migPartitions, MIG partitions and MIG mode.
+//   - sharing.go: the one dispatch on a device's sharing strategy, and
+//     the sharingStrategy interface; sharing_mps*.go (mpsStrategy: the
+//     daemon, its client environment, its start-up reconcile, the
+//     plugin's health checks) with sharing_computemode.go;
+//     sharing_timeslice.go (timeSlicingStrategy). docs/development.md,
+//     "Add a sharing strategy", lists every file a new strategy touches.
+//   - commit.go: the group commit that makes changes durable.
+//   - reconcile.go: start-up; specwatch.go, specs lost while running.
+//
 // The package knows nothing of gRPC or the kubelet: the plugin layer calls
 // Prepare and Unprepare and translates the results.
 package nodestate

@@ -21,12 +21,17 @@ import "sync"
 // keyedMutex serializes work per key (a claim UID) without serializing
 // different keys against each other.
 type keyedMutex struct {
+	// mu guards locks (and each entry's refs); held only to find, count
+	// and drop entries, never while a key is waited for.
 	mu    sync.Mutex
 	locks map[string]*keyedEntry
 }
 
+// keyedEntry is one key's lock, kept while anyone holds or waits for it.
 type keyedEntry struct {
-	mu   sync.Mutex
+	// mu is the key's lock: held by whoever does the key's work.
+	mu sync.Mutex
+	// refs counts the holders and waiters; guarded by keyedMutex.mu.
 	refs int
 }
 

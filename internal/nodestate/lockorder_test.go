@@ -22,6 +22,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -167,9 +168,19 @@ func TestLockOrder(t *testing.T) {
 	}
 }
 
+// isStateMethod reports whether fd is a method of State, or of a type
+// that keeps no state of its own and is handed the State as s (the
+// sharing strategies, migPartitions): both work on s the same way.
 func isStateMethod(fd *ast.FuncDecl) bool {
 	if fd.Recv == nil || len(fd.Recv.List) != 1 {
 		return false
+	}
+	for _, p := range fd.Type.Params.List {
+		if star, ok := p.Type.(*ast.StarExpr); ok && slices.ContainsFunc(p.Names, func(n *ast.Ident) bool { return n.Name == "s" }) {
+			if id, ok := star.X.(*ast.Ident); ok && id.Name == "State" {
+				return true
+			}
+		}
 	}
 	star, ok := fd.Recv.List[0].Type.(*ast.StarExpr)
 	if !ok {
@@ -217,7 +228,8 @@ func blocking(call *ast.CallExpr) string {
 	return ""
 }
 
-// stateCall is the name of the State method n calls on s, or "".
+// stateCall is the name of the State (or sharing strategy) method n
+// calls, or "".
 func stateCall(n ast.Node) string {
 	call, ok := n.(*ast.CallExpr)
 	if !ok {
@@ -229,6 +241,13 @@ func stateCall(n ast.Node) string {
 	}
 	if id, ok := sel.X.(*ast.Ident); ok && id.Name == "s" {
 		return sel.Sel.Name
+	}
+	// A method of a type that is handed the State (isStateMethod): it is
+	// called with s as its first argument, or its second after ctx.
+	for i, arg := range call.Args {
+		if id, ok := arg.(*ast.Ident); i < 2 && ok && id.Name == "s" {
+			return sel.Sel.Name
+		}
 	}
 	return ""
 }

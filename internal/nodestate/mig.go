@@ -50,17 +50,19 @@ func placementOf(m *checkpoint.MigDevice) gpu.MigPlacement {
 	return gpu.MigPlacement{Start: m.PlacementStart, Size: m.PlacementSize}
 }
 
-// saveRecord writes the claim record as it now is. The caller holds the
-// claim lock; rec is the caller's copy.
-func (s *State) saveRecord(rec *checkpoint.Claim) error {
-	return s.putClaim(rec.UID, rec)
-}
+// migPartitions creates and destroys the MIG partitions of claims, and
+// switches MIG mode on and off for them. It keeps no state of its own:
+// every step is recorded first in the checkpoint the State holds (the
+// claim's MigDevice records, Checkpoint.MigModeEnabled), so that a
+// rollback destroys exactly what was created; its methods take that
+// State. See docs/mig.md.
+type migPartitions struct{}
 
 // prepareMig creates device i's MIG partition: MIG mode on where needed,
 // the GPU instance at exactly the allocated placement, then its compute
 // instance, recording each step before and after. Operations on one GPU
 // are serialized.
-func (s *State) prepareMig(ctx context.Context, rec *checkpoint.Claim, i int) error {
+func (mp migPartitions) prepareMig(ctx context.Context, s *State, rec *checkpoint.Claim, i int) error {
 	hw := s.opts.Hardware
 	d := &rec.Devices[i]
 	m := d.Mig
@@ -68,12 +70,12 @@ func (s *State) prepareMig(ctx context.Context, rec *checkpoint.Claim, i int) er
 	defer unlock()
 	logger := klog.FromContext(ctx).WithValues("device", d.Device, "gpu", d.GPUUUID)
 
-	if err := s.ensureMigModeLocked(ctx, hw, rec.UID, d.GPUUUID); err != nil {
+	if err := mp.ensureMigModeLocked(ctx, s, hw, rec.UID, d.GPUUUID); err != nil {
 		return err
 	}
 
 	m.Step = checkpoint.MigCreatingGPUInstance
-	if err := s.saveRecord(rec); err != nil {
+	if err := s.putClaim(rec.UID, rec); err != nil {
 		return fmt.Errorf("record MIG step: %w", err)
 	}
 	giID, err := hw.CreateGPUInstance(d.GPUUUID, m.ProfileID, placementOf(m))
@@ -81,7 +83,7 @@ func (s *State) prepareMig(ctx context.Context, rec *checkpoint.Claim, i int) er
 		// Nothing was created: say so, so that no rollback goes looking
 		// for an instance at this placement (it may be someone else's).
 		m.Step = ""
-		if serr := s.saveRecord(rec); serr != nil {
+		if serr := s.putClaim(rec.UID, rec); serr != nil {
 			return fmt.Errorf("%w; recording that also failed: %v", err, serr)
 		}
 		return err
@@ -93,7 +95,7 @@ func (s *State) prepareMig(ctx context.Context, rec *checkpoint.Claim, i int) er
 	}
 	m.GPUInstanceID = &giID
 	m.Step = checkpoint.MigCreatingComputeInstance
-	if err := s.saveRecord(rec); err != nil {
+	if err := s.putClaim(rec.UID, rec); err != nil {
 		return fmt.Errorf("record GPU instance %d: %w", giID, err)
 	}
 	ciID, err := hw.CreateComputeInstance(d.GPUUUID, giID)
@@ -112,7 +114,7 @@ func (s *State) prepareMig(ctx context.Context, rec *checkpoint.Claim, i int) er
 	}
 	m.UUID = uuid
 	m.Step = checkpoint.MigCreated
-	if err := s.saveRecord(rec); err != nil {
+	if err := s.putClaim(rec.UID, rec); err != nil {
 		return fmt.Errorf("record compute instance %d: %w", ciID, err)
 	}
 	logger.V(2).Info("Created MIG device", "profile", m.Profile, "placementStart", m.PlacementStart, "gpuInstance", giID, "computeInstance", ciID, "uuid", uuid)
@@ -122,7 +124,7 @@ func (s *State) prepareMig(ctx context.Context, rec *checkpoint.Claim, i int) er
 // ensureMigModeLocked turns MIG mode on where it is off, recording first
 // that gpudra did, so that it is turned off again once unused even if the
 // plugin dies right after. The caller holds the GPU lock.
-func (s *State) ensureMigModeLocked(ctx context.Context, hw Hardware, claimUID, uuid string) error {
+func (mp migPartitions) ensureMigModeLocked(ctx context.Context, s *State, hw Hardware, claimUID, uuid string) error {
 	on, _, err := hw.MigMode(uuid)
 	if err != nil {
 		return err
@@ -130,7 +132,7 @@ func (s *State) ensureMigModeLocked(ctx context.Context, hw Hardware, claimUID, 
 	if on {
 		return nil
 	}
-	if err := s.recordMigMode(uuid, true); err != nil {
+	if err := mp.recordMigMode(s, uuid, true); err != nil {
 		return fmt.Errorf("record MIG mode change: %w", err)
 	}
 	if err := hw.SetMigMode(uuid, true); err != nil {
@@ -150,10 +152,10 @@ func (s *State) ensureMigModeLocked(ctx context.Context, hw Hardware, claimUID, 
 // uses the GPU. An instance is looked up by placement only when the
 // checkpoint says its creation was under way: that instance can only be
 // this claim's, because the placement was free when it was allocated.
-func (s *State) destroyMig(ctx context.Context, claimUID string, d checkpoint.Device) error {
+func (mp migPartitions) destroyMig(ctx context.Context, s *State, claimUID string, d checkpoint.Device) error {
 	unlock := s.gpuLocks.lock(d.GPUUUID)
 	defer unlock()
-	err := s.destroyMigLocked(ctx, claimUID, d)
+	err := mp.destroyMigLocked(ctx, s, claimUID, d)
 	if errors.Is(err, gpu.ErrGPUGone) {
 		// Taken out, or fallen off the bus: the reset or reboot that
 		// brings a lost GPU back destroys its instances, so there is
@@ -167,7 +169,7 @@ func (s *State) destroyMig(ctx context.Context, claimUID string, d checkpoint.De
 }
 
 // destroyMigLocked is destroyMig under the GPU lock.
-func (s *State) destroyMigLocked(ctx context.Context, claimUID string, d checkpoint.Device) error {
+func (mp migPartitions) destroyMigLocked(ctx context.Context, s *State, claimUID string, d checkpoint.Device) error {
 	hw := s.opts.Hardware
 	m := d.Mig
 	pl := placementOf(m)
@@ -178,7 +180,7 @@ func (s *State) destroyMigLocked(ctx context.Context, claimUID string, d checkpo
 			return err
 		}
 		for _, inst := range insts {
-			if inst.ProfileID == m.ProfileID && inst.Placement == pl && !s.recordedElsewhere(claimUID, d.GPUUUID, inst) {
+			if inst.ProfileID == m.ProfileID && inst.Placement == pl && !mp.recordedElsewhere(s, claimUID, d.GPUUUID, inst) {
 				id := inst.GIID
 				giID = &id
 			}
@@ -195,12 +197,12 @@ func (s *State) destroyMigLocked(ctx context.Context, claimUID string, d checkpo
 		}
 		klog.FromContext(ctx).V(2).Info("Destroyed MIG device", "device", d.Device, "gpu", d.GPUUUID, "gpuInstance", *giID)
 	}
-	return s.maybeDisableMigModeLocked(ctx, hw, claimUID, d.GPUUUID)
+	return mp.maybeDisableMigModeLocked(ctx, s, hw, claimUID, d.GPUUUID)
 }
 
 // recordedElsewhere reports whether another claim's record, in memory or
 // on disk, holds inst.
-func (s *State) recordedElsewhere(claimUID, uuid string, inst gpu.MigInstance) bool {
+func (mp migPartitions) recordedElsewhere(s *State, claimUID, uuid string, inst gpu.MigInstance) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	found := false
@@ -218,10 +220,10 @@ func (s *State) recordedElsewhere(claimUID, uuid string, inst gpu.MigInstance) b
 // maybeDisableMigModeLocked turns MIG mode off on a GPU that gpudra put in
 // MIG mode, once no claim but except has a device on it and no instance
 // is left (an admin's would keep it on). The caller holds the GPU lock.
-func (s *State) maybeDisableMigModeLocked(ctx context.Context, hw Hardware, except, uuid string) error {
+func (mp migPartitions) maybeDisableMigModeLocked(ctx context.Context, s *State, hw Hardware, except, uuid string) error {
 	s.mu.Lock()
 	ours := slices.Contains(s.cp.MigModeEnabled, uuid)
-	used := s.gpuUsedLocked(except, uuid)
+	used := mp.gpuUsedLocked(s, except, uuid)
 	s.mu.Unlock()
 	if !ours || used {
 		return nil
@@ -243,7 +245,7 @@ func (s *State) maybeDisableMigModeLocked(ctx context.Context, hw Hardware, exce
 		}
 		klog.FromContext(ctx).Info("Disabled MIG mode that gpudra had enabled", "gpu", uuid)
 	}
-	return s.recordMigMode(uuid, false)
+	return mp.recordMigMode(s, uuid, false)
 }
 
 // gpuUsedLocked reports whether any claim but except, and but those being
@@ -256,7 +258,7 @@ func (s *State) maybeDisableMigModeLocked(ctx context.Context, hw Hardware, exce
 // mode on when the last claims of a GPU unprepared together: the last to
 // destroy its partition saw the other, which had destroyed its own but
 // was not forgotten yet (TestMigModeOffWhenUnpreparesOverlap).
-func (s *State) gpuUsedLocked(except, uuid string) bool {
+func (mp migPartitions) gpuUsedLocked(s *State, except, uuid string) bool {
 	for uid, c := range s.cp.Claims {
 		if uid == except || c.State == checkpoint.UnprepareStarted {
 			continue
@@ -274,7 +276,7 @@ func (s *State) gpuUsedLocked(except, uuid string) bool {
 // be off for CUDA to see the GPU as one device. gpudra turns it off where
 // that needs no reset and no instance exists; otherwise the prepare fails
 // and says why.
-func (s *State) prepareWhole(ctx context.Context, g gpu.GPU) error {
+func (mp migPartitions) prepareWhole(ctx context.Context, s *State, g gpu.GPU) error {
 	if g.MIG == nil {
 		return nil
 	}
@@ -299,14 +301,14 @@ func (s *State) prepareWhole(ctx context.Context, g gpu.GPU) error {
 		return fmt.Errorf("GPU %s: disable MIG mode: %w", g.DeviceName(), err)
 	}
 	klog.FromContext(ctx).Info("Disabled MIG mode to hand out the whole GPU", "gpu", g.UUID)
-	return s.recordMigMode(g.UUID, false)
+	return mp.recordMigMode(s, g.UUID, false)
 }
 
 // ensureMig recreates the MIG partitions of a prepared claim that are gone
 // (a reboot or GPU reset destroys every instance), at the same placements,
 // and reports whether it did: the claim's CDI spec must then be rewritten
 // with the new instances. The caller holds the claim lock.
-func (s *State) ensureMig(ctx context.Context, rec *checkpoint.Claim) (bool, error) {
+func (mp migPartitions) ensureMig(ctx context.Context, s *State, rec *checkpoint.Claim) (bool, error) {
 	changed := false
 	for i := range rec.Devices {
 		d := &rec.Devices[i]
@@ -329,13 +331,13 @@ func (s *State) ensureMig(ctx context.Context, rec *checkpoint.Claim) (bool, err
 		}
 		klog.FromContext(ctx).Info("Recreating a prepared claim's MIG device that is gone", "claim", klog.KRef(rec.Namespace, rec.Name), "device", d.Device)
 		d.Mig.GPUInstanceID, d.Mig.ComputeInstanceID, d.Mig.UUID, d.Mig.Step = nil, nil, "", ""
-		if err := s.prepareMig(ctx, rec, i); err != nil {
+		if err := mp.prepareMig(ctx, s, rec, i); err != nil {
 			return false, err
 		}
 		changed = true
 	}
 	if changed {
-		if err := s.saveRecord(rec); err != nil {
+		if err := s.putClaim(rec.UID, rec); err != nil {
 			return false, err
 		}
 	}
@@ -350,7 +352,7 @@ func (s *State) AdminInstances() (map[string][]gpu.MigInstance, error) {
 	hw := s.opts.Hardware
 	var out map[string][]gpu.MigInstance
 	var errs []error
-	for _, g := range s.node().GPUs {
+	for _, g := range s.opts.Node.GPUs {
 		if g.MIG == nil {
 			continue
 		}
@@ -360,7 +362,7 @@ func (s *State) AdminInstances() (map[string][]gpu.MigInstance, error) {
 			continue
 		}
 		for _, inst := range insts {
-			if !s.accountedFor(g.UUID, inst) {
+			if !(migPartitions{}).accountedFor(s, g.UUID, inst) {
 				if out == nil {
 					out = map[string][]gpu.MigInstance{}
 				}
@@ -373,7 +375,7 @@ func (s *State) AdminInstances() (map[string][]gpu.MigInstance, error) {
 
 // accountedFor reports whether a claim's record, in memory or on disk,
 // holds the instance, or is creating one at its placement.
-func (s *State) accountedFor(uuid string, inst gpu.MigInstance) bool {
+func (mp migPartitions) accountedFor(s *State, uuid string, inst gpu.MigInstance) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	found := false
@@ -394,7 +396,7 @@ func (s *State) accountedFor(uuid string, inst gpu.MigInstance) bool {
 
 // destroyMigDevices destroys the MIG devices of the claim as recorded, in
 // reverse order, and forgets each one's IDs in the record as it goes.
-func (s *State) destroyMigDevices(ctx context.Context, claimUID string) error {
+func (mp migPartitions) destroyMigDevices(ctx context.Context, s *State, claimUID string) error {
 	s.mu.Lock()
 	c, ok := s.cp.Claims[claimUID]
 	s.mu.Unlock()
@@ -406,7 +408,7 @@ func (s *State) destroyMigDevices(ctx context.Context, claimUID string) error {
 		if d.Mig == nil {
 			continue
 		}
-		if err := s.destroyMig(ctx, claimUID, d); err != nil {
+		if err := mp.destroyMig(ctx, s, claimUID, d); err != nil {
 			return fmt.Errorf("device %s: destroy MIG device: %w", d.Device, err)
 		}
 		if h := s.opts.Hooks.AfterMigDeviceDestroyed; h != nil && c.State == checkpoint.UnprepareStarted {
@@ -435,4 +437,33 @@ func (s *State) markUnprepareStarted(claimUID string) error {
 		return fmt.Errorf("record UnprepareStarted: %w", err)
 	}
 	return nil
+}
+
+// recordMigModeLocked adds the GPU to (on) or removes it from the GPUs
+// whose MIG mode gpudra enabled, and returns the generation to commit; 0,
+// which needs no commit, when the record already says so. The caller holds
+// s.mu and the GPU's lock.
+func (mp migPartitions) recordMigModeLocked(s *State, uuid string, on bool) uint64 {
+	if slices.Contains(s.cp.MigModeEnabled, uuid) == on {
+		return 0
+	}
+	set := func(on bool) {
+		list := slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == uuid })
+		if on {
+			list = append(list, uuid)
+			slices.Sort(list)
+		}
+		s.cp.MigModeEnabled = list
+	}
+	set(on)
+	return s.changedLocked(func() { set(!on) })
+}
+
+// recordMigMode is recordMigModeLocked followed by its commit. The caller
+// holds the GPU's lock, not s.mu.
+func (mp migPartitions) recordMigMode(s *State, uuid string, on bool) error {
+	s.mu.Lock()
+	gen := mp.recordMigModeLocked(s, uuid, on)
+	s.mu.Unlock()
+	return s.commit(gen)
 }

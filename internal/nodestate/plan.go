@@ -33,25 +33,18 @@ type plannedDevice = claimplan.Device
 // check and the admission webhook make too). It has no side effects, so a
 // claim with a bad config, a device this node does not have, or devices
 // that overlap each other fails before anything is recorded or created.
-func (s *State) plan(ref ClaimRef, claim *resourceapi.ResourceClaim) ([]plannedDevice, error) {
+func (p *preparation) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, error) {
+	s, ref := p.s, p.ref
 	planned, err := claimplan.Plan(claimplan.Options{
 		DriverName:      s.opts.DriverName,
-		Node:            s.node(),
+		Node:            s.opts.Node,
 		MPS:             s.opts.MPS != nil,
-		SharesPublished: s.sharesPublished(),
+		SharesPublished: s.opts.sharesPublished(),
 		ShareSharing:    s.opts.ShareSharing,
-		NVLinkDomain:    s.nvlinkDomain(),
+		NVLinkDomain:    s.opts.nvlinkDomain(),
 	}, claim)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
 	return planned, nil
-}
-
-// nvlinkDomain is the node's NVLink domain now ("" in none).
-func (s *State) nvlinkDomain() string {
-	if s.opts.NVLinkDomain == nil {
-		return ""
-	}
-	return s.opts.NVLinkDomain()
 }

@@ -26,8 +26,9 @@ import (
 // checkShareFitsLocked refuses a share that does not fit in its GPU beside
 // the shares other claims hold of it (in memory or on disk;
 // claimplan.OverSubscribed). The caller holds s.mu.
-func (s *State) checkShareFitsLocked(ref ClaimRef, p plannedDevice) error {
-	if p.Result.ShareID == nil || p.Admin() {
+func (p *preparation) checkShareFitsLocked(pd plannedDevice) error {
+	s, ref := p.s, p.ref
+	if pd.Result.ShareID == nil || pd.Admin() {
 		return nil
 	}
 	type held struct{ memory, sms int64 }
@@ -35,7 +36,7 @@ func (s *State) checkShareFitsLocked(ref ClaimRef, p plannedDevice) error {
 	s.heldLocked(ref.UID, func(uid string, c checkpoint.Claim) bool {
 		var mem, sms int64
 		for _, d := range c.Devices {
-			if d.Device == p.Result.Device && d.ShareID != "" && !d.AdminAccess {
+			if d.Device == pd.Result.Device && d.ShareID != "" && !d.AdminAccess {
 				mem += d.ShareMemoryBytes
 				sms += d.ShareMultiprocessors
 			}
@@ -49,7 +50,7 @@ func (s *State) checkShareFitsLocked(ref ClaimRef, p plannedDevice) error {
 		usedMem += h.memory
 		usedSMs += h.sms
 	}
-	if r := claimplan.OverSubscribed(p, usedMem, usedSMs); r != nil {
+	if r := claimplan.OverSubscribed(pd, usedMem, usedSMs); r != nil {
 		return fmt.Errorf("%s: %w", ref, r)
 	}
 	return nil

@@ -40,7 +40,7 @@ import (
 // rememberComputeModeLocked returns the compute mode to restore on the
 // GPU, recording it first if gpudra has not changed the mode yet. The
 // caller holds the GPU lock.
-func (s *State) rememberComputeModeLocked(ctx context.Context, uuid string) (int, error) {
+func (m mpsStrategy) rememberComputeModeLocked(ctx context.Context, s *State, uuid string) (int, error) {
 	s.mu.Lock()
 	mode, ok := s.cp.ComputeModes[uuid]
 	s.mu.Unlock()
@@ -52,12 +52,12 @@ func (s *State) rememberComputeModeLocked(ctx context.Context, uuid string) (int
 		return 0, err
 	}
 	mode = int(cur)
-	if cur == gpu.ComputeModeExclusiveProcess && s.mpsHoldsGPU(ctx, uuid) {
+	if cur == gpu.ComputeModeExclusiveProcess && m.mpsHoldsGPU(ctx, s, uuid) {
 		klog.FromContext(ctx).Info("GPU is in exclusive-process compute mode under gpudra's MPS and no record says what it was before; it will be put back to Default, the mode it boots in",
 			"gpu", uuid)
 		mode = int(gpu.ComputeModeDefault)
 	}
-	if err := s.putComputeMode(uuid, &mode); err != nil {
+	if err := m.putComputeMode(s, uuid, &mode); err != nil {
 		return 0, err
 	}
 	return mode, nil
@@ -65,7 +65,7 @@ func (s *State) rememberComputeModeLocked(ctx context.Context, uuid string) (int
 
 // mpsHoldsGPU reports whether gpudra runs, or recorded, an MPS daemon of
 // the whole GPU: then its exclusive-process mode is gpudra's doing.
-func (s *State) mpsHoldsGPU(ctx context.Context, uuid string) bool {
+func (m mpsStrategy) mpsHoldsGPU(ctx context.Context, s *State, uuid string) bool {
 	s.mu.Lock()
 	for _, d := range s.cp.MPSDaemons {
 		if d.GPUUUID == uuid {
@@ -74,7 +74,7 @@ func (s *State) mpsHoldsGPU(ctx context.Context, uuid string) bool {
 		}
 	}
 	s.mu.Unlock()
-	g, ok := s.node().GPUByUUID(uuid)
+	g, ok := s.opts.Node.GPUByUUID(uuid)
 	if !ok || s.opts.MPS == nil {
 		return false
 	}
@@ -99,7 +99,7 @@ func (s *State) mpsHoldsGPU(ctx context.Context, uuid string) bool {
 // node, or has fallen off the bus, cannot be set and needs nothing: the
 // reset or reboot that brings it back resets its mode. The caller holds
 // the GPU lock.
-func (s *State) restoreComputeModeLocked(ctx context.Context, claimUID, uuid string) error {
+func (m mpsStrategy) restoreComputeModeLocked(ctx context.Context, s *State, claimUID, uuid string) error {
 	s.mu.Lock()
 	recorded, ok := s.cp.ComputeModes[uuid]
 	s.mu.Unlock()
@@ -112,7 +112,7 @@ func (s *State) restoreComputeModeLocked(ctx context.Context, claimUID, uuid str
 		logger.Error(nil, "The compute mode recorded to restore is not one; restoring Default", "recorded", recorded)
 		mode = gpu.ComputeModeDefault
 	}
-	if _, present := s.node().GPUByUUID(uuid); present {
+	if _, present := s.opts.Node.GPUByUUID(uuid); present {
 		err := s.opts.Hardware.SetComputeMode(uuid, mode)
 		switch {
 		case errors.Is(err, gpu.ErrGPUGone):
@@ -128,7 +128,7 @@ func (s *State) restoreComputeModeLocked(ctx context.Context, claimUID, uuid str
 	} else {
 		logger.Info("The GPU whose compute mode gpudra changed is no longer on this node; forgetting the mode")
 	}
-	return s.putComputeMode(uuid, nil)
+	return m.putComputeMode(s, uuid, nil)
 }
 
 func validComputeMode(m gpu.ComputeMode) bool {
@@ -142,7 +142,7 @@ func validComputeMode(m gpu.ComputeMode) bool {
 // putComputeMode records (or, with mode nil, forgets) the mode to restore
 // on a GPU and waits until the checkpoint holds it; a failed write takes
 // the change back out. The caller holds the GPU's lock.
-func (s *State) putComputeMode(uuid string, mode *int) error {
+func (m mpsStrategy) putComputeMode(s *State, uuid string, mode *int) error {
 	s.mu.Lock()
 	gen := putEntryLocked(s, &s.cp.ComputeModes, uuid, mode)
 	s.mu.Unlock()

@@ -17,15 +17,11 @@ limitations under the License.
 package nodestate
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -76,29 +72,45 @@ const (
 	StepDaemonStopping      = "MPSDaemonStoppingRecorded"
 	StepDaemonStopped       = "MPSDaemonStopped"
 	StepComputeModeRestored = "ComputeModeRestored"
-	StepTimeSliceRecorded   = "TimeSliceRecorded"
-	StepTimeSliceSet        = "TimeSliceSet"
-	StepTimeSliceRestored   = "TimeSliceRestored"
+)
+
+const (
 	defaultMPSReadyTimeout  = 60 * time.Second
 	restartReadyBudget      = 10 * time.Second
 	mpsDirPermissions       = 0o755
 	shmDirPermissionsForMPS = 0o1777
 )
 
-// SharingSteps lists every step, in the order they happen: tests crash the
-// plugin at each.
-var SharingSteps = []string{
-	StepDaemonRecorded, StepComputeModeSet, StepDaemonLaunched, StepDaemonReady,
-	StepDaemonStopping, StepDaemonStopped, StepComputeModeRestored,
-	StepTimeSliceRecorded, StepTimeSliceSet, StepTimeSliceRestored,
+// mpsStrategy is the MPS sharing strategy: it runs the device's MPS
+// control daemon, and on a whole GPU sets exclusive-process compute mode
+// while the daemon runs (sharing_computemode.go). Its state is the
+// checkpoint's MPSDaemons and ComputeModes.
+type mpsStrategy struct{}
+
+func (mpsStrategy) name() string { return checkpoint.SharingMPS }
+
+// prepareLocked makes sure the device's daemon runs and answers. The
+// caller holds the GPU lock.
+func (m mpsStrategy) prepareLocked(ctx context.Context, s *State, claimUID string, d checkpoint.Device) error {
+	return m.ensureDaemonLocked(ctx, s, claimUID, d)
 }
 
-// step runs the test hook after a step; its error is a crash.
-func (s *State) step(claimUID, name string) error {
-	if h := s.opts.Hooks.AfterSharingStep; h != nil {
-		return crash(h(claimUID, name))
+// keptByOthers reports whether another claim references the device's
+// daemon. It is asked without waiting for the GPU lock, which a prepare
+// replacing a hung daemon may hold: a co-tenant's unprepare must not wait
+// on a daemon. Claims only ever join a daemon under that lock, so a count
+// above zero stays so until this claim is forgotten.
+func (m mpsStrategy) keptByOthers(s *State, claimUID string, d checkpoint.Device) bool {
+	return m.daemonRefs(s, d.Sharing.MPSDaemon, claimUID) > 0
+}
+
+// releaseLocked stops the device's daemon once no other claim references
+// it. The caller holds the GPU lock.
+func (m mpsStrategy) releaseLocked(ctx context.Context, s *State, claimUID string, d checkpoint.Device) error {
+	if m.daemonRefs(s, d.Sharing.MPSDaemon, claimUID) > 0 {
+		return nil
 	}
-	return nil
+	return m.stopDaemonLocked(ctx, s, claimUID, d.Sharing.MPSDaemon, d.GPUUUID)
 }
 
 // daemonFor describes the daemon with the given ID, serving deviceUUID
@@ -107,7 +119,7 @@ func (s *State) step(claimUID, name string) error {
 // (a hand-edited or corrupted checkpoint, "../x") names no daemon of
 // gpudra's, and nothing outside the MPS directory is ever created or
 // removed for it.
-func (s *State) daemonFor(id, deviceUUID string) (mps.Daemon, error) {
+func (m mpsStrategy) daemonFor(s *State, id, deviceUUID string) (mps.Daemon, error) {
 	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
 		return mps.Daemon{}, fmt.Errorf("MPS daemon %q: not a device name (%s): the checkpoint was edited or is corrupt; gpudra touches nothing outside its MPS directory %s for it", id, errs[0], s.opts.MPSDir)
 	}
@@ -119,7 +131,7 @@ func (s *State) daemonFor(id, deviceUUID string) (mps.Daemon, error) {
 }
 
 // probe asks the daemon whether it is alive, within the probe timeout.
-func (s *State) probe(ctx context.Context, d mps.Daemon) error {
+func (m mpsStrategy) probe(ctx context.Context, s *State, d mps.Daemon) error {
 	if d.Command.Control == nil {
 		// Only its directories were asked for: ask with any device's
 		// client (the client is the same for every device).
@@ -137,36 +149,15 @@ func deviceUUID(d checkpoint.Device) string {
 	return d.GPUUUID
 }
 
-// prepareSharing sets up device i's sharing, once its MIG device (if any)
-// exists. The caller holds the claim lock.
-func (s *State) prepareSharing(ctx context.Context, rec *checkpoint.Claim, i int) error {
-	d := rec.Devices[i]
-	if d.Sharing == nil {
-		return nil
-	}
-	unlock := s.gpuLocks.lock(d.GPUUUID)
-	defer unlock()
-	switch d.Sharing.Strategy {
-	case checkpoint.SharingTimeSlicing:
-		if d.Mig != nil {
-			return nil // MIG devices take only the default interval
-		}
-		return s.applyTimeSliceLocked(ctx, rec.UID, d.GPUUUID, d.Sharing.TimeSlice)
-	case checkpoint.SharingMPS:
-		return s.ensureDaemonLocked(ctx, rec.UID, d)
-	}
-	return fmt.Errorf("unknown sharing strategy %q", d.Sharing.Strategy)
-}
-
 // ensureDaemonLocked makes sure the device's daemon runs and answers,
 // starting it (or adopting the one that runs and answers) as recorded
 // above. The caller holds the GPU lock.
-func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d checkpoint.Device) error {
+func (m mpsStrategy) ensureDaemonLocked(ctx context.Context, s *State, claimUID string, d checkpoint.Device) error {
 	if s.opts.MPS == nil {
 		return errors.New("MPS is not available: this plugin runs no MPS daemon launcher")
 	}
 	id, want := d.Sharing.MPSDaemon, deviceUUID(d)
-	daemon, err := s.daemonFor(id, want)
+	daemon, err := m.daemonFor(s, id, want)
 	if err != nil {
 		return err
 	}
@@ -177,7 +168,7 @@ func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d check
 	s.mu.Unlock()
 	current := known && rec.State == checkpoint.DaemonRunning && rec.DeviceUUID == want && rec.GPUUUID == d.GPUUUID
 	if current {
-		err := s.probe(ctx, daemon)
+		err := m.probe(ctx, s, daemon)
 		if err == nil {
 			return nil // warm: another claim's daemon, or this claim's after a restart
 		}
@@ -186,29 +177,57 @@ func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d check
 		}
 		logger.Info("MPS control daemon does not answer; replacing it", "err", err)
 	}
-	stale := known && rec.DeviceUUID != want
+	// Never adopt a daemon that does not answer, nor one that serves a
+	// device that was recreated (a reboot gave a MIG device a new UUID).
+	replace := current || (known && rec.DeviceUUID != want)
+	if rec, err = m.recordStarting(ctx, s, claimUID, d, daemon, rec, known); err != nil {
+		return err
+	}
+	if err := m.launch(ctx, s, claimUID, d, daemon, replace); err != nil {
+		return err
+	}
+	if rec.State != checkpoint.DaemonRunning {
+		rec.State = checkpoint.DaemonRunning
+		if err := m.putDaemon(s, id, &rec); err != nil {
+			return err
+		}
+		logger.V(2).Info("Started MPS control daemon", "device", want, "dir", daemon.Dir)
+	}
+	return s.step(claimUID, StepDaemonReady)
+}
+
+// recordStarting records the daemon before anything is done for it: as
+// Starting, or still Running when a running daemon is being replaced;
+// for a whole GPU, the compute mode to restore is remembered first. rec
+// and known are the daemon's record as it was; the new record is
+// returned. The caller holds the GPU lock.
+func (m mpsStrategy) recordStarting(ctx context.Context, s *State, claimUID string, d checkpoint.Device, daemon mps.Daemon, rec checkpoint.MPSDaemon, known bool) (checkpoint.MPSDaemon, error) {
 	var prevMode *int
 	if d.Mig == nil {
-		mode, err := s.rememberComputeModeLocked(ctx, d.GPUUUID)
+		mode, err := m.rememberComputeModeLocked(ctx, s, d.GPUUUID)
 		if err != nil {
-			return fmt.Errorf("MPS daemon %s: %w", id, err)
+			return rec, fmt.Errorf("MPS daemon %s: %w", daemon.ID, err)
 		}
 		prevMode = &mode
 	}
 	if !known || rec.State == checkpoint.DaemonStopping {
-		rec = checkpoint.MPSDaemon{ID: id}
+		rec = checkpoint.MPSDaemon{ID: daemon.ID}
 	}
-	rec.GPUUUID, rec.DeviceUUID, rec.Dir, rec.PreviousComputeMode = d.GPUUUID, want, daemon.Dir, prevMode
+	rec.GPUUUID, rec.DeviceUUID, rec.Dir, rec.PreviousComputeMode = d.GPUUUID, deviceUUID(d), daemon.Dir, prevMode
 	if rec.State != checkpoint.DaemonRunning {
 		rec.State = checkpoint.DaemonStarting
 	}
-	if err := s.putDaemon(id, &rec); err != nil {
-		return err
+	if err := m.putDaemon(s, daemon.ID, &rec); err != nil {
+		return rec, err
 	}
-	if err := s.step(claimUID, StepDaemonRecorded); err != nil {
-		return err
-	}
+	return rec, s.step(claimUID, StepDaemonRecorded)
+}
 
+// launch makes the daemon's directories, sets a whole GPU to
+// exclusive-process, kills the daemon that runs when it is to be replaced
+// or does not answer, starts a new one and waits until it answers. The
+// caller holds the GPU lock.
+func (m mpsStrategy) launch(ctx context.Context, s *State, claimUID string, d checkpoint.Device, daemon mps.Daemon, replace bool) error {
 	if err := makeDaemonDirs(daemon); err != nil {
 		return err
 	}
@@ -216,20 +235,18 @@ func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d check
 		// Set every time, not once: a reboot resets the compute mode
 		// while the record says Running.
 		if err := s.opts.Hardware.SetComputeMode(d.GPUUUID, gpu.ComputeModeExclusiveProcess); err != nil {
-			return fmt.Errorf("MPS daemon %s: %w", id, err)
+			return fmt.Errorf("MPS daemon %s: %w", daemon.ID, err)
 		}
 		if err := s.step(claimUID, StepComputeModeSet); err != nil {
 			return err
 		}
 	}
-	// Never adopt a daemon that does not answer, nor one that serves a
-	// device that was recreated (a reboot gave a MIG device a new UUID).
-	if stale || current || s.probe(ctx, daemon) != nil {
+	if replace || m.probe(ctx, s, daemon) != nil {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := s.opts.MPS.Kill(ctx, daemon); err != nil {
-			return fmt.Errorf("MPS daemon %s: kill the one that does not answer: %w", id, err)
+			return fmt.Errorf("MPS daemon %s: kill the one that does not answer: %w", daemon.ID, err)
 		}
 	}
 	if err := s.opts.MPS.Start(ctx, daemon); err != nil {
@@ -242,17 +259,7 @@ func (s *State) ensureDaemonLocked(ctx context.Context, claimUID string, d check
 	if timeout == 0 {
 		timeout = defaultMPSReadyTimeout
 	}
-	if err := mps.WaitReady(ctx, daemon, timeout); err != nil {
-		return err
-	}
-	if rec.State != checkpoint.DaemonRunning {
-		rec.State = checkpoint.DaemonRunning
-		if err := s.putDaemon(id, &rec); err != nil {
-			return err
-		}
-		logger.V(2).Info("Started MPS control daemon", "device", want, "dir", daemon.Dir)
-	}
-	return s.step(claimUID, StepDaemonReady)
+	return mps.WaitReady(ctx, daemon, timeout)
 }
 
 // makeDaemonDirs creates the daemon's directories, which may have been
@@ -270,54 +277,11 @@ func makeDaemonDirs(d mps.Daemon) error {
 	return nil
 }
 
-// releaseSharing tears down what the claim's devices shared, unless other
-// claims still use it: the MPS daemon is stopped and the time slice
-// restored when the claim was the last to use them. The caller holds the
-// claim lock.
-func (s *State) releaseSharing(ctx context.Context, claimUID string) error {
-	s.mu.Lock()
-	c, ok := s.cp.Claims[claimUID]
-	s.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	for _, d := range c.Devices {
-		if d.Sharing == nil {
-			continue
-		}
-		// Another claim on the daemon keeps it: say so without waiting for
-		// the GPU lock, which a prepare replacing a hung daemon may hold.
-		// Claims only ever join a daemon under that lock, so a count
-		// above zero stays so until this claim is forgotten.
-		if d.Sharing.Strategy == checkpoint.SharingMPS && s.daemonRefs(d.Sharing.MPSDaemon, claimUID) > 0 {
-			continue
-		}
-		err := func() error {
-			unlock := s.gpuLocks.lock(d.GPUUUID)
-			defer unlock()
-			switch d.Sharing.Strategy {
-			case checkpoint.SharingMPS:
-				if s.daemonRefs(d.Sharing.MPSDaemon, claimUID) > 0 {
-					return nil
-				}
-				return s.stopDaemonLocked(ctx, claimUID, d.Sharing.MPSDaemon, d.GPUUUID)
-			case checkpoint.SharingTimeSlicing:
-				return s.restoreTimeSliceLocked(ctx, claimUID, d.GPUUUID)
-			}
-			return nil
-		}()
-		if err != nil {
-			return fmt.Errorf("device %s: release %s sharing: %w", d.Device, d.Sharing.Strategy, err)
-		}
-	}
-	return nil
-}
-
 // daemonRefs counts the claims other than except whose records name the
 // daemon. A claim being unprepared holds no reference: its containers are
 // gone, and two claims unprepared at once must not each keep the daemon
 // for the other.
-func (s *State) daemonRefs(id, except string) int {
+func (m mpsStrategy) daemonRefs(s *State, id, except string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -340,9 +304,9 @@ func (s *State) daemonRefs(id, except string) int {
 // A daemon without a record (a hand-edited checkpoint) is stopped too: a
 // claim named it. Its GPU's compute mode is restored once the daemon of
 // the whole GPU is gone.
-func (s *State) stopDaemonLocked(ctx context.Context, claimUID, id, gpuUUID string) error {
+func (m mpsStrategy) stopDaemonLocked(ctx context.Context, s *State, claimUID, id, gpuUUID string) error {
 	logger := klog.FromContext(ctx).WithValues("mpsDaemon", id)
-	daemon, err := s.daemonFor(id, "")
+	daemon, err := m.daemonFor(s, id, "")
 	s.mu.Lock()
 	rec, known := s.cp.MPSDaemons[id]
 	s.mu.Unlock()
@@ -350,13 +314,13 @@ func (s *State) stopDaemonLocked(ctx context.Context, claimUID, id, gpuUUID stri
 		// Nothing of gpudra's can be under that name: forget it.
 		logger.Error(err, "Forgetting an MPS daemon record that names no device")
 		if known {
-			return s.putDaemon(id, nil)
+			return m.putDaemon(s, id, nil)
 		}
 		return nil
 	}
 	if known {
 		rec.State = checkpoint.DaemonStopping
-		if err := s.putDaemon(id, &rec); err != nil {
+		if err := m.putDaemon(s, id, &rec); err != nil {
 			return err
 		}
 		if err := s.step(claimUID, StepDaemonStopping); err != nil {
@@ -375,12 +339,12 @@ func (s *State) stopDaemonLocked(ctx context.Context, claimUID, id, gpuUUID stri
 		return fmt.Errorf("MPS daemon %s: remove its directories: %w", id, err)
 	}
 	if p, ok := gpu.ParseDeviceName(id); ok && !p.MIG && !p.Monitor {
-		if err := s.restoreComputeModeLocked(ctx, claimUID, gpuUUID); err != nil {
+		if err := m.restoreComputeModeLocked(ctx, s, claimUID, gpuUUID); err != nil {
 			return fmt.Errorf("MPS daemon %s: %w", id, err)
 		}
 	}
 	if known {
-		if err := s.putDaemon(id, nil); err != nil {
+		if err := m.putDaemon(s, id, nil); err != nil {
 			return err
 		}
 	}
@@ -391,7 +355,7 @@ func (s *State) stopDaemonLocked(ctx context.Context, claimUID, id, gpuUUID stri
 // putDaemon records (or, with rec nil, forgets) a daemon and waits until
 // the checkpoint holds it; a failed write takes the change back out. The
 // caller holds the GPU's lock.
-func (s *State) putDaemon(id string, rec *checkpoint.MPSDaemon) error {
+func (m mpsStrategy) putDaemon(s *State, id string, rec *checkpoint.MPSDaemon) error {
 	if rec != nil {
 		c := rec.Clone()
 		rec = &c
@@ -403,116 +367,4 @@ func (s *State) putDaemon(id string, rec *checkpoint.MPSDaemon) error {
 		return fmt.Errorf("record MPS daemon %s: %w", id, err)
 	}
 	return nil
-}
-
-// MPSDaemonCount is how many MPS control daemons the node state runs (as
-// recorded Running): the plugin's metrics report it.
-func (s *State) MPSDaemonCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, d := range s.cp.MPSDaemons {
-		if d.State == checkpoint.DaemonRunning {
-			n++
-		}
-	}
-	return n
-}
-
-// MPSDaemons returns the daemons as recorded, by ID.
-func (s *State) MPSDaemons() map[string]checkpoint.MPSDaemon {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.cp.MPSDaemons)
-}
-
-// DaemonHealth is whether a running MPS daemon answers.
-type DaemonHealth struct {
-	// ID is the daemon's, which is also the device it serves.
-	ID      string
-	GPUUUID string
-	// Err says why it does not answer; nil when it does.
-	Err error
-}
-
-// CheckDaemons asks every daemon recorded as Running whether it answers,
-// all at once: a hung one takes the probe timeout, and must not hold up
-// the others' answers.
-func (s *State) CheckDaemons(ctx context.Context) []DaemonHealth {
-	daemons := s.MPSDaemons()
-	ids := slices.Sorted(maps.Keys(daemons))
-	out := make([]DaemonHealth, 0, len(ids))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for _, id := range ids {
-		rec := daemons[id]
-		if rec.State != checkpoint.DaemonRunning {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := DaemonHealth{ID: id, GPUUUID: rec.GPUUUID}
-			if d, err := s.daemonFor(id, rec.DeviceUUID); err != nil {
-				h.Err = err
-			} else {
-				h.Err = s.probe(ctx, d)
-			}
-			mu.Lock()
-			out = append(out, h)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	slices.SortFunc(out, func(a, b DaemonHealth) int { return cmp.Compare(a.ID, b.ID) })
-	return out
-}
-
-// RestartDaemon replaces a daemon that stopped answering (it died, hung,
-// or lost its directory): the old process is killed, the directories are
-// made again, and a new one is started; unless the daemon is no longer
-// wanted, or answers again.
-func (s *State) RestartDaemon(ctx context.Context, id string) error {
-	s.mu.Lock()
-	rec, ok := s.cp.MPSDaemons[id]
-	s.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	unlock := s.gpuLocks.lock(rec.GPUUUID)
-	defer unlock()
-	s.mu.Lock()
-	rec, ok = s.cp.MPSDaemons[id]
-	s.mu.Unlock()
-	if !ok || rec.State != checkpoint.DaemonRunning {
-		return nil
-	}
-	daemon, err := s.daemonFor(id, rec.DeviceUUID)
-	if err != nil {
-		return err
-	}
-	if err := s.probe(ctx, daemon); err == nil || ctx.Err() != nil {
-		// Answers again, or the probe was cut short (the plugin stops):
-		// a daemon must outlive its plugin.
-		return ctx.Err()
-	}
-	klog.FromContext(ctx).Info("MPS control daemon does not answer; replacing it", "mpsDaemon", id)
-	if err := s.opts.MPS.Kill(ctx, daemon); err != nil {
-		return err
-	}
-	if err := makeDaemonDirs(daemon); err != nil {
-		return err
-	}
-	if err := s.opts.MPS.Start(ctx, daemon); err != nil {
-		return err
-	}
-	// A new daemon answers in well under a second (a pod in a few): a
-	// replacement that does not within the budget is retried at the next
-	// check rather than holding the GPU's lock, and so its co-tenants'
-	// prepares, for a minute.
-	timeout := min(s.opts.MPSReadyTimeout, restartReadyBudget)
-	if timeout == 0 {
-		timeout = restartReadyBudget
-	}
-	return mps.WaitReady(ctx, daemon, timeout)
 }

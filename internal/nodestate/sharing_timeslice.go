@@ -24,6 +24,7 @@ import (
 
 	"github.com/gpudra/gpudra/internal/checkpoint"
 	"github.com/gpudra/gpudra/internal/claimplan"
+	"github.com/gpudra/gpudra/internal/gpu"
 )
 
 // Time-slicing: the interval is one setting of the whole GPU. gpudra
@@ -34,12 +35,80 @@ import (
 // fails (see claimplan.HeldConflict). NVML cannot read the setting back, so
 // gpudra assumes a GPU it never set runs at the default.
 
+// Steps of setting and restoring a time slice, for Hooks.AfterSharingStep.
+const (
+	StepTimeSliceRecorded = "TimeSliceRecorded"
+	StepTimeSliceSet      = "TimeSliceSet"
+	StepTimeSliceRestored = "TimeSliceRestored"
+)
+
+// timeSlicingStrategy is the time-slicing strategy. Its state is the
+// checkpoint's TimeSlices.
+type timeSlicingStrategy struct{}
+
+func (timeSlicingStrategy) name() string { return checkpoint.SharingTimeSlicing }
+
+// clientEnv is empty: the time slice is a setting of the GPU, invisible to
+// its clients.
+func (timeSlicingStrategy) clientEnv(*checkpoint.DeviceSharing) []string { return nil }
+
+// containerEdits is empty, for the same reason.
+func (timeSlicingStrategy) containerEdits(*State, checkpoint.Device) (gpu.Edits, error) {
+	return gpu.Edits{}, nil
+}
+
+// prepareLocked sets the GPU's time slice to the level the claim asked
+// for. The caller holds the GPU lock.
+func (t timeSlicingStrategy) prepareLocked(ctx context.Context, s *State, claimUID string, d checkpoint.Device) error {
+	if d.Mig != nil {
+		return nil // MIG devices take only the default interval
+	}
+	return t.applyTimeSliceLocked(ctx, s, claimUID, d.GPUUUID, d.Sharing.TimeSlice)
+}
+
+// keptByOthers is always false: whether another claim keeps the level is
+// decided under the GPU lock, by restoreTimeSliceLocked.
+func (timeSlicingStrategy) keptByOthers(*State, string, checkpoint.Device) bool { return false }
+
+// releaseLocked restores the default time slice once no other claim asks
+// for another. The caller holds the GPU lock.
+func (t timeSlicingStrategy) releaseLocked(ctx context.Context, s *State, claimUID string, d checkpoint.Device) error {
+	return t.restoreTimeSliceLocked(ctx, s, claimUID, d.GPUUUID)
+}
+
+// reconcile restores the default on GPUs whose level no claim asks for any
+// more (or forgets a GPU the node no longer has), and after a reboot, which
+// resets the time slice, sets it again where claims still ask for it.
+func (t timeSlicingStrategy) reconcile(ctx context.Context, s *State, rebooted bool) []error {
+	var errs []error
+	for uuid, level := range s.TimeSlices() {
+		err := func() error {
+			unlock := s.gpuLocks.lock(uuid)
+			defer unlock()
+			s.mu.Lock()
+			wanted := t.timeSliceWantedLocked(s, "", uuid)
+			s.mu.Unlock()
+			if !wanted {
+				return t.restoreTimeSliceLocked(ctx, s, "", uuid)
+			}
+			if rebooted {
+				return t.applyTimeSliceLocked(ctx, s, "", uuid, level)
+			}
+			return nil
+		}()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("time slice of GPU %s: %w", uuid, err))
+		}
+	}
+	return errs
+}
+
 // applyTimeSliceLocked sets the GPU's level. It sets the hardware even
 // when the record says the level is set already: the record may be ahead
 // of the GPU (a restore that set the default and failed before it forgot
 // the level; a reboot, which resets it), and NVML cannot read the setting
 // back to tell. The caller holds the GPU lock.
-func (s *State) applyTimeSliceLocked(ctx context.Context, claimUID, uuid string, level int) error {
+func (t timeSlicingStrategy) applyTimeSliceLocked(ctx context.Context, s *State, claimUID, uuid string, level int) error {
 	s.mu.Lock()
 	cur, recorded := s.cp.TimeSlices[uuid]
 	s.mu.Unlock()
@@ -47,7 +116,7 @@ func (s *State) applyTimeSliceLocked(ctx context.Context, claimUID, uuid string,
 		return nil // the default, which nobody changed
 	}
 	if !recorded || cur != level {
-		if err := s.putTimeSlice(uuid, &level); err != nil {
+		if err := t.putTimeSlice(s, uuid, &level); err != nil {
 			return err
 		}
 		if err := s.step(claimUID, StepTimeSliceRecorded); err != nil {
@@ -64,18 +133,18 @@ func (s *State) applyTimeSliceLocked(ctx context.Context, claimUID, uuid string,
 // restoreTimeSliceLocked puts the GPU back to the default time slice when
 // no claim but except asks for another level. The caller holds the GPU
 // lock.
-func (s *State) restoreTimeSliceLocked(ctx context.Context, except, uuid string) error {
+func (t timeSlicingStrategy) restoreTimeSliceLocked(ctx context.Context, s *State, except, uuid string) error {
 	s.mu.Lock()
 	_, recorded := s.cp.TimeSlices[uuid]
-	wanted := s.timeSliceWantedLocked(except, uuid)
+	wanted := t.timeSliceWantedLocked(s, except, uuid)
 	s.mu.Unlock()
 	if !recorded || wanted {
 		return nil
 	}
-	if _, present := s.node().GPUByUUID(uuid); !present {
+	if _, present := s.opts.Node.GPUByUUID(uuid); !present {
 		// Taken out of the node: nothing to restore, and nothing could.
 		klog.FromContext(ctx).Info("The GPU whose time slice gpudra set is no longer on this node; forgetting it", "gpu", uuid)
-		return s.putTimeSlice(uuid, nil)
+		return t.putTimeSlice(s, uuid, nil)
 	}
 	if err := s.opts.Hardware.SetTimeSlice(uuid, 0); err != nil {
 		return fmt.Errorf("restore the default time slice: %w", err)
@@ -83,7 +152,7 @@ func (s *State) restoreTimeSliceLocked(ctx context.Context, except, uuid string)
 	if err := s.step(except, StepTimeSliceRestored); err != nil {
 		return err
 	}
-	if err := s.putTimeSlice(uuid, nil); err != nil {
+	if err := t.putTimeSlice(s, uuid, nil); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Restored the GPU's default time slice", "gpu", uuid)
@@ -94,7 +163,7 @@ func (s *State) restoreTimeSliceLocked(ctx context.Context, except, uuid string)
 // for a time slice other than the default on the GPU. A claim being
 // unprepared wants nothing any more (two claims unprepared at once must
 // not each keep the level for the other). The caller holds s.mu.
-func (s *State) timeSliceWantedLocked(except, uuid string) bool {
+func (t timeSlicingStrategy) timeSliceWantedLocked(s *State, except, uuid string) bool {
 	for uid, c := range s.cp.Claims {
 		if uid == except || c.State == checkpoint.UnprepareStarted {
 			continue
@@ -112,7 +181,7 @@ func (s *State) timeSliceWantedLocked(except, uuid string) bool {
 // putTimeSlice records (or, with level nil, forgets) the level gpudra set
 // on a GPU and waits until the checkpoint holds it; a failed write takes
 // the change back out. The caller holds the GPU's lock.
-func (s *State) putTimeSlice(uuid string, level *int) error {
+func (t timeSlicingStrategy) putTimeSlice(s *State, uuid string, level *int) error {
 	s.mu.Lock()
 	gen := putEntryLocked(s, &s.cp.TimeSlices, uuid, level)
 	s.mu.Unlock()

@@ -19,7 +19,6 @@ package nodestate
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,8 +173,8 @@ type Hooks struct {
 	// operations waiting for it go on; an error is a crash at that point.
 	AfterCheckpointWrite func() error
 	// AfterSharingStep runs after each step of setting up or tearing
-	// down sharing (the Step* constants in sharing_mps.go), with the
-	// claim on whose behalf it ran.
+	// down sharing (SharingSteps in sharing.go), with the claim on whose
+	// behalf it ran.
 	AfterSharingStep func(claimUID, step string) error
 }
 
@@ -186,7 +185,8 @@ type Hooks struct {
 type State struct {
 	opts Options
 
-	// mu guards cp and the generations in commits.
+	// mu guards cp and the generations in commits (commits.gen, pending,
+	// durable).
 	mu sync.Mutex
 	cp *checkpoint.Checkpoint
 	// commits makes changes to cp durable, in batches.
@@ -196,6 +196,8 @@ type State struct {
 	// (checkpointOnDisk); it is never cleared.
 	onDisk atomic.Bool
 
+	// claimLocks serialize, per claim UID, a claim's whole Prepare,
+	// Unprepare, rollback or spec repair (doc.go: the lock order).
 	claimLocks keyedMutex
 	// gpuLocks serialize, per GPU UUID, every change of a GPU's hardware
 	// state: MIG mode and instances, compute mode, time slice, its MPS
@@ -260,13 +262,17 @@ func New(opts Options) (*State, error) {
 
 // sharesPublished reports whether the node's GPUs are published as
 // shareable.
-func (s *State) sharesPublished() bool {
-	return s.opts.SharesPublished != nil && s.opts.SharesPublished()
+func (o *Options) sharesPublished() bool {
+	return o.SharesPublished != nil && o.SharesPublished()
 }
 
-// node is the inventory the plugin discovered at start-up; it does not
-// change while the plugin runs.
-func (s *State) node() gpu.Node { return s.opts.Node }
+// nvlinkDomain is the node's NVLink domain now ("" in none).
+func (o *Options) nvlinkDomain() string {
+	if o.NVLinkDomain == nil {
+		return ""
+	}
+	return o.NVLinkDomain()
+}
 
 // PreparedClaims returns the UIDs of the claims currently recorded, with
 // their state.
@@ -313,35 +319,6 @@ func (s *State) putClaimLocked(uid string, c *checkpoint.Claim) uint64 {
 func (s *State) putClaim(uid string, c *checkpoint.Claim) error {
 	s.mu.Lock()
 	gen := s.putClaimLocked(uid, c)
-	s.mu.Unlock()
-	return s.commit(gen)
-}
-
-// recordMigModeLocked adds the GPU to (on) or removes it from the GPUs
-// whose MIG mode gpudra enabled, and returns the generation to commit; 0,
-// which needs no commit, when the record already says so. The caller holds
-// s.mu and the GPU's lock.
-func (s *State) recordMigModeLocked(uuid string, on bool) uint64 {
-	if slices.Contains(s.cp.MigModeEnabled, uuid) == on {
-		return 0
-	}
-	set := func(on bool) {
-		list := slices.DeleteFunc(s.cp.MigModeEnabled, func(u string) bool { return u == uuid })
-		if on {
-			list = append(list, uuid)
-			slices.Sort(list)
-		}
-		s.cp.MigModeEnabled = list
-	}
-	set(on)
-	return s.changedLocked(func() { set(!on) })
-}
-
-// recordMigMode is recordMigModeLocked followed by its commit. The caller
-// holds the GPU's lock, not s.mu.
-func (s *State) recordMigMode(uuid string, on bool) error {
-	s.mu.Lock()
-	gen := s.recordMigModeLocked(uuid, on)
 	s.mu.Unlock()
 	return s.commit(gen)
 }

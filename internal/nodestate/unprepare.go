@@ -55,7 +55,7 @@ func (s *State) Unprepare(ctx context.Context, ref ClaimRef) error {
 	if err := s.releaseSharing(ctx, ref.UID); err != nil {
 		return fmt.Errorf("%s: %w", ref, err)
 	}
-	if err := s.destroyMigDevices(ctx, ref.UID); err != nil {
+	if err := (migPartitions{}).destroyMigDevices(ctx, s, ref.UID); err != nil {
 		return fmt.Errorf("%s: %w", ref, err)
 	}
 

@@ -18,7 +18,6 @@ package nodestate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -29,10 +28,8 @@ import (
 	"github.com/gpudra/gpudra/internal/gpu"
 )
 
-// reconcileSharing runs at start-up, after every claim was reconciled
-// (prepared claims ensured, half-done ones rolled back): it finishes what
-// a plugin that died half-way left of sharing, and puts back what a reboot
-// reset.
+// reconcile finishes what a plugin that died half-way left of MPS, and
+// puts back what a reboot reset:
 //
 //   - A daemon that no claim references any more is stopped and undone
 //     (its prepare was rolled back, or it was being stopped).
@@ -40,11 +37,9 @@ import (
 //     stopped: nobody would ever stop it otherwise.
 //   - A GPU whose compute mode gpudra changed and no MPS daemon needs any
 //     more gets its mode back (its daemon's record was lost).
-//   - A time slice no claim asks for any more is restored to the default,
-//     and one recorded for a GPU the node no longer has is forgotten.
-//   - After a reboot, which resets the compute mode and the time slice,
-//     both are set again where claims still need them.
-func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
+//   - After a reboot, which resets the compute mode, exclusive-process is
+//     set again where a daemon of the whole GPU still runs.
+func (m mpsStrategy) reconcile(ctx context.Context, s *State, rebooted bool) []error {
 	logger := klog.FromContext(ctx)
 	var errs []error
 
@@ -54,9 +49,9 @@ func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
 		err := func() error {
 			unlock := s.gpuLocks.lock(rec.GPUUUID)
 			defer unlock()
-			if s.daemonRefs(id, "") == 0 {
+			if m.daemonRefs(s, id, "") == 0 {
 				logger.Info("Stopping an MPS daemon no claim uses", "mpsDaemon", id, "state", rec.State)
-				return s.stopDaemonLocked(ctx, "", id, rec.GPUUUID)
+				return m.stopDaemonLocked(ctx, s, "", id, rec.GPUUUID)
 			}
 			if p, ok := gpu.ParseDeviceName(id); rebooted && ok && !p.MIG {
 				return s.opts.Hardware.SetComputeMode(rec.GPUUUID, gpu.ComputeModeExclusiveProcess)
@@ -78,7 +73,7 @@ func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
 			if _, ok := known[id]; ok {
 				continue
 			}
-			d, err := s.daemonFor(id, "")
+			d, err := m.daemonFor(s, id, "")
 			if err == nil {
 				logger.Info("Stopping an MPS daemon the checkpoint does not know", "mpsDaemon", id)
 				err = s.opts.MPS.Stop(ctx, d)
@@ -93,42 +88,23 @@ func (s *State) reconcileSharing(ctx context.Context, rebooted bool) error {
 		err := func() error {
 			unlock := s.gpuLocks.lock(uuid)
 			defer unlock()
-			if s.computeModeNeeded(uuid) {
+			if m.computeModeNeeded(s, uuid) {
 				return nil
 			}
 			logger.Info("Restoring the compute mode of a GPU no MPS daemon holds any more", "gpu", uuid)
-			return s.restoreComputeModeLocked(ctx, "", uuid)
+			return m.restoreComputeModeLocked(ctx, s, "", uuid)
 		}()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("compute mode of GPU %s: %w", uuid, err))
 		}
 	}
 
-	for uuid, level := range s.TimeSlices() {
-		err := func() error {
-			unlock := s.gpuLocks.lock(uuid)
-			defer unlock()
-			s.mu.Lock()
-			wanted := s.timeSliceWantedLocked("", uuid)
-			s.mu.Unlock()
-			if !wanted {
-				return s.restoreTimeSliceLocked(ctx, "", uuid)
-			}
-			if rebooted {
-				return s.applyTimeSliceLocked(ctx, "", uuid, level)
-			}
-			return nil
-		}()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("time slice of GPU %s: %w", uuid, err))
-		}
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // computeModeNeeded reports whether an MPS daemon of the whole GPU is
 // recorded, or a claim that is not being unprepared uses MPS on it.
-func (s *State) computeModeNeeded(uuid string) bool {
+func (m mpsStrategy) computeModeNeeded(s *State, uuid string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, d := range s.cp.MPSDaemons {

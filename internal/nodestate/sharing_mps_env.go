@@ -41,9 +41,9 @@ const (
 	envMPSPinnedMemory = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
 )
 
-// mpsEnv is what an MPS client needs in its environment: where the
+// clientEnv is what an MPS client needs in its environment: where the
 // daemon's pipes are, and its limits.
-func mpsEnv(sh *checkpoint.DeviceSharing) []string {
+func (mpsStrategy) clientEnv(sh *checkpoint.DeviceSharing) []string {
 	env := []string{envMPSPipeDir + "=" + mpsPipeDirInContainer, envMPSLogDir + "=" + mpsLogDirInContainer}
 	if sh.ActiveThreadPercentage > 0 {
 		env = append(env, envMPSThreads+"="+strconv.Itoa(sh.ActiveThreadPercentage))
@@ -54,15 +54,12 @@ func mpsEnv(sh *checkpoint.DeviceSharing) []string {
 	return env
 }
 
-// sharingEdits are the mounts an MPS client needs: the daemon's pipe
+// containerEdits are the mounts an MPS client needs: the daemon's pipe
 // directory (read-write: clients create their own pipes there), its log
 // directory (read-only), and its /dev/shm, through which MPS passes memory
 // between the server and its clients.
-func (s *State) sharingEdits(d checkpoint.Device) (gpu.Edits, error) {
-	if d.Sharing == nil || d.Sharing.Strategy != checkpoint.SharingMPS {
-		return gpu.Edits{}, nil
-	}
-	dm, err := s.daemonFor(d.Sharing.MPSDaemon, "")
+func (m mpsStrategy) containerEdits(s *State, d checkpoint.Device) (gpu.Edits, error) {
+	dm, err := m.daemonFor(s, d.Sharing.MPSDaemon, "")
 	if err != nil {
 		return gpu.Edits{}, err
 	}
