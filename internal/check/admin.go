@@ -56,13 +56,13 @@ func (r *runner) checkAdminAccess(o scheduler.Object, namespace string, spec *re
 		return false
 	case seen:
 		f.Message = fmt.Sprintf("admin access to devices requires the `%s: true` label on the containing namespace, and Namespace %s has none: the API server rejects the %s", AdminNamespaceLabel, namespace, o.Kind)
-		r.addFinding(f)
+		r.findings.add(f)
 		return true
 	}
 	f.Severity = SeverityWarning
 	f.Message = fmt.Sprintf("admin access to devices requires the `%s: true` label on namespace %s, which is not among the inputs: check cannot see its labels, and the API server rejects the %s unless it has the label", AdminNamespaceLabel, namespace, o.Kind)
 	f.Hint += "; give check the Namespace object to check it"
-	r.addFinding(f)
+	r.findings.add(f)
 	return false
 }
 

@@ -141,13 +141,13 @@ func (r *runner) allocate(u *unit) {
 		msg := fmt.Sprintf("the allocator did not finish within %s on node %s; the scheduler gives up likewise (DRASchedulerFilterTimeout, 10s by default): too many combinations to try (large counts with constraints?)", r.opts.AllocateTimeout, fe.Node)
 		for _, ce := range todo {
 			r.unsatisfiable(ce, msg)
-			r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg)})
+			r.findings.add(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg)})
 		}
 	case errors.As(err, &fe):
 		msg := "the scheduler stops with an error on node " + fe.Node + ": " + fe.Err.Error()
 		for _, ce := range todo {
 			r.unsatisfiable(ce, msg)
-			r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
+			r.findings.add(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
 				Hint: "a selector that fails on a device aborts scheduling; see the runtime-error findings"})
 		}
 	case errors.Is(err, scheduler.ErrUnschedulable) && r.waitsForSpare(pod, claims, todo):

@@ -133,7 +133,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 			u.group = "Pod " + o.Name
 		}
 		missing := func(kind, name, field string) {
-			r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field,
+			r.findings.add(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field,
 				Message: fmt.Sprintf("%s %s is not among the inputs; the pod would stay Pending until it exists", kind, name),
 				Hint:    "add the file that defines it"})
 		}
@@ -181,7 +181,7 @@ func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
 				u.claims = append(u.claims, ce)
 				u.byName[pc.Name] = ce
 			default:
-				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: field,
+				r.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: field,
 					Message: "names neither resourceClaimName nor resourceClaimTemplateName; the API server rejects the pod"})
 			}
 		}
@@ -253,7 +253,7 @@ func (r *runner) checkClaimUsers(claims []*claimEval, users map[*claimEval]int) 
 		if n <= most {
 			continue
 		}
-		r.addFinding(Finding{Kind: FindingTooManyClaimUsers, Source: ce.source, Object: ce.object,
+		r.findings.add(Finding{Kind: FindingTooManyClaimUsers, Source: ce.source, Object: ce.object,
 			Message: fmt.Sprintf("%d pods share %s, but a claim is reserved for at most %d pods at once (status.reservedFor, which the scheduler fills as it binds them): the other %d are never scheduled while the first %d run", n, ce.info.Name, most, n-most, most),
 			Hint:    fmt.Sprintf("split the pods over several ResourceClaims, at most %d each, or give each pod its own claim (resourceClaimTemplateName)", most)})
 	}
@@ -271,7 +271,7 @@ func (r *runner) pods(in *scheduler.Manifests) []scheduler.Object {
 		if o.Owner != "" {
 			n = min(o.Replicas, maxReplicas)
 			if o.Replicas > maxReplicas {
-				r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityWarning, Source: o.Source, Object: o.Owner,
+				r.findings.add(Finding{Kind: FindingSkipped, Severity: SeverityWarning, Source: o.Source, Object: o.Owner,
 					Message: fmt.Sprintf("%d replicas: check places the first %d, and not the other %d", o.Replicas, maxReplicas, o.Replicas-maxReplicas),
 					Hint:    "the replicas are alike: if the first ones fit, more of them fit only where there are more devices; check a copy with fewer replicas on a larger inventory (--nodes) to see how many fit"})
 			}
@@ -407,7 +407,7 @@ func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod, byName ma
 			for j, rc := range c.Resources.Claims {
 				field := fmt.Sprintf("spec.%s[%d].resources.claims[%d]", list.field, i, j)
 				if !names[rc.Name] {
-					r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".name",
+					r.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".name",
 						Message: fmt.Sprintf("container %s uses claim %q, which spec.resourceClaims does not define; the API server rejects the pod", c.Name, rc.Name)})
 					continue
 				}
@@ -419,7 +419,7 @@ func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod, byName ma
 				for _, req := range ce.claim.Spec.Devices.Requests {
 					have = append(have, req.Name)
 				}
-				r.addFinding(Finding{Kind: FindingUnknownRequest, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: field + ".request",
+				r.findings.add(Finding{Kind: FindingUnknownRequest, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: field + ".request",
 					Message: fmt.Sprintf("container %s uses request %q of claim %s, which %s does not have (its requests: %s): the API server cannot tell, and the kubelet gives the container the devices of the requests it names, so it runs without a device from this claim",
 						c.Name, rc.Request, rc.Name, claimOrigin(ce), strings.Join(have, ", ")),
 					Hint: requestHint(rc.Request, have)})
@@ -486,7 +486,7 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src sch
 		case len(req.FirstAvailable) > 0:
 			re = &reqEval{name: req.Name}
 			if !r.feats.Allocator.PrioritizedList {
-				r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f + ".firstAvailable",
+				r.findings.add(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f + ".firstAvailable",
 					Message: fmt.Sprintf("firstAvailable needs the DRAPrioritizedList feature, which Kubernetes %s does not enable", r.report.KubernetesVersion)})
 			}
 			for j, sub := range req.FirstAvailable {
@@ -533,7 +533,7 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 	switch {
 	case ce == nil:
 		re.missing = true
-		r.addFinding(Finding{Kind: FindingUnknownClass, Source: src, Object: object, Field: field + ".deviceClassName",
+		r.findings.add(Finding{Kind: FindingUnknownClass, Source: src, Object: object, Field: field + ".deviceClassName",
 			Message: fmt.Sprintf("DeviceClass %q is not defined in the inputs (nor built in): the claim cannot be allocated", class),
 			Hint:    r.classHintFor(class)})
 	case ce.broken:
@@ -557,7 +557,7 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 	for i, sel := range sels {
 		f := fmt.Sprintf("%s.selectors[%d].cel.expression", field, i)
 		if sel.CEL == nil {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: fmt.Sprintf("%s.selectors[%d].cel", field, i), Message: "a selector needs cel"})
+			r.findings.add(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: fmt.Sprintf("%s.selectors[%d].cel", field, i), Message: "a selector needs cel"})
 			re.broken = true
 			continue
 		}

@@ -44,7 +44,7 @@ func (r *runner) class(name string) *classEval {
 	for i, sel := range dc.Spec.Selectors {
 		field := fmt.Sprintf("spec.selectors[%d].cel.expression", i)
 		if sel.CEL == nil {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: fmt.Sprintf("spec.selectors[%d].cel", i), Message: "a selector needs cel"})
+			r.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: fmt.Sprintf("spec.selectors[%d].cel", i), Message: "a selector needs cel"})
 			ce.broken = true
 			continue
 		}
@@ -70,7 +70,7 @@ func (r *runner) class(name string) *classEval {
 	r.checkClassConfigs(o)
 	r.report.Classes[info].Matches = r.matches(ce.match)
 	if !ce.broken && len(r.inv.devices) > 0 && r.report.Classes[info].Matches.Count == 0 {
-		r.addFinding(Finding{Kind: FindingClassMatchesNothing, Source: o.Source, Object: object,
+		r.findings.add(Finding{Kind: FindingClassMatchesNothing, Source: o.Source, Object: object,
 			Message: fmt.Sprintf("DeviceClass %s matches none of the %d devices in the inventory", dc.Name, len(r.inv.devices)),
 			Hint:    r.classHint(ce)})
 	}

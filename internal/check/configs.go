@@ -72,7 +72,7 @@ func (r *runner) checkOpaque(src scheduler.Source, object, field string, o *reso
 	vendor, foreign := vendorOf(meta.APIVersion)
 	if o.Driver != r.opts.DriverName {
 		if foreign {
-			r.addFinding(Finding{Kind: FindingForeignConfig, Severity: SeverityNote, Source: src, Object: object, Field: field + ".parameters",
+			r.findings.add(Finding{Kind: FindingForeignConfig, Severity: SeverityNote, Source: src, Object: object, Field: field + ".parameters",
 				Message: fmt.Sprintf("a config of %s (%s %s, for driver %s); gpudra leaves configs of other drivers alone", vendor.who, meta.APIVersion, meta.Kind, o.Driver),
 				Hint:    vendor.equivalent(meta.Kind, r.opts.DriverName)})
 		}
@@ -90,7 +90,7 @@ func (r *runner) checkOpaque(src scheduler.Source, object, field string, o *reso
 			hint = refusalHint(r2, r.opts.DriverName)
 		}
 		for _, e := range configErrors(err) {
-			r.addFinding(Finding{Kind: FindingInvalidConfig, Refusal: string(refusal), Source: src, Object: object, Field: joinField(field, e.path),
+			r.findings.add(Finding{Kind: FindingInvalidConfig, Refusal: string(refusal), Source: src, Object: object, Field: joinField(field, e.path),
 				Message: fmt.Sprintf("gpudra's admission webhook denies this config, and without the webhook gpudra's kubelet plugin fails the prepare of %s: %s: %s", who, field, e.msg),
 				Hint:    hint})
 		}

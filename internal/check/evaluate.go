@@ -42,7 +42,7 @@ func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *
 		info.Error = fmt.Sprintf("longer than %d characters", resourceapi.CELSelectorExpressionMaxLength)
 		f := at
 		f.Kind, f.Message = FindingTooLong, fmt.Sprintf("the expression is %d characters long; the API server accepts at most %d", len(expr), resourceapi.CELSelectorExpressionMaxLength)
-		r.addFinding(f)
+		r.findings.add(f)
 		return s
 	}
 	s.result = r.compiler.compile(expr)
@@ -59,7 +59,7 @@ func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *
 				break
 			}
 		}
-		r.addFinding(f)
+		r.findings.add(f)
 		return s
 	}
 	info.Type = s.result.OutputType.String()
@@ -69,7 +69,7 @@ func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *
 		f.Kind = FindingCostLimit
 		f.Message = fmt.Sprintf("too complex: estimated worst-case cost %d exceeds the limit of %d", s.result.MaxCost, resourceapi.CELSelectorExpressionMaxCost)
 		f.Hint = "the API server rejects this object; avoid comprehensions over attributes or long string operations"
-		r.addFinding(f)
+		r.findings.add(f)
 		return s
 	}
 	s.ok = true
@@ -80,7 +80,7 @@ func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *
 		f.Kind, f.Caret = FindingInvalidVersion, caret(s, v.id)
 		f.Message = fmt.Sprintf("semver('%s') is not a semantic version (MAJOR.MINOR.PATCH, no leading v or zeros): the call fails at run time, so the selector fails on every device it is evaluated on", v.text)
 		f.Hint = fmt.Sprintf("write semver(%s), or semver('%s', true) to have it normalized", quoteSemver(strings.TrimPrefix(v.text, "v")), v.text)
-		r.addFinding(f)
+		r.findings.add(f)
 	}
 	return s
 }
@@ -125,7 +125,7 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 				f.Kind = FindingUnknownDriver
 				f.Message = fmt.Sprintf("no ResourceSlice in the inventory carries driver %q (drivers: %s)", ref.name, strings.Join(sortedKeys(inv.drivers), ", "))
 				f.Hint = didYouMean(ref.name, sortedKeys(inv.drivers)) + "the driver name is the one the plugin runs with (--driver-name)"
-				r.addFinding(f)
+				r.findings.add(f)
 			}
 		case "attributes":
 			names, known := inv.attrs[ref.domain]
@@ -138,7 +138,7 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 						f.Hint = fmt.Sprintf("%s is the domain of %s; gpudra publishes its attributes in %s (gpudra migrate rewrites the selectors)", ref.domain, v.who, r.opts.DriverName)
 					}
 				}
-				r.addFinding(f)
+				r.findings.add(f)
 				continue
 			}
 			if typ, ok := names[ref.name]; ok {
@@ -149,7 +149,7 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 				f.Kind = FindingCapacityAsAttribute
 				f.Message = fmt.Sprintf("%s is a capacity, not an attribute: device.attributes['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
 				f.Hint = fmt.Sprintf("use device.capacity['%s'].%s, a quantity: device.capacity['%s'].%s.compareTo(quantity('40Gi')) >= 0", ref.domain, ref.name, ref.domain, ref.name)
-				r.addFinding(f)
+				r.findings.add(f)
 				continue
 			}
 			f.Kind = FindingUnknownAttribute
@@ -161,7 +161,7 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 			if !ref.testOnly {
 				f.Hint += "; on devices without it the selector fails with \"no such key\""
 			}
-			r.addFinding(f)
+			r.findings.add(f)
 		case "capacity":
 			if _, ok := inv.caps[ref.domain][ref.name]; ok {
 				continue
@@ -170,20 +170,20 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 				f.Kind = FindingAttributeAsCapacity
 				f.Message = fmt.Sprintf("%s is an attribute, not a capacity: device.capacity['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
 				f.Hint = fmt.Sprintf("use device.attributes['%s'].%s", ref.domain, ref.name)
-				r.addFinding(f)
+				r.findings.add(f)
 				continue
 			}
 			if _, ok := inv.caps[ref.domain]; !ok && !inv.drivers[ref.domain] {
 				f.Kind = FindingUnknownDriver
 				f.Message = fmt.Sprintf("device.capacity['%s']: no device in the inventory has capacity in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.caps), ", "))
 				f.Hint = didYouMean(ref.domain, sortedKeys(inv.caps))
-				r.addFinding(f)
+				r.findings.add(f)
 				continue
 			}
 			f.Kind = FindingUnknownCapacity
 			f.Message = fmt.Sprintf("no device in the inventory has capacity %s/%s", ref.domain, ref.name)
 			f.Hint = didYouMean(ref.name, sortedKeys(inv.caps[ref.domain])) + "capacities in " + ref.domain + ": " + strings.Join(sortedKeys(inv.caps[ref.domain]), ", ")
-			r.addFinding(f)
+			r.findings.add(f)
 		}
 	}
 }
@@ -196,7 +196,7 @@ func (r *runner) checkDomain(f Finding, ref celRef) {
 		return
 	}
 	f.Kind, f.Message, f.Hint = FindingMissingDomain, msg, hint
-	r.addFinding(f)
+	r.findings.add(f)
 }
 
 // domainProblem explains device.attributes['x'] or device.capacity['x']
@@ -271,7 +271,7 @@ func (r *runner) checkComparison(f Finding, ref celRef, typ string) {
 	case "string":
 		f.Hint = "compare with a quoted string"
 	}
-	r.addFinding(f)
+	r.findings.add(f)
 }
 
 func quoteSemver(v string) string {
@@ -363,7 +363,7 @@ func (r *runner) reportRuntimeErrors(s *selector, res *evalResult, scope []bool,
 			f.Devices = append(f.Devices, r.inv.devices[i].label())
 		}
 		f.Hint = runtimeHint(msg, s, r.inv.devices[idx[0]])
-		r.addFinding(f)
+		r.findings.add(f)
 	}
 }
 

@@ -85,7 +85,7 @@ func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
 			r.pendingReplica(owner+"\x00"+ce.source.String(), u.pod, f)
 			continue
 		}
-		r.addFinding(f)
+		r.findings.add(f)
 	}
 }
 
@@ -125,7 +125,7 @@ func (r *runner) pendingReplica(key, pod string, f Finding) {
 		return
 	}
 	before := len(r.report.Findings)
-	r.addFinding(f)
+	r.findings.add(f)
 	if len(r.report.Findings) == before {
 		return
 	}

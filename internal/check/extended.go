@@ -39,14 +39,14 @@ func (r *runner) extendedResources(u *unit) {
 	for _, name := range u.ext.Unbacked {
 		field, container := resourceField(pod, name)
 		msg := fmt.Sprintf("container %s asks for %s, which no DeviceClass maps (spec.extendedResourceName) and no device plugin offers on this inventory: the pod stays Pending (Insufficient %s)", container, name, name)
-		r.addFinding(Finding{Kind: FindingExtendedResource, Source: o.Source, Object: object, Field: field, Message: msg, Hint: r.extendedHint(name)})
+		r.findings.add(Finding{Kind: FindingExtendedResource, Source: o.Source, Object: object, Field: field, Message: msg, Hint: r.extendedHint(name)})
 		u.blocked = append(u.blocked, fmt.Sprintf("nothing offers %s", name))
 	}
 	for _, name := range u.ext.NotEnabled {
 		field, container := resourceField(pod, name)
 		class := r.sched.Classes().ForExtendedResource(name).Name
 		msg := fmt.Sprintf("container %s asks for %s, which DeviceClass %s maps, but the scheduler of Kubernetes %s does not allocate extended resources through DRA (DRAExtendedResource is on by default from 1.36): only a device plugin could offer it, and this inventory has none; the pod stays Pending", container, name, class, r.feats.Version)
-		r.addFinding(Finding{Kind: FindingExtendedResource, Source: o.Source, Object: object, Field: field, Message: msg,
+		r.findings.add(Finding{Kind: FindingExtendedResource, Source: o.Source, Object: object, Field: field, Message: msg,
 			Hint: fmt.Sprintf("on Kubernetes %s ask for the device with a ResourceClaimTemplate for DeviceClass %s instead", r.feats.Version, class)})
 		u.blocked = append(u.blocked, fmt.Sprintf("nothing offers %s on Kubernetes %s", name, r.feats.Version))
 	}

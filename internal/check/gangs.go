@@ -72,12 +72,12 @@ func (r *runner) loadPodGroups(in *scheduler.Manifests) {
 		// Versions are "1.34" … "1.37" (scheduler.KubernetesVersions):
 		// they compare as strings.
 		if r.feats.Version < "1.37" {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "PodGroup " + o.Name, Field: "apiVersion",
+			r.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: "PodGroup " + o.Name, Field: "apiVersion",
 				Message: fmt.Sprintf("Kubernetes %s does not serve %s (the Workload API's v1alpha3 and v1beta1 come with 1.37); the API server rejects the PodGroup, and its pods are scheduled one by one", r.feats.Version, gv),
 				Hint:    workloadAPIAt(r.feats.Version)})
 			continue
 		}
-		r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: o.Source, Object: "PodGroup " + o.Name,
+		r.findings.add(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: o.Source, Object: "PodGroup " + o.Name,
 			Message: fmt.Sprintf("Kubernetes %s serves PodGroups only with the GenericWorkload feature gate and the %s API enabled (both off by default), and PodGroup claims only with DRAWorkloadResourceClaims; checked as on a cluster that enables them", r.feats.Version, gv)})
 	}
 }
@@ -96,25 +96,6 @@ func workloadAPIAt(version string) string {
 		return "Kubernetes 1.36 serves PodGroup and Workload only as scheduling.k8s.io/v1alpha2, with the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1alpha2=true (both off by default), and PodGroup claims only with DRAWorkloadResourceClaims"
 	}
 	return "Kubernetes " + version + " serves PodGroup and Workload as scheduling.k8s.io/v1beta1 (and v1alpha3), with the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1beta1=true (both off by default)"
-}
-
-// olderWorkloadAPI reports an object of a Workload API version that only
-// an older release serves (scheduler.OlderWorkloadAPIs): on that release
-// it is what the cluster takes, though check does not read it (a warning:
-// not all was checked); on any other the API server rejects it.
-func (r *runner) olderWorkloadAPI(p scheduler.Problem, f Finding, release string) {
-	gv := p.GVK.GroupVersion().String()
-	if r.feats.Version == release {
-		f.Kind, f.Severity = FindingSkipped, SeverityWarning
-		f.Message = fmt.Sprintf("%s %s is the Workload API of Kubernetes %s (alpha), which check does not read: its pods are checked one by one, not as a gang", gv, p.GVK.Kind, release)
-		f.Hint = workloadAPIAt(release) + "; check the gang as scheduling.k8s.io/v1beta1 with --kubernetes-version 1.37"
-		r.addFinding(f)
-		return
-	}
-	f.Kind, f.Severity = FindingNotServed, SeverityError
-	f.Message = fmt.Sprintf("Kubernetes %s does not serve %s %s, the Workload API of Kubernetes %s only: kubectl apply fails with \"no matches for kind\", and its pods are scheduled one by one", r.feats.Version, gv, p.GVK.Kind, release)
-	f.Hint = workloadAPIAt(r.feats.Version)
-	r.addFinding(f)
 }
 
 // gangOf returns the pod's PodGroup among the inputs, or nil.
@@ -140,7 +121,7 @@ func (r *runner) groupClaim(o scheduler.Object, pod *v1.Pod, pc v1.PodResourceCl
 			continue
 		}
 		if !ptr.Equal(gc.ResourceClaimName, pc.ResourceClaimName) || !ptr.Equal(gc.ResourceClaimTemplateName, pc.ResourceClaimTemplateName) {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
+			r.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
 				Message: fmt.Sprintf("the pod's claim %s differs from the one of that name in PodGroup %s (spec.resourceClaims[%d]); the resourceclaim controller gives the pod no claim, and it stays Pending", pc.Name, g.obj.Name, i),
 				Hint:    "name the same ResourceClaim or ResourceClaimTemplate as the PodGroup"})
 			return nil, true
@@ -221,7 +202,7 @@ func (r *runner) noNodeFinding(u *unit, why string) {
 		r.pendingReplica(owner+"\x00nodes", u.pod, f)
 		return
 	}
-	r.addFinding(f)
+	r.findings.add(f)
 }
 
 // allocateAll allocates the units in order; the pods of a gang are
@@ -408,7 +389,7 @@ func (r *runner) gangWaitsAs(g *gangInfo, members []*unit, f Finding) {
 		}
 	}
 	f.Source, f.Object, f.Field = g.obj.Source, "PodGroup "+g.obj.Name, "spec.schedulingPolicy.gang.minCount"
-	r.addFinding(f)
+	r.findings.add(f)
 }
 
 // unitClaims are a unit's claims, with the one for its extended resources.
@@ -443,7 +424,7 @@ func (r *runner) gangReplicas(o scheduler.Object) (int, bool) {
 		return 1, false
 	}
 	if o.Replicas > maxReplicas {
-		r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityNote, Source: o.Source, Object: o.Owner,
+		r.findings.add(Finding{Kind: FindingSkipped, Severity: SeverityNote, Source: o.Source, Object: o.Owner,
 			Message: fmt.Sprintf("%d replicas: the first %d of the gang are placed", o.Replicas, maxReplicas)})
 	}
 	return min(o.Replicas, maxReplicas), true
@@ -516,5 +497,5 @@ func (r *runner) checkSharedClaimOrder(o scheduler.Object, g *gangInfo, c claimO
 	default:
 		return
 	}
-	r.addFinding(f)
+	r.findings.add(f)
 }

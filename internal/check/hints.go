@@ -89,14 +89,14 @@ func (r *runner) checkCapacityRequests(re *reqEval, src scheduler.Source, object
 			if _, has := caps[id]; has {
 				if max := r.maxCapacity(domain, id, re.classHits); max != nil && max.Cmp(q) < 0 {
 					f.Message = fmt.Sprintf("the request asks for %s of capacity %s, but the devices its class matches have at most %s: no device can be allocated for it", q.String(), name, max.String())
-					r.addFinding(f)
+					r.findings.add(f)
 				}
 				continue
 			}
 			f.Message = fmt.Sprintf("the request asks for capacity %s, which no device in the inventory has: no device can be allocated for it", name)
 			f.Hint = didYouMean(id, sortedKeys(caps)) + "capacities in " + domain + ": " + strings.Join(sortedKeys(caps), ", ")
 		}
-		r.addFinding(f)
+		r.findings.add(f)
 	}
 }
 
@@ -302,7 +302,7 @@ func (r *runner) checkConstraints(ce *claimEval) {
 			}
 			f.Hint += didYouMean(name, sortedKeys(names)) + "published in " + domain + ": " + strings.Join(sortedKeys(names), ", ")
 		}
-		r.addFinding(f)
+		r.findings.add(f)
 	}
 }
 

@@ -166,11 +166,11 @@ func (r *runner) checkGangTopology(g *gangInfo, members []*unit) {
 	label := slicebuilder.NVLinkDomainLabel(r.opts.DriverName)
 	pg := g.obj.Obj.(*schedulingv1beta1.PodGroup)
 	if c := pg.Spec.SchedulingConstraints; c != nil && slices.ContainsFunc(c.Topology, func(t schedulingv1beta1.TopologyConstraint) bool { return t.Key == label }) {
-		r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec.schedulingConstraints",
+		r.findings.add(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec.schedulingConstraints",
 			Message: fmt.Sprintf("the topology constraint on %s takes effect only where kube-apiserver and kube-scheduler enable TopologyAwareWorkloadScheduling (alpha in 1.37, off by default; without it the API server drops the field); checked as on a cluster that enables it", label)})
 		return
 	}
-	r.addFinding(Finding{Kind: FindingGangWithoutDomainTopology, Severity: SeverityWarning, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec",
+	r.findings.add(Finding{Kind: FindingGangWithoutDomainTopology, Severity: SeverityWarning, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec",
 		Message: fmt.Sprintf("PodGroup %s is a gang of %d pods with an IMEX channel claim, and no topology constraint on %s: kube-scheduler then places its pods one after the other, the first pod's channel fixes the NVLink domain by ordinary node scoring, and in a domain without room for the rest the gang waits, retried with the same choice while nothing changes (check tried each domain, as the scheduler does with the constraint)", g.obj.Name, g.minCount, label),
 		Hint:    fmt.Sprintf("add spec.schedulingConstraints.topology: [{key: %s}] to the PodGroup (TopologyAwareWorkloadScheduling, alpha in Kubernetes 1.37), or admit the job with Kueue TAS at that level (docs/nvlink.md)", label)})
 }
@@ -204,7 +204,7 @@ type claimState struct {
 }
 
 func (r *runner) saveAttempt(members []*unit) *attempt {
-	a := &attempt{findings: len(r.report.Findings), seen: maps.Clone(r.seen), order: len(r.pendingOrder),
+	a := &attempt{findings: len(r.report.Findings), seen: maps.Clone(r.findings.seen), order: len(r.pendingOrder),
 		pending: map[string]*pendingReplicas{}, claims: map[*claimEval]claimState{}}
 	for k, p := range r.pending {
 		c := *p
@@ -223,7 +223,7 @@ func (r *runner) saveAttempt(members []*unit) *attempt {
 
 func (r *runner) restoreAttempt(a *attempt) {
 	r.report.Findings = r.report.Findings[:a.findings]
-	r.seen, r.pending, r.pendingOrder = a.seen, a.pending, r.pendingOrder[:a.order]
+	r.findings.seen, r.pending, r.pendingOrder = a.seen, a.pending, r.pendingOrder[:a.order]
 	for ce, s := range a.claims {
 		ce.done, ce.node = s.done, s.node
 		if !s.alloc {
@@ -288,7 +288,7 @@ func (r *runner) sharedChannelClaims(units []*unit) {
 		if len(names) > 4 {
 			names = append(append([]string(nil), names[:3]...), "…", names[len(names)-1])
 		}
-		r.addFinding(Finding{Kind: FindingChannelWithoutGang, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
+		r.findings.add(Finding{Kind: FindingChannelWithoutGang, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
 			Message: fmt.Sprintf("claim %s, for an IMEX channel, is shared by %d pods (%s) outside a gang: the first pod scheduled fixes the NVLink domain for all of them, even when that domain has no room for the others, which then stay Pending while the claim holds the channel", ce.info.Name, len(pods), strings.Join(names, ", ")),
 			Hint:    "place the pods together: make them one PodGroup with a gang policy and the claim in its resourceClaims (Kubernetes 1.37, topology constraint on " + slicebuilder.NVLinkDomainLabel(r.opts.DriverName) + "), or admit the job with Kueue TAS at that level (docs/nvlink.md)"})
 	}

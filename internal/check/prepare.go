@@ -216,7 +216,7 @@ func (r *runner) refused(ce *claimEval, refusal *claimplan.Refusal) {
 	if refusal.Kind == claimplan.ConfigKind {
 		kind = FindingInvalidConfig
 	}
-	r.addFinding(Finding{Kind: kind, Refusal: string(refusal.Kind), Source: src, Object: object, Field: field,
+	r.findings.add(Finding{Kind: kind, Refusal: string(refusal.Kind), Source: src, Object: object, Field: field,
 		Message: fmt.Sprintf("gpudra's kubelet plugin refuses to prepare claim %s (its pods stay in ContainerCreating): %s%s", ce.info.Name, refusal.Msg, from),
 		Hint:    refusalHint(refusal, r.opts.DriverName)})
 }

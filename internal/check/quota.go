@@ -194,5 +194,5 @@ func (r *runner) quotaExceeded(ce *claimEval, u *unit, l quotaLimit, asks, total
 		f.Field = ce.field + ".devices.requests"
 		f.Message = fmt.Sprintf("%s; %s, and a claim made from this template (%d) is past it: the API server refuses it to the resourceclaim controller (exceeded quota), so its pod stays Pending", limit, together, asks)
 	}
-	r.addFinding(f)
+	r.findings.add(f)
 }

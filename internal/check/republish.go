@@ -101,7 +101,7 @@ func (r *runner) publishNode(node string, rn *republishedNode) {
 		var err error
 		out, err = r.opts.Republish(r.ctx, node, rn.prepared)
 		if err != nil {
-			r.addFinding(Finding{Kind: FindingUnsatisfiable, Severity: SeverityNote, Object: "node " + node,
+			r.findings.add(Finding{Kind: FindingUnsatisfiable, Severity: SeverityNote, Object: "node " + node,
 				Message: fmt.Sprintf("what node %s publishes once its claims are prepared is not known (%v): later claims see its slices as they were", node, err)})
 			return
 		}
@@ -229,7 +229,7 @@ func (r *runner) waitsForSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim,
 	msg := fmt.Sprintf("no node publishes what it needs now, and node %s would once gpudra-controller gives it a MIG spare (the plugin's --mig-spare-gpus=fleet, chart migSpareGPUs: fleet): the pod is Pending until the controller does, a recompute and a republish later (docs/mig.md, Spares across the fleet)", node)
 	for _, ce := range todo {
 		r.unsatisfiable(ce, msg)
-		r.addFinding(Finding{Kind: FindingWaitsForSpare, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
+		r.findings.add(Finding{Kind: FindingWaitsForSpare, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
 			Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
 			Hint:    "to have a spare there beforehand, set the plugin's --mig-spare-gpus (chart migSpareGPUs) to a number on that node pool, or raise gpudra-controller's --mig-spare-nodes"})
 	}
