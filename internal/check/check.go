@@ -132,24 +132,21 @@ const (
 
 // runner holds one check's state.
 type runner struct {
-	ctx      context.Context
-	opts     Options
-	feats    scheduler.Features
-	sched    *scheduler.Scheduler
-	report   *Report
-	inv      *inventory
-	compiler *compiler
-	// evaluation results by expression
-	evals map[string]*evalResult
+	ctx    context.Context
+	opts   Options
+	feats  scheduler.Features
+	sched  *scheduler.Scheduler
+	report *Report
+	inv    *inventory
+	// eval evaluates classes and selectors on the inventory's devices.
+	eval *evaluator
 	// requestMatches are the devices requests match, by class and
 	// selectors (requestMatchKey).
 	requestMatches map[string]*requestMatch
 	// known are the DeviceClasses the cluster would have: the inputs' and
-	// the built-in ones they do not replace; classes are those evaluated
-	// so far (on first use).
+	// the built-in ones they do not replace (shared with eval).
 	known   map[string]scheduler.Object
 	builtin map[string]bool // known classes that come from gpudra
-	classes map[string]*classEval
 	// classesForScheduler serve the allocator and map extended resources.
 	classesForScheduler *scheduler.Classes
 	// findings is where everything found is reported, once each.
@@ -200,19 +197,6 @@ type runner struct {
 	namespaces map[string]*v1.Namespace
 }
 
-type evalResult struct {
-	match []bool
-	errs  map[int]error
-}
-
-type classEval struct {
-	obj       *resourceapi.DeviceClass
-	source    scheduler.Source
-	selectors []*selector
-	broken    bool   // a selector does not compile
-	match     []bool // all selectors
-}
-
 // Run checks the inputs. It returns a *scheduler.InputError when they
 // cannot be used; everything else is in the report.
 func Run(ctx context.Context, opts Options) (*Report, error) {
@@ -250,11 +234,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			Sequential:        opts.Sequential,
 			Strict:            opts.Strict,
 		},
-		compiler:     newCompiler(feats.CEL),
-		evals:        map[string]*evalResult{},
 		known:        map[string]scheduler.Object{},
 		builtin:      map[string]bool{},
-		classes:      map[string]*classEval{},
 		clusterState: scheduler.StateOf(opts.Held),
 		nodes:        map[string]gpu.Node{},
 		pending:      map[string]*pendingReplicas{},
@@ -275,6 +256,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	r.loadPodGroups(in)
 	r.loadInventory(in)
+	r.eval = newEvaluator(ctx, opts, feats, r.inv, r.report, r.findings, r.known, r.builtin)
 	r.clusterHeld = r.clusterHolds(opts.Held)
 	r.held = slices.Clone(r.clusterHeld)
 	units := r.buildUnits(in)
@@ -289,7 +271,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	// Classes no claim used are still checked: they are inputs.
 	r.findings.unusedClass = len(in.Claims)+len(in.Templates)+len(in.Pods) > 0
 	for _, o := range in.Classes {
-		r.class(o.Obj.(*resourceapi.DeviceClass).Name)
+		r.eval.class(o.Obj.(*resourceapi.DeviceClass).Name)
 	}
 	r.findings.unusedClass = false
 	r.finish()

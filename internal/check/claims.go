@@ -499,8 +499,8 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src sch
 		ce.reqs = append(ce.reqs, re)
 	}
 	ce.info = &r.report.Claims[ce.idx]
-	r.checkClaimConfigs(ce)
-	r.checkConstraints(ce)
+	r.eval.checkClaimConfigs(ce)
+	r.eval.checkConstraints(ce)
 	for _, re := range ce.reqs {
 		r.report.Claims[ce.idx].Requests = append(r.report.Claims[ce.idx].Requests, r.requestInfo(re))
 	}
@@ -518,7 +518,7 @@ func (r *runner) requestInfo(re *reqEval) RequestInfo {
 	if re.mode == resourceapi.DeviceAllocationModeAll {
 		ri.Count = 0
 	}
-	ri.Matches = r.matches(re.match)
+	ri.Matches = r.eval.matches(re.match)
 	return ri
 }
 
@@ -529,13 +529,13 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 	if capacity != nil {
 		re.capacity = capacity.Requests
 	}
-	ce := r.class(class)
+	ce := r.eval.class(class)
 	switch {
 	case ce == nil:
 		re.missing = true
 		r.findings.add(Finding{Kind: FindingUnknownClass, Source: src, Object: object, Field: field + ".deviceClassName",
 			Message: fmt.Sprintf("DeviceClass %q is not defined in the inputs (nor built in): the claim cannot be allocated", class),
-			Hint:    r.classHintFor(class)})
+			Hint:    r.eval.classHintFor(class)})
 	case ce.broken:
 		re.broken = true
 	default:
@@ -553,7 +553,7 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 	} else {
 		re.classHits = append([]bool(nil), re.match...)
 	}
-	r.checkCapacityRequests(re, src, object, field+".capacity.requests")
+	r.eval.checkCapacityRequests(re, src, object, field+".capacity.requests")
 	for i, sel := range sels {
 		f := fmt.Sprintf("%s.selectors[%d].cel.expression", field, i)
 		if sel.CEL == nil {
@@ -561,15 +561,15 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 			re.broken = true
 			continue
 		}
-		s := r.addSelector(src, object, f, sel.CEL.Expression)
+		s := r.eval.addSelector(src, object, f, sel.CEL.Expression)
 		re.selectors = append(re.selectors, s)
 		if !s.ok {
 			re.broken = true
 			continue
 		}
-		res := r.evaluate(s, re.classHits, class)
-		r.recordCounts(s, res, re.classHits)
-		r.reportRuntimeErrors(s, res, re.classHits, object, f, " that DeviceClass "+class+" matches")
+		res := r.eval.evaluate(s, re.classHits, class)
+		r.eval.recordCounts(s, res, re.classHits)
+		r.eval.reportRuntimeErrors(s, res, re.classHits, object, f, " that DeviceClass "+class+" matches")
 		if known != nil {
 			continue
 		}

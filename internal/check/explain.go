@@ -188,7 +188,7 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 	total := countTrue(re.match)
 	if classCount == 0 {
 		msg := prefix + fmt.Sprintf("no device matches DeviceClass %s", re.class)
-		if !r.feats.Allocator.PartitionableDevices && r.classSelects(re.class, "'mig'") {
+		if !r.feats.Allocator.PartitionableDevices && r.eval.classSelects(re.class, "'mig'") {
 			msg += fmt.Sprintf(": on Kubernetes %s, which does not serve partitionable devices, gpudra publishes whole GPUs only, no MIG partitions (DRAPartitionableDevices is on by default from 1.36)", r.report.KubernetesVersion)
 		} else {
 			msg += r.noSpareNow(re.class)
@@ -196,7 +196,7 @@ func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []str
 		return []string{msg}
 	}
 	if total == 0 {
-		return []string{prefix + r.explainSelectors(re, classCount)}
+		return []string{prefix + r.eval.explainSelectors(re, classCount)}
 	}
 	nodes := r.candidateNodes(pinned)
 	// Not enough matching devices on any one node.
@@ -578,7 +578,7 @@ func (r *runner) finish() {
 	if r.report.Findings == nil {
 		r.report.Findings = []Finding{}
 	}
-	r.report.Stats.Compiled = r.compiler.compiled
+	r.report.Stats.Compiled = r.eval.compiler.compiled
 	sort.SliceStable(r.report.Claims, func(i, j int) bool {
 		a, b := r.report.Claims[i].Source, r.report.Claims[j].Source
 		if a.File != b.File {
@@ -593,8 +593,8 @@ func qty(v int64) string { return resource.NewQuantity(v, resource.BinarySI).Str
 
 // classSelects says whether a class's selectors mention text (a value
 // they compare with).
-func (r *runner) classSelects(class, text string) bool {
-	ce := r.classes[class]
+func (ev *evaluator) classSelects(class, text string) bool {
+	ce := ev.classes[class]
 	if ce == nil {
 		return false
 	}

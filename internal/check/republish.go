@@ -390,7 +390,7 @@ func (r *runner) sparesAssumed() string {
 // is not the case): in fleet mode most nodes publish whole GPUs only
 // until gpudra-controller gives them a spare.
 func (r *runner) noSpareNow(class string) string {
-	if !r.feats.Allocator.PartitionableDevices || r.migCapable == 0 || r.migPublishing > 0 || !r.classSelects(class, "'mig'") {
+	if !r.feats.Allocator.PartitionableDevices || r.migCapable == 0 || r.migPublishing > 0 || !r.eval.classSelects(class, "'mig'") {
 		return ""
 	}
 	return fmt.Sprintf(": none of the %d node(s) with a GPU that can take a MIG spare publishes MIG placements now; gpudra's plugin publishes them for its spare GPUs only (the plugin's --mig-spare-gpus, chart migSpareGPUs), and with fleet a node gets a spare when gpudra-controller gives it one for a pod that waits, so the pod is Pending until then (docs/mig.md, Spares across the fleet)", r.migCapable)
