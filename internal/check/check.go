@@ -140,9 +140,6 @@ type runner struct {
 	inv    *inventory
 	// eval evaluates classes and selectors on the inventory's devices.
 	eval *evaluator
-	// requestMatches are the devices requests match, by class and
-	// selectors (requestMatchKey).
-	requestMatches map[string]*requestMatch
 	// known are the DeviceClasses the cluster would have: the inputs' and
 	// the built-in ones they do not replace (shared with eval).
 	known   map[string]scheduler.Object
@@ -193,8 +190,6 @@ type runner struct {
 	// fence, while a gang is tried in one NVLink domain (nvlink.go),
 	// admits only that domain's nodes.
 	fence func(*v1.Node) bool
-	// namespaces are the inputs' Namespaces, by name.
-	namespaces map[string]*v1.Namespace
 }
 
 // Run checks the inputs. It returns a *scheduler.InputError when they
@@ -250,7 +245,6 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	for _, p := range in.Problems {
 		r.findings.addProblem(p)
 	}
-	r.namespaces = namespacesOf(in)
 	if err := r.loadClasses(in); err != nil {
 		return nil, err
 	}
@@ -259,8 +253,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.eval = newEvaluator(ctx, opts, feats, r.inv, r.report, r.findings, r.known, r.builtin)
 	r.clusterHeld = r.clusterHolds(opts.Held)
 	r.held = slices.Clone(r.clusterHeld)
-	units := r.buildUnits(in)
-	r.checkQuotas(in.Quotas, units)
+	units := (&unitBuilder{
+		opts: opts, feats: feats, sched: r.sched, inv: r.inv, report: r.report,
+		findings: r.findings, eval: r.eval, known: r.known, namespaces: namespacesOf(in),
+		gangs: r.gangs, progress: r.progress,
+	}).build(in)
+	(&quotaChecker{feats: feats, report: r.report, findings: r.findings, known: r.known}).check(in.Quotas, units)
 	r.sharedChannelClaims(units)
 	r.allocateAll(units)
 	for _, u := range units {

@@ -99,19 +99,19 @@ func workloadAPIAt(version string) string {
 }
 
 // gangOf returns the pod's PodGroup among the inputs, or nil.
-func (r *runner) gangOf(pod *v1.Pod) *gangInfo {
-	if r.feats.Version < "1.37" {
+func (ub *unitBuilder) gangOf(pod *v1.Pod) *gangInfo {
+	if ub.feats.Version < "1.37" {
 		return nil
 	}
-	return r.gangs[scheduler.GangOf(pod)]
+	return ub.gangs[scheduler.GangOf(pod)]
 }
 
 // groupClaim returns the claim a pod's claim entry stands for when its
 // PodGroup holds a claim of that name: made once for the group, from the
 // template the group names. The pod's entry must match the group's
 // exactly, as the resourceclaim controller requires.
-func (r *runner) groupClaim(o scheduler.Object, pod *v1.Pod, pc v1.PodResourceClaim, field string, templates map[string]scheduler.Object, claims map[string]*claimEval) (*claimEval, bool) {
-	g := r.gangOf(pod)
+func (ub *unitBuilder) groupClaim(o scheduler.Object, pod *v1.Pod, pc v1.PodResourceClaim, field string, templates map[string]scheduler.Object, claims map[string]*claimEval) (*claimEval, bool) {
+	g := ub.gangOf(pod)
 	if g == nil {
 		return nil, false
 	}
@@ -121,7 +121,7 @@ func (r *runner) groupClaim(o scheduler.Object, pod *v1.Pod, pc v1.PodResourceCl
 			continue
 		}
 		if !ptr.Equal(gc.ResourceClaimName, pc.ResourceClaimName) || !ptr.Equal(gc.ResourceClaimTemplateName, pc.ResourceClaimTemplateName) {
-			r.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
+			ub.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
 				Message: fmt.Sprintf("the pod's claim %s differs from the one of that name in PodGroup %s (spec.resourceClaims[%d]); the resourceclaim controller gives the pod no claim, and it stays Pending", pc.Name, g.obj.Name, i),
 				Hint:    "name the same ResourceClaim or ResourceClaimTemplate as the PodGroup"})
 			return nil, true
@@ -141,7 +141,7 @@ func (r *runner) groupClaim(o scheduler.Object, pod *v1.Pod, pc v1.PodResourceCl
 			owner := &v1.Pod{}
 			owner.Namespace, owner.Name = pg.Namespace, pg.Name
 			claim := scheduler.ClaimFromTemplate(owner, pc.Name, t.Obj.(*resourceapi.ResourceClaimTemplate))
-			ce = r.newClaim(claim, "ResourceClaimTemplate "+t.Name+" for PodGroup "+g.obj.Name, t.Source, "ResourceClaimTemplate "+t.Name, "spec.spec")
+			ce = ub.newClaim(claim, "ResourceClaimTemplate "+t.Name+" for PodGroup "+g.obj.Name, t.Source, "ResourceClaimTemplate "+t.Name, "spec.spec")
 		}
 		if ce == nil {
 			return nil, false
@@ -416,15 +416,15 @@ func (r *runner) unitAllocated(u *unit) bool {
 
 // gangReplicas is how many pods of a workload check places: all of a
 // gang's (up to maxReplicas), since the gang is placed whole.
-func (r *runner) gangReplicas(o scheduler.Object) (int, bool) {
+func (ub *unitBuilder) gangReplicas(o scheduler.Object) (int, bool) {
 	if o.Owner == "" || o.Replicas <= 1 {
 		return 1, false
 	}
-	if g := r.gangOf(o.Obj.(*v1.Pod)); g == nil || g.minCount == 0 {
+	if g := ub.gangOf(o.Obj.(*v1.Pod)); g == nil || g.minCount == 0 {
 		return 1, false
 	}
 	if o.Replicas > maxReplicas {
-		r.findings.add(Finding{Kind: FindingSkipped, Severity: SeverityNote, Source: o.Source, Object: o.Owner,
+		ub.findings.add(Finding{Kind: FindingSkipped, Severity: SeverityNote, Source: o.Source, Object: o.Owner,
 			Message: fmt.Sprintf("%d replicas: the first %d of the gang are placed", o.Replicas, maxReplicas)})
 	}
 	return min(o.Replicas, maxReplicas), true
@@ -477,7 +477,7 @@ func (c *claimOrderCheck) see(i int, pc v1.PodResourceClaim, g *gangInfo) {
 // The claim kube-scheduler makes for extended resources that a
 // DeviceClass maps (extended: the pod asks for some) always comes after
 // the pod's listed claims, so it cannot come before a shared one.
-func (r *runner) checkSharedClaimOrder(o scheduler.Object, g *gangInfo, c claimOrderCheck, extended bool) {
+func (ub *unitBuilder) checkSharedClaimOrder(o scheduler.Object, g *gangInfo, c claimOrderCheck, extended bool) {
 	if g == nil || c.firstShared < 0 {
 		return
 	}
@@ -487,15 +487,15 @@ func (r *runner) checkSharedClaimOrder(o scheduler.Object, g *gangInfo, c claimO
 	case c.lastOwn > c.firstShared:
 		f.Message = fmt.Sprintf("claim %s, which the pods of PodGroup %s share, is listed before the pod's own claim %s (spec.resourceClaims[%d]); "+
 			"kube-scheduler %s then swaps their allocations for every pod of the group but the first, and the group binds in part or waits",
-			c.sharedName, g.obj.Name, c.ownName, c.lastOwn, r.feats.Version)
+			c.sharedName, g.obj.Name, c.ownName, c.lastOwn, ub.feats.Version)
 		f.Hint = "list the claims the group shares after the pod's own claims in spec.resourceClaims (containers name claims, so the order changes nothing else)"
 	case extended:
 		f.Message = fmt.Sprintf("claim %s, which the pods of PodGroup %s share, comes before the claim kube-scheduler makes for the pod's extended resources (always last); "+
 			"kube-scheduler %s then swaps their allocations for every pod of the group but the first, and the group binds in part or waits",
-			c.sharedName, g.obj.Name, r.feats.Version)
+			c.sharedName, g.obj.Name, ub.feats.Version)
 		f.Hint = "ask for the devices with a ResourceClaimTemplate listed before the group's claims, not with extended resources"
 	default:
 		return
 	}
-	r.findings.add(f)
+	ub.findings.add(f)
 }
