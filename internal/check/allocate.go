@@ -200,17 +200,6 @@ func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
 	ce.done = true
 }
 
-// free says whether device i can still be allocated (sequential mode): no
-// claim holds it, or it allows multiple allocations (consumable
-// capacity), in which case the allocator judges what is left of it.
-func (r *runner) free(i int) bool {
-	d := r.inv.devices[i]
-	if m := d.dev.AllowMultipleAllocations; m != nil && *m {
-		return true
-	}
-	return len(r.state.Holders(d.id)) == 0
-}
-
 // mayFit is a necessary condition for the unit to fit on the node: every
 // request has enough matching, free devices there. It spares the
 // allocator nodes that cannot work.
@@ -237,23 +226,9 @@ func (r *runner) requestMayFit(re *reqEval, node string) bool {
 		}
 		return false
 	}
-	n := r.countOn(re.match, node, !re.admin)
+	n := r.inv.countOn(r.state, re.match, node, !re.admin)
 	if re.mode == resourceapi.DeviceAllocationModeAll {
 		return n > 0
 	}
 	return int64(n) >= re.count
-}
-
-// countOn counts matching devices on a node (and those reachable from
-// every node); onlyFree skips devices earlier claims hold.
-func (r *runner) countOn(match []bool, node string, onlyFree bool) int {
-	n := 0
-	for _, list := range [][]int{r.byNode[node], r.byNode[""]} {
-		for _, i := range list {
-			if match[i] && (!onlyFree || r.free(i)) {
-				n++
-			}
-		}
-	}
-	return n
 }

@@ -148,7 +148,6 @@ type runner struct {
 	classesForScheduler *scheduler.Classes
 	// findings is where everything found is reported, once each.
 	findings *findingLog
-	byNode   map[string][]int // device indexes per node ("" = not node-local)
 	// state is what allocated claims hold (sequential mode keeps it), as
 	// the scheduler sees it; held is what the nodes' plugins prepared.
 	state *scheduler.State
@@ -450,10 +449,6 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 		notes = append(notes, note)
 	}
 	r.inv = newInventory(r.sched.Slices(), r.sched.Nodes())
-	r.byNode = map[string][]int{}
-	for i, d := range r.inv.devices {
-		r.byNode[d.node] = append(r.byNode[d.node], i)
-	}
 	r.report.Inventory = InventoryInfo{
 		Source:  strings.Join(sources, "; "),
 		Notes:   notes,

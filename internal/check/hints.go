@@ -228,11 +228,11 @@ func (ev *evaluator) valuesOf(refs []celRef, scope []bool) string {
 // explainCapacity says why a request's capacity requests rule out every
 // matching device: none has that capacity, or enough of it, or (in
 // sequence) enough of it left beside what earlier claims consume.
-func (r *runner) explainCapacity(re *reqEval) string {
+func (ex *explainer) capacity(re *reqEval) string {
 	for _, name := range sortedKeys(re.capacity) {
 		want := re.capacity[resourceapi.QualifiedName(name)]
-		domain, id := splitQualified(resourceapi.QualifiedName(name), r.opts.DriverName)
-		max := r.eval.maxCapacity(domain, id, re.match)
+		domain, id := splitQualified(resourceapi.QualifiedName(name), ex.opts.DriverName)
+		max := ex.eval.maxCapacity(domain, id, re.match)
 		switch {
 		case max == nil:
 			return fmt.Sprintf("it asks for capacity %s, which none of the %d matching device(s) has", name, countTrue(re.match))
@@ -241,20 +241,20 @@ func (r *runner) explainCapacity(re *reqEval) string {
 		}
 		var left *resource.Quantity
 		holders := map[string]bool{}
-		for i, d := range r.inv.devices {
+		for i, d := range ex.inv.devices {
 			c, ok := d.capacity(domain, id)
 			if !re.match[i] || !ok {
 				continue
 			}
 			v := c.Value.DeepCopy()
-			consumed := r.state.Consumed(d.id)
+			consumed := ex.state.Consumed(d.id)
 			used, ok := consumed[resourceapi.QualifiedName(name)]
 			if !ok {
 				used, ok = consumed[resourceapi.QualifiedName(id)]
 			}
 			if ok {
 				v.Sub(used)
-				for _, h := range r.state.Holders(d.id) {
+				for _, h := range ex.state.Holders(d.id) {
 					holders[h] = true
 				}
 			}

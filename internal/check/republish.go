@@ -385,17 +385,6 @@ func (r *runner) sparesAssumed() string {
 	return strings.Join(parts, "; ")
 }
 
-// noSpareNow says why a MIG class matches nothing when nodes could
-// partition but none publishes placements at this moment ("" when that
-// is not the case): in fleet mode most nodes publish whole GPUs only
-// until gpudra-controller gives them a spare.
-func (r *runner) noSpareNow(class string) string {
-	if !r.feats.Allocator.PartitionableDevices || r.migCapable == 0 || r.migPublishing > 0 || !r.eval.classSelects(class, "'mig'") {
-		return ""
-	}
-	return fmt.Sprintf(": none of the %d node(s) with a GPU that can take a MIG spare publishes MIG placements now; gpudra's plugin publishes them for its spare GPUs only (the plugin's --mig-spare-gpus, chart migSpareGPUs), and with fleet a node gets a spare when gpudra-controller gives it one for a pod that waits, so the pod is Pending until then (docs/mig.md, Spares across the fleet)", r.migCapable)
-}
-
 // isAmpere says whether a device is of an Ampere GPU.
 func isAmpere(d resourceapi.Device) bool {
 	a, ok := d.Attributes[slicebuilder.AttrArchitecture]
