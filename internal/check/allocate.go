@@ -108,7 +108,7 @@ func (r *runner) allocate(u *unit) {
 		tried = append(tried, ce)
 		claims = append(claims, ce.claim)
 	}
-	r.flushPublished()
+	r.pub.flush()
 	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool {
 		if pod != nil {
 			if ok, _ := scheduler.PodFitsNode(pod, node); !ok {
@@ -181,8 +181,15 @@ func (r *runner) record(ce *claimEval, node string, res *resourceapi.AllocationR
 	ce.claim.Status.Allocation = res
 	ce.done, ce.node = true, node
 	r.report.Claims[ce.idx].Allocation = a
-	r.prepare(ce, res)
-	r.republish(node, res)
+	r.prep.prepare(ce, res)
+	switch {
+	case !r.opts.Sequential && r.group == "":
+		// The next claim sees an empty cluster: nothing to republish.
+	case r.inGang && !r.gangRefill:
+		// A gang binds whole: no prepare runs before all of it is placed.
+	default:
+		r.pub.republish(node, res)
+	}
 }
 
 // resetState forgets every allocation of the inputs: the next claims see
@@ -190,8 +197,8 @@ func (r *runner) record(ce *claimEval, node string, res *resourceapi.AllocationR
 // and the nodes publish what they published before.
 func (r *runner) resetState() {
 	r.state = r.clusterState.Clone()
-	r.held = slices.Clone(r.clusterHeld)
-	r.restorePublished(nil)
+	r.prep.held = slices.Clone(r.clusterHeld)
+	r.pub.restore(nil)
 }
 
 func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
@@ -204,7 +211,7 @@ func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
 // request has enough matching, free devices there. It spares the
 // allocator nodes that cannot work.
 func (r *runner) mayFit(claims []*claimEval, node string) bool {
-	if _, ok := r.republished[node]; ok {
+	if _, ok := r.pub.republished[node]; ok {
 		return true // devices the inventory does not hold may be published now
 	}
 	for _, ce := range claims {

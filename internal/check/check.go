@@ -32,7 +32,6 @@ import (
 	"github.com/gpudra/gpudra/deviceclasses"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/scheduler"
-	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 )
 
 // Options configure Run.
@@ -149,19 +148,17 @@ type runner struct {
 	// findings is where everything found is reported, once each.
 	findings *findingLog
 	// state is what allocated claims hold (sequential mode keeps it), as
-	// the scheduler sees it; held is what the nodes' plugins prepared.
+	// the scheduler sees it; prep.held is what the nodes' plugins prepared.
 	state *scheduler.State
-	held  []heldDevice
+	// pub republishes nodes as claims are prepared on them; prep runs
+	// the prepare-time checks.
+	pub  *publisher
+	prep *preparer
 	// clusterState and clusterHeld are what a live cluster's allocated
 	// claims hold (Options.Held), as the scheduler and the nodes' plugins
 	// see it: where each allocation starts.
 	clusterState *scheduler.State
 	clusterHeld  []heldDevice
-	// republished is, per node, what it published since its slices were
-	// replaced (Options.Republish); unpublished is set while a node's
-	// prepared claims are not in the scheduler's view yet.
-	republished map[string]*republishedNode
-	unpublished bool
 	// inGang is set while a gang's pods are placed: they see what is
 	// published before any of them binds, unless gangRefill is set too.
 	inGang, gangRefill bool
@@ -178,10 +175,6 @@ type runner struct {
 	// source, in the order found.
 	pending      map[string]*pendingReplicas
 	pendingOrder []string
-	// nodes are gpudra's pools read back into the device model, for the
-	// prepare-time checks; shareSharing is Options.ShareSharing.
-	nodes        map[string]gpu.Node
-	shareSharing *configapi.Sharing
 	// gangs are the inputs' PodGroups by "namespace/name"; nodeObjs the
 	// inputs' Node objects (gangs.go).
 	gangs    map[string]*gangInfo
@@ -231,10 +224,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		known:        map[string]scheduler.Object{},
 		builtin:      map[string]bool{},
 		clusterState: scheduler.StateOf(opts.Held),
-		nodes:        map[string]gpu.Node{},
 		pending:      map[string]*pendingReplicas{},
-
-		shareSharing: shareSharing,
 	}
 	r.findings = newFindingLog(r.report, feats, r.builtin)
 	r.state = r.clusterState.Clone()
@@ -250,8 +240,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.loadPodGroups(in)
 	r.loadInventory(in)
 	r.eval = newEvaluator(ctx, opts, feats, r.inv, r.report, r.findings, r.known, r.builtin)
-	r.clusterHeld = r.clusterHolds(opts.Held)
-	r.held = slices.Clone(r.clusterHeld)
+	r.prep = &preparer{
+		opts: opts, inv: r.inv, report: r.report, findings: r.findings, pub: r.pub,
+		known: r.known, builtin: r.builtin, shareSharing: shareSharing,
+	}
+	r.clusterHeld = r.prep.clusterHolds(opts.Held)
+	r.prep.held = slices.Clone(r.clusterHeld)
 	units := (&unitBuilder{
 		opts: opts, feats: feats, sched: r.sched, inv: r.inv, report: r.report,
 		findings: r.findings, eval: r.eval, known: r.known, namespaces: namespacesOf(in),
@@ -449,6 +443,7 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 		notes = append(notes, note)
 	}
 	r.inv = newInventory(r.sched.Slices(), r.sched.Nodes())
+	r.pub = &publisher{ctx: r.ctx, opts: r.opts, sched: r.sched, inv: r.inv, findings: r.findings, nodes: map[string]gpu.Node{}}
 	r.report.Inventory = InventoryInfo{
 		Source:  strings.Join(sources, "; "),
 		Notes:   notes,

@@ -270,9 +270,9 @@ func (r *runner) gangFitsWithFleetSpares(g *gangInfo, members []*unit, before *a
 		return nil
 	}
 	after, findings := r.saveAttempt(members), slices.Clone(r.report.Findings)
-	state, held, published := r.state.Clone(), slices.Clone(r.held), r.savePublished()
+	state, held, published := r.state.Clone(), slices.Clone(r.prep.held), r.pub.save()
 	r.restoreAttempt(before)
-	r.flushPublished()
+	r.pub.flush()
 	r.gangSpares = &gangSpares{given: map[string][]*resourceapi.ResourceSlice{}}
 	placed := r.tryGang(g, members)
 	spares := r.gangSpares
@@ -280,8 +280,8 @@ func (r *runner) gangFitsWithFleetSpares(g *gangInfo, members []*unit, before *a
 	for _, node := range spares.order {
 		r.sched.ReplaceNodeSlices(node, spares.given[node])
 	}
-	r.state, r.held = state, held
-	r.restorePublished(published)
+	r.state, r.prep.held = state, held
+	r.pub.restore(published)
 	if placed < len(members) || placed < g.minCount || len(spares.order) == 0 {
 		r.restoreAttempt(after)
 		r.report.Findings = findings
@@ -338,7 +338,7 @@ func (r *runner) gangWaitsForFleetSpares(g *gangInfo, members []*unit, nodes []s
 // minCount are there, the scheduler's state (what the nodes' plugins
 // hold, and what they republished for it) is taken back.
 func (r *runner) tryGang(g *gangInfo, members []*unit) int {
-	saved, savedHeld, savedPublished, sequential := r.state.Clone(), slices.Clone(r.held), r.savePublished(), r.opts.Sequential
+	saved, savedHeld, savedPublished, sequential := r.state.Clone(), slices.Clone(r.prep.held), r.pub.save(), r.opts.Sequential
 	if !sequential {
 		r.resetState()
 	}
@@ -362,8 +362,8 @@ func (r *runner) tryGang(g *gangInfo, members []*unit) int {
 	if placed == len(members) && placed >= g.minCount {
 		return placed
 	}
-	r.state, r.held = saved, savedHeld
-	r.restorePublished(savedPublished)
+	r.state, r.prep.held = saved, savedHeld
+	r.pub.restore(savedPublished)
 	return placed
 }
 
