@@ -32,41 +32,8 @@ import (
 // claims that are not allocated yet together, on the first node where
 // they fit, through the offline scheduler core.
 func (r *runner) allocate(u *unit) {
-	all := u.claims
-	if u.extended != nil {
-		all = append(all[:len(all):len(all)], u.extended)
-	}
-	var todo []*claimEval
-	pinned := ""
-	for _, ce := range all {
-		if ce.done {
-			pinned = ce.node
-			continue
-		}
-		todo = append(todo, ce)
-	}
-	if len(todo) == 0 {
-		return
-	}
-	// A claim of the pod found unsatisfiable earlier (shared with an
-	// earlier pod) keeps the whole pod Pending: the scheduler allocates
-	// none of its claims, so none holds a device.
-	for _, ce := range all {
-		if ce.done && ce.claim.Status.Allocation == nil {
-			for _, other := range todo {
-				r.unsatisfiable(other, podBlockedBy(ce))
-			}
-			// The finding that says why counts this replica too.
-			if p, ok := r.pending[u.podObj.Owner+"\x00"+ce.source.String()]; ok && u.podObj.Owner != "" {
-				p.pods = append(p.pods, u.pod)
-			}
-			return
-		}
-	}
-	if len(u.blocked) > 0 {
-		for _, ce := range todo {
-			r.unsatisfiable(ce, "the pod cannot be scheduled: "+strings.Join(u.blocked, "; "))
-		}
+	all, todo, pinned := claimsToAllocate(u)
+	if len(todo) == 0 || r.blockedBefore(u, all, todo) {
 		return
 	}
 	var pod *v1.Pod
@@ -84,30 +51,91 @@ func (r *runner) allocate(u *unit) {
 		r.resetState()
 		r.group = u.group
 	}
+	if r.unusable(todo) {
+		return
+	}
+	// The pod's claims that are allocated already (shared with an earlier
+	// pod) pin it to their node.
+	claims := make([]*resourceapi.ResourceClaim, 0, len(all))
+	for _, ce := range all {
+		claims = append(claims, ce.claim)
+	}
+	place, err := r.schedule(pod, claims, todo)
+	r.settle(u, pod, all, claims, todo, pinned, place, err)
+}
+
+// claimsToAllocate are the unit's claims (with the one for its extended
+// resources), those of them not allocated yet, and the node the others
+// pin the pod to ("" when none is allocated).
+func claimsToAllocate(u *unit) (all, todo []*claimEval, pinned string) {
+	all = u.claims
+	if u.extended != nil {
+		all = append(all[:len(all):len(all)], u.extended)
+	}
+	for _, ce := range all {
+		if ce.done {
+			pinned = ce.node
+			continue
+		}
+		todo = append(todo, ce)
+	}
+	return all, todo, pinned
+}
+
+// blockedBefore says whether the unit's claims stay unallocated whatever
+// the inventory holds, marking them so: a claim of the pod found
+// unsatisfiable earlier, or what blocks the pod itself (unit.blocked).
+func (r *runner) blockedBefore(u *unit, all, todo []*claimEval) bool {
+	// A claim of the pod found unsatisfiable earlier (shared with an
+	// earlier pod) keeps the whole pod Pending: the scheduler allocates
+	// none of its claims, so none holds a device.
+	for _, ce := range all {
+		if ce.done && ce.claim.Status.Allocation == nil {
+			for _, other := range todo {
+				r.unsatisfiable(other, podBlockedBy(ce))
+			}
+			// The finding that says why counts this replica too.
+			if p, ok := r.pending[u.podObj.Owner+"\x00"+ce.source.String()]; ok && u.podObj.Owner != "" {
+				p.pods = append(p.pods, u.pod)
+			}
+			return true
+		}
+	}
+	if len(u.blocked) > 0 {
+		for _, ce := range todo {
+			r.unsatisfiable(ce, "the pod cannot be scheduled: "+strings.Join(u.blocked, "; "))
+		}
+		return true
+	}
+	return false
+}
+
+// unusable says whether a claim to allocate cannot be, marking the
+// claims so: the API server rejects it, or a class or selector of it is
+// unusable.
+func (r *runner) unusable(todo []*claimEval) bool {
 	for _, ce := range todo {
 		if ce.invalid {
 			for _, other := range todo {
 				r.unsatisfiable(other, "the API server rejects claim "+ce.info.Name+" (see the findings): it is never allocated")
 			}
-			return
+			return true
 		}
 	}
 	for _, ce := range todo {
 		for _, re := range ce.reqs {
 			if re.missing || re.broken || anySub(re, func(s *reqEval) bool { return s.missing || s.broken }) {
 				r.unsatisfiable(ce, "a request's DeviceClass or selectors are unusable (see the findings above): the scheduler cannot allocate this claim")
-				return
+				return true
 			}
 		}
 	}
-	// The pod's claims that are allocated already (shared with an earlier
-	// pod) pin it to their node.
-	var tried []*claimEval
-	var claims []*resourceapi.ResourceClaim
-	for _, ce := range all {
-		tried = append(tried, ce)
-		claims = append(claims, ce.claim)
-	}
+	return false
+}
+
+// schedule runs the scheduler's filter and allocator for the claims on
+// the nodes the pod may run on, with the spares a gang is given.
+func (r *runner) schedule(pod *v1.Pod, claims []*resourceapi.ResourceClaim, todo []*claimEval) (*scheduler.Placement, error) {
 	r.pub.flush()
 	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool {
 		if pod != nil {
@@ -129,10 +157,16 @@ func (r *runner) allocate(u *unit) {
 			place, err = spared, nil
 		}
 	}
+	return place, err
+}
+
+// settle records what schedule found for the unit's claims: where they
+// are allocated, or why not.
+func (r *runner) settle(u *unit, pod *v1.Pod, all []*claimEval, claims []*resourceapi.ResourceClaim, todo []*claimEval, pinned string, place *scheduler.Placement, err error) {
 	var fe *scheduler.FilterError
 	switch {
 	case err == nil:
-		for i, ce := range tried {
+		for i, ce := range all {
 			if res := place.Results[i]; res != nil {
 				r.record(ce, place.Node.Name, res)
 			}
