@@ -95,8 +95,8 @@ func (r *runner) blockedBefore(u *unit, all, todo []*claimEval) bool {
 				r.unsatisfiable(other, podBlockedBy(ce))
 			}
 			// The finding that says why counts this replica too.
-			if p, ok := r.pending[u.podObj.Owner+"\x00"+ce.source.String()]; ok && u.podObj.Owner != "" {
-				p.pods = append(p.pods, u.pod)
+			if u.podObj.Owner != "" {
+				r.pending.also(u.podObj.Owner+"\x00"+ce.source.String(), u.pod)
 			}
 			return true
 		}

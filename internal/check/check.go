@@ -154,6 +154,8 @@ type runner struct {
 	// the prepare-time checks.
 	pub  *publisher
 	prep *preparer
+	// nvlink says which claims and gangs ask for NVLink domains.
+	nvlink *nvlinkDomains
 	// clusterState and clusterHeld are what a live cluster's allocated
 	// claims hold (Options.Held), as the scheduler and the nodes' plugins
 	// see it: where each allocation starts.
@@ -171,10 +173,8 @@ type runner struct {
 	migCapable, migPublishing int
 	// group is the unit group the state is of, without --sequential.
 	group string
-	// pending are the workloads' Pending replicas, by owner and claim
-	// source, in the order found.
-	pending      map[string]*pendingReplicas
-	pendingOrder []string
+	// pending are the workloads' Pending replicas.
+	pending *pendingLog
 	// gangs are the inputs' PodGroups by "namespace/name"; nodeObjs the
 	// inputs' Node objects (gangs.go).
 	gangs    map[string]*gangInfo
@@ -184,9 +184,8 @@ type runner struct {
 	fence func(*v1.Node) bool
 }
 
-// Run checks the inputs. It returns a *scheduler.InputError when they
-// cannot be used; everything else is in the report.
-func Run(ctx context.Context, opts Options) (*Report, error) {
+// withDefaults fills in the options left unset.
+func (opts Options) withDefaults() Options {
 	if opts.KubernetesVersion == "" {
 		opts.KubernetesVersion = scheduler.DefaultKubernetesVersion
 	}
@@ -199,6 +198,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.AllocateTimeout == 0 {
 		opts.AllocateTimeout = scheduler.DefaultFilterTimeout
 	}
+	return opts
+}
+
+// Run checks the inputs. It returns a *scheduler.InputError when they
+// cannot be used; everything else is in the report.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	opts = opts.withDefaults()
 	feats, err := scheduler.FeaturesFor(opts.KubernetesVersion)
 	if err != nil {
 		return nil, &scheduler.InputError{Msg: "--kubernetes-version: " + err.Error()}
@@ -224,9 +230,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		known:        map[string]scheduler.Object{},
 		builtin:      map[string]bool{},
 		clusterState: scheduler.StateOf(opts.Held),
-		pending:      map[string]*pendingReplicas{},
 	}
 	r.findings = newFindingLog(r.report, feats, r.builtin)
+	r.pending = newPendingLog(r.report, r.findings)
 	r.state = r.clusterState.Clone()
 	for _, i := range in.Ignored {
 		r.report.Ignored = append(r.report.Ignored, i.String())
@@ -252,11 +258,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		gangs: r.gangs, progress: r.progress,
 	}).build(in)
 	(&quotaChecker{feats: feats, report: r.report, findings: r.findings, known: r.known}).check(in.Quotas, units)
-	r.sharedChannelClaims(units)
+	r.nvlink.sharedChannelClaims(units)
 	r.allocateAll(units)
 	for _, u := range units {
 		if u.pod != "" {
-			r.report.Pods = append(r.report.Pods, r.podInfo(u))
+			r.report.Pods = append(r.report.Pods, podInfo(r.report, u))
 		}
 	}
 	// Classes no claim used are still checked: they are inputs.
@@ -439,10 +445,11 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 		r.nodeObjs = append(r.nodeObjs, o.Obj.(*v1.Node))
 	}
 	r.sched.UseNodes(r.nodeObjs)
-	if note := r.labelNVLinkDomains(); note != "" {
+	if note := labelNVLinkDomains(r.sched, r.nodeObjs, r.opts.DriverName); note != "" {
 		notes = append(notes, note)
 	}
 	r.inv = newInventory(r.sched.Slices(), r.sched.Nodes())
+	r.nvlink = &nvlinkDomains{opts: r.opts, sched: r.sched, inv: r.inv, findings: r.findings}
 	r.pub = &publisher{ctx: r.ctx, opts: r.opts, sched: r.sched, inv: r.inv, findings: r.findings, nodes: map[string]gpu.Node{}}
 	r.report.Inventory = InventoryInfo{
 		Source:  strings.Join(sources, "; "),

@@ -77,7 +77,7 @@ type reqEval struct {
 	missing   bool // class not defined
 	broken    bool // class or selector does not compile
 	// classHits and match are per inventory device, and shared by the
-	// requests with the same class and selectors (runner.requestMatches):
+	// requests with the same class and selectors (unitBuilder.requestMatches):
 	// read only.
 	classHits []bool
 	match     []bool
@@ -90,7 +90,7 @@ type reqEval struct {
 }
 
 // podInfo says what each container of a pod would receive.
-func (r *runner) podInfo(u *unit) PodInfo {
+func podInfo(rep *Report, u *unit) PodInfo {
 	pod := u.podObj.Obj.(*v1.Pod)
 	pi := PodInfo{Name: u.pod, Source: u.podObj.Source, Owner: u.podObj.Owner, Blocked: u.blocked}
 	claims := u.claims
@@ -98,7 +98,7 @@ func (r *runner) podInfo(u *unit) PodInfo {
 		claims = append(claims[:len(claims):len(claims)], u.extended)
 	}
 	for _, ce := range claims {
-		ci := &r.report.Claims[ce.idx]
+		ci := &rep.Claims[ce.idx]
 		if ci.Allocation != nil {
 			pi.Node = ci.Allocation.Node
 		} else {
@@ -126,12 +126,12 @@ func (r *runner) podInfo(u *unit) PodInfo {
 			if !ok {
 				continue
 			}
-			ci.Devices = append(ci.Devices, r.devicesOf(ce, rc.Name, rc.Request)...)
+			ci.Devices = append(ci.Devices, devicesOf(rep, ce, rc.Name, rc.Request)...)
 		}
 		if u.extended != nil {
 			for _, m := range u.ext.Mappings {
 				if m.ContainerName == c.Name {
-					ci.Devices = append(ci.Devices, r.devicesOf(u.extended, m.ResourceName, m.RequestName)...)
+					ci.Devices = append(ci.Devices, devicesOf(rep, u.extended, m.ResourceName, m.RequestName)...)
 				}
 			}
 		}
@@ -147,8 +147,8 @@ func (r *runner) podInfo(u *unit) PodInfo {
 // device allocated to several requests of the claim (shares of one GPU,
 // consumable capacity) is listed once, as the plugin prepares it: one
 // device for all of them, with the sum of the shares.
-func (r *runner) devicesOf(ce *claimEval, label, request string) []string {
-	a := r.report.Claims[ce.idx].Allocation
+func devicesOf(rep *Report, ce *claimEval, label, request string) []string {
+	a := rep.Claims[ce.idx].Allocation
 	if a == nil {
 		return nil
 	}

@@ -121,71 +121,93 @@ func (ev *evaluator) checkRefs(s *selector, at Finding) {
 		}
 		switch ref.what {
 		case "driver":
-			if !inv.drivers[ref.name] {
-				f.Kind = FindingUnknownDriver
-				f.Message = fmt.Sprintf("no ResourceSlice in the inventory carries driver %q (drivers: %s)", ref.name, strings.Join(sortedKeys(inv.drivers), ", "))
-				f.Hint = didYouMean(ref.name, sortedKeys(inv.drivers)) + "the driver name is the one the plugin runs with (--driver-name)"
-				ev.findings.add(f)
-			}
+			ev.checkDriverRef(f, ref)
 		case "attributes":
-			names, known := inv.attrs[ref.domain]
-			if !known && !inv.drivers[ref.domain] {
-				f.Kind = FindingUnknownDriver
-				f.Message = fmt.Sprintf("device.attributes['%s']: no device in the inventory has attributes in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.attrs), ", "))
-				f.Hint = didYouMean(ref.domain, sortedKeys(inv.attrs)) + "unqualified attributes live in the driver's domain, the driver name"
-				for _, v := range vendorAPIs {
-					if v.driver == ref.domain {
-						f.Hint = fmt.Sprintf("%s is the domain of %s; gpudra publishes its attributes in %s (gpudra migrate rewrites the selectors)", ref.domain, v.who, ev.opts.DriverName)
-					}
-				}
-				ev.findings.add(f)
-				continue
-			}
-			if typ, ok := names[ref.name]; ok {
-				ev.checkComparison(f, ref, typ)
-				continue
-			}
-			if _, ok := inv.caps[ref.domain][ref.name]; ok {
-				f.Kind = FindingCapacityAsAttribute
-				f.Message = fmt.Sprintf("%s is a capacity, not an attribute: device.attributes['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
-				f.Hint = fmt.Sprintf("use device.capacity['%s'].%s, a quantity: device.capacity['%s'].%s.compareTo(quantity('40Gi')) >= 0", ref.domain, ref.name, ref.domain, ref.name)
-				ev.findings.add(f)
-				continue
-			}
-			f.Kind = FindingUnknownAttribute
-			f.Message = fmt.Sprintf("no device in the inventory publishes attribute %s/%s", ref.domain, ref.name)
-			f.Hint = didYouMean(ref.name, sortedKeys(names)) + "published in " + ref.domain + ": " + strings.Join(sortedKeys(names), ", ")
-			if to, ok := renamedAttributes[ref.name]; ok {
-				f.Hint = to + "; " + f.Hint
-			}
-			if !ref.testOnly {
-				f.Hint += "; on devices without it the selector fails with \"no such key\""
-			}
-			ev.findings.add(f)
+			ev.checkAttributeRef(f, ref)
 		case "capacity":
-			if _, ok := inv.caps[ref.domain][ref.name]; ok {
-				continue
-			}
-			if _, ok := inv.attrs[ref.domain][ref.name]; ok {
-				f.Kind = FindingAttributeAsCapacity
-				f.Message = fmt.Sprintf("%s is an attribute, not a capacity: device.capacity['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
-				f.Hint = fmt.Sprintf("use device.attributes['%s'].%s", ref.domain, ref.name)
-				ev.findings.add(f)
-				continue
-			}
-			if _, ok := inv.caps[ref.domain]; !ok && !inv.drivers[ref.domain] {
-				f.Kind = FindingUnknownDriver
-				f.Message = fmt.Sprintf("device.capacity['%s']: no device in the inventory has capacity in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.caps), ", "))
-				f.Hint = didYouMean(ref.domain, sortedKeys(inv.caps))
-				ev.findings.add(f)
-				continue
-			}
-			f.Kind = FindingUnknownCapacity
-			f.Message = fmt.Sprintf("no device in the inventory has capacity %s/%s", ref.domain, ref.name)
-			f.Hint = didYouMean(ref.name, sortedKeys(inv.caps[ref.domain])) + "capacities in " + ref.domain + ": " + strings.Join(sortedKeys(inv.caps[ref.domain]), ", ")
-			ev.findings.add(f)
+			ev.checkCapacityRef(f, ref)
 		}
 	}
+}
+
+// checkDriverRef reports a device.driver comparison with a driver no
+// slice of the inventory carries.
+func (ev *evaluator) checkDriverRef(f Finding, ref celRef) {
+	inv := ev.inv
+	if !inv.drivers[ref.name] {
+		f.Kind = FindingUnknownDriver
+		f.Message = fmt.Sprintf("no ResourceSlice in the inventory carries driver %q (drivers: %s)", ref.name, strings.Join(sortedKeys(inv.drivers), ", "))
+		f.Hint = didYouMean(ref.name, sortedKeys(inv.drivers)) + "the driver name is the one the plugin runs with (--driver-name)"
+		ev.findings.add(f)
+	}
+}
+
+// checkAttributeRef reports a device.attributes reference the inventory
+// does not publish (a capacity, an unknown domain or name), and checks
+// the comparisons of one it does.
+func (ev *evaluator) checkAttributeRef(f Finding, ref celRef) {
+	inv := ev.inv
+	names, known := inv.attrs[ref.domain]
+	if !known && !inv.drivers[ref.domain] {
+		f.Kind = FindingUnknownDriver
+		f.Message = fmt.Sprintf("device.attributes['%s']: no device in the inventory has attributes in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.attrs), ", "))
+		f.Hint = didYouMean(ref.domain, sortedKeys(inv.attrs)) + "unqualified attributes live in the driver's domain, the driver name"
+		for _, v := range vendorAPIs {
+			if v.driver == ref.domain {
+				f.Hint = fmt.Sprintf("%s is the domain of %s; gpudra publishes its attributes in %s (gpudra migrate rewrites the selectors)", ref.domain, v.who, ev.opts.DriverName)
+			}
+		}
+		ev.findings.add(f)
+		return
+	}
+	if typ, ok := names[ref.name]; ok {
+		ev.checkComparison(f, ref, typ)
+		return
+	}
+	if _, ok := inv.caps[ref.domain][ref.name]; ok {
+		f.Kind = FindingCapacityAsAttribute
+		f.Message = fmt.Sprintf("%s is a capacity, not an attribute: device.attributes['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
+		f.Hint = fmt.Sprintf("use device.capacity['%s'].%s, a quantity: device.capacity['%s'].%s.compareTo(quantity('40Gi')) >= 0", ref.domain, ref.name, ref.domain, ref.name)
+		ev.findings.add(f)
+		return
+	}
+	f.Kind = FindingUnknownAttribute
+	f.Message = fmt.Sprintf("no device in the inventory publishes attribute %s/%s", ref.domain, ref.name)
+	f.Hint = didYouMean(ref.name, sortedKeys(names)) + "published in " + ref.domain + ": " + strings.Join(sortedKeys(names), ", ")
+	if to, ok := renamedAttributes[ref.name]; ok {
+		f.Hint = to + "; " + f.Hint
+	}
+	if !ref.testOnly {
+		f.Hint += "; on devices without it the selector fails with \"no such key\""
+	}
+	ev.findings.add(f)
+}
+
+// checkCapacityRef reports a device.capacity reference the inventory
+// does not publish (an attribute, an unknown domain or name).
+func (ev *evaluator) checkCapacityRef(f Finding, ref celRef) {
+	inv := ev.inv
+	if _, ok := inv.caps[ref.domain][ref.name]; ok {
+		return
+	}
+	if _, ok := inv.attrs[ref.domain][ref.name]; ok {
+		f.Kind = FindingAttributeAsCapacity
+		f.Message = fmt.Sprintf("%s is an attribute, not a capacity: device.capacity['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
+		f.Hint = fmt.Sprintf("use device.attributes['%s'].%s", ref.domain, ref.name)
+		ev.findings.add(f)
+		return
+	}
+	if _, ok := inv.caps[ref.domain]; !ok && !inv.drivers[ref.domain] {
+		f.Kind = FindingUnknownDriver
+		f.Message = fmt.Sprintf("device.capacity['%s']: no device in the inventory has capacity in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.caps), ", "))
+		f.Hint = didYouMean(ref.domain, sortedKeys(inv.caps))
+		ev.findings.add(f)
+		return
+	}
+	f.Kind = FindingUnknownCapacity
+	f.Message = fmt.Sprintf("no device in the inventory has capacity %s/%s", ref.domain, ref.name)
+	f.Hint = didYouMean(ref.name, sortedKeys(inv.caps[ref.domain])) + "capacities in " + ref.domain + ": " + strings.Join(sortedKeys(inv.caps[ref.domain]), ", ")
+	ev.findings.add(f)
 }
 
 // checkDomain reports device.attributes['x'] or device.capacity['x'] used

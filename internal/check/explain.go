@@ -18,6 +18,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -83,7 +84,7 @@ func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
 				f.Message += "; the Job's pods that do not fit now start as earlier ones complete, one after another"
 				f.Hint = "set the Job's parallelism to what fits at once to say so, or add devices to run them all at once"
 			}
-			r.pendingReplica(owner+"\x00"+ce.source.String(), u.pod, f)
+			r.pending.add(owner+"\x00"+ce.source.String(), u.pod, f)
 			continue
 		}
 		r.findings.add(f)
@@ -118,28 +119,67 @@ type pendingReplicas struct {
 	pods    []string
 }
 
-// pendingReplica reports a workload's replica that stays Pending: the
-// first one as f, the others added to its finding (finishReplicas).
-func (r *runner) pendingReplica(key, pod string, f Finding) {
-	if p, ok := r.pending[key]; ok {
+// pendingLog owns the findings for workloads' replicas that stay
+// Pending: the first replica's finding, per workload and claim source,
+// stands for all of them, and finish says in it how many.
+type pendingLog struct {
+	report   *Report
+	findings *findingLog
+	// byKey are the Pending replicas by owner and claim source, order
+	// their keys in the order found.
+	byKey map[string]*pendingReplicas
+	order []string
+}
+
+func newPendingLog(report *Report, findings *findingLog) *pendingLog {
+	return &pendingLog{report: report, findings: findings, byKey: map[string]*pendingReplicas{}}
+}
+
+// add reports a workload's replica that stays Pending: the first one as
+// f, the others added to its finding (finish).
+func (pl *pendingLog) add(key, pod string, f Finding) {
+	if p, ok := pl.byKey[key]; ok {
 		p.pods = append(p.pods, pod)
 		return
 	}
-	before := len(r.report.Findings)
-	r.findings.add(f)
-	if len(r.report.Findings) == before {
+	before := len(pl.report.Findings)
+	pl.findings.add(f)
+	if len(pl.report.Findings) == before {
 		return
 	}
 	owner, _, _ := strings.Cut(key, "\x00")
-	r.pending[key] = &pendingReplicas{finding: before, owner: owner, pods: []string{pod}}
-	r.pendingOrder = append(r.pendingOrder, key)
+	pl.byKey[key] = &pendingReplicas{finding: before, owner: owner, pods: []string{pod}}
+	pl.order = append(pl.order, key)
 }
 
-// finishReplicas says in each workload's finding how many replicas stay
-// Pending.
-func (r *runner) finishReplicas() {
-	for _, key := range r.pendingOrder {
-		p := r.pending[key]
+// also counts a replica in the finding reported for key, if there is one.
+func (pl *pendingLog) also(key, pod string) {
+	if p, ok := pl.byKey[key]; ok {
+		p.pods = append(p.pods, pod)
+	}
+}
+
+// save is what the log holds, for restore: a gang's try that fails
+// leaves no trace.
+func (pl *pendingLog) save() (map[string]*pendingReplicas, int) {
+	saved := map[string]*pendingReplicas{}
+	for k, p := range pl.byKey {
+		c := *p
+		c.pods = slices.Clone(p.pods)
+		saved[k] = &c
+	}
+	return saved, len(pl.order)
+}
+
+// restore puts back what save returned.
+func (pl *pendingLog) restore(byKey map[string]*pendingReplicas, order int) {
+	pl.byKey, pl.order = byKey, pl.order[:order]
+}
+
+// finish says in each workload's finding how many replicas stay Pending.
+func (pl *pendingLog) finish() {
+	for _, key := range pl.order {
+		p := pl.byKey[key]
 		if len(p.pods) < 2 {
 			continue
 		}
@@ -147,12 +187,12 @@ func (r *runner) finishReplicas() {
 		if len(names) > 4 {
 			names = append(append([]string(nil), names[:3]...), "…", names[len(names)-1])
 		}
-		f := &r.report.Findings[p.finding]
+		f := &pl.report.Findings[p.finding]
 		f.Message = fmt.Sprintf("%d replicas of %s stay Pending (%s); the first: %s", len(p.pods), p.owner, strings.Join(names, ", "), f.Message)
 	}
 }
 
-// explainConstraints checks the claim's matchAttribute and
+// constraints checks the claim's matchAttribute and
 // distinctAttribute constraints that cover this request alone.
 func (ex *explainer) constraints(ce *claimEval, re *reqEval, nodes []string, need int64) string {
 	base := re.name
@@ -228,7 +268,7 @@ func (ex *explainer) constraints(ce *claimEval, re *reqEval, nodes []string, nee
 	return ""
 }
 
-// explainCounters checks whether the cheapest matching devices fit in the
+// counters checks whether the cheapest matching devices fit in the
 // shared counters that are left on the best node.
 func (ex *explainer) counters(re *reqEval, nodes []string, need int64) string {
 	for _, n := range nodes {
@@ -382,7 +422,7 @@ func (ex *explainer) countersHeld(node string, re *reqEval) string {
 
 // finish orders the findings and sets the exit code.
 func (r *runner) finish() {
-	r.finishReplicas()
+	r.pending.finish()
 	if r.report.Findings == nil {
 		r.report.Findings = []Finding{}
 	}

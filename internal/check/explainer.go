@@ -51,7 +51,7 @@ func (r *runner) explainer() *explainer {
 	}
 }
 
-// explainRequest says why a request cannot be allocated, or nil when
+// request says why a request cannot be allocated, or nil when
 // nothing here rules it out. Its checks run in the order of the
 // diagnosis priority, and the first that fails is the one reason given:
 // the earlier a check, the more basic the problem it finds, and no fix of
@@ -132,7 +132,7 @@ func (ex *explainer) request(ce *claimEval, re *reqEval, pinned string) []string
 	return nil
 }
 
-// explainTaints: the matching devices carry taints the request does not
+// taints: the matching devices carry taints the request does not
 // tolerate, so that too few untainted ones are on any node (admin access
 // does not get past them either).
 func (ex *explainer) taints(re *reqEval, nodes []string, need int64) string {
@@ -167,7 +167,7 @@ func (ex *explainer) taints(re *reqEval, nodes []string, need int64) string {
 		strings.Join(ts, ", "), bestUntainted, need, key, effect)
 }
 
-// explainHeld: claims earlier in the input (--sequential, or replicas of
+// held: claims earlier in the input (--sequential, or replicas of
 // one workload) hold so many of the matching devices that too few are
 // free on any node: whole, or, for a device that allows multiple
 // allocations, so much of its capacity that this request's share (its

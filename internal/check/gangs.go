@@ -199,7 +199,7 @@ func (r *runner) noNodeFinding(u *unit, why string) {
 	}
 	if owner := u.podObj.Owner; owner != "" {
 		f.Object = owner
-		r.pendingReplica(owner+"\x00nodes", u.pod, f)
+		r.pending.add(owner+"\x00nodes", u.pod, f)
 		return
 	}
 	r.findings.add(f)
@@ -234,8 +234,8 @@ func (r *runner) allocateAll(units []*unit) {
 // takes every allocation back when one pod does not fit, or when fewer
 // pods than minCount are there to place.
 func (r *runner) allocateGang(g *gangInfo, members []*unit) {
-	r.checkGangTopology(g, members)
-	if domains := r.gangDomains(members); domains != nil {
+	r.nvlink.checkGangTopology(g, members)
+	if domains := r.nvlink.gangDomains(members); domains != nil {
 		r.allocateGangInDomains(g, members, domains)
 		return
 	}

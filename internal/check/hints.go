@@ -225,7 +225,7 @@ func (ev *evaluator) valuesOf(refs []celRef, scope []bool) string {
 	return strings.Join(parts, "; ")
 }
 
-// explainCapacity says why a request's capacity requests rule out every
+// capacity says why a request's capacity requests rule out every
 // matching device: none has that capacity, or enough of it, or (in
 // sequence) enough of it left beside what earlier claims consume.
 func (ex *explainer) capacity(re *reqEval) string {

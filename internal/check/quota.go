@@ -65,7 +65,7 @@ type quotaLimit struct {
 	hard  int64
 }
 
-// checkQuotas charges the units' claims, in order, against the inputs'
+// check charges the units' claims, in order, against the inputs'
 // ResourceQuotas of their namespace, and marks those the API server
 // refuses to create.
 func (qc *quotaChecker) check(quotas []scheduler.Object, units []*unit) {

@@ -69,7 +69,7 @@ type republishedNode struct {
 	// prepared are the allocations on the node, one per claim, in order.
 	prepared [][]resourceapi.DeviceRequestAllocationResult
 	// published counts the claims of prepared that the scheduler's view
-	// of the node includes: the node is republished (flushPublished) only
+	// of the node includes: the node is republished (flush) only
 	// when a later claim is about to look at it, so that a pod alone in
 	// its group, whose claims no later one sees, costs no republish.
 	published int
@@ -93,7 +93,7 @@ func (pb *publisher) republish(node string, res *resourceapi.AllocationResult) {
 	pb.unpublished = true
 }
 
-// flushPublished republishes every node whose prepared claims the
+// flush republishes every node whose prepared claims the
 // scheduler's view does not include yet. Whatever reads the nodes' slices
 // or their device model (allocation, prepare-time checks, the spares
 // statement) calls it first.
@@ -140,7 +140,7 @@ func (pb *publisher) publishNode(node string, rn *republishedNode) {
 	}
 }
 
-// savePublished is what the nodes published, for restorePublished.
+// save is what the nodes published, for restore.
 func (pb *publisher) save() map[string][][]resourceapi.DeviceRequestAllocationResult {
 	out := map[string][][]resourceapi.DeviceRequestAllocationResult{}
 	for node, rn := range pb.republished {
@@ -149,15 +149,15 @@ func (pb *publisher) save() map[string][][]resourceapi.DeviceRequestAllocationRe
 	return out
 }
 
-// restorePublished makes every node publish what it published when
-// savePublished returned saved (nil: the slices as given), by the time
+// restore makes every node publish what it published when
+// save returned saved (nil: the slices as given), by the time
 // anything looks at it.
 func (pb *publisher) restore(saved map[string][][]resourceapi.DeviceRequestAllocationResult) {
 	for _, node := range slices.Sorted(maps.Keys(pb.republished)) {
 		// Claims are only appended between a save and its restore, so
 		// the scheduler's view holds a prefix of saved unless it holds
 		// more than saved: then the node publishes again when next looked
-		// at (flushPublished).
+		// at (flush).
 		rn := pb.republished[node]
 		rn.prepared = saved[node]
 		if rn.published > len(rn.prepared) {
