@@ -129,7 +129,10 @@ const (
 	ExitInput    = 2
 )
 
-// runner holds one check's state.
+// runner drives one check (Run) and owns the allocation: the scheduler,
+// what the claims allocated so far hold (state), the group or gang being
+// placed and the spares a gang is given. What the other stages own is in
+// the types it holds (doc.go lists them).
 type runner struct {
 	ctx    context.Context
 	opts   Options
@@ -175,8 +178,8 @@ type runner struct {
 	group string
 	// pending are the workloads' Pending replicas.
 	pending *pendingLog
-	// gangs are the inputs' PodGroups by "namespace/name"; nodeObjs the
-	// inputs' Node objects (gangs.go).
+	// gangs are the inputs' PodGroups by "namespace/name" (podgroups.go);
+	// nodeObjs the inputs' Node objects (gangs.go).
 	gangs    map[string]*gangInfo
 	nodeObjs []*v1.Node
 	// fence, while a gang is tried in one NVLink domain (nvlink.go),
