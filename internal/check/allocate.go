@@ -32,15 +32,13 @@ import (
 // claims that are not allocated yet together, on the first node where
 // they fit, through the offline scheduler core.
 func (r *runner) allocate(u *unit) {
-	all, todo, pinned := claimsToAllocate(u)
-	if len(todo) == 0 || r.blockedBefore(u, all, todo) {
+	p := newPlacing(u)
+	if len(p.todo) == 0 || r.blockedBefore(p) {
 		return
 	}
-	var pod *v1.Pod
-	if u.pod != "" {
-		pod = u.podObj.Obj.(*v1.Pod)
-		if ok, why := r.fitsNodes(pod); !ok {
-			for _, ce := range todo {
+	if p.pod != nil {
+		if ok, why := r.fitsNodes(p.pod); !ok {
+			for _, ce := range p.todo {
 				r.unsatisfiable(ce, why)
 			}
 			r.noNodeFinding(u, why)
@@ -51,41 +49,52 @@ func (r *runner) allocate(u *unit) {
 		r.resetState()
 		r.group = u.group
 	}
-	if r.unusable(todo) {
+	if r.unusable(p.todo) {
 		return
 	}
-	// The pod's claims that are allocated already (shared with an earlier
-	// pod) pin it to their node.
-	claims := make([]*resourceapi.ResourceClaim, 0, len(all))
-	for _, ce := range all {
-		claims = append(claims, ce.claim)
-	}
-	place, err := r.schedule(pod, claims, todo)
-	r.settle(u, pod, all, claims, todo, pinned, place, err)
+	place, err := r.schedule(p)
+	r.settle(p, place, err)
 }
 
-// claimsToAllocate are the unit's claims (with the one for its extended
-// resources), those of them not allocated yet, and the node the others
-// pin the pod to ("" when none is allocated).
-func claimsToAllocate(u *unit) (all, todo []*claimEval, pinned string) {
-	all = u.claims
-	if u.extended != nil {
-		all = append(all[:len(all):len(all)], u.extended)
+// placing is a unit's claims while allocate places them.
+type placing struct {
+	u   *unit
+	pod *v1.Pod // nil for a lone claim
+	// all are the unit's claims, with the one for its extended resources,
+	// and claims their objects for the scheduler, in the same order; todo
+	// are those not allocated yet. The claims allocated already (shared
+	// with an earlier pod) pin the pod to their node, pinned ("" when
+	// none is).
+	all    []*claimEval
+	claims []*resourceapi.ResourceClaim
+	todo   []*claimEval
+	pinned string
+}
+
+func newPlacing(u *unit) *placing {
+	p := &placing{u: u, all: u.claims}
+	if u.pod != "" {
+		p.pod = u.podObj.Obj.(*v1.Pod)
 	}
-	for _, ce := range all {
+	if u.extended != nil {
+		p.all = append(p.all[:len(p.all):len(p.all)], u.extended)
+	}
+	for _, ce := range p.all {
+		p.claims = append(p.claims, ce.claim)
 		if ce.done {
-			pinned = ce.node
+			p.pinned = ce.node
 			continue
 		}
-		todo = append(todo, ce)
+		p.todo = append(p.todo, ce)
 	}
-	return all, todo, pinned
+	return p
 }
 
 // blockedBefore says whether the unit's claims stay unallocated whatever
 // the inventory holds, marking them so: a claim of the pod found
 // unsatisfiable earlier, or what blocks the pod itself (unit.blocked).
-func (r *runner) blockedBefore(u *unit, all, todo []*claimEval) bool {
+func (r *runner) blockedBefore(p *placing) bool {
+	u, all, todo := p.u, p.all, p.todo
 	// A claim of the pod found unsatisfiable earlier (shared with an
 	// earlier pod) keeps the whole pod Pending: the scheduler allocates
 	// none of its claims, so none holds a device.
@@ -135,7 +144,8 @@ func (r *runner) unusable(todo []*claimEval) bool {
 
 // schedule runs the scheduler's filter and allocator for the claims on
 // the nodes the pod may run on, with the spares a gang is given.
-func (r *runner) schedule(pod *v1.Pod, claims []*resourceapi.ResourceClaim, todo []*claimEval) (*scheduler.Placement, error) {
+func (r *runner) schedule(p *placing) (*scheduler.Placement, error) {
+	pod, claims, todo := p.pod, p.claims, p.todo
 	r.pub.flush()
 	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool {
 		if pod != nil {
@@ -162,11 +172,12 @@ func (r *runner) schedule(pod *v1.Pod, claims []*resourceapi.ResourceClaim, todo
 
 // settle records what schedule found for the unit's claims: where they
 // are allocated, or why not.
-func (r *runner) settle(u *unit, pod *v1.Pod, all []*claimEval, claims []*resourceapi.ResourceClaim, todo []*claimEval, pinned string, place *scheduler.Placement, err error) {
+func (r *runner) settle(p *placing, place *scheduler.Placement, err error) {
+	todo := p.todo
 	var fe *scheduler.FilterError
 	switch {
 	case err == nil:
-		for i, ce := range all {
+		for i, ce := range p.all {
 			if res := place.Results[i]; res != nil {
 				r.record(ce, place.Node.Name, res)
 			}
@@ -184,10 +195,10 @@ func (r *runner) settle(u *unit, pod *v1.Pod, all []*claimEval, claims []*resour
 			r.findings.add(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
 				Hint: "a selector that fails on a device aborts scheduling; see the runtime-error findings"})
 		}
-	case errors.Is(err, scheduler.ErrUnschedulable) && r.waitsForSpare(pod, claims, todo):
+	case errors.Is(err, scheduler.ErrUnschedulable) && r.waitsForSpare(p.pod, p.claims, todo):
 		// reported: Pending until a node is given a spare
 	case errors.Is(err, scheduler.ErrUnschedulable):
-		r.explain(u, todo, pinned)
+		r.explain(p.u, todo, p.pinned)
 	default:
 		for _, ce := range todo {
 			r.unsatisfiable(ce, "the scheduler cannot try this claim: "+err.Error())
