@@ -40,166 +40,66 @@ import (
 )
 
 func newCheckCommand() *cobra.Command {
-	opts := check.Options{}
-	var inv inventoryFlags
-	var srv serverFlags
-	var output string
-	var verbose, builtinExamples bool
-	mps := true
-	var cluster clusterFlags
+	cf := &checkFlags{mps: true}
 	cmd := &cobra.Command{
-		Use:   "check [FILE|DIR|-]...",
-		Short: "Compile, evaluate and allocate DRA selectors offline: DeviceClasses, claims, templates, pods",
-		Long: `check tells you, before you apply anything and without a cluster, whether
-your DeviceClasses, ResourceClaimTemplates, ResourceClaims and Pods work on a
-given inventory:
-
-  - every CEL selector (class selectors, request selectors, firstAvailable
-    subrequests) is compiled with the Kubernetes DRA CEL environment and the
-    API server's length and cost limits; errors show the file, document,
-    object, field and the expression with a caret;
-  - attributes the inventory never publishes (a capacity used as an attribute
-    gets "use device.capacity[...]"), capacities and driver names it does not
-    have, comparisons of a version with a string, classes that match nothing;
-  - each selector is evaluated on every device: which devices each class and
-    request matches, and which devices make an expression fail at run time
-    (the scheduler stops on those);
-  - opaque configs for gpudra's driver (in claims, templates and classes) are
-    decoded and validated with the kubelet plugin's own decoder; another
-    vendor's config gets a note naming gpudra's equivalent;
-  - each allocated claim goes through the kubelet plugin's own prepare-time
-    decision (internal/claimplan): the config each device gets must be of its
-    kind, MPS on one device per claim, per-device limits keyed by a device
-    of the claim, claims that share a GPU sharing it alike (--sequential
-    feeds it what earlier claims hold), monitoring devices for admin access
-    only: what the plugin would refuse (the pod stays in ContainerCreating)
-    is an error here; --mps and --consumable-capacity-sharing are the node
-    pool's chart settings it depends on;
-  - every pod is checked or explained: plain Pods and the pod templates of
-    Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and CronJobs;
-    extended resources (resources.limits: nvidia.com/mig-1g.10gb: 1) become
-    the claim the scheduler makes from the DeviceClass with that
-    extendedResourceName; a pod that needs no DRA device is listed as such;
-  - each pod's claims are allocated together with the real scheduler
-    allocator (k8s.io/dynamic-resource-allocation/structured) using the
-    feature set of --kubernetes-version, with the devices they get, or why a
-    claim can never be satisfied (no device matches, not enough on one node,
-    matchAttribute cannot be met, counters exhausted, held by earlier claims).
-
-Objects of kinds check does not read (ConfigMaps, Namespaces) are listed as
-ignored; custom resources get a warning (check cannot say what they do),
-NVIDIA's (ComputeDomain, GpuClaimParameters) an error, since a gpudra
-cluster has no CRD for them. resource.k8s.io v1beta1, v1beta2 and v1alpha3
-objects are errors (no default API server of a supported release serves
-them) and are read on as the v1 objects the API server would store.
-
-The inventory is the ResourceSlices in the inputs (gpudra inventory writes
-them for a node), or (by default, or with --profile) what gpudra's own slice
-builder publishes on --nodes fake nodes of a profile: ` + profileList() + `, or a profile file,
-as the plugin publishes them on --kubernetes-version: whole GPUs only where
-the cluster does not serve partitionable devices (1.34, 1.35), exclusive
-GPUs where it does not serve consumable capacity, no device taints where it
-drops them; the report says so.
-gpudra's DeviceClasses are built in, as the Helm chart installs them; a class
-in the inputs with the name of a built-in one replaces it (a finding when it
-differs).
-
-Findings are errors (the API server or gpudra's plugin refuses it, or a pod
-stays Pending or never starts), warnings (it works, but probably not as
-meant, or check could not check all of it) or notes (--verbose shows them).
-
-With --server-dry-run (or --server), every input object is also applied to a
-real cluster with a server-side dry run, which stores nothing: what its API
-server (validation, admission webhooks, gpudra's included) rejects is an
-error of kind server-rejects.
-
-With --cluster the inventory is a live cluster's instead (through your
-kubeconfig, with kubectl's flags: --kubeconfig, --context, --as,
---request-timeout, ...; the dry run uses them too): its ResourceSlices and
-DeviceClasses (the built-in classes are not added), with the devices its
-allocated ResourceClaims hold taken, so check says what fits right now,
-with the feature set of the Kubernetes version its API server reports
-(unless --kubernetes-version is given). gpudra's own classes there are not
-errors for matching nothing: in fleet mode most nodes publish no MIG
-placements until gpudra-controller gives them a spare. A claim in the
-inputs with the name of one in the cluster stands for it. It needs list on
-deviceclasses, resourceslices and resourceclaims.
-
--o json and -o yaml print the report as one object (its exitCode is the
-exit status).
-
-Exit status: 0 no errors (warnings and notes do not count, unless
---strict), 1 errors (or warnings with --strict), 2 unusable input (an
-unreadable file, malformed YAML, a file without Kubernetes objects, bad
-flags), 3 the cluster of --cluster or --server-dry-run could not be read (no
-kubeconfig, no answer).`,
-		Example: `  # the shipped DeviceClasses and examples on a fake DGX H100
-  gpudra check --examples
-
-  # your manifests on 4 fake DGX A100 nodes, as Kubernetes 1.34 would do it
-  gpudra check --profile dgx-a100 --nodes 4 --kubernetes-version 1.34 ./manifests/
-
-  # what fits together on one mixed node (H100 island, A100 island, an L4)
-  gpudra check --profile mixed --sequential claims.yaml pods.yaml
-
-  # what fits on the cluster right now
-  gpudra check --cluster --context prod ./manifests/
-
-  # against ResourceSlices taken from a cluster, for CI
-  kubectl get resourceslices -o yaml > slices.yaml
-  gpudra check -o json slices.yaml ./manifests/ | jq '.findings'
-
-  # a selector from standard input
-  cat <<'YAML' | gpudra check -
-  apiVersion: resource.k8s.io/v1
-  kind: ResourceClaimTemplate
-  metadata: {name: big-gpu}
-  spec:
-    spec:
-      devices:
-        requests:
-        - name: gpu
-          exactly:
-            deviceClassName: gpu.gpudra.io
-            selectors:
-            - cel:
-                expression: device.capacity['gpu.gpudra.io'].memory.compareTo(quantity('40Gi')) >= 0
-  YAML`,
+		Use:     "check [FILE|DIR|-]...",
+		Short:   "Compile, evaluate and allocate DRA selectors offline: DeviceClasses, claims, templates, pods",
+		Long:    checkHelpIntro + profileList() + checkHelpRest,
+		Example: checkExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.MPSDisabled = !mps
-			srv.dryRun = srv.dryRun || srv.server != ""
-			code := runCheck(cmd, args, opts, inv, srv, output, verbose, builtinExamples, cluster)
+			cf.opts.MPSDisabled = !cf.mps
+			cf.srv.dryRun = cf.srv.dryRun || cf.srv.server != ""
+			code := runCheck(cmd, args, *cf)
 			if code != 0 {
 				return exitError{code: code}
 			}
 			return nil
 		},
 	}
+	cf.register(cmd)
+	return cmd
+}
+
+// checkFlags are check's flags, as the command line set them.
+type checkFlags struct {
+	opts     check.Options
+	inv      inventoryFlags
+	srv      serverFlags
+	cluster  clusterFlags
+	output   string
+	verbose  bool
+	examples bool // --examples
+	mps      bool
+}
+
+// register defines check's flags on cmd. The list is long but flat, one
+// flag a line in the order --help shows them: split, it would only hide
+// which flag sets what.
+func (cf *checkFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&inv.profile, "profile", "", "fake GPU profile for the inventory ("+profileList()+", or a profile file); default "+defaultFakeProfile+" when the inputs hold no ResourceSlices")
-	f.IntVar(&inv.nodes, "nodes", 1, "number of fake nodes of --profile")
-	f.BoolVar(&inv.pool.consumableCapacity, "consumable-capacity", false, "the fake nodes publish shareable GPUs, as a node pool with the chart's consumableCapacity.enabled does (default with --examples, whose sharing examples are for such pools)")
-	f.StringVar(&inv.migProfiles, "mig-profiles", "all", "MIG profiles the fake nodes publish, as the plugin's --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
-	f.StringVar(&inv.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "free GPUs per fake node that publish their MIG placements (the fake nodes are idle: no GPU is partitioned yet), "+spareGPUsUsage)
-	f.StringVar(&opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
-	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
-	f.BoolVar(&srv.dryRun, "server-dry-run", false, "also apply every input object to a real cluster's API server with a server-side dry run (kubectl apply --server-side --dry-run=server), which stores nothing: its validation and admission (gpudra's webhook too) judge them; the cluster of the kubeconfig's context (--kubeconfig, --context)")
-	f.StringVar(&srv.server, "server", "", "the API server of the dry run, over the kubeconfig's (implies --server-dry-run)")
-	f.BoolVar(&opts.Strict, "strict", false, "exit with status 1 on warnings too (things that work but are probably not what you meant, or that check could not check)")
-	f.BoolVar(&mps, "mps", true, "the node pool runs MPS control daemons, as the chart's mps.enabled; with false, claims that ask for MPS fail to prepare")
-	f.StringVar(&opts.ShareSharing, "consumable-capacity-sharing", "MPS", "how a claim holding a share of a GPU shares it when its config does not say, as the chart's consumableCapacity.sharing: MPS, TimeSlicing or None")
-	f.BoolVar(&opts.Sequential, "sequential", false, "allocate claims one after the other in input order, each keeping its devices, to see what fits together")
-	f.BoolVar(&opts.BuiltinClasses, "builtin-classes", true, "add gpudra's shipped DeviceClasses that the inputs do not define")
-	f.IntVar(&opts.ListLimit, "list-limit", 64, "list matching devices by name up to this many; count them beyond")
-	outputFlag(cmd, &output, "text", "text", "json", "yaml")
-	f.BoolVar(&verbose, "verbose", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
-	f.BoolVar(&builtinExamples, "examples", false, "also check the DeviceClasses and examples built into this binary (deviceclasses/)")
-	f.BoolVar(&cluster.on, "cluster", false, "check against a live cluster's ResourceSlices, DeviceClasses and allocated claims (what fits right now), read through the kubeconfig")
+	f.StringVar(&cf.inv.profile, "profile", "", "fake GPU profile for the inventory ("+profileList()+", or a profile file); default "+defaultFakeProfile+" when the inputs hold no ResourceSlices")
+	f.IntVar(&cf.inv.nodes, "nodes", 1, "number of fake nodes of --profile")
+	f.BoolVar(&cf.inv.pool.consumableCapacity, "consumable-capacity", false, "the fake nodes publish shareable GPUs, as a node pool with the chart's consumableCapacity.enabled does (default with --examples, whose sharing examples are for such pools)")
+	f.StringVar(&cf.inv.migProfiles, "mig-profiles", "all", "MIG profiles the fake nodes publish, as the plugin's --mig-profiles: all, none, or e.g. 1g.10gb,3g.40gb,7g.80gb")
+	f.StringVar(&cf.inv.migSpareGPUs, "mig-spare-gpus", strconv.Itoa(slicebuilder.DefaultSpareGPUs), "free GPUs per fake node that publish their MIG placements (the fake nodes are idle: no GPU is partitioned yet), "+spareGPUsUsage)
+	f.StringVar(&cf.opts.DriverName, "driver-name", gpu.DefaultDriverName, "DRA driver name the fake nodes publish, as the plugin's --driver-name")
+	f.StringVar(&cf.opts.KubernetesVersion, "kubernetes-version", scheduler.DefaultKubernetesVersion, "feature set of this Kubernetes version's scheduler and API server ("+strings.Join(scheduler.KubernetesVersions, ", ")+")")
+	f.BoolVar(&cf.srv.dryRun, "server-dry-run", false, "also apply every input object to a real cluster's API server with a server-side dry run (kubectl apply --server-side --dry-run=server), which stores nothing: its validation and admission (gpudra's webhook too) judge them; the cluster of the kubeconfig's context (--kubeconfig, --context)")
+	f.StringVar(&cf.srv.server, "server", "", "the API server of the dry run, over the kubeconfig's (implies --server-dry-run)")
+	f.BoolVar(&cf.opts.Strict, "strict", false, "exit with status 1 on warnings too (things that work but are probably not what you meant, or that check could not check)")
+	f.BoolVar(&cf.mps, "mps", true, "the node pool runs MPS control daemons, as the chart's mps.enabled; with false, claims that ask for MPS fail to prepare")
+	f.StringVar(&cf.opts.ShareSharing, "consumable-capacity-sharing", "MPS", "how a claim holding a share of a GPU shares it when its config does not say, as the chart's consumableCapacity.sharing: MPS, TimeSlicing or None")
+	f.BoolVar(&cf.opts.Sequential, "sequential", false, "allocate claims one after the other in input order, each keeping its devices, to see what fits together")
+	f.BoolVar(&cf.opts.BuiltinClasses, "builtin-classes", true, "add gpudra's shipped DeviceClasses that the inputs do not define")
+	f.IntVar(&cf.opts.ListLimit, "list-limit", 64, "list matching devices by name up to this many; count them beyond")
+	outputFlag(cmd, &cf.output, "text", "text", "json", "yaml")
+	f.BoolVar(&cf.verbose, "verbose", false, "also list every selector with its type, cost and match count, and the notes (findings that do not count, e.g. a catalog class no claim uses matching nothing)")
+	f.BoolVar(&cf.examples, "examples", false, "also check the DeviceClasses and examples built into this binary (deviceclasses/)")
+	f.BoolVar(&cf.cluster.on, "cluster", false, "check against a live cluster's ResourceSlices, DeviceClasses and allocated claims (what fits right now), read through the kubeconfig")
 	// kubectl's flags (--kubeconfig, --context, --as, --request-timeout,
 	// ...) for --cluster and --server-dry-run; check's own --cluster and
 	// --server mean other things than kubectl's.
-	cluster.kube = addKubectlFlags(cmd, "cluster", "server", "namespace")
-	return cmd
+	cf.cluster.kube = addKubectlFlags(cmd, "cluster", "server", "namespace")
 }
 
 // clusterFlags are check --cluster's.
@@ -330,131 +230,162 @@ type serverFlags struct {
 	server string
 }
 
-func runCheck(cmd *cobra.Command, args []string, opts check.Options, inv inventoryFlags, srv serverFlags, output string, verbose, examples bool, cluster clusterFlags) int {
+// runCheck runs gpudra check and returns its exit status; what went
+// wrong is on cmd's stderr.
+func runCheck(cmd *cobra.Command, args []string, cf checkFlags) int {
 	stderr := cmd.ErrOrStderr()
 	// A long run shows how far it got, on a terminal only; the line goes
 	// before anything else is written.
 	prog := newProgress(stderr)
 	defer prog.clear()
-	opts.Progress = prog.report
+	cf.opts.Progress = prog.report
 	// Errors can quote the cluster's or the manifests' data.
-	fail := func(err error) int {
+	fail := func(code int, err error) int {
 		prog.clear()
 		fmt.Fprintln(stderr, "gpudra check:", textsafe.Text(err.Error()))
-		return check.ExitInput
+		return code
 	}
-	noCluster := func(err error) int {
-		prog.clear()
-		fmt.Fprintln(stderr, "gpudra check:", textsafe.Text(err.Error()))
-		return exitFailure
+	if err := checkOutput(cmd, cf.output); err != nil {
+		return fail(check.ExitInput, err)
 	}
-	if err := checkOutput(cmd, output); err != nil {
-		return fail(err)
+	in, err := checkInputs(cmd, args, &cf)
+	if err != nil {
+		return fail(check.ExitInput, err)
 	}
-	if len(args) == 0 && !examples {
-		return fail(errors.New("give YAML files or directories to check (or - for standard input, or --examples); see gpudra check --help"))
+	cf.opts.Inputs = in
+	done, code, err := checkInventory(cmd, &cf, prog)
+	if err != nil {
+		return fail(code, err)
+	}
+	defer done()
+	rep, err := check.Run(cmd.Context(), cf.opts)
+	if err != nil {
+		return fail(check.ExitInput, err)
+	}
+	if cf.srv.dryRun {
+		found, err := serverDryRun(cmd.Context(), cf.srv, cf.cluster, in)
+		if err != nil {
+			return fail(exitFailure, fmt.Errorf("--server-dry-run: %w", err))
+		}
+		rep.AddFindings(found...)
+	}
+	prog.clear()
+	if err := writeCheckReport(cmd.OutOrStdout(), rep, cf.output, cf.verbose); err != nil {
+		return fail(check.ExitInput, err)
+	}
+	return rep.ExitCode
+}
+
+// checkInputs reads the manifests to check: the files and directories
+// of args (- for standard input), and with --examples those built in.
+func checkInputs(cmd *cobra.Command, args []string, cf *checkFlags) (*scheduler.Manifests, error) {
+	if len(args) == 0 && !cf.examples {
+		return nil, errors.New("give YAML files or directories to check (or - for standard input, or --examples); see gpudra check --help")
 	}
 	in, err := scheduler.LoadPaths(args, func() ([]byte, error) { return io.ReadAll(cmd.InOrStdin()) })
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	if examples {
+	if cf.examples {
 		ex, err := scheduler.LoadFS(deviceclasses.FS, "deviceclasses")
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		in.Merge(ex)
 		// Like make demo's node: the sharing examples need shareable
 		// GPUs, and the others take whole GPUs either way.
 		if !cmd.Flags().Changed("consumable-capacity") {
-			inv.pool.consumableCapacity = true
+			cf.inv.pool.consumableCapacity = true
 		}
 	}
-	opts.Inputs = in
-	if cluster.on {
-		if inv.profile != "" || examples {
-			return fail(errors.New("--cluster checks against the cluster's inventory and classes: leave out --profile and --examples"))
+	return in, nil
+}
+
+// checkInventory points cf.opts at the inventory: a live cluster's
+// (--cluster), the inputs' ResourceSlices, and what gpudra publishes on
+// fake nodes of --profile (by default when the inputs have none), built
+// with the plugin's own slice builder. done releases the fake nodes; on
+// an error, code is the exit status.
+func checkInventory(cmd *cobra.Command, cf *checkFlags, prog *progress) (done func(), code int, err error) {
+	inv, opts := &cf.inv, &cf.opts
+	nothing := func() {}
+	if cf.cluster.on {
+		if inv.profile != "" || cf.examples {
+			return nothing, check.ExitInput, errors.New("--cluster checks against the cluster's inventory and classes: leave out --profile and --examples")
 		}
-		if err := clusterInventory(cmd.Context(), &opts, cluster, cmd.Flags().Changed("kubernetes-version")); err != nil {
-			return noCluster(fmt.Errorf("--cluster: %w", err))
+		if err := clusterInventory(cmd.Context(), opts, cf.cluster, cmd.Flags().Changed("kubernetes-version")); err != nil {
+			return nothing, exitFailure, fmt.Errorf("--cluster: %w", err)
 		}
 	}
-	// The inventory: the inputs' ResourceSlices, and what gpudra publishes
-	// on fake nodes of --profile (by default when the inputs have none),
-	// built with the plugin's own slice builder.
-	if !cluster.on && inv.profile == "" && len(in.Slices) == 0 {
+	if !cf.cluster.on && inv.profile == "" && len(opts.Inputs.Slices) == 0 {
 		inv.profile = defaultFakeProfile
 	}
-	if inv.profile != "" {
-		if inv.nodes < 1 {
-			return fail(fmt.Errorf("--nodes must be at least 1, got %d", inv.nodes))
-		}
-		driver := opts.DriverName
-		if driver == "" {
-			driver = gpu.DefaultDriverName
-		}
-		mig, err := slicebuilder.ParseMigProfiles(inv.migProfiles)
-		if err != nil {
-			return fail(fmt.Errorf("--mig-profiles: %w", err))
-		}
-		inv.pool.migProfiles = mig
-		if inv.pool.spareGPUs, err = parseOfflineSpares(inv.migSpareGPUs); err != nil {
-			return fail(fmt.Errorf("--mig-spare-gpus: %w", err))
-		}
-		inv.pool.spareNodes = fleetSpareNodes(inv.pool.spareGPUs, inv.nodes)
-		// What the plugin publishes on a cluster of that version, once it
-		// fell back to what the API server serves.
-		feats, err := scheduler.FeaturesFor(opts.KubernetesVersion)
-		if err != nil {
-			return fail(fmt.Errorf("--kubernetes-version: %w", err))
-		}
-		done, err := fakeInventory(cmd.Context(), &opts, inv.profile, inv.nodes, driver, inv.pool, feats, func(built int) { prog.report("fake nodes built", built, inv.nodes) })
-		if errors.Is(err, errNoNVML) {
-			return noCluster(err)
-		}
-		if err != nil {
-			return fail(err)
-		}
-		defer done()
-	} else if err := check.EditRefill(&opts); err != nil {
+	if inv.profile == "" {
 		// Slices from the input files or the cluster: the spare refill
 		// is modelled by editing what the nodes publish.
-		return fail(fmt.Errorf("--kubernetes-version: %w", err))
+		if err := check.EditRefill(opts); err != nil {
+			return nothing, check.ExitInput, fmt.Errorf("--kubernetes-version: %w", err)
+		}
+		return nothing, 0, nil
 	}
-	rep, err := check.Run(cmd.Context(), opts)
+	if inv.nodes < 1 {
+		return nothing, check.ExitInput, fmt.Errorf("--nodes must be at least 1, got %d", inv.nodes)
+	}
+	driver := opts.DriverName
+	if driver == "" {
+		driver = gpu.DefaultDriverName
+	}
+	mig, err := slicebuilder.ParseMigProfiles(inv.migProfiles)
 	if err != nil {
-		return fail(err)
+		return nothing, check.ExitInput, fmt.Errorf("--mig-profiles: %w", err)
 	}
-	if srv.dryRun {
-		// check's --server (the dry run's API server) overrides the
-		// kubeconfig's as kubectl's would.
-		k := *cluster.kube
-		k.overrides.ClusterInfo.Server = srv.server
-		cfg, err := k.restConfig()
-		if err != nil {
-			return noCluster(fmt.Errorf("--server-dry-run: %w", err))
-		}
-		found, err := dryrun.Apply(cmd.Context(), cfg, in)
-		if err != nil {
-			return noCluster(fmt.Errorf("--server-dry-run: %w", err))
-		}
-		rep.AddFindings(found...)
+	inv.pool.migProfiles = mig
+	if inv.pool.spareGPUs, err = parseOfflineSpares(inv.migSpareGPUs); err != nil {
+		return nothing, check.ExitInput, fmt.Errorf("--mig-spare-gpus: %w", err)
 	}
-	prog.clear()
-	out := cmd.OutOrStdout()
+	inv.pool.spareNodes = fleetSpareNodes(inv.pool.spareGPUs, inv.nodes)
+	// What the plugin publishes on a cluster of that version, once it
+	// fell back to what the API server serves.
+	feats, err := scheduler.FeaturesFor(opts.KubernetesVersion)
+	if err != nil {
+		return nothing, check.ExitInput, fmt.Errorf("--kubernetes-version: %w", err)
+	}
+	done, err = fakeInventory(cmd.Context(), opts, inv.profile, inv.nodes, driver, inv.pool, feats, func(built int) { prog.report("fake nodes built", built, inv.nodes) })
+	if errors.Is(err, errNoNVML) {
+		return nothing, exitFailure, err
+	}
+	if err != nil {
+		return nothing, check.ExitInput, err
+	}
+	return done, 0, nil
+}
+
+// serverDryRun applies the inputs to the API server of the kubeconfig,
+// or of --server, with a server-side dry run: what it rejects.
+func serverDryRun(ctx context.Context, srv serverFlags, cluster clusterFlags, in *scheduler.Manifests) ([]check.Finding, error) {
+	// check's --server (the dry run's API server) overrides the
+	// kubeconfig's as kubectl's would.
+	k := *cluster.kube
+	k.overrides.ClusterInfo.Server = srv.server
+	cfg, err := k.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return dryrun.Apply(ctx, cfg, in)
+}
+
+// writeCheckReport prints the report as -o asks: text, json or yaml.
+func writeCheckReport(out io.Writer, rep *check.Report, output string, verbose bool) error {
 	switch output {
 	case "json":
-		err = rep.WriteJSON(out)
+		return rep.WriteJSON(out)
 	case "yaml":
 		var buf bytes.Buffer
-		if err = rep.WriteJSON(&buf); err == nil {
-			err = writeYAML(out, buf.Bytes())
+		if err := rep.WriteJSON(&buf); err != nil {
+			return err
 		}
+		return writeYAML(out, buf.Bytes())
 	default:
-		err = rep.WriteText(out, verbose)
+		return rep.WriteText(out, verbose)
 	}
-	if err != nil {
-		return fail(err)
-	}
-	return rep.ExitCode
 }

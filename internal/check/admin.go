@@ -37,7 +37,7 @@ const AdminNamespaceLabel = "resource.kubernetes.io/admin-access"
 // inputs' Namespace objects say; a namespace check cannot see is a
 // warning, since only the cluster knows its labels. It says whether the
 // API server rejects the object.
-func (r *runner) checkAdminAccess(o scheduler.Object, namespace string, spec *resourceapi.ResourceClaimSpec, field string) bool {
+func (ub *unitBuilder) checkAdminAccess(o scheduler.Object, namespace string, spec *resourceapi.ResourceClaimSpec, field string) bool {
 	at := -1
 	for i, req := range spec.Devices.Requests {
 		if req.Exactly != nil && req.Exactly.AdminAccess != nil && *req.Exactly.AdminAccess {
@@ -50,19 +50,19 @@ func (r *runner) checkAdminAccess(o scheduler.Object, namespace string, spec *re
 	}
 	f := Finding{Kind: FindingInvalid, Source: o.Source, Object: o.Kind + " " + o.Name, Field: fmt.Sprintf("%s.devices.requests[%d].exactly.adminAccess", field, at),
 		Hint: fmt.Sprintf("label the namespace: kubectl label namespace %s %s=true (an admin's decision: admin access reaches devices other claims hold)", namespace, AdminNamespaceLabel)}
-	ns, seen := r.namespaces[namespace]
+	ns, seen := ub.namespaces[namespace]
 	switch {
 	case seen && ns.Labels[AdminNamespaceLabel] == "true":
 		return false
 	case seen:
 		f.Message = fmt.Sprintf("admin access to devices requires the `%s: true` label on the containing namespace, and Namespace %s has none: the API server rejects the %s", AdminNamespaceLabel, namespace, o.Kind)
-		r.addFinding(f)
+		ub.findings.add(f)
 		return true
 	}
 	f.Severity = SeverityWarning
 	f.Message = fmt.Sprintf("admin access to devices requires the `%s: true` label on namespace %s, which is not among the inputs: check cannot see its labels, and the API server rejects the %s unless it has the label", AdminNamespaceLabel, namespace, o.Kind)
 	f.Hint += "; give check the Namespace object to check it"
-	r.addFinding(f)
+	ub.findings.add(f)
 	return false
 }
 

@@ -32,48 +32,13 @@ import (
 // claims that are not allocated yet together, on the first node where
 // they fit, through the offline scheduler core.
 func (r *runner) allocate(u *unit) {
-	all := u.claims
-	if u.extended != nil {
-		all = append(all[:len(all):len(all)], u.extended)
-	}
-	var todo []*claimEval
-	pinned := ""
-	for _, ce := range all {
-		if ce.done {
-			pinned = ce.node
-			continue
-		}
-		todo = append(todo, ce)
-	}
-	if len(todo) == 0 {
+	p := newPlacing(u)
+	if len(p.todo) == 0 || r.blockedBefore(p) {
 		return
 	}
-	// A claim of the pod found unsatisfiable earlier (shared with an
-	// earlier pod) keeps the whole pod Pending: the scheduler allocates
-	// none of its claims, so none holds a device.
-	for _, ce := range all {
-		if ce.done && ce.claim.Status.Allocation == nil {
-			for _, other := range todo {
-				r.unsatisfiable(other, podBlockedBy(ce))
-			}
-			// The finding that says why counts this replica too.
-			if p, ok := r.pending[u.podObj.Owner+"\x00"+ce.source.String()]; ok && u.podObj.Owner != "" {
-				p.pods = append(p.pods, u.pod)
-			}
-			return
-		}
-	}
-	if len(u.blocked) > 0 {
-		for _, ce := range todo {
-			r.unsatisfiable(ce, "the pod cannot be scheduled: "+strings.Join(u.blocked, "; "))
-		}
-		return
-	}
-	var pod *v1.Pod
-	if u.pod != "" {
-		pod = u.podObj.Obj.(*v1.Pod)
-		if ok, why := r.fitsNodes(pod); !ok {
-			for _, ce := range todo {
+	if p.pod != nil {
+		if ok, why := r.fitsNodes(p.pod); !ok {
+			for _, ce := range p.todo {
 				r.unsatisfiable(ce, why)
 			}
 			r.noNodeFinding(u, why)
@@ -84,31 +49,104 @@ func (r *runner) allocate(u *unit) {
 		r.resetState()
 		r.group = u.group
 	}
+	if r.unusable(p.todo) {
+		return
+	}
+	place, err := r.schedule(p)
+	r.settle(p, place, err)
+}
+
+// placing is a unit's claims while allocate places them.
+type placing struct {
+	u   *unit
+	pod *v1.Pod // nil for a lone claim
+	// all are the unit's claims, with the one for its extended resources,
+	// and claims their objects for the scheduler, in the same order; todo
+	// are those not allocated yet. The claims allocated already (shared
+	// with an earlier pod) pin the pod to their node, pinned ("" when
+	// none is).
+	all    []*claimEval
+	claims []*resourceapi.ResourceClaim
+	todo   []*claimEval
+	pinned string
+}
+
+func newPlacing(u *unit) *placing {
+	p := &placing{u: u, all: u.claims}
+	if u.pod != "" {
+		p.pod = u.podObj.Obj.(*v1.Pod)
+	}
+	if u.extended != nil {
+		p.all = append(p.all[:len(p.all):len(p.all)], u.extended)
+	}
+	for _, ce := range p.all {
+		p.claims = append(p.claims, ce.claim)
+		if ce.done {
+			p.pinned = ce.node
+			continue
+		}
+		p.todo = append(p.todo, ce)
+	}
+	return p
+}
+
+// blockedBefore says whether the unit's claims stay unallocated whatever
+// the inventory holds, marking them so: a claim of the pod found
+// unsatisfiable earlier, or what blocks the pod itself (unit.blocked).
+func (r *runner) blockedBefore(p *placing) bool {
+	u, all, todo := p.u, p.all, p.todo
+	// A claim of the pod found unsatisfiable earlier (shared with an
+	// earlier pod) keeps the whole pod Pending: the scheduler allocates
+	// none of its claims, so none holds a device.
+	for _, ce := range all {
+		if ce.done && ce.claim.Status.Allocation == nil {
+			for _, other := range todo {
+				r.unsatisfiable(other, podBlockedBy(ce))
+			}
+			// The finding that says why counts this replica too.
+			if u.podObj.Owner != "" {
+				r.pending.also(u.podObj.Owner+"\x00"+ce.source.String(), u.pod)
+			}
+			return true
+		}
+	}
+	if len(u.blocked) > 0 {
+		for _, ce := range todo {
+			r.unsatisfiable(ce, "the pod cannot be scheduled: "+strings.Join(u.blocked, "; "))
+		}
+		return true
+	}
+	return false
+}
+
+// unusable says whether a claim to allocate cannot be, marking the
+// claims so: the API server rejects it, or a class or selector of it is
+// unusable.
+func (r *runner) unusable(todo []*claimEval) bool {
 	for _, ce := range todo {
 		if ce.invalid {
 			for _, other := range todo {
 				r.unsatisfiable(other, "the API server rejects claim "+ce.info.Name+" (see the findings): it is never allocated")
 			}
-			return
+			return true
 		}
 	}
 	for _, ce := range todo {
 		for _, re := range ce.reqs {
 			if re.missing || re.broken || anySub(re, func(s *reqEval) bool { return s.missing || s.broken }) {
 				r.unsatisfiable(ce, "a request's DeviceClass or selectors are unusable (see the findings above): the scheduler cannot allocate this claim")
-				return
+				return true
 			}
 		}
 	}
-	// The pod's claims that are allocated already (shared with an earlier
-	// pod) pin it to their node.
-	var tried []*claimEval
-	var claims []*resourceapi.ResourceClaim
-	for _, ce := range all {
-		tried = append(tried, ce)
-		claims = append(claims, ce.claim)
-	}
-	r.flushPublished()
+	return false
+}
+
+// schedule runs the scheduler's filter and allocator for the claims on
+// the nodes the pod may run on, with the spares a gang is given.
+func (r *runner) schedule(p *placing) (*scheduler.Placement, error) {
+	pod, claims, todo := p.pod, p.claims, p.todo
+	r.pub.flush()
 	place, err := r.sched.Schedule(r.ctx, r.state, claims, func(node *v1.Node) bool {
 		if pod != nil {
 			if ok, _ := scheduler.PodFitsNode(pod, node); !ok {
@@ -129,10 +167,17 @@ func (r *runner) allocate(u *unit) {
 			place, err = spared, nil
 		}
 	}
+	return place, err
+}
+
+// settle records what schedule found for the unit's claims: where they
+// are allocated, or why not.
+func (r *runner) settle(p *placing, place *scheduler.Placement, err error) {
+	todo := p.todo
 	var fe *scheduler.FilterError
 	switch {
 	case err == nil:
-		for i, ce := range tried {
+		for i, ce := range p.all {
 			if res := place.Results[i]; res != nil {
 				r.record(ce, place.Node.Name, res)
 			}
@@ -141,19 +186,19 @@ func (r *runner) allocate(u *unit) {
 		msg := fmt.Sprintf("the allocator did not finish within %s on node %s; the scheduler gives up likewise (DRASchedulerFilterTimeout, 10s by default): too many combinations to try (large counts with constraints?)", r.opts.AllocateTimeout, fe.Node)
 		for _, ce := range todo {
 			r.unsatisfiable(ce, msg)
-			r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg)})
+			r.findings.add(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg)})
 		}
 	case errors.As(err, &fe):
 		msg := "the scheduler stops with an error on node " + fe.Node + ": " + fe.Err.Error()
 		for _, ce := range todo {
 			r.unsatisfiable(ce, msg)
-			r.addFinding(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
+			r.findings.add(Finding{Kind: FindingUnsatisfiable, Source: ce.source, Object: ce.object, Field: ce.field + ".devices", Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
 				Hint: "a selector that fails on a device aborts scheduling; see the runtime-error findings"})
 		}
-	case errors.Is(err, scheduler.ErrUnschedulable) && r.waitsForSpare(pod, claims, todo):
+	case errors.Is(err, scheduler.ErrUnschedulable) && r.waitsForSpare(p.pod, p.claims, todo):
 		// reported: Pending until a node is given a spare
 	case errors.Is(err, scheduler.ErrUnschedulable):
-		r.explain(u, todo, pinned)
+		r.explain(p.u, todo, p.pinned)
 	default:
 		for _, ce := range todo {
 			r.unsatisfiable(ce, "the scheduler cannot try this claim: "+err.Error())
@@ -181,8 +226,15 @@ func (r *runner) record(ce *claimEval, node string, res *resourceapi.AllocationR
 	ce.claim.Status.Allocation = res
 	ce.done, ce.node = true, node
 	r.report.Claims[ce.idx].Allocation = a
-	r.prepare(ce, res)
-	r.republish(node, res)
+	r.prep.prepare(ce, res)
+	switch {
+	case !r.opts.Sequential && r.group == "":
+		// The next claim sees an empty cluster: nothing to republish.
+	case r.inGang && !r.gangRefill:
+		// A gang binds whole: no prepare runs before all of it is placed.
+	default:
+		r.pub.republish(node, res)
+	}
 }
 
 // resetState forgets every allocation of the inputs: the next claims see
@@ -190,8 +242,8 @@ func (r *runner) record(ce *claimEval, node string, res *resourceapi.AllocationR
 // and the nodes publish what they published before.
 func (r *runner) resetState() {
 	r.state = r.clusterState.Clone()
-	r.held = slices.Clone(r.clusterHeld)
-	r.restorePublished(nil)
+	r.prep.held = slices.Clone(r.clusterHeld)
+	r.pub.restore(nil)
 }
 
 func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
@@ -200,22 +252,11 @@ func (r *runner) unsatisfiable(ce *claimEval, reasons ...string) {
 	ce.done = true
 }
 
-// free says whether device i can still be allocated (sequential mode): no
-// claim holds it, or it allows multiple allocations (consumable
-// capacity), in which case the allocator judges what is left of it.
-func (r *runner) free(i int) bool {
-	d := r.inv.devices[i]
-	if m := d.dev.AllowMultipleAllocations; m != nil && *m {
-		return true
-	}
-	return len(r.state.Holders(d.id)) == 0
-}
-
 // mayFit is a necessary condition for the unit to fit on the node: every
 // request has enough matching, free devices there. It spares the
 // allocator nodes that cannot work.
 func (r *runner) mayFit(claims []*claimEval, node string) bool {
-	if _, ok := r.republished[node]; ok {
+	if _, ok := r.pub.republished[node]; ok {
 		return true // devices the inventory does not hold may be published now
 	}
 	for _, ce := range claims {
@@ -237,23 +278,9 @@ func (r *runner) requestMayFit(re *reqEval, node string) bool {
 		}
 		return false
 	}
-	n := r.countOn(re.match, node, !re.admin)
+	n := r.inv.countOn(r.state, re.match, node, !re.admin)
 	if re.mode == resourceapi.DeviceAllocationModeAll {
 		return n > 0
 	}
 	return int64(n) >= re.count
-}
-
-// countOn counts matching devices on a node (and those reachable from
-// every node); onlyFree skips devices earlier claims hold.
-func (r *runner) countOn(match []bool, node string, onlyFree bool) int {
-	n := 0
-	for _, list := range [][]int{r.byNode[node], r.byNode[""]} {
-		for _, i := range list {
-			if match[i] && (!onlyFree || r.free(i)) {
-				n++
-			}
-		}
-	}
-	return n
 }

@@ -32,7 +32,6 @@ import (
 	"github.com/gpudra/gpudra/deviceclasses"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/scheduler"
-	configapi "github.com/gpudra/gpudra/pkg/api/resource/v1alpha1"
 )
 
 // Options configure Run.
@@ -130,47 +129,41 @@ const (
 	ExitInput    = 2
 )
 
-// runner holds one check's state.
+// runner drives one check (Run) and owns the allocation: the scheduler,
+// what the claims allocated so far hold (state), the group or gang being
+// placed and the spares a gang is given. What the other stages own is in
+// the types it holds (doc.go lists them).
 type runner struct {
-	ctx      context.Context
-	opts     Options
-	feats    scheduler.Features
-	sched    *scheduler.Scheduler
-	report   *Report
-	inv      *inventory
-	compiler *compiler
-	// evaluation results by expression
-	evals map[string]*evalResult
-	// requestMatches are the devices requests match, by class and
-	// selectors (requestMatchKey).
-	requestMatches map[string]*requestMatch
+	ctx    context.Context
+	opts   Options
+	feats  scheduler.Features
+	sched  *scheduler.Scheduler
+	report *Report
+	inv    *inventory
+	// eval evaluates classes and selectors on the inventory's devices.
+	eval *evaluator
 	// known are the DeviceClasses the cluster would have: the inputs' and
-	// the built-in ones they do not replace; classes are those evaluated
-	// so far (on first use).
+	// the built-in ones they do not replace (shared with eval).
 	known   map[string]scheduler.Object
 	builtin map[string]bool // known classes that come from gpudra
-	classes map[string]*classEval
 	// classesForScheduler serve the allocator and map extended resources.
 	classesForScheduler *scheduler.Classes
-	seen                map[string]bool // findings already reported
-	// unusedClass is set while checking a class that no claim uses, when
-	// the inputs have claims (a check of classes alone checks them all).
-	unusedClass bool
-	byNode      map[string][]int // device indexes per node ("" = not node-local)
+	// findings is where everything found is reported, once each.
+	findings *findingLog
 	// state is what allocated claims hold (sequential mode keeps it), as
-	// the scheduler sees it; held is what the nodes' plugins prepared.
+	// the scheduler sees it; prep.held is what the nodes' plugins prepared.
 	state *scheduler.State
-	held  []heldDevice
+	// pub republishes nodes as claims are prepared on them; prep runs
+	// the prepare-time checks.
+	pub  *publisher
+	prep *preparer
+	// nvlink says which claims and gangs ask for NVLink domains.
+	nvlink *nvlinkDomains
 	// clusterState and clusterHeld are what a live cluster's allocated
 	// claims hold (Options.Held), as the scheduler and the nodes' plugins
 	// see it: where each allocation starts.
 	clusterState *scheduler.State
 	clusterHeld  []heldDevice
-	// republished is, per node, what it published since its slices were
-	// replaced (Options.Republish); unpublished is set while a node's
-	// prepared claims are not in the scheduler's view yet.
-	republished map[string]*republishedNode
-	unpublished bool
 	// inGang is set while a gang's pods are placed: they see what is
 	// published before any of them binds, unless gangRefill is set too.
 	inGang, gangRefill bool
@@ -183,43 +176,19 @@ type runner struct {
 	migCapable, migPublishing int
 	// group is the unit group the state is of, without --sequential.
 	group string
-	// pending are the workloads' Pending replicas, by owner and claim
-	// source, in the order found.
-	pending      map[string]*pendingReplicas
-	pendingOrder []string
-	// nodes are gpudra's pools read back into the device model, for the
-	// prepare-time checks; shareSharing is Options.ShareSharing.
-	nodes        map[string]gpu.Node
-	shareSharing *configapi.Sharing
-	// gangs are the inputs' PodGroups by "namespace/name"; nodeObjs the
-	// inputs' Node objects (gangs.go).
+	// pending are the workloads' Pending replicas.
+	pending *pendingLog
+	// gangs are the inputs' PodGroups by "namespace/name" (podgroups.go);
+	// nodeObjs the inputs' Node objects (gangs.go).
 	gangs    map[string]*gangInfo
 	nodeObjs []*v1.Node
 	// fence, while a gang is tried in one NVLink domain (nvlink.go),
 	// admits only that domain's nodes.
 	fence func(*v1.Node) bool
-	// namespaces are the inputs' Namespaces, by name.
-	namespaces map[string]*v1.Namespace
-	// notServedAt are the objects reported as not served, by source.
-	notServedAt map[string]bool
 }
 
-type evalResult struct {
-	match []bool
-	errs  map[int]error
-}
-
-type classEval struct {
-	obj       *resourceapi.DeviceClass
-	source    scheduler.Source
-	selectors []*selector
-	broken    bool   // a selector does not compile
-	match     []bool // all selectors
-}
-
-// Run checks the inputs. It returns a *scheduler.InputError when they
-// cannot be used; everything else is in the report.
-func Run(ctx context.Context, opts Options) (*Report, error) {
+// withDefaults fills in the options left unset.
+func (opts Options) withDefaults() Options {
 	if opts.KubernetesVersion == "" {
 		opts.KubernetesVersion = scheduler.DefaultKubernetesVersion
 	}
@@ -232,6 +201,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.AllocateTimeout == 0 {
 		opts.AllocateTimeout = scheduler.DefaultFilterTimeout
 	}
+	return opts
+}
+
+// Run checks the inputs. It returns a *scheduler.InputError when they
+// cannot be used; everything else is in the report.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	opts = opts.withDefaults()
 	feats, err := scheduler.FeaturesFor(opts.KubernetesVersion)
 	if err != nil {
 		return nil, &scheduler.InputError{Msg: "--kubernetes-version: " + err.Error()}
@@ -254,50 +230,50 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			Sequential:        opts.Sequential,
 			Strict:            opts.Strict,
 		},
-		compiler:     newCompiler(feats.CEL),
-		evals:        map[string]*evalResult{},
 		known:        map[string]scheduler.Object{},
 		builtin:      map[string]bool{},
-		classes:      map[string]*classEval{},
-		seen:         map[string]bool{},
 		clusterState: scheduler.StateOf(opts.Held),
-		nodes:        map[string]gpu.Node{},
-
-		notServedAt: map[string]bool{},
-		pending:     map[string]*pendingReplicas{},
-
-		shareSharing: shareSharing,
 	}
+	r.findings = newFindingLog(r.report, feats, r.builtin)
+	r.pending = newPendingLog(r.report, r.findings)
 	r.state = r.clusterState.Clone()
 	for _, i := range in.Ignored {
 		r.report.Ignored = append(r.report.Ignored, i.String())
 	}
 	for _, p := range in.Problems {
-		r.addProblem(p)
+		r.findings.addProblem(p)
 	}
-	r.namespaces = namespacesOf(in)
 	if err := r.loadClasses(in); err != nil {
 		return nil, err
 	}
 	r.loadPodGroups(in)
 	r.loadInventory(in)
-	r.clusterHeld = r.clusterHolds(opts.Held)
-	r.held = slices.Clone(r.clusterHeld)
-	units := r.buildUnits(in)
-	r.checkQuotas(in.Quotas, units)
-	r.sharedChannelClaims(units)
+	r.eval = newEvaluator(ctx, opts, feats, r.inv, r.report, r.findings, r.known, r.builtin)
+	r.prep = &preparer{
+		opts: opts, inv: r.inv, report: r.report, findings: r.findings, pub: r.pub,
+		known: r.known, builtin: r.builtin, shareSharing: shareSharing,
+	}
+	r.clusterHeld = r.prep.clusterHolds(opts.Held)
+	r.prep.held = slices.Clone(r.clusterHeld)
+	units := (&unitBuilder{
+		opts: opts, feats: feats, sched: r.sched, inv: r.inv, report: r.report,
+		findings: r.findings, eval: r.eval, known: r.known, namespaces: namespacesOf(in),
+		gangs: r.gangs, progress: r.progress,
+	}).build(in)
+	(&quotaChecker{feats: feats, report: r.report, findings: r.findings, known: r.known}).check(in.Quotas, units)
+	r.nvlink.sharedChannelClaims(units)
 	r.allocateAll(units)
 	for _, u := range units {
 		if u.pod != "" {
-			r.report.Pods = append(r.report.Pods, r.podInfo(u))
+			r.report.Pods = append(r.report.Pods, podInfo(r.report, u))
 		}
 	}
 	// Classes no claim used are still checked: they are inputs.
-	r.unusedClass = len(in.Claims)+len(in.Templates)+len(in.Pods) > 0
+	r.findings.unusedClass = len(in.Claims)+len(in.Templates)+len(in.Pods) > 0
 	for _, o := range in.Classes {
-		r.class(o.Obj.(*resourceapi.DeviceClass).Name)
+		r.eval.class(o.Obj.(*resourceapi.DeviceClass).Name)
 	}
-	r.unusedClass = false
+	r.findings.unusedClass = false
 	r.finish()
 	return r.report, nil
 }
@@ -316,7 +292,7 @@ func (r *runner) loadClasses(in *scheduler.Manifests) error {
 	for _, o := range in.Classes {
 		name := o.Obj.(*resourceapi.DeviceClass).Name
 		if prev, dup := r.known[name]; dup {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "DeviceClass " + name,
+			r.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: "DeviceClass " + name,
 				Message: fmt.Sprintf("DeviceClass defined twice (also at %s); the later one is used", prev.Source)})
 		}
 		r.known[name] = o
@@ -356,7 +332,7 @@ func (r *runner) loadClasses(in *scheduler.Manifests) error {
 				continue
 			}
 			if mine := o.Obj.(*resourceapi.DeviceClass); !reflect.DeepEqual(mine.Spec, dc.Spec) {
-				r.addFinding(Finding{Kind: FindingShadowsBuiltin, Severity: SeverityWarning, Source: o.Source, Object: "DeviceClass " + dc.Name,
+				r.findings.add(Finding{Kind: FindingShadowsBuiltin, Severity: SeverityWarning, Source: o.Source, Object: "DeviceClass " + dc.Name,
 					Message: fmt.Sprintf("DeviceClass %s is also one of gpudra's own, which the Helm chart installs; yours differs from it and would replace it (or be replaced by the next helm upgrade)", dc.Name),
 					Hint:    "give your class a name of its own, or drop it and use gpudra's (gpudra check --examples shows it)"})
 			}
@@ -461,8 +437,8 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 		switch {
 		case r.feats.DeviceTaintRules:
 			rules = append(rules, o.Obj.(*resourceapi.DeviceTaintRule))
-		case !r.notServedAt[o.Source.String()]:
-			r.notServed(scheduler.Problem{GVK: resourceapi.SchemeGroupVersion.WithKind("DeviceTaintRule")},
+		case !r.findings.notServedAt[o.Source.String()]:
+			r.findings.notServed(scheduler.Problem{GVK: resourceapi.SchemeGroupVersion.WithKind("DeviceTaintRule")},
 				Finding{Source: o.Source.At("apiVersion"), Object: "DeviceTaintRule " + o.Name, Field: "apiVersion"})
 		}
 	}
@@ -472,14 +448,12 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 		r.nodeObjs = append(r.nodeObjs, o.Obj.(*v1.Node))
 	}
 	r.sched.UseNodes(r.nodeObjs)
-	if note := r.labelNVLinkDomains(); note != "" {
+	if note := labelNVLinkDomains(r.sched, r.nodeObjs, r.opts.DriverName); note != "" {
 		notes = append(notes, note)
 	}
 	r.inv = newInventory(r.sched.Slices(), r.sched.Nodes())
-	r.byNode = map[string][]int{}
-	for i, d := range r.inv.devices {
-		r.byNode[d.node] = append(r.byNode[d.node], i)
-	}
+	r.nvlink = &nvlinkDomains{opts: r.opts, sched: r.sched, inv: r.inv, findings: r.findings}
+	r.pub = &publisher{ctx: r.ctx, opts: r.opts, sched: r.sched, inv: r.inv, findings: r.findings, nodes: map[string]gpu.Node{}}
 	r.report.Inventory = InventoryInfo{
 		Source:  strings.Join(sources, "; "),
 		Notes:   notes,
@@ -490,193 +464,6 @@ func (r *runner) loadInventory(in *scheduler.Manifests) {
 		Devices: len(r.inv.devices),
 	}
 	if len(r.inv.devices) == 0 {
-		r.addFinding(Finding{Kind: FindingEmptyInventory, Message: "the inventory holds no devices: nothing can match or be allocated"})
+		r.findings.add(Finding{Kind: FindingEmptyInventory, Message: "the inventory holds no devices: nothing can match or be allocated"})
 	}
-}
-
-// inventoryDependent findings say that something does not fit this
-// inventory. For a DeviceClass no claim uses (say, a MIG profile of a
-// GPU model the inventory lacks) they are notes: the scheduler never
-// evaluates that class here.
-var inventoryDependent = map[FindingKind]bool{
-	FindingUnknownAttribute: true, FindingCapacityAsAttribute: true, FindingAttributeAsCapacity: true,
-	FindingUnknownCapacity: true, FindingUnknownDriver: true, FindingRuntimeError: true,
-	FindingClassMatchesNothing: true, FindingTypeMismatch: false,
-}
-
-// addFinding reports f once. f.Field is relative to the object f.Source
-// is of; the finding gets the field's line and its path in the document.
-func (r *runner) addFinding(f Finding) {
-	if f.Field != "" {
-		f.Source = f.Source.At(f.Field)
-		f.Field = f.Source.Field(f.Field)
-	}
-	if f.Severity == "" {
-		f.Severity = SeverityError
-		switch {
-		case r.unusedClass && inventoryDependent[f.Kind]:
-			f.Severity = SeverityNote
-			f.Message += " (no claim in the inputs uses this class)"
-		case inventoryDependent[f.Kind] && r.builtin[strings.TrimPrefix(f.Object, "DeviceClass ")] && strings.HasPrefix(f.Object, "DeviceClass "):
-			// gpudra's own class does not fit this inventory: the claims
-			// that use it say so, as errors; the class is nobody's to fix.
-			f.Severity = SeverityNote
-			f.Message += " (one of gpudra's own classes: the claims that use it are the findings)"
-		}
-	}
-	// A template used by several pods is checked once per pod; say it once.
-	key := fmt.Sprintf("%s\x00%s\x00%d\x00%s\x00%s\x00%s", f.Kind, f.Source.File, f.Source.Document, f.Object, f.Field, f.Message)
-	if r.seen[key] {
-		return
-	}
-	r.seen[key] = true
-	r.report.Findings = append(r.report.Findings, f)
-}
-
-// addProblem reports what decoding found.
-func (r *runner) addProblem(p scheduler.Problem) {
-	f := Finding{Source: p.Source, Object: p.Object, Field: p.Field, Message: p.Message, Hint: p.Hint}
-	if release, ok := scheduler.OlderWorkloadAPIs[p.GVK.GroupVersion().String()+" "+p.GVK.Kind]; ok {
-		r.olderWorkloadAPI(p, f, release)
-		return
-	}
-	switch p.Kind {
-	case scheduler.ProblemUnknownField:
-		f.Kind = FindingUnknownField
-	case scheduler.ProblemExtendedResource:
-		f.Kind = FindingInvalidExtendedResource
-	case scheduler.ProblemSkipped:
-		f.Kind = FindingSkipped
-		if h, ok := vendorKinds[p.GVK.Kind]; ok && f.Hint == "" {
-			f.Hint = h
-		}
-		if p.GVK.Kind != "" {
-			r.customResource(p, f)
-			return
-		}
-	case scheduler.ProblemConverted:
-		f.Kind = FindingConverted
-		if !r.feats.Serves(p.GVK.Version, p.GVK.Kind) {
-			r.notServed(p, f)
-			return
-		}
-	default:
-		f.Kind = FindingInvalid
-	}
-	if p.Note {
-		f.Severity = SeverityNote
-	}
-	r.addFinding(f)
-}
-
-// notServed reports an object of a resource.k8s.io version the API
-// server of the chosen release does not serve: kubectl apply fails with
-// "no matches for kind". It is still read as v1, so that the rest of it
-// is checked.
-func (r *runner) notServed(p scheduler.Problem, f Finding) {
-	f.Kind, f.Severity = FindingNotServed, SeverityError
-	r.notServedAt[p.Source.String()] = true
-	gv := p.GVK.GroupVersion().String()
-	switch {
-	case p.GVK.Kind == "DeviceTaintRule":
-		f.Message, f.Hint = taintRuleNotServed(r.feats.Version, gv)
-	case p.GVK.Version == "v1alpha3":
-		f.Message = fmt.Sprintf("%s %s is the API of Kubernetes 1.31; Kubernetes %s does not serve it (alpha APIs are off by default): kubectl apply fails with \"no matches for kind\" (read on as resource.k8s.io/v1)", gv, p.GVK.Kind, r.feats.Version)
-		f.Hint = "write apiVersion: resource.k8s.io/v1 (requests keep their fields under exactly:, devices have no basic:); gpudra migrate rewrites it"
-	default:
-		f.Message = fmt.Sprintf("Kubernetes %s does not serve %s unless an admin enables it (--runtime-config=%s=true; beta APIs are off by default): kubectl apply fails with \"no matches for kind\" (read on as resource.k8s.io/v1)", r.feats.Version, gv, gv)
-		f.Hint = "write apiVersion: resource.k8s.io/v1 (requests keep their fields under exactly:, devices have no basic:); gpudra migrate rewrites it"
-	}
-	r.addFinding(f)
-}
-
-// taintRuleNotServed says why the release does not serve a
-// DeviceTaintRule of the group version gv, and how to taint the device on
-// it: the API and the feature gates differ by release (k8s.io/kubernetes
-// pkg/features: DeviceTaintRule came in 1.33 as resource.k8s.io/v1alpha3
-// behind DRADeviceTaints; 1.35 put it behind its own gate,
-// DRADeviceTaintRules; 1.36 made that beta, served as v1beta2 but off,
-// with its API; 1.37 made it GA in v1, on). A ResourceSlice's own taints
-// are no way out: gpudra's plugin writes its slices, and before 1.36
-// the API server drops device taints (DRADeviceTaints is alpha).
-func taintRuleNotServed(version, gv string) (msg, hint string) {
-	drain := "or, without them, keep pods off the GPU by draining the node (kubectl drain)"
-	switch version {
-	case "1.34":
-		return fmt.Sprintf("Kubernetes 1.34 serves DeviceTaintRules only as resource.k8s.io/v1alpha3 with the DRADeviceTaints feature gate, both off by default; %s is not served: kubectl apply fails with \"no matches for kind\", and the scheduler applies no DeviceTaintRule", gv),
-			"enable DRADeviceTaints on the API server, scheduler and controller manager and --runtime-config=resource.k8s.io/v1alpha3=true, and write apiVersion: resource.k8s.io/v1alpha3; " + drain
-	case "1.35":
-		return fmt.Sprintf("Kubernetes 1.35 serves DeviceTaintRules only as resource.k8s.io/v1alpha3 with the DRADeviceTaints and DRADeviceTaintRules feature gates, all off by default; %s is not served: kubectl apply fails with \"no matches for kind\", and the scheduler applies no DeviceTaintRule", gv),
-			"enable DRADeviceTaints and DRADeviceTaintRules on the API server, scheduler and controller manager and --runtime-config=resource.k8s.io/v1alpha3=true, and write apiVersion: resource.k8s.io/v1alpha3; " + drain
-	case "1.36":
-		return fmt.Sprintf("Kubernetes 1.36 serves DeviceTaintRules only as resource.k8s.io/v1beta2 (or v1alpha3) with the DRADeviceTaintRules feature gate, both off by default (beta); %s is not served: kubectl apply fails with \"no matches for kind\", and the scheduler applies no DeviceTaintRule", gv),
-			"enable DRADeviceTaintRules on the API server, scheduler and controller manager and --runtime-config=resource.k8s.io/v1beta2=true, and write apiVersion: resource.k8s.io/v1beta2; " + drain
-	}
-	return fmt.Sprintf("Kubernetes %s serves DeviceTaintRules as resource.k8s.io/v1; %s is not served by default: kubectl apply fails with \"no matches for kind\" (read on as resource.k8s.io/v1)", version, gv),
-		"write apiVersion: resource.k8s.io/v1"
-}
-
-// nvidiaGroups are the API groups of NVIDIA's DRA driver's custom
-// resources (ComputeDomain, ComputeDomainClique) and of its classic-DRA
-// claim parameters (GpuClaimParameters, MigDeviceClaimParameters): no
-// CRD for them exists on a gpudra cluster.
-var nvidiaGroups = map[string]bool{"resource.nvidia.com": true, "gpu.resource.nvidia.com": true, "nas.gpu.resource.nvidia.com": true}
-
-// nvidiaClassicKinds are the objects of NVIDIA's classic-DRA driver
-// (resource.k8s.io/v1alpha2, Kubernetes 1.26–1.30): what each was for,
-// and what a gpudra claim writes instead.
-var nvidiaClassicKinds = map[string]struct{ meant, instead string }{
-	"GpuClaimParameters": {
-		meant:   "classic DRA claim parameters (Kubernetes 1.26–1.30), which no claim of a supported release can refer to",
-		instead: "write what it asks for in the claim's request: deviceClassName gpu.gpudra.io, count, and CEL selectors on gpudra's attributes (device.capacity['gpu.gpudra.io'].memory, device.attributes['gpu.gpudra.io'].cudaComputeCapability, productName); sharing goes in a GpuConfig (gpudra migrate reports what each holds)",
-	},
-	"MigDeviceClaimParameters": {
-		meant:   "classic DRA claim parameters for a MIG device (Kubernetes 1.26–1.30), which no claim of a supported release can refer to",
-		instead: "request deviceClassName mig.gpudra.io with the selectors device.attributes['gpu.gpudra.io'].profile == 'PROFILE' (gpudra creates the partition on demand); sharing goes in a MigConfig (gpudra migrate reports what each holds)",
-	},
-	"NodeAllocationState": {
-		meant:   "the classic-DRA driver's bookkeeping of a node's allocations, which its controller wrote",
-		instead: "drop it: gpudra's plugin publishes ResourceSlices and keeps its state on the node",
-	},
-}
-
-// customResource reports a custom resource: one of NVIDIA's is an error
-// (a gpudra cluster has no CRD for it, so applying it fails, and whatever
-// waits for it, an IMEX channel's claim template, never comes); any other
-// is a warning: check cannot say what it does.
-func (r *runner) customResource(p scheduler.Problem, f Finding) {
-	if nvidiaGroups[p.GVK.Group] {
-		f.Kind, f.Severity = FindingNoCRD, SeverityError
-		f.Message = fmt.Sprintf("%s (%s) is a custom resource of NVIDIA's DRA driver: a gpudra cluster has no CRD for it, so kubectl apply fails with \"no matches for kind\"", p.GVK.Kind, p.GVK.GroupVersion())
-		if what, ok := nvidiaClassicKinds[p.GVK.Kind]; ok {
-			f.Message += ": " + what.meant
-			f.Hint = what.instead
-		} else if p.GVK.Kind == "ComputeDomain" {
-			f.Message += ", and what its controller would make (the IMEX channel's ResourceClaimTemplate) never exists"
-			f.Hint = vendorKinds[p.GVK.Kind]
-		} else if h, ok := vendorKinds[p.GVK.Kind]; ok {
-			f.Hint = h
-		}
-		if f.Hint == "" {
-			f.Hint = "gpudra has no equivalent: drop it, and rewrite the claims that used it for gpudra's classes (gpudra migrate reports each)"
-		}
-		r.addFinding(f)
-		return
-	}
-	if what, ok := queueingGroups[p.GVK.Group]; ok {
-		f.Severity = SeverityNote
-		f.Message = fmt.Sprintf("%s (%s) is %s: check does not model its quotas or admission, and places the pods that name a queue as if it admitted them", p.GVK.Kind, p.GVK.GroupVersion(), what)
-		r.addFinding(f)
-		return
-	}
-	f.Severity = SeverityWarning
-	f.Message = fmt.Sprintf("%s (%s) is a custom resource: not checked; if its controller makes pods or claims that use DRA devices, check their specs too", p.GVK.Kind, p.GVK.GroupVersion())
-	r.addFinding(f)
-}
-
-// queueingGroups are the API groups of job queueing systems, whose
-// objects hold quotas and queues, not pods or claims: a note says what
-// check leaves to them.
-var queueingGroups = map[string]string{
-	"kueue.x-k8s.io": "Kueue's queueing configuration",
 }

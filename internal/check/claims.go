@@ -18,13 +18,11 @@ package check
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpudra/gpudra/internal/scheduler"
@@ -79,7 +77,7 @@ type reqEval struct {
 	missing   bool // class not defined
 	broken    bool // class or selector does not compile
 	// classHits and match are per inventory device, and shared by the
-	// requests with the same class and selectors (runner.requestMatches):
+	// requests with the same class and selectors (unitBuilder.requestMatches):
 	// read only.
 	classHits []bool
 	match     []bool
@@ -91,209 +89,8 @@ type reqEval struct {
 	sub       []*reqEval
 }
 
-// maxReplicas caps the pods of one workload that check places.
-const maxReplicas = 64
-
-func (r *runner) buildUnits(in *scheduler.Manifests) []*unit {
-	claimsByName := map[string]*claimEval{}
-	templates := map[string]scheduler.Object{}
-	usedTemplates := map[string]bool{}
-	var claimOrder []*claimEval
-	for _, o := range in.Claims {
-		c := o.Obj.(*resourceapi.ResourceClaim)
-		ce := r.newClaim(c.DeepCopy(), "ResourceClaim", o.Source, "ResourceClaim "+o.Name, "spec")
-		ce.invalid = ce.invalid || o.Rejected || r.checkAdminAccess(o, c.Namespace, &c.Spec, "spec")
-		claimsByName[o.Name] = ce
-		claimOrder = append(claimOrder, ce)
-	}
-	rejectedTemplates := map[string]bool{}
-	for _, o := range in.Templates {
-		templates[o.Name] = o
-		t := o.Obj.(*resourceapi.ResourceClaimTemplate)
-		rejectedTemplates[o.Name] = o.Rejected || r.checkAdminAccess(o, t.Namespace, &t.Spec.Spec, "spec.spec")
-	}
-	type ordered struct {
-		src scheduler.Source
-		u   *unit
-	}
-	var units []ordered
-	usedClaims := map[*claimEval]bool{}
-	scheduled := scheduledClaimUsers(in)
-	// users count the pods that share each ResourceClaim, placed or not
-	// (replicas past maxReplicas), in order; placed counts a workload's
-	// placed replicas.
-	users, placed := map[*claimEval]int{}, map[string]int{}
-	pods := r.pods(in)
-	for i, o := range pods {
-		r.progress("pods evaluated", i, len(pods))
-		pod := o.Obj.(*v1.Pod)
-		object := "Pod " + o.Name
-		u := &unit{pod: o.Name, podObj: o, byName: map[string]*claimEval{}, gang: r.gangOf(pod), group: o.Owner}
-		if u.group == "" {
-			u.group = "Pod " + o.Name
-		}
-		missing := func(kind, name, field string) {
-			r.addFinding(Finding{Kind: FindingMissingClaim, Source: o.Source, Object: object, Field: field,
-				Message: fmt.Sprintf("%s %s is not among the inputs; the pod would stay Pending until it exists", kind, name),
-				Hint:    "add the file that defines it"})
-		}
-		order := newClaimOrderCheck()
-		for i, pc := range pod.Spec.ResourceClaims {
-			field := fmt.Sprintf("spec.resourceClaims[%d]", i)
-			order.see(i, pc, u.gang)
-			if ce, ok := r.groupClaim(o, pod, pc, field, templates, claimsByName); ok {
-				if ce != nil {
-					usedClaims[ce] = true
-					if pc.ResourceClaimTemplateName != nil {
-						usedTemplates[pod.Namespace+"/"+*pc.ResourceClaimTemplateName] = true
-					}
-					u.claims = append(u.claims, ce)
-					u.byName[pc.Name] = ce
-				}
-				continue
-			}
-			switch {
-			case pc.ResourceClaimName != nil:
-				name := pod.Namespace + "/" + *pc.ResourceClaimName
-				ce, ok := claimsByName[name]
-				if !ok {
-					missing("ResourceClaim", name, field+".resourceClaimName")
-					continue
-				}
-				usedClaims[ce] = true
-				u.claims = append(u.claims, ce)
-				u.byName[pc.Name] = ce
-				if users[ce]++; users[ce] > resourceapi.ResourceClaimReservedForMaxSize {
-					u.blocked = append(u.blocked, fmt.Sprintf("ResourceClaim %s is reserved for %d pods already, the most it can be", ce.info.Name, resourceapi.ResourceClaimReservedForMaxSize))
-				}
-			case pc.ResourceClaimTemplateName != nil:
-				name := pod.Namespace + "/" + *pc.ResourceClaimTemplateName
-				t, ok := templates[name]
-				if !ok {
-					missing("ResourceClaimTemplate", name, field+".resourceClaimTemplateName")
-					continue
-				}
-				usedTemplates[name] = true
-				claim := scheduler.ClaimFromTemplate(pod, pc.Name, t.Obj.(*resourceapi.ResourceClaimTemplate))
-				ce := r.newClaim(claim, "ResourceClaimTemplate "+name+" for "+object, t.Source, "ResourceClaimTemplate "+name, "spec.spec")
-				ce.invalid = ce.invalid || rejectedTemplates[name]
-				ce.info.Pod = o.Name
-				u.claims = append(u.claims, ce)
-				u.byName[pc.Name] = ce
-			default:
-				r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: field,
-					Message: "names neither resourceClaimName nor resourceClaimTemplateName; the API server rejects the pod"})
-			}
-		}
-		r.checkContainerClaims(o, pod, u.byName)
-		if pod.Spec.NodeName != "" {
-			r.checkNodeName(u, scheduled)
-		} else {
-			r.extendedResources(u)
-		}
-		r.checkSharedClaimOrder(o, u.gang, order, u.ext.Claim != nil)
-		if o.Rejected {
-			u.blocked = append(u.blocked, "the API server rejects the "+strings.Fields(o.Owner + " Pod")[0]+" (see the findings): the pod is never created")
-		}
-		units = append(units, ordered{o.Source, u})
-		// The replicas check does not place share the claims too.
-		if o.Owner != "" && o.Replicas > maxReplicas {
-			if placed[o.Source.String()]++; placed[o.Source.String()] == maxReplicas {
-				for _, pc := range pod.Spec.ResourceClaims {
-					if ce := u.byName[pc.Name]; ce != nil && pc.ResourceClaimName != nil {
-						users[ce] += o.Replicas - maxReplicas
-					}
-				}
-			}
-		}
-	}
-	r.progress("pods evaluated", len(pods), len(pods))
-	r.checkClaimUsers(claimOrder, users)
-	for _, ce := range claimOrder {
-		if !usedClaims[ce] {
-			units = append(units, ordered{ce.source, &unit{claims: []*claimEval{ce}}})
-		}
-	}
-	for _, o := range in.Templates {
-		if usedTemplates[o.Name] {
-			continue
-		}
-		tmpl := o.Obj.(*resourceapi.ResourceClaimTemplate)
-		claim := &resourceapi.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: tmpl.Namespace, Name: tmpl.Name},
-			Spec:       *tmpl.Spec.Spec.DeepCopy(),
-		}
-		ce := r.newClaim(claim, "ResourceClaimTemplate "+o.Name, o.Source, "ResourceClaimTemplate "+o.Name, "spec.spec")
-		ce.invalid = ce.invalid || rejectedTemplates[o.Name]
-		units = append(units, ordered{o.Source, &unit{claims: []*claimEval{ce}}})
-	}
-	sort.SliceStable(units, func(i, j int) bool {
-		a, b := units[i].src, units[j].src
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		return a.Document < b.Document
-	})
-	out := make([]*unit, len(units))
-	for i := range units {
-		out[i] = units[i].u
-	}
-	return out
-}
-
-// checkClaimUsers reports the ResourceClaims more pods share than a claim
-// can be reserved for: the scheduler reserves the claim for each pod it
-// binds (status.reservedFor), which the API server holds to
-// ResourceClaimReservedForMaxSize entries, so the pods past it fail to
-// bind and are retried forever (pkg/apis/resource/validation).
-func (r *runner) checkClaimUsers(claims []*claimEval, users map[*claimEval]int) {
-	const most = resourceapi.ResourceClaimReservedForMaxSize
-	for _, ce := range claims {
-		n := users[ce]
-		if n <= most {
-			continue
-		}
-		r.addFinding(Finding{Kind: FindingTooManyClaimUsers, Source: ce.source, Object: ce.object,
-			Message: fmt.Sprintf("%d pods share %s, but a claim is reserved for at most %d pods at once (status.reservedFor, which the scheduler fills as it binds them): the other %d are never scheduled while the first %d run", n, ce.info.Name, most, n-most, most),
-			Hint:    fmt.Sprintf("split the pods over several ResourceClaims, at most %d each, or give each pod its own claim (resourceClaimTemplateName)", most)})
-	}
-}
-
-// pods are the input pods, defaulted as the API server does. A workload
-// stands for all the pods it asks for (up to maxReplicas, and a warning
-// beyond), named <workload>-0, -1, …: its replicas run at the same time,
-// so they are placed together, each seeing what the others hold, even
-// without --sequential.
-func (r *runner) pods(in *scheduler.Manifests) []scheduler.Object {
-	var out []scheduler.Object
-	for _, o := range in.Pods {
-		n := 1
-		if o.Owner != "" {
-			n = min(o.Replicas, maxReplicas)
-			if o.Replicas > maxReplicas {
-				r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityWarning, Source: o.Source, Object: o.Owner,
-					Message: fmt.Sprintf("%d replicas: check places the first %d, and not the other %d", o.Replicas, maxReplicas, o.Replicas-maxReplicas),
-					Hint:    "the replicas are alike: if the first ones fit, more of them fit only where there are more devices; check a copy with fewer replicas on a larger inventory (--nodes) to see how many fit"})
-			}
-		} else if k, gang := r.gangReplicas(o); gang {
-			n = k
-		}
-		for i := range n {
-			pod := o.Obj.(*v1.Pod).DeepCopy()
-			if i > 0 {
-				pod.Name = strings.TrimSuffix(pod.Name, "-0") + fmt.Sprintf("-%d", i)
-			}
-			scheduler.DefaultPod(pod)
-			c := o
-			c.Obj, c.Name = pod, pod.Namespace+"/"+pod.Name
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // podInfo says what each container of a pod would receive.
-func (r *runner) podInfo(u *unit) PodInfo {
+func podInfo(rep *Report, u *unit) PodInfo {
 	pod := u.podObj.Obj.(*v1.Pod)
 	pi := PodInfo{Name: u.pod, Source: u.podObj.Source, Owner: u.podObj.Owner, Blocked: u.blocked}
 	claims := u.claims
@@ -301,7 +98,7 @@ func (r *runner) podInfo(u *unit) PodInfo {
 		claims = append(claims[:len(claims):len(claims)], u.extended)
 	}
 	for _, ce := range claims {
-		ci := &r.report.Claims[ce.idx]
+		ci := &rep.Claims[ce.idx]
 		if ci.Allocation != nil {
 			pi.Node = ci.Allocation.Node
 		} else {
@@ -329,12 +126,12 @@ func (r *runner) podInfo(u *unit) PodInfo {
 			if !ok {
 				continue
 			}
-			ci.Devices = append(ci.Devices, r.devicesOf(ce, rc.Name, rc.Request)...)
+			ci.Devices = append(ci.Devices, devicesOf(rep, ce, rc.Name, rc.Request)...)
 		}
 		if u.extended != nil {
 			for _, m := range u.ext.Mappings {
 				if m.ContainerName == c.Name {
-					ci.Devices = append(ci.Devices, r.devicesOf(u.extended, m.ResourceName, m.RequestName)...)
+					ci.Devices = append(ci.Devices, devicesOf(rep, u.extended, m.ResourceName, m.RequestName)...)
 				}
 			}
 		}
@@ -350,8 +147,8 @@ func (r *runner) podInfo(u *unit) PodInfo {
 // device allocated to several requests of the claim (shares of one GPU,
 // consumable capacity) is listed once, as the plugin prepares it: one
 // device for all of them, with the sum of the shares.
-func (r *runner) devicesOf(ce *claimEval, label, request string) []string {
-	a := r.report.Claims[ce.idx].Allocation
+func devicesOf(rep *Report, ce *claimEval, label, request string) []string {
+	a := rep.Claims[ce.idx].Allocation
 	if a == nil {
 		return nil
 	}
@@ -394,7 +191,7 @@ func isInit(pod *v1.Pod, name string) bool {
 // kubelet gives the container the CDI devices of the requests it names
 // (pkg/kubelet/cm/dra: GetResources, cdiDevicesAsList), none for a request
 // the claim lacks, so the container runs without them.
-func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod, byName map[string]*claimEval) {
+func (ub *unitBuilder) checkContainerClaims(o scheduler.Object, pod *v1.Pod, byName map[string]*claimEval) {
 	names := map[string]bool{}
 	for _, pc := range pod.Spec.ResourceClaims {
 		names[pc.Name] = true
@@ -407,7 +204,7 @@ func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod, byName ma
 			for j, rc := range c.Resources.Claims {
 				field := fmt.Sprintf("spec.%s[%d].resources.claims[%d]", list.field, i, j)
 				if !names[rc.Name] {
-					r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".name",
+					ub.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field + ".name",
 						Message: fmt.Sprintf("container %s uses claim %q, which spec.resourceClaims does not define; the API server rejects the pod", c.Name, rc.Name)})
 					continue
 				}
@@ -419,7 +216,7 @@ func (r *runner) checkContainerClaims(o scheduler.Object, pod *v1.Pod, byName ma
 				for _, req := range ce.claim.Spec.Devices.Requests {
 					have = append(have, req.Name)
 				}
-				r.addFinding(Finding{Kind: FindingUnknownRequest, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: field + ".request",
+				ub.findings.add(Finding{Kind: FindingUnknownRequest, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: field + ".request",
 					Message: fmt.Sprintf("container %s uses request %q of claim %s, which %s does not have (its requests: %s): the API server cannot tell, and the kubelet gives the container the devices of the requests it names, so it runs without a device from this claim",
 						c.Name, rc.Request, rc.Name, claimOrigin(ce), strings.Join(have, ", ")),
 					Hint: requestHint(rc.Request, have)})
@@ -465,14 +262,14 @@ func podObject(o scheduler.Object) string {
 	return "Pod " + o.Name
 }
 
-func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src scheduler.Source, object, field string) *claimEval {
+func (ub *unitBuilder) newClaim(claim *resourceapi.ResourceClaim, from string, src scheduler.Source, object, field string) *claimEval {
 	// What a cluster once decided (a claim exported with its status) is
 	// no input: check allocates the spec afresh.
 	claim.Status = resourceapi.ResourceClaimStatus{}
 	scheduler.DefaultClaimSpec(&claim.Spec)
 	claim.UID = types.UID("gpudra-check-" + claim.Namespace + "-" + claim.Name)
-	r.report.Claims = append(r.report.Claims, ClaimInfo{Name: claim.Namespace + "/" + claim.Name, From: from, Source: src})
-	ce := &claimEval{idx: len(r.report.Claims) - 1, claim: claim, object: object, field: field, source: src}
+	ub.report.Claims = append(ub.report.Claims, ClaimInfo{Name: claim.Namespace + "/" + claim.Name, From: from, Source: src})
+	ce := &claimEval{idx: len(ub.report.Claims) - 1, claim: claim, object: object, field: field, source: src}
 	for i, req := range claim.Spec.Devices.Requests {
 		f := fmt.Sprintf("%s.devices.requests[%d]", field, i)
 		var re *reqEval
@@ -482,15 +279,15 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src sch
 			continue
 		case req.Exactly != nil:
 			e := req.Exactly
-			re = r.newRequest(req.Name, e.DeviceClassName, e.AllocationMode, e.Count, e.AdminAccess, e.Tolerations, e.Selectors, e.Capacity, src, object, f+".exactly")
+			re = ub.newRequest(req.Name, e.DeviceClassName, e.AllocationMode, e.Count, e.AdminAccess, e.Tolerations, e.Selectors, e.Capacity, src, object, f+".exactly")
 		case len(req.FirstAvailable) > 0:
 			re = &reqEval{name: req.Name}
-			if !r.feats.Allocator.PrioritizedList {
-				r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f + ".firstAvailable",
-					Message: fmt.Sprintf("firstAvailable needs the DRAPrioritizedList feature, which Kubernetes %s does not enable", r.report.KubernetesVersion)})
+			if !ub.feats.Allocator.PrioritizedList {
+				ub.findings.add(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: f + ".firstAvailable",
+					Message: fmt.Sprintf("firstAvailable needs the DRAPrioritizedList feature, which Kubernetes %s does not enable", ub.report.KubernetesVersion)})
 			}
 			for j, sub := range req.FirstAvailable {
-				re.sub = append(re.sub, r.newRequest(req.Name+"/"+sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Selectors, sub.Capacity, src, object, fmt.Sprintf("%s.firstAvailable[%d]", f, j)))
+				re.sub = append(re.sub, ub.newRequest(req.Name+"/"+sub.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, nil, sub.Tolerations, sub.Selectors, sub.Capacity, src, object, fmt.Sprintf("%s.firstAvailable[%d]", f, j)))
 			}
 		default:
 			ce.invalid = true
@@ -498,44 +295,44 @@ func (r *runner) newClaim(claim *resourceapi.ResourceClaim, from string, src sch
 		}
 		ce.reqs = append(ce.reqs, re)
 	}
-	ce.info = &r.report.Claims[ce.idx]
-	r.checkClaimConfigs(ce)
-	r.checkConstraints(ce)
+	ce.info = &ub.report.Claims[ce.idx]
+	ub.eval.checkClaimConfigs(ce)
+	ub.eval.checkConstraints(ce)
 	for _, re := range ce.reqs {
-		r.report.Claims[ce.idx].Requests = append(r.report.Claims[ce.idx].Requests, r.requestInfo(re))
+		ub.report.Claims[ce.idx].Requests = append(ub.report.Claims[ce.idx].Requests, ub.requestInfo(re))
 	}
 	return ce
 }
 
-func (r *runner) requestInfo(re *reqEval) RequestInfo {
+func (ub *unitBuilder) requestInfo(re *reqEval) RequestInfo {
 	ri := RequestInfo{Name: re.name, Class: re.class, Mode: string(re.mode), Count: re.count}
 	if re.sub != nil {
 		for _, s := range re.sub {
-			ri.Sub = append(ri.Sub, r.requestInfo(s))
+			ri.Sub = append(ri.Sub, ub.requestInfo(s))
 		}
 		return ri
 	}
 	if re.mode == resourceapi.DeviceAllocationModeAll {
 		ri.Count = 0
 	}
-	ri.Matches = r.matches(re.match)
+	ri.Matches = ub.eval.matches(re.match)
 	return ri
 }
 
-func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocationMode, count int64, admin *bool, tol []resourceapi.DeviceToleration,
+func (ub *unitBuilder) newRequest(name, class string, mode resourceapi.DeviceAllocationMode, count int64, admin *bool, tol []resourceapi.DeviceToleration,
 	sels []resourceapi.DeviceSelector, capacity *resourceapi.CapacityRequirements, src scheduler.Source, object, field string) *reqEval {
 	re := &reqEval{name: name, class: class, mode: mode, count: count, admin: admin != nil && *admin, tolerates: tol,
-		match: make([]bool, len(r.inv.devices))}
+		match: make([]bool, len(ub.inv.devices))}
 	if capacity != nil {
 		re.capacity = capacity.Requests
 	}
-	ce := r.class(class)
+	ce := ub.eval.class(class)
 	switch {
 	case ce == nil:
 		re.missing = true
-		r.addFinding(Finding{Kind: FindingUnknownClass, Source: src, Object: object, Field: field + ".deviceClassName",
+		ub.findings.add(Finding{Kind: FindingUnknownClass, Source: src, Object: object, Field: field + ".deviceClassName",
 			Message: fmt.Sprintf("DeviceClass %q is not defined in the inputs (nor built in): the claim cannot be allocated", class),
-			Hint:    r.classHintFor(class)})
+			Hint:    ub.eval.classHintFor(class)})
 	case ce.broken:
 		re.broken = true
 	default:
@@ -546,30 +343,30 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 	// a fleet's devices held a gigabyte otherwise).
 	key, known := requestMatchKey(class, sels), (*requestMatch)(nil)
 	if key != "" && !re.missing && !re.broken {
-		known = r.requestMatches[key]
+		known = ub.requestMatches[key]
 	}
 	if known != nil {
 		re.classHits, re.match = known.classHits, known.match
 	} else {
 		re.classHits = append([]bool(nil), re.match...)
 	}
-	r.checkCapacityRequests(re, src, object, field+".capacity.requests")
+	ub.eval.checkCapacityRequests(re, src, object, field+".capacity.requests")
 	for i, sel := range sels {
 		f := fmt.Sprintf("%s.selectors[%d].cel.expression", field, i)
 		if sel.CEL == nil {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: fmt.Sprintf("%s.selectors[%d].cel", field, i), Message: "a selector needs cel"})
+			ub.findings.add(Finding{Kind: FindingInvalid, Source: src, Object: object, Field: fmt.Sprintf("%s.selectors[%d].cel", field, i), Message: "a selector needs cel"})
 			re.broken = true
 			continue
 		}
-		s := r.addSelector(src, object, f, sel.CEL.Expression)
+		s := ub.eval.addSelector(src, object, f, sel.CEL.Expression)
 		re.selectors = append(re.selectors, s)
 		if !s.ok {
 			re.broken = true
 			continue
 		}
-		res := r.evaluate(s, re.classHits, class)
-		r.recordCounts(s, res, re.classHits)
-		r.reportRuntimeErrors(s, res, re.classHits, object, f, " that DeviceClass "+class+" matches")
+		res := ub.eval.evaluate(s, re.classHits, class)
+		ub.eval.recordCounts(s, res, re.classHits)
+		ub.eval.reportRuntimeErrors(s, res, re.classHits, object, f, " that DeviceClass "+class+" matches")
 		if known != nil {
 			continue
 		}
@@ -593,10 +390,10 @@ func (r *runner) newRequest(name, class string, mode resourceapi.DeviceAllocatio
 			re.match[j] = false
 		}
 	case key != "" && !re.missing:
-		if r.requestMatches == nil {
-			r.requestMatches = map[string]*requestMatch{}
+		if ub.requestMatches == nil {
+			ub.requestMatches = map[string]*requestMatch{}
 		}
-		r.requestMatches[key] = &requestMatch{classHits: re.classHits, match: re.match, selCounts: re.selCounts, selErrors: re.selErrors}
+		ub.requestMatches[key] = &requestMatch{classHits: re.classHits, match: re.match, selCounts: re.selCounts, selErrors: re.selErrors}
 	}
 	return re
 }

@@ -25,18 +25,18 @@ import (
 
 // class returns a known DeviceClass, checked and evaluated on every
 // device on first use, or nil when the cluster would not have it.
-func (r *runner) class(name string) *classEval {
-	if ce, ok := r.classes[name]; ok {
+func (ev *evaluator) class(name string) *classEval {
+	if ce, ok := ev.classes[name]; ok {
 		return ce
 	}
-	o, ok := r.known[name]
+	o, ok := ev.known[name]
 	if !ok {
 		return nil
 	}
 	dc := o.Obj.(*resourceapi.DeviceClass)
-	r.report.Classes = append(r.report.Classes, ClassInfo{Name: dc.Name, Source: o.Source})
-	info := len(r.report.Classes) - 1
-	ce := &classEval{obj: dc, source: o.Source, match: make([]bool, len(r.inv.devices))}
+	ev.report.Classes = append(ev.report.Classes, ClassInfo{Name: dc.Name, Source: o.Source})
+	info := len(ev.report.Classes) - 1
+	ce := &classEval{obj: dc, source: o.Source, match: make([]bool, len(ev.inv.devices))}
 	for i := range ce.match {
 		ce.match[i] = true
 	}
@@ -44,19 +44,19 @@ func (r *runner) class(name string) *classEval {
 	for i, sel := range dc.Spec.Selectors {
 		field := fmt.Sprintf("spec.selectors[%d].cel.expression", i)
 		if sel.CEL == nil {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: fmt.Sprintf("spec.selectors[%d].cel", i), Message: "a selector needs cel"})
+			ev.findings.add(Finding{Kind: FindingInvalid, Source: o.Source, Object: object, Field: fmt.Sprintf("spec.selectors[%d].cel", i), Message: "a selector needs cel"})
 			ce.broken = true
 			continue
 		}
-		s := r.addSelector(o.Source, object, field, sel.CEL.Expression)
+		s := ev.addSelector(o.Source, object, field, sel.CEL.Expression)
 		ce.selectors = append(ce.selectors, s)
 		if !s.ok {
 			ce.broken = true
 			continue
 		}
-		res := r.evaluate(s, nil, "")
-		r.recordCounts(s, res, nil)
-		r.reportRuntimeErrors(s, res, nil, object, field, "")
+		res := ev.evaluate(s, nil, "")
+		ev.recordCounts(s, res, nil)
+		ev.reportRuntimeErrors(s, res, nil, object, field, "")
 		for j := range ce.match {
 			ce.match[j] = ce.match[j] && res.match[j]
 		}
@@ -66,24 +66,24 @@ func (r *runner) class(name string) *classEval {
 			ce.match[j] = false
 		}
 	}
-	r.classes[dc.Name] = ce
-	r.checkClassConfigs(o)
-	r.report.Classes[info].Matches = r.matches(ce.match)
-	if !ce.broken && len(r.inv.devices) > 0 && r.report.Classes[info].Matches.Count == 0 {
-		r.addFinding(Finding{Kind: FindingClassMatchesNothing, Source: o.Source, Object: object,
-			Message: fmt.Sprintf("DeviceClass %s matches none of the %d devices in the inventory", dc.Name, len(r.inv.devices)),
-			Hint:    r.classHint(ce)})
+	ev.classes[dc.Name] = ce
+	ev.checkClassConfigs(o)
+	ev.report.Classes[info].Matches = ev.matches(ce.match)
+	if !ce.broken && len(ev.inv.devices) > 0 && ev.report.Classes[info].Matches.Count == 0 {
+		ev.findings.add(Finding{Kind: FindingClassMatchesNothing, Source: o.Source, Object: object,
+			Message: fmt.Sprintf("DeviceClass %s matches none of the %d devices in the inventory", dc.Name, len(ev.inv.devices)),
+			Hint:    ev.classHint(ce)})
 	}
 	return ce
 }
 
-func (r *runner) classHint(ce *classEval) string {
+func (ev *evaluator) classHint(ce *classEval) string {
 	var parts []string
 	for i, s := range ce.selectors {
 		if !s.ok {
 			continue
 		}
-		res := r.evaluate(s, nil, "")
+		res := ev.evaluate(s, nil, "")
 		n := countTrue(res.match)
 		parts = append(parts, fmt.Sprintf("selectors[%d] matches %d", i, n))
 	}
@@ -92,14 +92,14 @@ func (r *runner) classHint(ce *classEval) string {
 	for _, s := range ce.selectors {
 		refs = append(refs, s.refs...)
 	}
-	if v := r.valuesOf(refs, nil); v != "" {
+	if v := ev.valuesOf(refs, nil); v != "" {
 		h += "; the devices have " + v
 	}
 	return h
 }
 
-func (r *runner) recordCounts(s *selector, res *evalResult, scope []bool) {
-	info := &r.report.Selectors[s.infoIndex]
+func (ev *evaluator) recordCounts(s *selector, res *evalResult, scope []bool) {
+	info := &ev.report.Selectors[s.infoIndex]
 	info.Devices, info.Matches = 0, 0
 	for i, m := range res.match {
 		if scope != nil && !scope[i] {
@@ -122,7 +122,7 @@ func countTrue(b []bool) int {
 	return n
 }
 
-func (r *runner) matches(m []bool) Matches {
+func (ev *evaluator) matches(m []bool) Matches {
 	var out Matches
 	nodes := map[string]bool{}
 	last := ""
@@ -134,17 +134,17 @@ func (r *runner) matches(m []bool) Matches {
 		// A node's devices are next to each other in the inventory: one
 		// map write per run of them, not per device (a claim's matches
 		// span the fleet).
-		if n := r.inv.devices[i].node; n != last || len(nodes) == 0 {
+		if n := ev.inv.devices[i].node; n != last || len(nodes) == 0 {
 			nodes[n] = true
 			last = n
 		}
 	}
 	out.Nodes = len(nodes)
-	if out.Count <= r.opts.ListLimit {
+	if out.Count <= ev.opts.ListLimit {
 		out.Devices = []string{}
 		for i, ok := range m {
 			if ok {
-				out.Devices = append(out.Devices, r.inv.devices[i].label())
+				out.Devices = append(out.Devices, ev.inv.devices[i].label())
 			}
 		}
 	}

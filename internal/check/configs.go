@@ -43,54 +43,54 @@ import (
 
 // checkClaimConfigs checks the configs of a claim's spec (their requests
 // are the API server's, reported by internal/scheduler).
-func (r *runner) checkClaimConfigs(ce *claimEval) {
+func (ev *evaluator) checkClaimConfigs(ce *claimEval) {
 	for i, c := range ce.claim.Spec.Devices.Config {
 		if c.Opaque != nil {
-			r.checkOpaque(ce.source, ce.object, fmt.Sprintf("%s.devices.config[%d].opaque", ce.field, i), c.Opaque, "every pod using "+ce.info.Name)
+			ev.checkOpaque(ce.source, ce.object, fmt.Sprintf("%s.devices.config[%d].opaque", ce.field, i), c.Opaque, "every pod using "+ce.info.Name)
 		}
 	}
 }
 
 // checkClassConfigs checks the configs of a DeviceClass: they apply to
 // every device allocated through it.
-func (r *runner) checkClassConfigs(o scheduler.Object) {
+func (ev *evaluator) checkClassConfigs(o scheduler.Object) {
 	dc := o.Obj.(*resourceapi.DeviceClass)
 	for i, c := range dc.Spec.Config {
 		if c.Opaque != nil {
-			r.checkOpaque(o.Source, "DeviceClass "+dc.Name, fmt.Sprintf("spec.config[%d].opaque", i), c.Opaque, "every claim using this class")
+			ev.checkOpaque(o.Source, "DeviceClass "+dc.Name, fmt.Sprintf("spec.config[%d].opaque", i), c.Opaque, "every claim using this class")
 		}
 	}
 }
 
 // checkOpaque checks one opaque config. who says whose prepare fails.
-func (r *runner) checkOpaque(src scheduler.Source, object, field string, o *resourceapi.OpaqueDeviceConfiguration, who string) {
+func (ev *evaluator) checkOpaque(src scheduler.Source, object, field string, o *resourceapi.OpaqueDeviceConfiguration, who string) {
 	var meta struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 	}
 	_ = json.Unmarshal(o.Parameters.Raw, &meta) // Decode reports what is wrong with it
 	vendor, foreign := vendorOf(meta.APIVersion)
-	if o.Driver != r.opts.DriverName {
+	if o.Driver != ev.opts.DriverName {
 		if foreign {
-			r.addFinding(Finding{Kind: FindingForeignConfig, Severity: SeverityNote, Source: src, Object: object, Field: field + ".parameters",
+			ev.findings.add(Finding{Kind: FindingForeignConfig, Severity: SeverityNote, Source: src, Object: object, Field: field + ".parameters",
 				Message: fmt.Sprintf("a config of %s (%s %s, for driver %s); gpudra leaves configs of other drivers alone", vendor.who, meta.APIVersion, meta.Kind, o.Driver),
-				Hint:    vendor.equivalent(meta.Kind, r.opts.DriverName)})
+				Hint:    vendor.equivalent(meta.Kind, ev.opts.DriverName)})
 		}
 		return
 	}
 	if _, err := claimplan.DecodeConfig(o.Parameters.Raw); err != nil {
 		hint := "see the Device configuration section of gpudra's docs/attributes.md for the kinds and fields of " + configapi.SchemeGroupVersion.String()
 		if foreign {
-			hint = fmt.Sprintf("this is a config of %s; %s", vendor.who, vendor.equivalent(meta.Kind, r.opts.DriverName))
+			hint = fmt.Sprintf("this is a config of %s; %s", vendor.who, vendor.equivalent(meta.Kind, ev.opts.DriverName))
 		}
 		refusal := claimplan.InvalidConfig
 		var r2 *claimplan.Refusal
 		if errors.As(err, &r2) {
 			refusal = r2.Kind
-			hint = refusalHint(r2, r.opts.DriverName)
+			hint = refusalHint(r2, ev.opts.DriverName)
 		}
 		for _, e := range configErrors(err) {
-			r.addFinding(Finding{Kind: FindingInvalidConfig, Refusal: string(refusal), Source: src, Object: object, Field: joinField(field, e.path),
+			ev.findings.add(Finding{Kind: FindingInvalidConfig, Refusal: string(refusal), Source: src, Object: object, Field: joinField(field, e.path),
 				Message: fmt.Sprintf("gpudra's admission webhook denies this config, and without the webhook gpudra's kubelet plugin fails the prepare of %s: %s: %s", who, field, e.msg),
 				Hint:    hint})
 		}

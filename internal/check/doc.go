@@ -40,6 +40,33 @@ limitations under the License.
 // that no device of the inventory carries, so the checks hold for any
 // driver, partitionable devices and shared counters included.
 //
+// Run's stages each have a type that owns their state, given what it
+// reads explicitly:
+//
+//   - findingLog (findings.go): the report's findings, each once, with
+//     its severity and line;
+//   - evaluator (evaluator.go, evaluate.go, classes.go, hints.go,
+//     configs.go): the DeviceClasses and CEL selectors as evaluated on
+//     every device, and the hints built from the results;
+//   - unitBuilder (units.go, claims.go, extended.go, admin.go,
+//     nodename.go, podgroups.go): the units allocated at once, one per
+//     pod or lone claim, with the checks of their claims; quotaChecker
+//     (quota.go) charges them against the inputs' ResourceQuotas;
+//   - runner (check.go, allocate.go, gangs.go, republish.go): the
+//     allocation itself, what the claims allocated so far hold (state),
+//     gangs and MIG spares;
+//   - publisher (republish.go): what the nodes publish as claims are
+//     prepared on them; preparer (prepare.go): what the nodes' plugins
+//     prepared, and what they would refuse;
+//   - explainer (explainer.go, explain.go): why a request cannot be
+//     allocated, for the state of the moment; pendingLog (explain.go):
+//     one finding for the replicas of a workload that stay Pending;
+//   - nvlinkDomains (nvlink.go): which claims and gangs ask for an NVLink
+//     domain's IMEX channels.
+//
+// The inventory (inventory_index.go) indexes the devices by pool and
+// node.
+//
 // Like the core, this package links neither the kubelet plugin, nor gRPC,
 // nor NVML (internal/scheduler's TestNoPluginGRPCOrNVML).
 package check

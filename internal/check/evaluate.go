@@ -31,21 +31,21 @@ import (
 
 // addSelector compiles one expression, checks it against the API server's
 // limits and the inventory, and evaluates it on every device.
-func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *selector {
-	r.report.Stats.Expressions++
-	r.report.Selectors = append(r.report.Selectors, SelectorInfo{Source: src.At(field), Object: object, Field: src.Field(field), Expression: expr})
+func (ev *evaluator) addSelector(src scheduler.Source, object, field, expr string) *selector {
+	ev.report.Stats.Expressions++
+	ev.report.Selectors = append(ev.report.Selectors, SelectorInfo{Source: src.At(field), Object: object, Field: src.Field(field), Expression: expr})
 	// The report's slice may grow later; the selector keeps an index.
-	s := &selector{source: src, infoIndex: len(r.report.Selectors) - 1}
-	info := &r.report.Selectors[s.infoIndex]
+	s := &selector{source: src, infoIndex: len(ev.report.Selectors) - 1}
+	info := &ev.report.Selectors[s.infoIndex]
 	at := Finding{Source: src, Object: object, Field: field, Expression: expr}
 	if len(expr) > resourceapi.CELSelectorExpressionMaxLength {
 		info.Error = fmt.Sprintf("longer than %d characters", resourceapi.CELSelectorExpressionMaxLength)
 		f := at
 		f.Kind, f.Message = FindingTooLong, fmt.Sprintf("the expression is %d characters long; the API server accepts at most %d", len(expr), resourceapi.CELSelectorExpressionMaxLength)
-		r.addFinding(f)
+		ev.findings.add(f)
 		return s
 	}
-	s.result = r.compiler.compile(expr)
+	s.result = ev.compiler.compile(expr)
 	if s.result.Error != nil {
 		info.Error = s.result.Error.Detail
 		f := at
@@ -54,12 +54,12 @@ func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *
 		// A type error often comes from a name used as the domain:
 		// device.capacity['memory'].compareTo(...) reads a map.
 		for _, ref := range parsedRefs(expr) {
-			if _, hint, ok := r.domainProblem(ref); ok && ref.domainOnly {
+			if _, hint, ok := ev.domainProblem(ref); ok && ref.domainOnly {
 				f.Hint = fmt.Sprintf("device.%s['%s'] is the map of the %s in domain %q, not a value: %s", ref.what, ref.domain, map[string]string{"attributes": "attributes", "capacity": "capacities"}[ref.what], ref.domain, hint)
 				break
 			}
 		}
-		r.addFinding(f)
+		ev.findings.add(f)
 		return s
 	}
 	info.Type = s.result.OutputType.String()
@@ -69,18 +69,18 @@ func (r *runner) addSelector(src scheduler.Source, object, field, expr string) *
 		f.Kind = FindingCostLimit
 		f.Message = fmt.Sprintf("too complex: estimated worst-case cost %d exceeds the limit of %d", s.result.MaxCost, resourceapi.CELSelectorExpressionMaxCost)
 		f.Hint = "the API server rejects this object; avoid comprehensions over attributes or long string operations"
-		r.addFinding(f)
+		ev.findings.add(f)
 		return s
 	}
 	s.ok = true
-	r.compiler.analyze(s)
-	r.checkRefs(s, at)
+	ev.compiler.analyze(s)
+	ev.checkRefs(s, at)
 	for _, v := range s.badVersions {
 		f := at
 		f.Kind, f.Caret = FindingInvalidVersion, caret(s, v.id)
 		f.Message = fmt.Sprintf("semver('%s') is not a semantic version (MAJOR.MINOR.PATCH, no leading v or zeros): the call fails at run time, so the selector fails on every device it is evaluated on", v.text)
 		f.Hint = fmt.Sprintf("write semver(%s), or semver('%s', true) to have it normalized", quoteSemver(strings.TrimPrefix(v.text, "v")), v.text)
-		r.addFinding(f)
+		ev.findings.add(f)
 	}
 	return s
 }
@@ -101,8 +101,8 @@ func compileHint(detail string) string {
 
 // checkRefs reports the attributes, capacities and drivers the expression
 // names that the inventory does not have.
-func (r *runner) checkRefs(s *selector, at Finding) {
-	inv := r.inv
+func (ev *evaluator) checkRefs(s *selector, at Finding) {
+	inv := ev.inv
 	if len(inv.devices) == 0 {
 		return
 	}
@@ -116,95 +116,117 @@ func (r *runner) checkRefs(s *selector, at Finding) {
 		f := at
 		f.Caret = caret(s, ref.id)
 		if ref.domainOnly {
-			r.checkDomain(f, ref)
+			ev.checkDomain(f, ref)
 			continue
 		}
 		switch ref.what {
 		case "driver":
-			if !inv.drivers[ref.name] {
-				f.Kind = FindingUnknownDriver
-				f.Message = fmt.Sprintf("no ResourceSlice in the inventory carries driver %q (drivers: %s)", ref.name, strings.Join(sortedKeys(inv.drivers), ", "))
-				f.Hint = didYouMean(ref.name, sortedKeys(inv.drivers)) + "the driver name is the one the plugin runs with (--driver-name)"
-				r.addFinding(f)
-			}
+			ev.checkDriverRef(f, ref)
 		case "attributes":
-			names, known := inv.attrs[ref.domain]
-			if !known && !inv.drivers[ref.domain] {
-				f.Kind = FindingUnknownDriver
-				f.Message = fmt.Sprintf("device.attributes['%s']: no device in the inventory has attributes in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.attrs), ", "))
-				f.Hint = didYouMean(ref.domain, sortedKeys(inv.attrs)) + "unqualified attributes live in the driver's domain, the driver name"
-				for _, v := range vendorAPIs {
-					if v.driver == ref.domain {
-						f.Hint = fmt.Sprintf("%s is the domain of %s; gpudra publishes its attributes in %s (gpudra migrate rewrites the selectors)", ref.domain, v.who, r.opts.DriverName)
-					}
-				}
-				r.addFinding(f)
-				continue
-			}
-			if typ, ok := names[ref.name]; ok {
-				r.checkComparison(f, ref, typ)
-				continue
-			}
-			if _, ok := inv.caps[ref.domain][ref.name]; ok {
-				f.Kind = FindingCapacityAsAttribute
-				f.Message = fmt.Sprintf("%s is a capacity, not an attribute: device.attributes['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
-				f.Hint = fmt.Sprintf("use device.capacity['%s'].%s, a quantity: device.capacity['%s'].%s.compareTo(quantity('40Gi')) >= 0", ref.domain, ref.name, ref.domain, ref.name)
-				r.addFinding(f)
-				continue
-			}
-			f.Kind = FindingUnknownAttribute
-			f.Message = fmt.Sprintf("no device in the inventory publishes attribute %s/%s", ref.domain, ref.name)
-			f.Hint = didYouMean(ref.name, sortedKeys(names)) + "published in " + ref.domain + ": " + strings.Join(sortedKeys(names), ", ")
-			if to, ok := renamedAttributes[ref.name]; ok {
-				f.Hint = to + "; " + f.Hint
-			}
-			if !ref.testOnly {
-				f.Hint += "; on devices without it the selector fails with \"no such key\""
-			}
-			r.addFinding(f)
+			ev.checkAttributeRef(f, ref)
 		case "capacity":
-			if _, ok := inv.caps[ref.domain][ref.name]; ok {
-				continue
-			}
-			if _, ok := inv.attrs[ref.domain][ref.name]; ok {
-				f.Kind = FindingAttributeAsCapacity
-				f.Message = fmt.Sprintf("%s is an attribute, not a capacity: device.capacity['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
-				f.Hint = fmt.Sprintf("use device.attributes['%s'].%s", ref.domain, ref.name)
-				r.addFinding(f)
-				continue
-			}
-			if _, ok := inv.caps[ref.domain]; !ok && !inv.drivers[ref.domain] {
-				f.Kind = FindingUnknownDriver
-				f.Message = fmt.Sprintf("device.capacity['%s']: no device in the inventory has capacity in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.caps), ", "))
-				f.Hint = didYouMean(ref.domain, sortedKeys(inv.caps))
-				r.addFinding(f)
-				continue
-			}
-			f.Kind = FindingUnknownCapacity
-			f.Message = fmt.Sprintf("no device in the inventory has capacity %s/%s", ref.domain, ref.name)
-			f.Hint = didYouMean(ref.name, sortedKeys(inv.caps[ref.domain])) + "capacities in " + ref.domain + ": " + strings.Join(sortedKeys(inv.caps[ref.domain]), ", ")
-			r.addFinding(f)
+			ev.checkCapacityRef(f, ref)
 		}
 	}
 }
 
+// checkDriverRef reports a device.driver comparison with a driver no
+// slice of the inventory carries.
+func (ev *evaluator) checkDriverRef(f Finding, ref celRef) {
+	inv := ev.inv
+	if !inv.drivers[ref.name] {
+		f.Kind = FindingUnknownDriver
+		f.Message = fmt.Sprintf("no ResourceSlice in the inventory carries driver %q (drivers: %s)", ref.name, strings.Join(sortedKeys(inv.drivers), ", "))
+		f.Hint = didYouMean(ref.name, sortedKeys(inv.drivers)) + "the driver name is the one the plugin runs with (--driver-name)"
+		ev.findings.add(f)
+	}
+}
+
+// checkAttributeRef reports a device.attributes reference the inventory
+// does not publish (a capacity, an unknown domain or name), and checks
+// the comparisons of one it does.
+func (ev *evaluator) checkAttributeRef(f Finding, ref celRef) {
+	inv := ev.inv
+	names, known := inv.attrs[ref.domain]
+	if !known && !inv.drivers[ref.domain] {
+		f.Kind = FindingUnknownDriver
+		f.Message = fmt.Sprintf("device.attributes['%s']: no device in the inventory has attributes in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.attrs), ", "))
+		f.Hint = didYouMean(ref.domain, sortedKeys(inv.attrs)) + "unqualified attributes live in the driver's domain, the driver name"
+		for _, v := range vendorAPIs {
+			if v.driver == ref.domain {
+				f.Hint = fmt.Sprintf("%s is the domain of %s; gpudra publishes its attributes in %s (gpudra migrate rewrites the selectors)", ref.domain, v.who, ev.opts.DriverName)
+			}
+		}
+		ev.findings.add(f)
+		return
+	}
+	if typ, ok := names[ref.name]; ok {
+		ev.checkComparison(f, ref, typ)
+		return
+	}
+	if _, ok := inv.caps[ref.domain][ref.name]; ok {
+		f.Kind = FindingCapacityAsAttribute
+		f.Message = fmt.Sprintf("%s is a capacity, not an attribute: device.attributes['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
+		f.Hint = fmt.Sprintf("use device.capacity['%s'].%s, a quantity: device.capacity['%s'].%s.compareTo(quantity('40Gi')) >= 0", ref.domain, ref.name, ref.domain, ref.name)
+		ev.findings.add(f)
+		return
+	}
+	f.Kind = FindingUnknownAttribute
+	f.Message = fmt.Sprintf("no device in the inventory publishes attribute %s/%s", ref.domain, ref.name)
+	f.Hint = didYouMean(ref.name, sortedKeys(names)) + "published in " + ref.domain + ": " + strings.Join(sortedKeys(names), ", ")
+	if to, ok := renamedAttributes[ref.name]; ok {
+		f.Hint = to + "; " + f.Hint
+	}
+	if !ref.testOnly {
+		f.Hint += "; on devices without it the selector fails with \"no such key\""
+	}
+	ev.findings.add(f)
+}
+
+// checkCapacityRef reports a device.capacity reference the inventory
+// does not publish (an attribute, an unknown domain or name).
+func (ev *evaluator) checkCapacityRef(f Finding, ref celRef) {
+	inv := ev.inv
+	if _, ok := inv.caps[ref.domain][ref.name]; ok {
+		return
+	}
+	if _, ok := inv.attrs[ref.domain][ref.name]; ok {
+		f.Kind = FindingAttributeAsCapacity
+		f.Message = fmt.Sprintf("%s is an attribute, not a capacity: device.capacity['%s'].%s does not exist on any device", ref.name, ref.domain, ref.name)
+		f.Hint = fmt.Sprintf("use device.attributes['%s'].%s", ref.domain, ref.name)
+		ev.findings.add(f)
+		return
+	}
+	if _, ok := inv.caps[ref.domain]; !ok && !inv.drivers[ref.domain] {
+		f.Kind = FindingUnknownDriver
+		f.Message = fmt.Sprintf("device.capacity['%s']: no device in the inventory has capacity in domain %q (domains: %s)", ref.domain, ref.domain, strings.Join(sortedKeys(inv.caps), ", "))
+		f.Hint = didYouMean(ref.domain, sortedKeys(inv.caps))
+		ev.findings.add(f)
+		return
+	}
+	f.Kind = FindingUnknownCapacity
+	f.Message = fmt.Sprintf("no device in the inventory has capacity %s/%s", ref.domain, ref.name)
+	f.Hint = didYouMean(ref.name, sortedKeys(inv.caps[ref.domain])) + "capacities in " + ref.domain + ": " + strings.Join(sortedKeys(inv.caps[ref.domain]), ", ")
+	ev.findings.add(f)
+}
+
 // checkDomain reports device.attributes['x'] or device.capacity['x'] used
 // without a name where x is no domain of the inventory.
-func (r *runner) checkDomain(f Finding, ref celRef) {
-	msg, hint, ok := r.domainProblem(ref)
+func (ev *evaluator) checkDomain(f Finding, ref celRef) {
+	msg, hint, ok := ev.domainProblem(ref)
 	if !ok {
 		return
 	}
 	f.Kind, f.Message, f.Hint = FindingMissingDomain, msg, hint
-	r.addFinding(f)
+	ev.findings.add(f)
 }
 
 // domainProblem explains device.attributes['x'] or device.capacity['x']
 // where x is no domain of the inventory: usually the name itself
 // (device.capacity['memory']), or a qualified name used as one key
 // (device.attributes['gpu.gpudra.io/productName']).
-func (r *runner) domainProblem(ref celRef) (msg, hint string, ok bool) {
-	inv := r.inv
+func (ev *evaluator) domainProblem(ref celRef) (msg, hint string, ok bool) {
+	inv := ev.inv
 	byDomain := inv.attrs
 	other, otherWhat := inv.caps, "capacity"
 	if ref.what == "capacity" {
@@ -244,7 +266,7 @@ func (r *runner) domainProblem(ref celRef) (msg, hint string, ok bool) {
 
 // checkComparison reports an attribute compared with a literal of another
 // type: `==` then silently never matches, `<` fails at run time.
-func (r *runner) checkComparison(f Finding, ref celRef, typ string) {
+func (ev *evaluator) checkComparison(f Finding, ref celRef, typ string) {
 	if ref.compared == nil {
 		return
 	}
@@ -271,7 +293,7 @@ func (r *runner) checkComparison(f Finding, ref celRef, typ string) {
 	case "string":
 		f.Hint = "compare with a quoted string"
 	}
-	r.addFinding(f)
+	ev.findings.add(f)
 }
 
 func quoteSemver(v string) string {
@@ -295,18 +317,18 @@ func didYouMean(name string, candidates []string) string {
 // scope is nil; for a request, the devices its class matches, as the
 // scheduler does); devices whose relevant values equal those of an
 // earlier device share its result. scopeKey names the scope for caching.
-func (r *runner) evaluate(s *selector, scope []bool, scopeKey string) *evalResult {
+func (ev *evaluator) evaluate(s *selector, scope []bool, scopeKey string) *evalResult {
 	cacheKey := s.result.Expression + "\x00" + scopeKey
-	if res, ok := r.evals[cacheKey]; ok {
+	if res, ok := ev.evals[cacheKey]; ok {
 		return res
 	}
-	res := &evalResult{match: make([]bool, len(r.inv.devices)), errs: map[int]error{}}
+	res := &evalResult{match: make([]bool, len(ev.inv.devices)), errs: map[int]error{}}
 	type outcome struct {
 		ok  bool
 		err error
 	}
 	memo := map[string]outcome{}
-	for i, d := range r.inv.devices {
+	for i, d := range ev.inv.devices {
 		if scope != nil && !scope[i] {
 			continue
 		}
@@ -318,12 +340,12 @@ func (r *runner) evaluate(s *selector, scope []bool, scopeKey string) *evalResul
 				if o.err != nil {
 					res.errs[i] = o.err
 				}
-				r.report.Stats.CachedEvals++
+				ev.report.Stats.CachedEvals++
 				continue
 			}
 		}
-		ok, _, err := s.result.DeviceMatches(r.ctx, d.input)
-		r.report.Stats.Evaluations++
+		ok, _, err := s.result.DeviceMatches(ev.ctx, d.input)
+		ev.report.Stats.Evaluations++
 		if err != nil {
 			err = cel.EnhanceRuntimeError(err)
 			ok = false
@@ -334,14 +356,14 @@ func (r *runner) evaluate(s *selector, scope []bool, scopeKey string) *evalResul
 			memo[key] = outcome{ok, err}
 		}
 	}
-	r.evals[cacheKey] = res
+	ev.evals[cacheKey] = res
 	return res
 }
 
 // reportRuntimeErrors reports, per distinct message, the devices (among
 // those in scope) on which a selector failed: the scheduler stops
 // scheduling a pod when that happens.
-func (r *runner) reportRuntimeErrors(s *selector, res *evalResult, scope []bool, object, field, where string) {
+func (ev *evaluator) reportRuntimeErrors(s *selector, res *evalResult, scope []bool, object, field, where string) {
 	if len(res.errs) == 0 {
 		return
 	}
@@ -352,7 +374,7 @@ func (r *runner) reportRuntimeErrors(s *selector, res *evalResult, scope []bool,
 		}
 		byMsg[err.Error()] = append(byMsg[err.Error()], i)
 	}
-	info := &r.report.Selectors[s.infoIndex]
+	info := &ev.report.Selectors[s.infoIndex]
 	for _, msg := range sortedKeys(byMsg) {
 		idx := byMsg[msg]
 		sort.Ints(idx)
@@ -360,10 +382,10 @@ func (r *runner) reportRuntimeErrors(s *selector, res *evalResult, scope []bool,
 		f := Finding{Kind: FindingRuntimeError, Source: s.source, Object: object, Field: field, Expression: s.result.Expression}
 		f.Message = fmt.Sprintf("evaluation fails on %d device(s)%s: %s", len(idx), where, msg)
 		for _, i := range idx[:min(3, len(idx))] {
-			f.Devices = append(f.Devices, r.inv.devices[i].label())
+			f.Devices = append(f.Devices, ev.inv.devices[i].label())
 		}
-		f.Hint = runtimeHint(msg, s, r.inv.devices[idx[0]])
-		r.addFinding(f)
+		f.Hint = runtimeHint(msg, s, ev.inv.devices[idx[0]])
+		ev.findings.add(f)
 	}
 }
 

@@ -18,6 +18,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,11 +33,12 @@ import (
 // request the first reason that rules it out everywhere, or, when each
 // request alone could fit, that they do not fit together.
 func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
+	diagnose := r.explainer()
 	own := make([][]string, len(todo))
 	var blocker *claimEval
 	for i, ce := range todo {
 		for _, re := range ce.reqs {
-			own[i] = append(own[i], r.explainRequest(ce, re, pinned)...)
+			own[i] = append(own[i], diagnose.request(ce, re, pinned)...)
 		}
 		if len(own[i]) > 0 && blocker == nil {
 			blocker = ce
@@ -82,10 +84,10 @@ func (r *runner) explain(u *unit, todo []*claimEval, pinned string) {
 				f.Message += "; the Job's pods that do not fit now start as earlier ones complete, one after another"
 				f.Hint = "set the Job's parallelism to what fits at once to say so, or add devices to run them all at once"
 			}
-			r.pendingReplica(owner+"\x00"+ce.source.String(), u.pod, f)
+			r.pending.add(owner+"\x00"+ce.source.String(), u.pod, f)
 			continue
 		}
-		r.addFinding(f)
+		r.findings.add(f)
 	}
 }
 
@@ -117,28 +119,67 @@ type pendingReplicas struct {
 	pods    []string
 }
 
-// pendingReplica reports a workload's replica that stays Pending: the
-// first one as f, the others added to its finding (finishReplicas).
-func (r *runner) pendingReplica(key, pod string, f Finding) {
-	if p, ok := r.pending[key]; ok {
+// pendingLog owns the findings for workloads' replicas that stay
+// Pending: the first replica's finding, per workload and claim source,
+// stands for all of them, and finish says in it how many.
+type pendingLog struct {
+	report   *Report
+	findings *findingLog
+	// byKey are the Pending replicas by owner and claim source, order
+	// their keys in the order found.
+	byKey map[string]*pendingReplicas
+	order []string
+}
+
+func newPendingLog(report *Report, findings *findingLog) *pendingLog {
+	return &pendingLog{report: report, findings: findings, byKey: map[string]*pendingReplicas{}}
+}
+
+// add reports a workload's replica that stays Pending: the first one as
+// f, the others added to its finding (finish).
+func (pl *pendingLog) add(key, pod string, f Finding) {
+	if p, ok := pl.byKey[key]; ok {
 		p.pods = append(p.pods, pod)
 		return
 	}
-	before := len(r.report.Findings)
-	r.addFinding(f)
-	if len(r.report.Findings) == before {
+	before := len(pl.report.Findings)
+	pl.findings.add(f)
+	if len(pl.report.Findings) == before {
 		return
 	}
 	owner, _, _ := strings.Cut(key, "\x00")
-	r.pending[key] = &pendingReplicas{finding: before, owner: owner, pods: []string{pod}}
-	r.pendingOrder = append(r.pendingOrder, key)
+	pl.byKey[key] = &pendingReplicas{finding: before, owner: owner, pods: []string{pod}}
+	pl.order = append(pl.order, key)
 }
 
-// finishReplicas says in each workload's finding how many replicas stay
-// Pending.
-func (r *runner) finishReplicas() {
-	for _, key := range r.pendingOrder {
-		p := r.pending[key]
+// also counts a replica in the finding reported for key, if there is one.
+func (pl *pendingLog) also(key, pod string) {
+	if p, ok := pl.byKey[key]; ok {
+		p.pods = append(p.pods, pod)
+	}
+}
+
+// save is what the log holds, for restore: a gang's try that fails
+// leaves no trace.
+func (pl *pendingLog) save() (map[string]*pendingReplicas, int) {
+	saved := map[string]*pendingReplicas{}
+	for k, p := range pl.byKey {
+		c := *p
+		c.pods = slices.Clone(p.pods)
+		saved[k] = &c
+	}
+	return saved, len(pl.order)
+}
+
+// restore puts back what save returned.
+func (pl *pendingLog) restore(byKey map[string]*pendingReplicas, order int) {
+	pl.byKey, pl.order = byKey, pl.order[:order]
+}
+
+// finish says in each workload's finding how many replicas stay Pending.
+func (pl *pendingLog) finish() {
+	for _, key := range pl.order {
+		p := pl.byKey[key]
 		if len(p.pods) < 2 {
 			continue
 		}
@@ -146,207 +187,14 @@ func (r *runner) finishReplicas() {
 		if len(names) > 4 {
 			names = append(append([]string(nil), names[:3]...), "…", names[len(names)-1])
 		}
-		f := &r.report.Findings[p.finding]
+		f := &pl.report.Findings[p.finding]
 		f.Message = fmt.Sprintf("%d replicas of %s stay Pending (%s); the first: %s", len(p.pods), p.owner, strings.Join(names, ", "), f.Message)
 	}
 }
 
-// explainRequest says why a request cannot be allocated, or nil when
-// nothing here rules it out. Its checks run in the order of the
-// diagnosis priority, and the first that fails is the one reason given:
-// the earlier a check, the more basic the problem it finds, and no fix of
-// a later one helps while it fails. So: a firstAvailable request fails
-// only when every subrequest does; then a class or selector that does not
-// compile; no device of the class; no device the selectors match; too few
-// on any one node; the capacity the request asks for; the claim's
-// constraints; taints it does not tolerate; devices earlier claims hold
-// (with --sequential, or replicas of one workload); and the counters left
-// on the best node. Moving a check changes what gpudra check reports for
-// an input that fails two of them (the corpus and golden tests pin the
-// reports).
-func (r *runner) explainRequest(ce *claimEval, re *reqEval, pinned string) []string {
-	if re.sub != nil {
-		var parts []string
-		for i, s := range re.sub {
-			rs := r.explainRequest(ce, s, pinned)
-			if len(rs) == 0 {
-				return nil
-			}
-			parts = append(parts, fmt.Sprintf("firstAvailable[%d] %s: %s", i, s.name, strings.Join(rs, "; ")))
-		}
-		return []string{fmt.Sprintf("request %s: no subrequest can be satisfied (%s)", re.name, strings.Join(parts, " | "))}
-	}
-	prefix := "request " + re.name + ": "
-	if re.missing || re.broken {
-		return []string{prefix + "unusable DeviceClass or selector"}
-	}
-	need := re.count
-	if re.mode == resourceapi.DeviceAllocationModeAll {
-		need = 1
-	}
-	classCount := countTrue(re.classHits)
-	total := countTrue(re.match)
-	if classCount == 0 {
-		msg := prefix + fmt.Sprintf("no device matches DeviceClass %s", re.class)
-		if !r.feats.Allocator.PartitionableDevices && r.classSelects(re.class, "'mig'") {
-			msg += fmt.Sprintf(": on Kubernetes %s, which does not serve partitionable devices, gpudra publishes whole GPUs only, no MIG partitions (DRAPartitionableDevices is on by default from 1.36)", r.report.KubernetesVersion)
-		} else {
-			msg += r.noSpareNow(re.class)
-		}
-		return []string{msg}
-	}
-	if total == 0 {
-		return []string{prefix + r.explainSelectors(re, classCount)}
-	}
-	nodes := r.candidateNodes(pinned)
-	// Not enough matching devices on any one node.
-	bestNode, best := "", -1
-	for _, n := range nodes {
-		if c := r.countOn(re.match, n, false); c > best {
-			bestNode, best = n, c
-		}
-	}
-	if int64(best) < need {
-		return []string{prefix + fmt.Sprintf("needs %d device(s) on one node; %d match in all, at most %d on any one node (%s)", need, total, best, bestNode)}
-	}
-	// Capacity requests (consumable capacity).
-	if msg := r.explainCapacity(re); msg != "" {
-		return []string{prefix + msg}
-	}
-	// matchAttribute / distinctAttribute constraints.
-	if msg := r.explainConstraints(ce, re, nodes, need); msg != "" {
-		return []string{prefix + msg}
-	}
-	// Taints (admin access does not get past them either).
-	if msg := r.explainTaints(re, nodes, need); msg != "" {
-		return []string{prefix + msg}
-	}
-	// Held by earlier claims.
-	if msg := r.explainHeld(re, nodes, need); msg != "" {
-		return []string{prefix + msg}
-	}
-	// Shared counters (partitionable devices).
-	if msg := r.explainCounters(re, nodes, need); msg != "" {
-		return []string{prefix + msg}
-	}
-	return nil
-}
-
-// explainTaints: the matching devices carry taints the request does not
-// tolerate, so that too few untainted ones are on any node (admin access
-// does not get past them either).
-func (r *runner) explainTaints(re *reqEval, nodes []string, need int64) string {
-	if !r.feats.Allocator.DeviceTaints {
-		return ""
-	}
-	bestUntainted, taints := 0, map[string]int{}
-	for _, n := range nodes {
-		c := 0
-		for _, i := range r.onNode(n) {
-			if !re.match[i] {
-				continue
-			}
-			if t := untolerated(r.inv.devices[i].dev.Taints, re.tolerates); t != "" {
-				taints[t]++
-				continue
-			}
-			c++
-		}
-		bestUntainted = max(bestUntainted, c)
-	}
-	if int64(bestUntainted) >= need || len(taints) == 0 {
-		return ""
-	}
-	var ts []string
-	for _, t := range sortedKeys(taints) {
-		ts = append(ts, fmt.Sprintf("%s on %d", t, taints[t]))
-	}
-	key, rest, _ := strings.Cut(sortedKeys(taints)[0], "=")
-	effect := rest[strings.LastIndex(rest, ":")+1:]
-	return fmt.Sprintf("matching devices carry taints the request does not tolerate (%s); at most %d untainted on one node, %d needed: if the request is meant for them, tolerate the taint (tolerations: [{key: %s, operator: Exists, effect: %s}])",
-		strings.Join(ts, ", "), bestUntainted, need, key, effect)
-}
-
-// explainHeld: claims earlier in the input (--sequential, or replicas of
-// one workload) hold so many of the matching devices that too few are
-// free on any node: whole, or, for a device that allows multiple
-// allocations, so much of its capacity that this request's share (its
-// capacity requests, or the device's defaults) no longer fits.
-func (r *runner) explainHeld(re *reqEval, nodes []string, need int64) string {
-	if re.admin {
-		return ""
-	}
-	bestFree, freeNode := -1, ""
-	for _, n := range nodes {
-		c := 0
-		for _, i := range r.onNode(n) {
-			if re.match[i] && r.freeFor(i, re) {
-				c++
-			}
-		}
-		if c > bestFree {
-			bestFree, freeNode = c, n
-		}
-	}
-	if int64(bestFree) >= need {
-		return ""
-	}
-	holders := map[string]bool{}
-	for _, i := range r.onNode(freeNode) {
-		if re.match[i] && !r.freeFor(i, re) {
-			for _, h := range r.state.Holders(r.inv.devices[i].id) {
-				holders[h] = true
-			}
-		}
-	}
-	held := sortedKeys(holders)
-	sort.SliceStable(held, func(i, j int) bool { return scheduler.NaturalLess(held[i], held[j]) })
-	if len(held) > 4 {
-		held = append(held[:3:3], fmt.Sprintf("… (%d claims)", len(holders)))
-	}
-	return fmt.Sprintf("needs %d free device(s) on one node; at most %d of the matching ones are free (%s); earlier claims hold the rest: %s",
-		need, bestFree, freeNode, strings.Join(held, ", "))
-}
-
-func (r *runner) candidateNodes(pinned string) []string {
-	if pinned != "" {
-		return []string{pinned}
-	}
-	out := make([]string, 0, len(r.inv.nodes))
-	for _, n := range r.inv.nodes {
-		out = append(out, n.Name)
-	}
-	return out
-}
-
-func (r *runner) onNode(node string) []int {
-	return append(append([]int(nil), r.byNode[node]...), r.byNode[""]...)
-}
-
-// untolerated returns the first NoSchedule/NoExecute taint not tolerated.
-func untolerated(taints []resourceapi.DeviceTaint, tols []resourceapi.DeviceToleration) string {
-	for _, t := range taints {
-		if t.Effect != resourceapi.DeviceTaintEffectNoSchedule && t.Effect != resourceapi.DeviceTaintEffectNoExecute {
-			continue
-		}
-		tolerated := false
-		for _, tol := range tols {
-			if (tol.Key == "" || tol.Key == t.Key) && (tol.Effect == "" || tol.Effect == t.Effect) &&
-				(tol.Operator == resourceapi.DeviceTolerationOpExists || tol.Value == t.Value) {
-				tolerated = true
-				break
-			}
-		}
-		if !tolerated {
-			return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
-		}
-	}
-	return ""
-}
-
-// explainConstraints checks the claim's matchAttribute and
+// constraints checks the claim's matchAttribute and
 // distinctAttribute constraints that cover this request alone.
-func (r *runner) explainConstraints(ce *claimEval, re *reqEval, nodes []string, need int64) string {
+func (ex *explainer) constraints(ce *claimEval, re *reqEval, nodes []string, need int64) string {
 	base := re.name
 	if i := strings.Index(base, "/"); i >= 0 {
 		base = base[:i]
@@ -375,11 +223,11 @@ func (r *runner) explainConstraints(ce *claimEval, re *reqEval, nodes []string, 
 		bestNode, bestSize, bestGroups := "", -1, map[string]int{}
 		for _, n := range nodes {
 			groups := map[string]int{}
-			for _, i := range r.onNode(n) {
+			for _, i := range ex.inv.onNode(n) {
 				if !re.match[i] {
 					continue
 				}
-				d := r.inv.devices[i]
+				d := ex.inv.devices[i]
 				if a, ok := d.attribute(domain, name); ok {
 					groups[attrString(a)]++
 				} else {
@@ -420,25 +268,25 @@ func (r *runner) explainConstraints(ce *claimEval, re *reqEval, nodes []string, 
 	return ""
 }
 
-// explainCounters checks whether the cheapest matching devices fit in the
+// counters checks whether the cheapest matching devices fit in the
 // shared counters that are left on the best node.
-func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string {
+func (ex *explainer) counters(re *reqEval, nodes []string, need int64) string {
 	for _, n := range nodes {
 		// Remaining counters per pool/set/counter on this node.
 		remaining := map[string]map[string]int64{}
 		consumers := map[string][]int64{} // counter key → consumption of each matching, free device
 		uses := false
-		for _, i := range r.onNode(n) {
-			d := r.inv.devices[i]
+		for _, i := range ex.inv.onNode(n) {
+			d := ex.inv.devices[i]
 			for _, cc := range d.dev.ConsumesCounters {
 				key := d.driver + "/" + d.pool + "/" + cc.CounterSet
 				if remaining[key] == nil {
 					remaining[key] = map[string]int64{}
-					for cn, c := range r.inv.counters[d.driver+"/"+d.pool][cc.CounterSet] {
+					for cn, c := range ex.inv.counters[d.driver+"/"+d.pool][cc.CounterSet] {
 						remaining[key][cn] = c.Value.Value()
 					}
 				}
-				if !r.free(i) {
+				if !ex.inv.free(ex.state, i) {
 					for cn, c := range cc.Counters {
 						remaining[key][cn] -= c.Value.Value()
 					}
@@ -478,10 +326,10 @@ func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string
 			return "" // some node has room: not the counters
 		}
 		if n == nodes[len(nodes)-1] {
-			if held := r.wholeGPUsHeld(n, re); held != "" {
+			if held := ex.wholeGPUsHeld(n, re); held != "" {
 				return held
 			}
-			if held := r.countersHeld(n, re); held != "" {
+			if held := ex.countersHeld(n, re); held != "" {
 				return held + " (" + exhausted + ")"
 			}
 			return exhausted
@@ -496,11 +344,11 @@ func (r *runner) explainCounters(re *reqEval, nodes []string, need int64) string
 // the held GPUs' counters, and naming only those counters (or the one GPU
 // whose partitions are published) would hide that all N GPUs are taken.
 // "" when some matching whole GPU is free, or none matches.
-func (r *runner) wholeGPUsHeld(node string, re *reqEval) string {
+func (ex *explainer) wholeGPUsHeld(node string, re *reqEval) string {
 	var held []string
 	total := 0
-	for _, i := range r.onNode(node) {
-		d := r.inv.devices[i]
+	for _, i := range ex.inv.onNode(node) {
+		d := ex.inv.devices[i]
 		if !re.match[i] {
 			continue
 		}
@@ -508,10 +356,10 @@ func (r *runner) wholeGPUsHeld(node string, re *reqEval) string {
 			continue
 		}
 		total++
-		if r.free(i) {
+		if ex.inv.free(ex.state, i) {
 			return ""
 		}
-		for _, h := range r.state.Holders(d.id) {
+		for _, h := range ex.state.Holders(d.id) {
 			held = append(held, fmt.Sprintf("%s (%s)", h, d.name))
 		}
 	}
@@ -534,16 +382,16 @@ func (r *runner) wholeGPUsHeld(node string, re *reqEval) string {
 // claims hold them: a 9th claim of a class that matches whole GPUs and
 // MIG partitions of eight GPUs finds the GPUs held whole, and every
 // partition drawing from a held GPU's counters. "" when some set is free.
-func (r *runner) countersHeld(node string, re *reqEval) string {
+func (ex *explainer) countersHeld(node string, re *reqEval) string {
 	holders := map[string][]string{} // counter set → "claim (device)"
 	sets := map[string]bool{}        // the sets the free matching devices draw from
-	for _, i := range r.onNode(node) {
-		d := r.inv.devices[i]
+	for _, i := range ex.inv.onNode(node) {
+		d := ex.inv.devices[i]
 		for _, cc := range d.dev.ConsumesCounters {
 			key := d.driver + "/" + d.pool + "/" + cc.CounterSet
 			switch {
-			case !r.free(i):
-				for _, h := range r.state.Holders(d.id) {
+			case !ex.inv.free(ex.state, i):
+				for _, h := range ex.state.Holders(d.id) {
 					holders[key] = append(holders[key], fmt.Sprintf("%s (%s)", h, d.name))
 				}
 			case re.match[i]:
@@ -574,11 +422,11 @@ func (r *runner) countersHeld(node string, re *reqEval) string {
 
 // finish orders the findings and sets the exit code.
 func (r *runner) finish() {
-	r.finishReplicas()
+	r.pending.finish()
 	if r.report.Findings == nil {
 		r.report.Findings = []Finding{}
 	}
-	r.report.Stats.Compiled = r.compiler.compiled
+	r.report.Stats.Compiled = r.eval.compiler.compiled
 	sort.SliceStable(r.report.Claims, func(i, j int) bool {
 		a, b := r.report.Claims[i].Source, r.report.Claims[j].Source
 		if a.File != b.File {
@@ -593,8 +441,8 @@ func qty(v int64) string { return resource.NewQuantity(v, resource.BinarySI).Str
 
 // classSelects says whether a class's selectors mention text (a value
 // they compare with).
-func (r *runner) classSelects(class, text string) bool {
-	ce := r.classes[class]
+func (ev *evaluator) classSelects(class, text string) bool {
+	ce := ev.classes[class]
 	if ce == nil {
 		return false
 	}
@@ -610,19 +458,19 @@ func (r *runner) classSelects(class, text string) bool {
 // request: it is not held, or it allows multiple allocations and what
 // earlier claims consume leaves the request's share of every capacity
 // with a request policy (what it asks for, or the policy's default).
-func (r *runner) freeFor(i int, re *reqEval) bool {
-	d := r.inv.devices[i]
+func (ex *explainer) freeFor(i int, re *reqEval) bool {
+	d := ex.inv.devices[i]
 	if m := d.dev.AllowMultipleAllocations; m == nil || !*m {
-		return r.free(i)
+		return ex.inv.free(ex.state, i)
 	}
-	consumed := r.state.Consumed(d.id)
+	consumed := ex.state.Consumed(d.id)
 	for name, c := range d.dev.Capacity {
 		if c.RequestPolicy == nil || c.RequestPolicy.Default == nil {
 			continue
 		}
 		want := *c.RequestPolicy.Default
 		for q, v := range re.capacity {
-			if _, id := splitQualified(q, r.opts.DriverName); id == string(name) {
+			if _, id := splitQualified(q, ex.opts.DriverName); id == string(name) {
 				want = v
 			}
 		}

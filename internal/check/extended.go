@@ -31,30 +31,30 @@ import (
 // scheduler makes for them (DRAExtendedResource), and reports those
 // nothing offers: no DeviceClass maps them, or the Kubernetes version does
 // not map them, and an inventory of DRA devices has no device plugin.
-func (r *runner) extendedResources(u *unit) {
+func (ub *unitBuilder) extendedResources(u *unit) {
 	o := u.podObj
 	pod := o.Obj.(*v1.Pod)
 	object := "Pod " + o.Name
-	u.ext = r.sched.ExtendedResources(pod)
+	u.ext = ub.sched.ExtendedResources(pod)
 	for _, name := range u.ext.Unbacked {
 		field, container := resourceField(pod, name)
 		msg := fmt.Sprintf("container %s asks for %s, which no DeviceClass maps (spec.extendedResourceName) and no device plugin offers on this inventory: the pod stays Pending (Insufficient %s)", container, name, name)
-		r.addFinding(Finding{Kind: FindingExtendedResource, Source: o.Source, Object: object, Field: field, Message: msg, Hint: r.extendedHint(name)})
+		ub.findings.add(Finding{Kind: FindingExtendedResource, Source: o.Source, Object: object, Field: field, Message: msg, Hint: ub.extendedHint(name)})
 		u.blocked = append(u.blocked, fmt.Sprintf("nothing offers %s", name))
 	}
 	for _, name := range u.ext.NotEnabled {
 		field, container := resourceField(pod, name)
-		class := r.sched.Classes().ForExtendedResource(name).Name
-		msg := fmt.Sprintf("container %s asks for %s, which DeviceClass %s maps, but the scheduler of Kubernetes %s does not allocate extended resources through DRA (DRAExtendedResource is on by default from 1.36): only a device plugin could offer it, and this inventory has none; the pod stays Pending", container, name, class, r.feats.Version)
-		r.addFinding(Finding{Kind: FindingExtendedResource, Source: o.Source, Object: object, Field: field, Message: msg,
-			Hint: fmt.Sprintf("on Kubernetes %s ask for the device with a ResourceClaimTemplate for DeviceClass %s instead", r.feats.Version, class)})
-		u.blocked = append(u.blocked, fmt.Sprintf("nothing offers %s on Kubernetes %s", name, r.feats.Version))
+		class := ub.sched.Classes().ForExtendedResource(name).Name
+		msg := fmt.Sprintf("container %s asks for %s, which DeviceClass %s maps, but the scheduler of Kubernetes %s does not allocate extended resources through DRA (DRAExtendedResource is on by default from 1.36): only a device plugin could offer it, and this inventory has none; the pod stays Pending", container, name, class, ub.feats.Version)
+		ub.findings.add(Finding{Kind: FindingExtendedResource, Source: o.Source, Object: object, Field: field, Message: msg,
+			Hint: fmt.Sprintf("on Kubernetes %s ask for the device with a ResourceClaimTemplate for DeviceClass %s instead", ub.feats.Version, class)})
+		u.blocked = append(u.blocked, fmt.Sprintf("nothing offers %s on Kubernetes %s", name, ub.feats.Version))
 	}
 	if u.ext.Claim == nil {
 		return
 	}
 	from := fmt.Sprintf("extended resources of %s (%s)", object, extendedList(u.ext.Classes))
-	ce := r.newClaim(u.ext.Claim, from, o.Source, object, "extendedResourceClaim.spec")
+	ce := ub.newClaim(u.ext.Claim, from, o.Source, object, "extendedResourceClaim.spec")
 	ce.info.Pod = o.Name
 	u.extended = ce
 }
@@ -79,20 +79,20 @@ func resourceField(pod *v1.Pod, name v1.ResourceName) (string, string) {
 
 // extendedHint names the mapped extended resources, and the classes that
 // could map this one.
-func (r *runner) extendedHint(name v1.ResourceName) string {
+func (ub *unitBuilder) extendedHint(name v1.ResourceName) string {
 	var mapped []string
-	for _, n := range sortedKeys(r.known) {
-		dc := r.known[n].Obj.(*resourceapi.DeviceClass)
+	for _, n := range sortedKeys(ub.known) {
+		dc := ub.known[n].Obj.(*resourceapi.DeviceClass)
 		if dc.Spec.ExtendedResourceName != nil {
 			mapped = append(mapped, *dc.Spec.ExtendedResourceName)
 		}
 	}
 	sort.Strings(mapped)
 	h := didYouMean(string(name), mapped)
-	if strings.HasPrefix(string(name), "nvidia.com/") && r.opts.DriverName != gpu.DefaultDriverName {
-		h += fmt.Sprintf("with driver name %s gpudra's classes map no nvidia.com/ names (the chart leaves them to the installation with the default driver name); ", r.opts.DriverName)
+	if strings.HasPrefix(string(name), "nvidia.com/") && ub.opts.DriverName != gpu.DefaultDriverName {
+		h += fmt.Sprintf("with driver name %s gpudra's classes map no nvidia.com/ names (the chart leaves them to the installation with the default driver name); ", ub.opts.DriverName)
 	}
-	h += fmt.Sprintf("ask for deviceclass.resource.kubernetes.io/<class>: N (every class's implicit name, e.g. deviceclass.resource.kubernetes.io/%s), use a ResourceClaimTemplate, or give a DeviceClass spec.extendedResourceName: %s. ", r.opts.DriverName, name)
+	h += fmt.Sprintf("ask for deviceclass.resource.kubernetes.io/<class>: N (every class's implicit name, e.g. deviceclass.resource.kubernetes.io/%s), use a ResourceClaimTemplate, or give a DeviceClass spec.extendedResourceName: %s. ", ub.opts.DriverName, name)
 	switch {
 	case len(mapped) > 6:
 		h += fmt.Sprintf("mapped here: %s … (%d in all)", strings.Join(mapped[:6], ", "), len(mapped))

@@ -23,8 +23,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/utils/ptr"
 
 	"github.com/gpudra/gpudra/internal/scheduler"
 )
@@ -43,133 +41,6 @@ import (
 //     pods (up to maxReplicas), not one.
 //   - A pod claim that matches one of its PodGroup's resourceClaims is one
 //     claim for the whole group, allocated once (DRAWorkloadResourceClaims).
-
-// gangInfo is one PodGroup of the inputs.
-type gangInfo struct {
-	obj      scheduler.Object
-	minCount int // 0: not a gang (the basic policy)
-	// claims are the group's shared claims, by the name pods use.
-	claims map[string]*claimEval
-}
-
-// loadPodGroups reads the inputs' PodGroups, with a note on what a
-// cluster of the checked version does with them.
-func (r *runner) loadPodGroups(in *scheduler.Manifests) {
-	r.gangs = map[string]*gangInfo{}
-	for _, o := range in.PodGroups {
-		pg := o.Obj.(*schedulingv1beta1.PodGroup)
-		g := &gangInfo{obj: o, claims: map[string]*claimEval{}}
-		if gang := pg.Spec.SchedulingPolicy.Gang; gang != nil {
-			g.minCount = max(int(gang.MinCount), 1)
-		}
-		r.gangs[o.Name] = g
-		// A v1alpha3 PodGroup is read as v1beta1 and keeps its version
-		// here (scheduler.Manifests).
-		gv := pg.APIVersion
-		if gv == "" {
-			gv = schedulingv1beta1.SchemeGroupVersion.String()
-		}
-		// Versions are "1.34" … "1.37" (scheduler.KubernetesVersions):
-		// they compare as strings.
-		if r.feats.Version < "1.37" {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "PodGroup " + o.Name, Field: "apiVersion",
-				Message: fmt.Sprintf("Kubernetes %s does not serve %s (the Workload API's v1alpha3 and v1beta1 come with 1.37); the API server rejects the PodGroup, and its pods are scheduled one by one", r.feats.Version, gv),
-				Hint:    workloadAPIAt(r.feats.Version)})
-			continue
-		}
-		r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: o.Source, Object: "PodGroup " + o.Name,
-			Message: fmt.Sprintf("Kubernetes %s serves PodGroups only with the GenericWorkload feature gate and the %s API enabled (both off by default), and PodGroup claims only with DRAWorkloadResourceClaims; checked as on a cluster that enables them", r.feats.Version, gv)})
-	}
-}
-
-// workloadAPIAt says which Workload API (PodGroup, Workload) a release
-// serves, and behind what (k8s.io/kubernetes pkg/features GenericWorkload,
-// alpha from 1.35, beta but off in 1.37; pkg/controlplane/instance.go: the
-// alpha and beta scheduling.k8s.io versions are off by default).
-func workloadAPIAt(version string) string {
-	switch version {
-	case "1.34":
-		return "Kubernetes 1.34 has no Workload API: a gang needs a scheduler plugin (e.g. Kueue, or the coscheduling plugin of scheduler-plugins)"
-	case "1.35":
-		return "Kubernetes 1.35 serves the Workload API only as scheduling.k8s.io/v1alpha1, a Workload with its pod groups inline (no PodGroup kind), with the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1alpha1=true (both off by default)"
-	case "1.36":
-		return "Kubernetes 1.36 serves PodGroup and Workload only as scheduling.k8s.io/v1alpha2, with the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1alpha2=true (both off by default), and PodGroup claims only with DRAWorkloadResourceClaims"
-	}
-	return "Kubernetes " + version + " serves PodGroup and Workload as scheduling.k8s.io/v1beta1 (and v1alpha3), with the GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1beta1=true (both off by default)"
-}
-
-// olderWorkloadAPI reports an object of a Workload API version that only
-// an older release serves (scheduler.OlderWorkloadAPIs): on that release
-// it is what the cluster takes, though check does not read it (a warning:
-// not all was checked); on any other the API server rejects it.
-func (r *runner) olderWorkloadAPI(p scheduler.Problem, f Finding, release string) {
-	gv := p.GVK.GroupVersion().String()
-	if r.feats.Version == release {
-		f.Kind, f.Severity = FindingSkipped, SeverityWarning
-		f.Message = fmt.Sprintf("%s %s is the Workload API of Kubernetes %s (alpha), which check does not read: its pods are checked one by one, not as a gang", gv, p.GVK.Kind, release)
-		f.Hint = workloadAPIAt(release) + "; check the gang as scheduling.k8s.io/v1beta1 with --kubernetes-version 1.37"
-		r.addFinding(f)
-		return
-	}
-	f.Kind, f.Severity = FindingNotServed, SeverityError
-	f.Message = fmt.Sprintf("Kubernetes %s does not serve %s %s, the Workload API of Kubernetes %s only: kubectl apply fails with \"no matches for kind\", and its pods are scheduled one by one", r.feats.Version, gv, p.GVK.Kind, release)
-	f.Hint = workloadAPIAt(r.feats.Version)
-	r.addFinding(f)
-}
-
-// gangOf returns the pod's PodGroup among the inputs, or nil.
-func (r *runner) gangOf(pod *v1.Pod) *gangInfo {
-	if r.feats.Version < "1.37" {
-		return nil
-	}
-	return r.gangs[scheduler.GangOf(pod)]
-}
-
-// groupClaim returns the claim a pod's claim entry stands for when its
-// PodGroup holds a claim of that name: made once for the group, from the
-// template the group names. The pod's entry must match the group's
-// exactly, as the resourceclaim controller requires.
-func (r *runner) groupClaim(o scheduler.Object, pod *v1.Pod, pc v1.PodResourceClaim, field string, templates map[string]scheduler.Object, claims map[string]*claimEval) (*claimEval, bool) {
-	g := r.gangOf(pod)
-	if g == nil {
-		return nil, false
-	}
-	pg := g.obj.Obj.(*schedulingv1beta1.PodGroup)
-	for i, gc := range pg.Spec.ResourceClaims {
-		if gc.Name != pc.Name {
-			continue
-		}
-		if !ptr.Equal(gc.ResourceClaimName, pc.ResourceClaimName) || !ptr.Equal(gc.ResourceClaimTemplateName, pc.ResourceClaimTemplateName) {
-			r.addFinding(Finding{Kind: FindingInvalid, Source: o.Source, Object: "Pod " + o.Name, Field: field,
-				Message: fmt.Sprintf("the pod's claim %s differs from the one of that name in PodGroup %s (spec.resourceClaims[%d]); the resourceclaim controller gives the pod no claim, and it stays Pending", pc.Name, g.obj.Name, i),
-				Hint:    "name the same ResourceClaim or ResourceClaimTemplate as the PodGroup"})
-			return nil, true
-		}
-		if ce, ok := g.claims[pc.Name]; ok {
-			return ce, true
-		}
-		var ce *claimEval
-		switch {
-		case gc.ResourceClaimName != nil:
-			ce = claims[pod.Namespace+"/"+*gc.ResourceClaimName]
-		case gc.ResourceClaimTemplateName != nil:
-			t, ok := templates[pod.Namespace+"/"+*gc.ResourceClaimTemplateName]
-			if !ok {
-				return nil, false // the caller reports the missing template
-			}
-			owner := &v1.Pod{}
-			owner.Namespace, owner.Name = pg.Namespace, pg.Name
-			claim := scheduler.ClaimFromTemplate(owner, pc.Name, t.Obj.(*resourceapi.ResourceClaimTemplate))
-			ce = r.newClaim(claim, "ResourceClaimTemplate "+t.Name+" for PodGroup "+g.obj.Name, t.Source, "ResourceClaimTemplate "+t.Name, "spec.spec")
-		}
-		if ce == nil {
-			return nil, false
-		}
-		g.claims[pc.Name] = ce
-		return ce, true
-	}
-	return nil, false
-}
 
 // fitsNodes says whether a node of the inventory admits the pod; if none
 // does, why not (on the first node).
@@ -218,10 +89,10 @@ func (r *runner) noNodeFinding(u *unit, why string) {
 	}
 	if owner := u.podObj.Owner; owner != "" {
 		f.Object = owner
-		r.pendingReplica(owner+"\x00nodes", u.pod, f)
+		r.pending.add(owner+"\x00nodes", u.pod, f)
 		return
 	}
-	r.addFinding(f)
+	r.findings.add(f)
 }
 
 // allocateAll allocates the units in order; the pods of a gang are
@@ -253,8 +124,8 @@ func (r *runner) allocateAll(units []*unit) {
 // takes every allocation back when one pod does not fit, or when fewer
 // pods than minCount are there to place.
 func (r *runner) allocateGang(g *gangInfo, members []*unit) {
-	r.checkGangTopology(g, members)
-	if domains := r.gangDomains(members); domains != nil {
+	r.nvlink.checkGangTopology(g, members)
+	if domains := r.nvlink.gangDomains(members); domains != nil {
 		r.allocateGangInDomains(g, members, domains)
 		return
 	}
@@ -289,9 +160,9 @@ func (r *runner) gangFitsWithFleetSpares(g *gangInfo, members []*unit, before *a
 		return nil
 	}
 	after, findings := r.saveAttempt(members), slices.Clone(r.report.Findings)
-	state, held, published := r.state.Clone(), slices.Clone(r.held), r.savePublished()
+	state, held, published := r.state.Clone(), slices.Clone(r.prep.held), r.pub.save()
 	r.restoreAttempt(before)
-	r.flushPublished()
+	r.pub.flush()
 	r.gangSpares = &gangSpares{given: map[string][]*resourceapi.ResourceSlice{}}
 	placed := r.tryGang(g, members)
 	spares := r.gangSpares
@@ -299,8 +170,8 @@ func (r *runner) gangFitsWithFleetSpares(g *gangInfo, members []*unit, before *a
 	for _, node := range spares.order {
 		r.sched.ReplaceNodeSlices(node, spares.given[node])
 	}
-	r.state, r.held = state, held
-	r.restorePublished(published)
+	r.state, r.prep.held = state, held
+	r.pub.restore(published)
 	if placed < len(members) || placed < g.minCount || len(spares.order) == 0 {
 		r.restoreAttempt(after)
 		r.report.Findings = findings
@@ -357,7 +228,7 @@ func (r *runner) gangWaitsForFleetSpares(g *gangInfo, members []*unit, nodes []s
 // minCount are there, the scheduler's state (what the nodes' plugins
 // hold, and what they republished for it) is taken back.
 func (r *runner) tryGang(g *gangInfo, members []*unit) int {
-	saved, savedHeld, savedPublished, sequential := r.state.Clone(), slices.Clone(r.held), r.savePublished(), r.opts.Sequential
+	saved, savedHeld, savedPublished, sequential := r.state.Clone(), slices.Clone(r.prep.held), r.pub.save(), r.opts.Sequential
 	if !sequential {
 		r.resetState()
 	}
@@ -381,8 +252,8 @@ func (r *runner) tryGang(g *gangInfo, members []*unit) int {
 	if placed == len(members) && placed >= g.minCount {
 		return placed
 	}
-	r.state, r.held = saved, savedHeld
-	r.restorePublished(savedPublished)
+	r.state, r.prep.held = saved, savedHeld
+	r.pub.restore(savedPublished)
 	return placed
 }
 
@@ -408,7 +279,7 @@ func (r *runner) gangWaitsAs(g *gangInfo, members []*unit, f Finding) {
 		}
 	}
 	f.Source, f.Object, f.Field = g.obj.Source, "PodGroup "+g.obj.Name, "spec.schedulingPolicy.gang.minCount"
-	r.addFinding(f)
+	r.findings.add(f)
 }
 
 // unitClaims are a unit's claims, with the one for its extended resources.
@@ -431,90 +302,4 @@ func (r *runner) unitAllocated(u *unit) bool {
 		}
 	}
 	return len(u.claims) == len(u.podObj.Obj.(*v1.Pod).Spec.ResourceClaims)
-}
-
-// gangReplicas is how many pods of a workload check places: all of a
-// gang's (up to maxReplicas), since the gang is placed whole.
-func (r *runner) gangReplicas(o scheduler.Object) (int, bool) {
-	if o.Owner == "" || o.Replicas <= 1 {
-		return 1, false
-	}
-	if g := r.gangOf(o.Obj.(*v1.Pod)); g == nil || g.minCount == 0 {
-		return 1, false
-	}
-	if o.Replicas > maxReplicas {
-		r.addFinding(Finding{Kind: FindingSkipped, Severity: SeverityNote, Source: o.Source, Object: o.Owner,
-			Message: fmt.Sprintf("%d replicas: the first %d of the gang are placed", o.Replicas, maxReplicas)})
-	}
-	return min(o.Replicas, maxReplicas), true
-}
-
-// claimOrderCheck notes, over a pod's spec.resourceClaims in order, the
-// first claim the pod shares with its group and the last claim of its
-// own.
-//
-// Why the order matters: in kube-scheduler 1.37's pod-group cycle the
-// first pod of a group allocates every claim, and the later pods reuse
-// the allocations still pending for the claims they share. The
-// DynamicResources plugin's Filter hands Reserve the allocator's results
-// for the pod's own claims followed by the reused ones, while Reserve
-// assigns them to the pod's unallocated claims in spec order. A shared
-// claim listed before one of the pod's own thus swaps the two: the own
-// claim gets the shared claim's devices (a pod placed with no GPUs of
-// its own, two workers on one tray), and PreBind then fails on the
-// shared claim ("got allocated elsewhere"), so the gang binds in part
-// or not at all. Listed after them, the results line up.
-type claimOrderCheck struct {
-	firstShared, lastOwn int // indexes into spec.resourceClaims, -1: none
-	sharedName, ownName  string
-}
-
-// newClaimOrderCheck is a check that has seen no claim yet.
-func newClaimOrderCheck() claimOrderCheck {
-	return claimOrderCheck{firstShared: -1, lastOwn: -1}
-}
-
-// see records entry i of the pod's claims.
-func (c *claimOrderCheck) see(i int, pc v1.PodResourceClaim, g *gangInfo) {
-	if g == nil {
-		return
-	}
-	shared := pc.ResourceClaimName != nil // a standalone claim may be any pod's
-	for _, gc := range g.obj.Obj.(*schedulingv1beta1.PodGroup).Spec.ResourceClaims {
-		shared = shared || gc.Name == pc.Name
-	}
-	switch {
-	case shared && c.firstShared < 0:
-		c.firstShared, c.sharedName = i, pc.Name
-	case !shared && pc.ResourceClaimTemplateName != nil:
-		c.lastOwn, c.ownName = i, pc.Name
-	}
-}
-
-// checkSharedClaimOrder reports a pod of a PodGroup that lists a claim
-// its group shares before a claim of its own (claimOrderCheck says why).
-// The claim kube-scheduler makes for extended resources that a
-// DeviceClass maps (extended: the pod asks for some) always comes after
-// the pod's listed claims, so it cannot come before a shared one.
-func (r *runner) checkSharedClaimOrder(o scheduler.Object, g *gangInfo, c claimOrderCheck, extended bool) {
-	if g == nil || c.firstShared < 0 {
-		return
-	}
-	f := Finding{Kind: FindingSharedClaimFirst, Source: o.Source, Object: "Pod " + o.Name,
-		Field: fmt.Sprintf("spec.resourceClaims[%d]", c.firstShared)}
-	switch {
-	case c.lastOwn > c.firstShared:
-		f.Message = fmt.Sprintf("claim %s, which the pods of PodGroup %s share, is listed before the pod's own claim %s (spec.resourceClaims[%d]); "+
-			"kube-scheduler %s then swaps their allocations for every pod of the group but the first, and the group binds in part or waits",
-			c.sharedName, g.obj.Name, c.ownName, c.lastOwn, r.feats.Version)
-		f.Hint = "list the claims the group shares after the pod's own claims in spec.resourceClaims (containers name claims, so the order changes nothing else)"
-	case extended:
-		f.Message = fmt.Sprintf("claim %s, which the pods of PodGroup %s share, comes before the claim kube-scheduler makes for the pod's extended resources (always last); "+
-			"kube-scheduler %s then swaps their allocations for every pod of the group but the first, and the group binds in part or waits",
-			c.sharedName, g.obj.Name, r.feats.Version)
-		f.Hint = "ask for the devices with a ResourceClaimTemplate listed before the group's claims, not with extended resources"
-	default:
-		return
-	}
-	r.addFinding(f)
 }

@@ -31,8 +31,8 @@ import (
 
 // classHintFor says, for a class name no DeviceClass has, which one was
 // probably meant and which there are.
-func (r *runner) classHintFor(class string) string {
-	names := sortedKeys(r.known)
+func (ev *evaluator) classHintFor(class string) string {
+	names := sortedKeys(ev.known)
 	h := didYouMean(class, names)
 	if why, ok := vendorClassesWithoutEquivalent[class]; ok {
 		return why
@@ -41,21 +41,21 @@ func (r *runner) classHintFor(class string) string {
 	// says what to write, where the list of every gpudra class would
 	// leave the user to guess among thirty.
 	if ours, ok := vendorClasses[class]; ok {
-		ours = builtinClassName(strings.ReplaceAll(ours, gpu.DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
+		ours = builtinClassName(strings.ReplaceAll(ours, gpu.DefaultDriverName, ev.opts.DriverName), ev.opts.DriverName)
 		h = fmt.Sprintf("%s is another driver's class; gpudra's class for these devices is %s", class, ours)
-		if _, known := r.known[ours]; !known && !strings.HasPrefix(ours, "nvlink-") && !r.opts.BuiltinClasses {
+		if _, known := ev.known[ours]; !known && !strings.HasPrefix(ours, "nvlink-") && !ev.opts.BuiltinClasses {
 			h += " (gpudra's chart installs it; check knows it with --builtin-classes)"
 		}
 		return h
 	}
 	if strings.HasSuffix(class, ".nvidia.com") {
-		gpus := builtinClassName(strings.ReplaceAll("gpu.gpudra.io", gpu.DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
-		migs := builtinClassName(strings.ReplaceAll("mig.gpudra.io", gpu.DefaultDriverName, r.opts.DriverName), r.opts.DriverName)
+		gpus := builtinClassName(strings.ReplaceAll("gpu.gpudra.io", gpu.DefaultDriverName, ev.opts.DriverName), ev.opts.DriverName)
+		migs := builtinClassName(strings.ReplaceAll("mig.gpudra.io", gpu.DefaultDriverName, ev.opts.DriverName), ev.opts.DriverName)
 		return fmt.Sprintf("%s is named like a class of NVIDIA's driver; gpudra has no equivalent of it (gpudra's classes for whole GPUs and for MIG partitions are %s and %s)", class, gpus, migs)
 	}
 	var mine, builtin []string
 	for _, n := range names {
-		if r.builtin[n] {
+		if ev.builtin[n] {
 			builtin = append(builtin, n)
 		} else {
 			mine = append(mine, n)
@@ -66,7 +66,7 @@ func (r *runner) classHintFor(class string) string {
 	}
 	if len(builtin) > 0 {
 		h += "gpudra's classes: " + strings.Join(builtin, ", ")
-	} else if !r.opts.BuiltinClasses {
+	} else if !ev.opts.BuiltinClasses {
 		h += "gpudra's own classes are not known without --builtin-classes"
 	}
 	return strings.TrimSuffix(h, "; ")
@@ -75,36 +75,36 @@ func (r *runner) classHintFor(class string) string {
 // checkCapacityRequests reports capacity requests (consumable capacity) of
 // a request that no device in the inventory can meet: the allocator finds
 // no device, and the reason is the capacity, not the constraints.
-func (r *runner) checkCapacityRequests(re *reqEval, src scheduler.Source, object, field string) {
+func (ev *evaluator) checkCapacityRequests(re *reqEval, src scheduler.Source, object, field string) {
 	for _, name := range sortedKeys(re.capacity) {
 		q := re.capacity[resourceapi.QualifiedName(name)]
-		domain, id := splitQualified(resourceapi.QualifiedName(name), r.opts.DriverName)
-		caps, ok := r.inv.caps[domain]
+		domain, id := splitQualified(resourceapi.QualifiedName(name), ev.opts.DriverName)
+		caps, ok := ev.inv.caps[domain]
 		f := Finding{Kind: FindingUnknownCapacity, Source: src, Object: object, Field: field + "[" + name + "]"}
 		switch {
 		case !ok:
 			f.Message = fmt.Sprintf("the request asks for capacity %s, but no device in the inventory has capacity in domain %s: no device can be allocated for it", name, domain)
-			f.Hint = didYouMean(domain, sortedKeys(r.inv.caps)) + "capacity domains: " + strings.Join(sortedKeys(r.inv.caps), ", ")
+			f.Hint = didYouMean(domain, sortedKeys(ev.inv.caps)) + "capacity domains: " + strings.Join(sortedKeys(ev.inv.caps), ", ")
 		default:
 			if _, has := caps[id]; has {
-				if max := r.maxCapacity(domain, id, re.classHits); max != nil && max.Cmp(q) < 0 {
+				if max := ev.maxCapacity(domain, id, re.classHits); max != nil && max.Cmp(q) < 0 {
 					f.Message = fmt.Sprintf("the request asks for %s of capacity %s, but the devices its class matches have at most %s: no device can be allocated for it", q.String(), name, max.String())
-					r.addFinding(f)
+					ev.findings.add(f)
 				}
 				continue
 			}
 			f.Message = fmt.Sprintf("the request asks for capacity %s, which no device in the inventory has: no device can be allocated for it", name)
 			f.Hint = didYouMean(id, sortedKeys(caps)) + "capacities in " + domain + ": " + strings.Join(sortedKeys(caps), ", ")
 		}
-		r.addFinding(f)
+		ev.findings.add(f)
 	}
 }
 
 // maxCapacity is the largest value of a capacity among the devices in
 // scope (nil when none has it).
-func (r *runner) maxCapacity(domain, name string, scope []bool) *resource.Quantity {
+func (ev *evaluator) maxCapacity(domain, name string, scope []bool) *resource.Quantity {
 	var max *resource.Quantity
-	for i, d := range r.inv.devices {
+	for i, d := range ev.inv.devices {
 		if scope != nil && !scope[i] {
 			continue
 		}
@@ -120,7 +120,7 @@ func (r *runner) maxCapacity(domain, name string, scope []bool) *resource.Quanti
 // its class matches: which selector keeps none (or that only their
 // combination does), and which values the devices have for what the
 // selectors read.
-func (r *runner) explainSelectors(re *reqEval, classCount int) string {
+func (ev *evaluator) explainSelectors(re *reqEval, classCount int) string {
 	msg := fmt.Sprintf("DeviceClass %s matches %d device(s), but", re.class, classCount)
 	var zero, some []string
 	var refs []celRef
@@ -146,7 +146,7 @@ func (r *runner) explainSelectors(re *reqEval, classCount int) string {
 			refs = append(refs, s.refs...)
 		}
 	}
-	if v := r.valuesOf(refs, re.classHits); v != "" {
+	if v := ev.valuesOf(refs, re.classHits); v != "" {
 		msg += "; the devices have " + v
 	}
 	if re.selErrors > 0 {
@@ -159,7 +159,7 @@ func (r *runner) explainSelectors(re *reqEval, classCount int) string {
 // values the devices in scope have, the most common first (at most four,
 // with counts), so that a selector matching nothing shows what it could
 // have matched.
-func (r *runner) valuesOf(refs []celRef, scope []bool) string {
+func (ev *evaluator) valuesOf(refs []celRef, scope []bool) string {
 	var parts []string
 	seen := map[string]bool{}
 	for _, ref := range refs {
@@ -170,7 +170,7 @@ func (r *runner) valuesOf(refs []celRef, scope []bool) string {
 		seen[key] = true
 		counts := map[string]int{}
 		missing := 0
-		for i, d := range r.inv.devices {
+		for i, d := range ev.inv.devices {
 			if scope != nil && !scope[i] {
 				continue
 			}
@@ -225,14 +225,14 @@ func (r *runner) valuesOf(refs []celRef, scope []bool) string {
 	return strings.Join(parts, "; ")
 }
 
-// explainCapacity says why a request's capacity requests rule out every
+// capacity says why a request's capacity requests rule out every
 // matching device: none has that capacity, or enough of it, or (in
 // sequence) enough of it left beside what earlier claims consume.
-func (r *runner) explainCapacity(re *reqEval) string {
+func (ex *explainer) capacity(re *reqEval) string {
 	for _, name := range sortedKeys(re.capacity) {
 		want := re.capacity[resourceapi.QualifiedName(name)]
-		domain, id := splitQualified(resourceapi.QualifiedName(name), r.opts.DriverName)
-		max := r.maxCapacity(domain, id, re.match)
+		domain, id := splitQualified(resourceapi.QualifiedName(name), ex.opts.DriverName)
+		max := ex.eval.maxCapacity(domain, id, re.match)
 		switch {
 		case max == nil:
 			return fmt.Sprintf("it asks for capacity %s, which none of the %d matching device(s) has", name, countTrue(re.match))
@@ -241,20 +241,20 @@ func (r *runner) explainCapacity(re *reqEval) string {
 		}
 		var left *resource.Quantity
 		holders := map[string]bool{}
-		for i, d := range r.inv.devices {
+		for i, d := range ex.inv.devices {
 			c, ok := d.capacity(domain, id)
 			if !re.match[i] || !ok {
 				continue
 			}
 			v := c.Value.DeepCopy()
-			consumed := r.state.Consumed(d.id)
+			consumed := ex.state.Consumed(d.id)
 			used, ok := consumed[resourceapi.QualifiedName(name)]
 			if !ok {
 				used, ok = consumed[resourceapi.QualifiedName(id)]
 			}
 			if ok {
 				v.Sub(used)
-				for _, h := range r.state.Holders(d.id) {
+				for _, h := range ex.state.Holders(d.id) {
 					holders[h] = true
 				}
 			}
@@ -272,8 +272,8 @@ func (r *runner) explainCapacity(re *reqEval) string {
 // checkConstraints reports matchAttribute and distinctAttribute names no
 // device publishes: a device without the attribute never satisfies the
 // constraint, so the requests it covers are never allocated.
-func (r *runner) checkConstraints(ce *claimEval) {
-	if len(r.inv.devices) == 0 {
+func (ev *evaluator) checkConstraints(ce *claimEval) {
+	if len(ev.inv.devices) == 0 {
 		return
 	}
 	for i, c := range ce.claim.Spec.Devices.Constraints {
@@ -285,8 +285,8 @@ func (r *runner) checkConstraints(ce *claimEval) {
 			continue // the API server rejects it, as internal/scheduler reports
 		}
 		domain, name := splitQualified(resourceapi.QualifiedName(*attr), "")
-		names, known := r.inv.attrs[domain]
-		if _, ok := names[name]; ok || !r.anyMatch(ce, c.Requests) {
+		names, known := ev.inv.attrs[domain]
+		if _, ok := names[name]; ok || !ev.anyMatch(ce, c.Requests) {
 			// Known, or moot: requests that match no device are
 			// explained as such.
 			continue
@@ -295,20 +295,20 @@ func (r *runner) checkConstraints(ce *claimEval) {
 		f.Message = fmt.Sprintf("no device in the inventory publishes attribute %s: a device without it never satisfies the constraint, so the requests it covers can never be allocated", *attr)
 		switch {
 		case !known:
-			f.Hint = didYouMean(domain, sortedKeys(r.inv.attrs)) + "attribute domains: " + strings.Join(sortedKeys(r.inv.attrs), ", ") + "; a constraint names domain/attribute"
+			f.Hint = didYouMean(domain, sortedKeys(ev.inv.attrs)) + "attribute domains: " + strings.Join(sortedKeys(ev.inv.attrs), ", ") + "; a constraint names domain/attribute"
 		default:
-			if _, isCap := r.inv.caps[domain][name]; isCap {
+			if _, isCap := ev.inv.caps[domain][name]; isCap {
 				f.Hint = fmt.Sprintf("%s is a capacity; constraints compare attributes. ", name)
 			}
 			f.Hint += didYouMean(name, sortedKeys(names)) + "published in " + domain + ": " + strings.Join(sortedKeys(names), ", ")
 		}
-		r.addFinding(f)
+		ev.findings.add(f)
 	}
 }
 
 // anyMatch says whether any of the named requests of a claim (all, when
 // none is named) matches a device.
-func (r *runner) anyMatch(ce *claimEval, names []string) bool {
+func (ev *evaluator) anyMatch(ce *claimEval, names []string) bool {
 	var walk func(re *reqEval) bool
 	walk = func(re *reqEval) bool {
 		for _, s := range re.sub {

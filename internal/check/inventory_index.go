@@ -26,6 +26,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/gpudra/gpudra/internal/scheduler"
 )
 
 // StandardDomain is the domain of the attributes Kubernetes defines
@@ -67,6 +69,9 @@ type inventory struct {
 	// order: what a node's plugin knows of its own node, read without
 	// going over the fleet once per claim.
 	byPool map[string][]*device
+	// byNode are the indexes in devices of each node's devices ("" for
+	// those not local to a node).
+	byNode map[string][]int
 }
 
 // poolDevices are the devices of one of a driver's pools.
@@ -84,6 +89,7 @@ func newInventory(slices []*resourceapi.ResourceSlice, nodes []*v1.Node) *invent
 		caps:     map[string]map[string]string{},
 		counters: map[string]map[string]map[string]resourceapi.Counter{},
 		byPool:   map[string][]*device{},
+		byNode:   map[string][]int{},
 	}
 	for _, s := range slices {
 		driver := s.Spec.Driver
@@ -112,6 +118,7 @@ func newInventory(slices []*resourceapi.ResourceSlice, nodes []*v1.Node) *invent
 			inv.devices = append(inv.devices, dev)
 			inv.byID[dev.id] = dev
 			inv.byPool[poolKey] = append(inv.byPool[poolKey], dev)
+			inv.byNode[node] = append(inv.byNode[node], len(inv.devices)-1)
 			for name, a := range d.Attributes {
 				dom, id := splitQualified(name, driver)
 				addName(inv.attrs, dom, id, attributeTypeName(a))
@@ -221,4 +228,36 @@ func sortedKeys[K ~string, V any](m map[K]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// onNode are the indexes of the devices on a node and of those reachable
+// from every node.
+func (inv *inventory) onNode(node string) []int {
+	return append(append([]int(nil), inv.byNode[node]...), inv.byNode[""]...)
+}
+
+// free says whether device i can still be allocated in state (what the
+// claims allocated so far hold, in sequential mode): no
+// claim holds it, or it allows multiple allocations (consumable
+// capacity), in which case the allocator judges what is left of it.
+func (inv *inventory) free(state *scheduler.State, i int) bool {
+	d := inv.devices[i]
+	if m := d.dev.AllowMultipleAllocations; m != nil && *m {
+		return true
+	}
+	return len(state.Holders(d.id)) == 0
+}
+
+// countOn counts matching devices on a node (and those reachable from
+// every node); onlyFree skips devices the claims in state hold.
+func (inv *inventory) countOn(state *scheduler.State, match []bool, node string, onlyFree bool) int {
+	n := 0
+	for _, list := range [][]int{inv.byNode[node], inv.byNode[""]} {
+		for _, i := range list {
+			if match[i] && (!onlyFree || inv.free(state, i)) {
+				n++
+			}
+		}
+	}
+	return n
 }

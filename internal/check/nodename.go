@@ -69,7 +69,7 @@ func scheduledClaimUsers(in *scheduler.Manifests) map[string]bool {
 
 // checkNodeName reports what a pod bound by spec.nodeName gets of its
 // claims and extended resources, and blocks it where it never starts.
-func (r *runner) checkNodeName(u *unit, scheduled map[string]bool) {
+func (ub *unitBuilder) checkNodeName(u *unit, scheduled map[string]bool) {
 	o := u.podObj
 	pod := o.Obj.(*v1.Pod)
 	node := pod.Spec.NodeName
@@ -86,21 +86,21 @@ func (r *runner) checkNodeName(u *unit, scheduled map[string]bool) {
 		}
 	}
 	if len(never) > 0 {
-		r.addFinding(Finding{Kind: FindingNodeNameClaim, Source: o.Source, Object: podObject(o), Field: "spec.nodeName",
+		ub.findings.add(Finding{Kind: FindingNodeNameClaim, Source: o.Source, Object: podObject(o), Field: "spec.nodeName",
 			Message: fmt.Sprintf("spec.nodeName binds the pod to %s without the scheduler, and only the scheduler allocates claims: nothing ever allocates %s, and the kubelet refuses to prepare a claim not reserved for the pod (FailedPrepareDynamicResources: the pod is not allowed to use the ResourceClaim); the pod stays Pending",
 				node, strings.Join(never, ", ")),
 			Hint: hint})
 		u.blocked = append(u.blocked, "spec.nodeName bypasses the scheduler, which allocates claims: "+strings.Join(never, ", ")+" is never allocated")
 	}
 	if len(shared) > 0 {
-		r.addFinding(Finding{Kind: FindingNodeNameClaim, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: "spec.nodeName",
+		ub.findings.add(Finding{Kind: FindingNodeNameClaim, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: "spec.nodeName",
 			Message: fmt.Sprintf("spec.nodeName binds the pod to %s without the scheduler: %s is allocated only when a pod the scheduler places is scheduled, and the pod starts only if that allocation is on %s (it is reserved for the pod then); before that, the kubelet refuses to prepare it",
 				node, strings.Join(shared, ", "), node),
 			Hint: hint})
 	}
 	// Nothing makes the claim of the pod's extended resources, whether a
 	// DeviceClass maps them or not.
-	u.ext = r.sched.ExtendedResources(pod)
+	u.ext = ub.sched.ExtendedResources(pod)
 	var names []string
 	for name := range u.ext.Classes {
 		names = append(names, string(name))
@@ -118,12 +118,12 @@ func (r *runner) checkNodeName(u *unit, scheduled map[string]bool) {
 		}
 	}
 	if len(dropped) > 0 {
-		r.addFinding(Finding{Kind: FindingNodeNameClaim, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: "spec.nodeName",
+		ub.findings.add(Finding{Kind: FindingNodeNameClaim, Severity: SeverityWarning, Source: o.Source, Object: podObject(o), Field: "spec.nodeName",
 			Message: fmt.Sprintf("spec.nodeName binds the pod to %s without the scheduler, which is what allocates %s through DRA: the kubelet admits a pod whose extended resource the node does not list (as for cluster-level resources), so its containers run without it", node, strings.Join(dropped, ", ")),
 			Hint:    hint})
 	}
 	if len(implicit) > 0 {
-		r.addFinding(Finding{Kind: FindingNodeNameClaim, Source: o.Source, Object: podObject(o), Field: "spec.nodeName",
+		ub.findings.add(Finding{Kind: FindingNodeNameClaim, Source: o.Source, Object: podObject(o), Field: "spec.nodeName",
 			Message: fmt.Sprintf("spec.nodeName binds the pod to %s without the scheduler, which is what allocates %s through DRA: the kubelet counts it against the node's allocatable, which has none, and rejects the pod (OutOf%s)", node, strings.Join(implicit, ", "), implicit[0]),
 			Hint:    hint})
 		u.blocked = append(u.blocked, "spec.nodeName bypasses the scheduler: the kubelet rejects the pod for "+strings.Join(implicit, ", "))

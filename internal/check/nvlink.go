@@ -26,8 +26,20 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpudra/gpudra/internal/scheduler"
 	"github.com/gpudra/gpudra/internal/slicebuilder"
 )
+
+// nvlinkDomains answers what the scheduler does around multi-node NVLink
+// (below): which claims ask for an NVLink domain's IMEX channels, which
+// domains a gang that does may be placed in, and what to warn about. It
+// reads the inventory and the scheduler's nodes; it owns no state.
+type nvlinkDomains struct {
+	opts     Options
+	sched    *scheduler.Scheduler
+	inv      *inventory
+	findings *findingLog
+}
 
 // Multi-node NVLink (docs/nvlink.md): an NVLink domain's IMEX channels
 // are one pool, published for all the domain's nodes (a pool-level node
@@ -52,21 +64,21 @@ import (
 //     is a warning: the first pod's binding fixes the domain, even when
 //     that domain lacks room for the others.
 
-// labelNVLinkDomains gives each inventory node without a Node object among
-// the inputs the domain label of its GPUs' nvlinkDomain attribute, and
+// labelNVLinkDomains gives each node the scheduler knows without a Node
+// object among the inputs (nodeObjs) the domain label of its GPUs' nvlinkDomain attribute, and
 // the IMEX readiness label unless a GPU says imexReady false. It returns
 // a note for the report saying what it assumed, "" when it labelled no
 // node.
-func (r *runner) labelNVLinkDomains() string {
+func labelNVLinkDomains(sched *scheduler.Scheduler, nodeObjs []*v1.Node, driverName string) string {
 	given := map[string]bool{}
-	for _, n := range r.nodeObjs {
+	for _, n := range nodeObjs {
 		given[n.Name] = true
 	}
 	domainOf := map[string]string{}
 	notReady := map[string]bool{}
-	for _, s := range r.sched.Slices() {
+	for _, s := range sched.Slices() {
 		node := ptr.Deref(s.Spec.NodeName, "")
-		if node == "" || s.Spec.Driver != r.opts.DriverName {
+		if node == "" || s.Spec.Driver != driverName {
 			continue
 		}
 		for _, d := range s.Spec.Devices {
@@ -78,10 +90,10 @@ func (r *runner) labelNVLinkDomains() string {
 			}
 		}
 	}
-	label := slicebuilder.NVLinkDomainLabel(r.opts.DriverName)
-	ready := slicebuilder.IMEXReadyLabel(r.opts.DriverName)
+	label := slicebuilder.NVLinkDomainLabel(driverName)
+	ready := slicebuilder.IMEXReadyLabel(driverName)
 	labelled, down := 0, 0
-	for _, n := range r.sched.Nodes() {
+	for _, n := range sched.Nodes() {
 		if d := domainOf[n.Name]; d != "" && !given[n.Name] {
 			if n.Labels == nil {
 				n.Labels = map[string]string{}
@@ -109,11 +121,11 @@ func isChannelPool(pool string) bool {
 
 // asksForChannel says whether a claim has a request that matches IMEX
 // channels of a domain's pool.
-func (r *runner) asksForChannel(ce *claimEval) bool {
+func (nd *nvlinkDomains) asksForChannel(ce *claimEval) bool {
 	var matches func(re *reqEval) bool
 	matches = func(re *reqEval) bool {
 		for i, m := range re.match {
-			if m && r.inv.devices[i].driver == r.opts.DriverName && isChannelPool(r.inv.devices[i].pool) {
+			if m && nd.inv.devices[i].driver == nd.opts.DriverName && isChannelPool(nd.inv.devices[i].pool) {
 				return true
 			}
 		}
@@ -124,20 +136,20 @@ func (r *runner) asksForChannel(ce *claimEval) bool {
 
 // gangAsksForChannel says whether a claim of a gang's pods asks for an
 // IMEX channel.
-func (r *runner) gangAsksForChannel(members []*unit) bool {
-	return slices.ContainsFunc(members, func(u *unit) bool { return slices.ContainsFunc(u.claims, r.asksForChannel) })
+func (nd *nvlinkDomains) gangAsksForChannel(members []*unit) bool {
+	return slices.ContainsFunc(members, func(u *unit) bool { return slices.ContainsFunc(u.claims, nd.asksForChannel) })
 }
 
 // gangDomains are the NVLink domains a gang is tried in, one after the
 // other: all of the inventory's, when one of its claims asks for a
 // channel and there are several; nil otherwise.
-func (r *runner) gangDomains(members []*unit) []string {
-	if !r.gangAsksForChannel(members) {
+func (nd *nvlinkDomains) gangDomains(members []*unit) []string {
+	if !nd.gangAsksForChannel(members) {
 		return nil
 	}
-	label := slicebuilder.NVLinkDomainLabel(r.opts.DriverName)
+	label := slicebuilder.NVLinkDomainLabel(nd.opts.DriverName)
 	var domains []string
-	for _, n := range r.sched.Nodes() {
+	for _, n := range nd.sched.Nodes() {
 		if d := n.Labels[label]; d != "" && !slices.Contains(domains, d) {
 			domains = append(domains, d)
 		}
@@ -159,18 +171,18 @@ func (r *runner) gangDomains(members []*unit) []string {
 // with the same choice for as long as the scores stay the same (measured
 // on the local cluster: the first worker on the one-tray domain's node
 // in every retry for three minutes).
-func (r *runner) checkGangTopology(g *gangInfo, members []*unit) {
-	if g.minCount < 2 || !r.gangAsksForChannel(members) {
+func (nd *nvlinkDomains) checkGangTopology(g *gangInfo, members []*unit) {
+	if g.minCount < 2 || !nd.gangAsksForChannel(members) {
 		return
 	}
-	label := slicebuilder.NVLinkDomainLabel(r.opts.DriverName)
+	label := slicebuilder.NVLinkDomainLabel(nd.opts.DriverName)
 	pg := g.obj.Obj.(*schedulingv1beta1.PodGroup)
 	if c := pg.Spec.SchedulingConstraints; c != nil && slices.ContainsFunc(c.Topology, func(t schedulingv1beta1.TopologyConstraint) bool { return t.Key == label }) {
-		r.addFinding(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec.schedulingConstraints",
+		nd.findings.add(Finding{Kind: FindingNotApplied, Severity: SeverityNote, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec.schedulingConstraints",
 			Message: fmt.Sprintf("the topology constraint on %s takes effect only where kube-apiserver and kube-scheduler enable TopologyAwareWorkloadScheduling (alpha in 1.37, off by default; without it the API server drops the field); checked as on a cluster that enables it", label)})
 		return
 	}
-	r.addFinding(Finding{Kind: FindingGangWithoutDomainTopology, Severity: SeverityWarning, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec",
+	nd.findings.add(Finding{Kind: FindingGangWithoutDomainTopology, Severity: SeverityWarning, Source: g.obj.Source, Object: "PodGroup " + g.obj.Name, Field: "spec",
 		Message: fmt.Sprintf("PodGroup %s is a gang of %d pods with an IMEX channel claim, and no topology constraint on %s: kube-scheduler then places its pods one after the other, the first pod's channel fixes the NVLink domain by ordinary node scoring, and in a domain without room for the rest the gang waits, retried with the same choice while nothing changes (check tried each domain, as the scheduler does with the constraint)", g.obj.Name, g.minCount, label),
 		Hint:    fmt.Sprintf("add spec.schedulingConstraints.topology: [{key: %s}] to the PodGroup (TopologyAwareWorkloadScheduling, alpha in Kubernetes 1.37), or admit the job with Kueue TAS at that level (docs/nvlink.md)", label)})
 }
@@ -204,13 +216,8 @@ type claimState struct {
 }
 
 func (r *runner) saveAttempt(members []*unit) *attempt {
-	a := &attempt{findings: len(r.report.Findings), seen: maps.Clone(r.seen), order: len(r.pendingOrder),
-		pending: map[string]*pendingReplicas{}, claims: map[*claimEval]claimState{}}
-	for k, p := range r.pending {
-		c := *p
-		c.pods = slices.Clone(p.pods)
-		a.pending[k] = &c
-	}
+	a := &attempt{findings: len(r.report.Findings), seen: maps.Clone(r.findings.seen), claims: map[*claimEval]claimState{}}
+	a.pending, a.order = r.pending.save()
 	for _, u := range members {
 		for _, ce := range r.unitClaims(u) {
 			info := r.report.Claims[ce.idx]
@@ -223,7 +230,8 @@ func (r *runner) saveAttempt(members []*unit) *attempt {
 
 func (r *runner) restoreAttempt(a *attempt) {
 	r.report.Findings = r.report.Findings[:a.findings]
-	r.seen, r.pending, r.pendingOrder = a.seen, a.pending, r.pendingOrder[:a.order]
+	r.findings.seen = a.seen
+	r.pending.restore(a.pending, a.order)
 	for ce, s := range a.claims {
 		ce.done, ce.node = s.done, s.node
 		if !s.alloc {
@@ -260,7 +268,7 @@ func (r *runner) allocateGangInDomains(g *gangInfo, members []*unit, domains []s
 // the first pod scheduled fixes the NVLink domain (its binding allocates
 // the claim), even when that domain has no room for the others, which
 // then stay Pending while the claim holds its channel.
-func (r *runner) sharedChannelClaims(units []*unit) {
+func (nd *nvlinkDomains) sharedChannelClaims(units []*unit) {
 	users := map[*claimEval][]string{}
 	var order []*claimEval
 	for _, u := range units {
@@ -281,15 +289,15 @@ func (r *runner) sharedChannelClaims(units []*unit) {
 	}
 	for _, ce := range order {
 		pods := users[ce]
-		if len(pods) < 2 || !r.asksForChannel(ce) {
+		if len(pods) < 2 || !nd.asksForChannel(ce) {
 			continue
 		}
 		names := pods
 		if len(names) > 4 {
 			names = append(append([]string(nil), names[:3]...), "…", names[len(names)-1])
 		}
-		r.addFinding(Finding{Kind: FindingChannelWithoutGang, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
+		nd.findings.add(Finding{Kind: FindingChannelWithoutGang, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
 			Message: fmt.Sprintf("claim %s, for an IMEX channel, is shared by %d pods (%s) outside a gang: the first pod scheduled fixes the NVLink domain for all of them, even when that domain has no room for the others, which then stay Pending while the claim holds the channel", ce.info.Name, len(pods), strings.Join(names, ", ")),
-			Hint:    "place the pods together: make them one PodGroup with a gang policy and the claim in its resourceClaims (Kubernetes 1.37, topology constraint on " + slicebuilder.NVLinkDomainLabel(r.opts.DriverName) + "), or admit the job with Kueue TAS at that level (docs/nvlink.md)"})
+			Hint:    "place the pods together: make them one PodGroup with a gang policy and the claim in its resourceClaims (Kubernetes 1.37, topology constraint on " + slicebuilder.NVLinkDomainLabel(nd.opts.DriverName) + "), or admit the job with Kueue TAS at that level (docs/nvlink.md)"})
 	}
 }

@@ -38,6 +38,28 @@ import (
 // same GPUs. What the plugin would refuse leaves the pod in
 // ContainerCreating: a finding on the config or the request it is about.
 
+// preparer owns what the nodes' plugins prepared (held): it asks, for
+// each allocated claim, what the plugin asks at prepare, and reports
+// what the plugin would refuse.
+type preparer struct {
+	opts     Options
+	inv      *inventory
+	report   *Report
+	findings *findingLog
+	// pub gives the pools' device model as their nodes publish it now.
+	pub *publisher
+	// known are the DeviceClasses the cluster would have, builtin those
+	// that come from gpudra (their configs are not the user's to fix).
+	known   map[string]scheduler.Object
+	builtin map[string]bool
+	// shareSharing is Options.ShareSharing, parsed.
+	shareSharing *configapi.Sharing
+	// held is what the nodes' plugins prepared: the claims allocated so
+	// far, and a live cluster's (Options.Held). A gang that does not fit
+	// puts back what it held before.
+	held []heldDevice
+}
+
 // heldDevice is a device a claim holds on a node, as the node state
 // records it.
 type heldDevice struct {
@@ -48,32 +70,32 @@ type heldDevice struct {
 
 // nodeOf is the node of one of gpudra's pools, read back from the
 // inventory.
-func (r *runner) nodeOf(pool string) gpu.Node {
-	r.flushPublished()
-	if n, ok := r.nodes[pool]; ok {
+func (pb *publisher) nodeOf(pool string) gpu.Node {
+	pb.flush()
+	if n, ok := pb.nodes[pool]; ok {
 		return n
 	}
 	var devs []resourceapi.Device
-	for _, d := range r.inv.poolDevices(r.opts.DriverName, pool) {
+	for _, d := range pb.inv.poolDevices(pb.opts.DriverName, pool) {
 		devs = append(devs, *d.dev)
 	}
 	n := slicebuilder.NodeOf(pool, devs)
-	r.nodes[pool] = n
+	pb.nodes[pool] = n
 	return n
 }
 
 // planOptions are the plugin's settings for a node of the pool.
-func (r *runner) planOptions(pool string) claimplan.Options {
-	return claimplan.Options{DriverName: r.opts.DriverName, Node: r.nodeOf(pool), MPS: !r.opts.MPSDisabled,
-		SharesPublished: r.sharesPublished(pool), ShareSharing: r.shareSharing, NVLinkDomain: r.nvlinkDomainOf(pool)}
+func (pp *preparer) planOptions(pool string) claimplan.Options {
+	return claimplan.Options{DriverName: pp.opts.DriverName, Node: pp.pub.nodeOf(pool), MPS: !pp.opts.MPSDisabled,
+		SharesPublished: pp.sharesPublished(pool), ShareSharing: pp.shareSharing, NVLinkDomain: pp.nvlinkDomainOf(pool)}
 }
 
 // nvlinkDomainOf is the NVLink domain of a node's pool as its plugin knows
 // it (internal/plugin's nvlinkDomain): the nvlinkDomain its GPUs carry, ""
 // when none does or two disagree.
-func (r *runner) nvlinkDomainOf(pool string) string {
+func (pp *preparer) nvlinkDomainOf(pool string) string {
 	domain := ""
-	for _, d := range r.inv.poolDevices(r.opts.DriverName, pool) {
+	for _, d := range pp.inv.poolDevices(pp.opts.DriverName, pool) {
 		a, ok := d.dev.Attributes[slicebuilder.AttrNVLinkDomain]
 		if !ok || a.StringValue == nil {
 			continue
@@ -89,9 +111,9 @@ func (r *runner) nvlinkDomainOf(pool string) string {
 // domainPool is a node pool of the given NVLink domain, "" when the
 // inventory has none: where a claim of the domain's channels alone is
 // prepared (every node of the domain prepares it alike).
-func (r *runner) domainPool(domain string) string {
-	for _, d := range r.inv.devices {
-		if d.driver != r.opts.DriverName || isChannelPool(d.pool) {
+func (pp *preparer) domainPool(domain string) string {
+	for _, d := range pp.inv.devices {
+		if d.driver != pp.opts.DriverName || isChannelPool(d.pool) {
 			continue
 		}
 		if a, ok := d.dev.Attributes[slicebuilder.AttrNVLinkDomain]; ok && a.StringValue != nil && *a.StringValue == domain {
@@ -103,8 +125,8 @@ func (r *runner) domainPool(domain string) string {
 
 // sharesPublished reports whether the pool's slices publish its GPUs as
 // shareable (consumable capacity), as the plugin knows of its own node.
-func (r *runner) sharesPublished(pool string) bool {
-	for _, d := range r.inv.poolDevices(r.opts.DriverName, pool) {
+func (pp *preparer) sharesPublished(pool string) bool {
+	for _, d := range pp.inv.poolDevices(pp.opts.DriverName, pool) {
 		if d.dev.AllowMultipleAllocations != nil && *d.dev.AllowMultipleAllocations {
 			return true
 		}
@@ -114,37 +136,37 @@ func (r *runner) sharesPublished(pool string) bool {
 
 // prepare runs the plugin's prepare-time decision on an allocated claim
 // and, when the node would prepare it, records what it holds.
-func (r *runner) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
-	pool := r.poolOf(res)
+func (pp *preparer) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
+	pool := pp.poolOf(res)
 	if pool == "" {
 		return
 	}
 	claim := ce.claim.DeepCopy()
 	claim.Status.Allocation = res
-	planned, err := claimplan.Plan(r.planOptions(pool), claim)
+	planned, err := claimplan.Plan(pp.planOptions(pool), claim)
 	var refusal *claimplan.Refusal
 	if err != nil {
 		if errors.As(err, &refusal) && !refusal.Static && refusal.Kind != claimplan.InvalidConfig {
-			r.refused(ce, refusal)
+			pp.refused(ce, refusal)
 		}
 		// A config that does not decode is reported where it is written.
-		r.report.Claims[ce.idx].PrepareFails = err.Error()
+		pp.report.Claims[ce.idx].PrepareFails = err.Error()
 		return
 	}
 	for _, p := range planned {
-		for _, h := range r.held {
+		for _, h := range pp.held {
 			if h.pool != pool || h.claim == ce.info.Name {
 				continue
 			}
 			if refusal := claimplan.HeldConflict(p, h.dev, "ResourceClaim "+h.claim); refusal != nil {
-				r.refused(ce, refusal)
-				r.report.Claims[ce.idx].PrepareFails = refusal.Error()
+				pp.refused(ce, refusal)
+				pp.report.Claims[ce.idx].PrepareFails = refusal.Error()
 				return
 			}
 		}
 	}
 	for _, p := range planned {
-		r.held = append(r.held, heldDevice{claim: ce.info.Name, pool: pool, dev: p.Held()})
+		pp.held = append(pp.held, heldDevice{claim: ce.info.Name, pool: pool, dev: p.Held()})
 	}
 }
 
@@ -153,10 +175,10 @@ func (r *runner) prepare(ce *claimEval, res *resourceapi.AllocationResult) {
 // an NVLink domain's IMEX channels alone (whose pool is no node's), a node
 // of that domain, where the plugin runs the same checks as on every other
 // node of the domain.
-func (r *runner) poolOf(res *resourceapi.AllocationResult) string {
+func (pp *preparer) poolOf(res *resourceapi.AllocationResult) string {
 	channelDomain := ""
 	for _, d := range res.Devices.Results {
-		if d.Driver != r.opts.DriverName {
+		if d.Driver != pp.opts.DriverName {
 			continue
 		}
 		domain, ok := strings.CutPrefix(d.Pool, slicebuilder.ChannelPoolPrefix)
@@ -168,23 +190,23 @@ func (r *runner) poolOf(res *resourceapi.AllocationResult) string {
 	if channelDomain == "" {
 		return ""
 	}
-	return r.domainPool(channelDomain)
+	return pp.domainPool(channelDomain)
 }
 
 // clusterHolds is what a live cluster's allocated claims hold on gpudra's
 // nodes, as each node's plugin recorded it when it prepared them. A claim
 // its node would refuse holds nothing there.
-func (r *runner) clusterHolds(claims []*resourceapi.ResourceClaim) []heldDevice {
+func (pp *preparer) clusterHolds(claims []*resourceapi.ResourceClaim) []heldDevice {
 	var out []heldDevice
 	for _, c := range claims {
 		if c.Status.Allocation == nil {
 			continue
 		}
-		pool := r.poolOf(c.Status.Allocation)
+		pool := pp.poolOf(c.Status.Allocation)
 		if pool == "" {
 			continue
 		}
-		planned, err := claimplan.Plan(r.planOptions(pool), c)
+		planned, err := claimplan.Plan(pp.planOptions(pool), c)
 		if err != nil {
 			continue
 		}
@@ -197,17 +219,17 @@ func (r *runner) clusterHolds(claims []*resourceapi.ResourceClaim) []heldDevice 
 
 // refused reports what the plugin refuses, on the config it is about, or
 // else on the claim's request.
-func (r *runner) refused(ce *claimEval, refusal *claimplan.Refusal) {
-	src, object, field := ce.source, ce.object, r.requestField(ce, refusal.Request)
+func (pp *preparer) refused(ce *claimEval, refusal *claimplan.Refusal) {
+	src, object, field := ce.source, ce.object, pp.requestField(ce, refusal.Request)
 	from := ""
 	switch {
-	case refusal.Config != nil && refusal.Config.FromClass && r.builtin[refusal.Config.Class]:
+	case refusal.Config != nil && refusal.Config.FromClass && pp.builtin[refusal.Config.Class]:
 		// A config of one of gpudra's own classes is nobody's to edit:
 		// the claim that chose the class is what to change, so the
 		// finding is on its request, and says where the config is.
 		from = fmt.Sprintf(" (the config that says so is gpudra's DeviceClass %s's: choose another class for this claim)", refusal.Config.Class)
 	case refusal.Config != nil:
-		src, object, field = r.configAt(ce, refusal.Config)
+		src, object, field = pp.configAt(ce, refusal.Config)
 		if f := refusalField(refusal.Kind); f != "" {
 			field += "." + f
 		}
@@ -216,9 +238,9 @@ func (r *runner) refused(ce *claimEval, refusal *claimplan.Refusal) {
 	if refusal.Kind == claimplan.ConfigKind {
 		kind = FindingInvalidConfig
 	}
-	r.addFinding(Finding{Kind: kind, Refusal: string(refusal.Kind), Source: src, Object: object, Field: field,
+	pp.findings.add(Finding{Kind: kind, Refusal: string(refusal.Kind), Source: src, Object: object, Field: field,
 		Message: fmt.Sprintf("gpudra's kubelet plugin refuses to prepare claim %s (its pods stay in ContainerCreating): %s%s", ce.info.Name, refusal.Msg, from),
-		Hint:    refusalHint(refusal, r.opts.DriverName)})
+		Hint:    refusalHint(refusal, pp.opts.DriverName)})
 }
 
 // refusalField is the field of the config a refusal is about.
@@ -255,7 +277,7 @@ func refusalHint(refusal *claimplan.Refusal, driver string) string {
 }
 
 // requestField is the field of a claim's request ("gpu" or "gpu/sub").
-func (r *runner) requestField(ce *claimEval, request string) string {
+func (pp *preparer) requestField(ce *claimEval, request string) string {
 	base, sub, _ := strings.Cut(request, "/")
 	for i, req := range ce.claim.Spec.Devices.Requests {
 		if req.Name != base {
@@ -274,9 +296,9 @@ func (r *runner) requestField(ce *claimEval, request string) string {
 
 // configAt finds where a config is written: in the claim's spec, or in
 // the DeviceClass it comes from.
-func (r *runner) configAt(ce *claimEval, ref *claimplan.ConfigRef) (scheduler.Source, string, string) {
+func (pp *preparer) configAt(ce *claimEval, ref *claimplan.ConfigRef) (scheduler.Source, string, string) {
 	if ref.FromClass {
-		if o, ok := r.known[ref.Class]; ok {
+		if o, ok := pp.known[ref.Class]; ok {
 			for i, cc := range o.Obj.(*resourceapi.DeviceClass).Spec.Config {
 				if cc.Opaque != nil && string(cc.Opaque.Parameters.Raw) == string(ref.Parameters) {
 					return o.Source, "DeviceClass " + ref.Class, fmt.Sprintf("spec.config[%d].opaque", i)

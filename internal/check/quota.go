@@ -47,6 +47,17 @@ import (
 // claimCountQuota is the object count quota of ResourceClaims.
 const claimCountQuota = v1.ResourceName("count/resourceclaims.resource.k8s.io")
 
+// quotaChecker charges claims against the inputs' ResourceQuotas. It
+// owns nothing across calls: the usage it counts lives for one check.
+type quotaChecker struct {
+	feats    scheduler.Features
+	report   *Report
+	findings *findingLog
+	// known are the DeviceClasses the cluster would have (extended
+	// resource names).
+	known map[string]scheduler.Object
+}
+
 // quotaLimit is one spec.hard entry of an unscoped ResourceQuota.
 type quotaLimit struct {
 	quota scheduler.Object
@@ -54,10 +65,10 @@ type quotaLimit struct {
 	hard  int64
 }
 
-// checkQuotas charges the units' claims, in order, against the inputs'
+// check charges the units' claims, in order, against the inputs'
 // ResourceQuotas of their namespace, and marks those the API server
 // refuses to create.
-func (r *runner) checkQuotas(quotas []scheduler.Object, units []*unit) {
+func (qc *quotaChecker) check(quotas []scheduler.Object, units []*unit) {
 	limits := map[string][]quotaLimit{} // by namespace
 	for _, o := range quotas {
 		q := o.Obj.(*v1.ResourceQuota)
@@ -92,12 +103,12 @@ func (r *runner) checkQuotas(quotas []scheduler.Object, units []*unit) {
 		}
 		for _, ce := range claims {
 			// A template no pod uses makes no claim.
-			from := r.report.Claims[ce.idx].From
+			from := qc.report.Claims[ce.idx].From
 			if seen[ce] || limits[ce.claim.Namespace] == nil || u.pod == "" && from != "ResourceClaim" {
 				continue
 			}
 			seen[ce] = true
-			usage := r.claimQuotaUsage(ce.claim, ce == u.extended)
+			usage := qc.claimQuotaUsage(ce.claim, ce == u.extended)
 			charges = append(charges, charge{ce, u, usage})
 			if total[ce.claim.Namespace] == nil {
 				total[ce.claim.Namespace] = map[v1.ResourceName]int64{}
@@ -127,13 +138,13 @@ func (r *runner) checkQuotas(quotas []scheduler.Object, units []*unit) {
 			}
 			continue
 		}
-		r.quotaExceeded(c.ce, c.unit, *over, c.usage[over.name], total[ns][over.name])
+		qc.quotaExceeded(c.ce, c.unit, *over, c.usage[over.name], total[ns][over.name])
 	}
 }
 
 // claimQuotaUsage is what creating the claim charges (resource_claims.go
 // Usage); forPod is the claim of a pod's extended resources.
-func (r *runner) claimQuotaUsage(claim *resourceapi.ResourceClaim, forPod bool) map[v1.ResourceName]int64 {
+func (qc *quotaChecker) claimQuotaUsage(claim *resourceapi.ResourceClaim, forPod bool) map[v1.ResourceName]int64 {
 	usage := map[v1.ResourceName]int64{claimCountQuota: 1}
 	perClass := map[string]int64{}
 	devices := func(mode resourceapi.DeviceAllocationMode, count int64) int64 {
@@ -161,11 +172,11 @@ func (r *runner) claimQuotaUsage(claim *resourceapi.ResourceClaim, forPod bool) 
 	}
 	for class, n := range perClass {
 		usage[v1.ResourceName(class+v1.ResourceClaimsPerClass)] += n
-		if !r.feats.ExtendedResource || forPod {
+		if !qc.feats.ExtendedResource || forPod {
 			continue
 		}
 		usage[v1.ResourceName(v1.ResourceImplicitExtendedClaimsPerClass+class)] += n
-		if o, ok := r.known[class]; ok {
+		if o, ok := qc.known[class]; ok {
 			if ext := o.Obj.(*resourceapi.DeviceClass).Spec.ExtendedResourceName; ext != nil && *ext != "" {
 				usage[v1.ResourceName(v1.DefaultResourceRequestsPrefix+*ext)] += n
 			}
@@ -176,7 +187,7 @@ func (r *runner) claimQuotaUsage(claim *resourceapi.ResourceClaim, forPod bool) 
 
 // quotaExceeded reports a claim the API server refuses to create, and
 // keeps it from being allocated.
-func (r *runner) quotaExceeded(ce *claimEval, u *unit, l quotaLimit, asks, total int64) {
+func (qc *quotaChecker) quotaExceeded(ce *claimEval, u *unit, l quotaLimit, asks, total int64) {
 	ce.invalid = true
 	q := l.quota.Obj.(*v1.ResourceQuota)
 	limit := fmt.Sprintf("ResourceQuota %s allows %d of %s in namespace %s (spec.hard[%s])", l.quota.Name, l.hard, l.name, q.Namespace, l.name)
@@ -187,12 +198,12 @@ func (r *runner) quotaExceeded(ce *claimEval, u *unit, l quotaLimit, asks, total
 	case ce == u.extended:
 		f.Object, f.Source = podObject(u.podObj), u.podObj.Source
 		f.Message = fmt.Sprintf("%s; %s, and the claim the scheduler makes for the pod's extended resources (%d) is past it: the API server refuses to create it, so the pod stays Pending", limit, together, asks)
-	case r.report.Claims[ce.idx].From == "ResourceClaim":
+	case qc.report.Claims[ce.idx].From == "ResourceClaim":
 		f.Field = ce.field + ".devices.requests"
 		f.Message = fmt.Sprintf("%s; %s, and this claim (%d) is past it: the API server refuses to create it (exceeded quota), and the pods that use it stay Pending", limit, together, asks)
 	default:
 		f.Field = ce.field + ".devices.requests"
 		f.Message = fmt.Sprintf("%s; %s, and a claim made from this template (%d) is past it: the API server refuses it to the resourceclaim controller (exceeded quota), so its pod stays Pending", limit, together, asks)
 	}
-	r.addFinding(f)
+	qc.findings.add(f)
 }

@@ -56,6 +56,26 @@ func printf(w io.Writer, format string, args ...any) {
 // claim with what it matches and gets, then the findings. What is not
 // printable in names, attributes and messages is escaped.
 func (rep *Report) WriteText(w io.Writer, verbose bool) error {
+	rep.writeInventory(w)
+	if verbose {
+		rep.writeSelectors(w)
+	}
+	rep.writeClasses(w)
+	rep.writeClaims(w)
+	rep.writePods(w)
+	rep.writeIgnored(w)
+	printf(w, "\n%s\n", rep.summary(verbose))
+	for _, f := range rep.Findings {
+		if f.Severity == SeverityNote && !verbose {
+			continue
+		}
+		writeFinding(w, f)
+	}
+	return nil
+}
+
+// writeInventory writes what the inventory holds and the feature set.
+func (rep *Report) writeInventory(w io.Writer) {
 	p := func(format string, args ...any) { printf(w, format, args...) }
 	inv := rep.Inventory
 	p("inventory: %s\n", inv.Source)
@@ -69,22 +89,37 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 		p(", claims allocated in sequence")
 	}
 	p("\n")
-	if verbose {
-		p("\nselectors (%d):\n", len(rep.Selectors))
-		for _, s := range rep.Selectors {
-			status := fmt.Sprintf("type %s, cost %d, matches %d of %d", s.Type, s.Cost, s.Matches, s.Devices)
-			if s.Error != "" {
-				status = "does not compile"
-			}
-			p("  %s %s %s: %s\n    %s\n", s.Source.File, s.Object, s.Field, status, oneLine(s.Expression))
+}
+
+// writeSelectors lists every selector with its type, cost and matches
+// (--verbose).
+func (rep *Report) writeSelectors(w io.Writer) {
+	p := func(format string, args ...any) { printf(w, format, args...) }
+	p("\nselectors (%d):\n", len(rep.Selectors))
+	for _, s := range rep.Selectors {
+		status := fmt.Sprintf("type %s, cost %d, matches %d of %d", s.Type, s.Cost, s.Matches, s.Devices)
+		if s.Error != "" {
+			status = "does not compile"
 		}
+		p("  %s %s %s: %s\n    %s\n", s.Source.File, s.Object, s.Field, status, oneLine(s.Expression))
 	}
+}
+
+// writeClasses lists the DeviceClasses with what they match.
+func (rep *Report) writeClasses(w io.Writer) {
+	p := func(format string, args ...any) { printf(w, format, args...) }
 	if len(rep.Classes) > 0 {
 		p("\ndevice classes:\n")
 		for _, c := range rep.Classes {
 			p("  %-28s %s\n", c.Name, matchText(c.Matches))
 		}
 	}
+}
+
+// writeClaims lists the claims with their requests and what each gets,
+// or why it cannot be allocated.
+func (rep *Report) writeClaims(w io.Writer) {
+	p := func(format string, args ...any) { printf(w, format, args...) }
 	if len(rep.Claims) > 0 {
 		p("\nclaims:\n")
 		for _, c := range rep.Claims {
@@ -116,6 +151,12 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 			}
 		}
 	}
+}
+
+// writePods lists the pods with the node and devices each container gets,
+// or why the pod stays Pending.
+func (rep *Report) writePods(w io.Writer) {
+	p := func(format string, args ...any) { printf(w, format, args...) }
 	if len(rep.Pods) > 0 {
 		p("\npods:\n")
 		for _, pod := range rep.Pods {
@@ -150,44 +191,47 @@ func (rep *Report) WriteText(w io.Writer, verbose bool) error {
 			}
 		}
 	}
+}
+
+// writeIgnored lists the objects check does not read.
+func (rep *Report) writeIgnored(w io.Writer) {
+	p := func(format string, args ...any) { printf(w, format, args...) }
 	if len(rep.Ignored) > 0 {
 		p("\nignored (nothing to check):\n")
 		for _, s := range rep.Ignored {
 			p("  %s\n", s)
 		}
 	}
-	p("\n%s\n", rep.summary(verbose))
-	for _, f := range rep.Findings {
-		if f.Severity == SeverityNote && !verbose {
-			continue
-		}
-		loc := f.Source.String()
-		if f.Source.File == "" {
-			loc = "inventory"
-		}
-		kind := f.Severity + ": " + string(f.Kind)
-		if f.Refusal != "" {
-			kind += " " + f.Refusal
-		}
-		p("\n%s: %s [%s]\n", loc, f.Object, kind)
-		if f.Field != "" {
-			p("  field: %s\n", f.Field)
-		}
-		if f.Expression != "" && f.Caret == "" && !strings.Contains(f.Message, "\n |") {
-			p("  expression: %s\n", oneLine(f.Expression))
-		}
-		p("  %s\n", lines(indent(textsafe.Text(f.Message), "  ")))
-		if f.Caret != "" {
-			p("  %s\n", lines(indent(textsafe.Text(f.Caret), "  ")))
-		}
-		if len(f.Devices) > 0 {
-			p("  devices: %s\n", strings.Join(f.Devices, ", "))
-		}
-		if f.Hint != "" {
-			p("  hint: %s\n", f.Hint)
-		}
+}
+
+// writeFinding writes one finding: where, what, and the hint.
+func writeFinding(w io.Writer, f Finding) {
+	p := func(format string, args ...any) { printf(w, format, args...) }
+	loc := f.Source.String()
+	if f.Source.File == "" {
+		loc = "inventory"
 	}
-	return nil
+	kind := f.Severity + ": " + string(f.Kind)
+	if f.Refusal != "" {
+		kind += " " + f.Refusal
+	}
+	p("\n%s: %s [%s]\n", loc, f.Object, kind)
+	if f.Field != "" {
+		p("  field: %s\n", f.Field)
+	}
+	if f.Expression != "" && f.Caret == "" && !strings.Contains(f.Message, "\n |") {
+		p("  expression: %s\n", oneLine(f.Expression))
+	}
+	p("  %s\n", lines(indent(textsafe.Text(f.Message), "  ")))
+	if f.Caret != "" {
+		p("  %s\n", lines(indent(textsafe.Text(f.Caret), "  ")))
+	}
+	if len(f.Devices) > 0 {
+		p("  devices: %s\n", strings.Join(f.Devices, ", "))
+	}
+	if f.Hint != "" {
+		p("  hint: %s\n", f.Hint)
+	}
 }
 
 func writeRequest(w io.Writer, rq RequestInfo, pad string) {

@@ -17,6 +17,7 @@ limitations under the License.
 package check
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,6 +41,26 @@ import (
 // one given. Within a group of claims that hold their devices together
 // (the replicas of a workload without --sequential) too.
 
+// publisher owns what the nodes publish as claims are prepared on them
+// (Options.Republish): per node, the claims prepared since its slices
+// were first replaced (republished), whether the scheduler's view lags
+// behind them (unpublished), and gpudra's device model of each pool read
+// back from what its node publishes (nodes), for the prepare-time checks.
+type publisher struct {
+	ctx      context.Context
+	opts     Options
+	sched    *scheduler.Scheduler
+	inv      *inventory
+	findings *findingLog
+	// republished is, per node, what it published since its slices were
+	// replaced; unpublished is set while a node's prepared claims are not
+	// in the scheduler's view yet.
+	republished map[string]*republishedNode
+	unpublished bool
+	// nodes are gpudra's pools read back into the device model.
+	nodes map[string]gpu.Node
+}
+
 // republishedNode is what one node published since its slices were first
 // replaced.
 type republishedNode struct {
@@ -48,7 +69,7 @@ type republishedNode struct {
 	// prepared are the allocations on the node, one per claim, in order.
 	prepared [][]resourceapi.DeviceRequestAllocationResult
 	// published counts the claims of prepared that the scheduler's view
-	// of the node includes: the node is republished (flushPublished) only
+	// of the node includes: the node is republished (flush) only
 	// when a later claim is about to look at it, so that a pod alone in
 	// its group, whose claims no later one sees, costs no republish.
 	published int
@@ -56,37 +77,34 @@ type republishedNode struct {
 
 // republish replaces the node's slices with what it publishes once the
 // claim allocated there (res) is prepared, beside those before it.
-func (r *runner) republish(node string, res *resourceapi.AllocationResult) {
-	if r.opts.Republish == nil || node == "" || (!r.opts.Sequential && r.group == "") {
-		return // the next claim sees an empty cluster: nothing to republish
+func (pb *publisher) republish(node string, res *resourceapi.AllocationResult) {
+	if pb.opts.Republish == nil || node == "" {
+		return
 	}
-	if r.inGang && !r.gangRefill {
-		return // a gang binds whole: no prepare runs before all of it is placed
+	if pb.republished == nil {
+		pb.republished = map[string]*republishedNode{}
 	}
-	if r.republished == nil {
-		r.republished = map[string]*republishedNode{}
-	}
-	rn, ok := r.republished[node]
+	rn, ok := pb.republished[node]
 	if !ok {
-		rn = &republishedNode{given: r.sched.NodeSlices(node)}
-		r.republished[node] = rn
+		rn = &republishedNode{given: pb.sched.NodeSlices(node)}
+		pb.republished[node] = rn
 	}
 	rn.prepared = append(rn.prepared, slices.Clone(res.Devices.Results))
-	r.unpublished = true
+	pb.unpublished = true
 }
 
-// flushPublished republishes every node whose prepared claims the
+// flush republishes every node whose prepared claims the
 // scheduler's view does not include yet. Whatever reads the nodes' slices
 // or their device model (allocation, prepare-time checks, the spares
 // statement) calls it first.
-func (r *runner) flushPublished() {
-	if !r.unpublished {
+func (pb *publisher) flush() {
+	if !pb.unpublished {
 		return
 	}
-	r.unpublished = false
-	for _, node := range slices.Sorted(maps.Keys(r.republished)) {
-		if rn := r.republished[node]; rn.published != len(rn.prepared) {
-			r.publishNode(node, rn)
+	pb.unpublished = false
+	for _, node := range slices.Sorted(maps.Keys(pb.republished)) {
+		if rn := pb.republished[node]; rn.published != len(rn.prepared) {
+			pb.publishNode(node, rn)
 		}
 	}
 }
@@ -94,58 +112,58 @@ func (r *runner) flushPublished() {
 // publishNode hands the scheduler what the node publishes once the claims
 // in rn.prepared are, and the prepare-time checks the node read back from
 // it.
-func (r *runner) publishNode(node string, rn *republishedNode) {
+func (pb *publisher) publishNode(node string, rn *republishedNode) {
 	rn.published = len(rn.prepared)
 	out := rn.given
 	if len(rn.prepared) > 0 {
 		var err error
-		out, err = r.opts.Republish(r.ctx, node, rn.prepared)
+		out, err = pb.opts.Republish(pb.ctx, node, rn.prepared)
 		if err != nil {
-			r.addFinding(Finding{Kind: FindingUnsatisfiable, Severity: SeverityNote, Object: "node " + node,
+			pb.findings.add(Finding{Kind: FindingUnsatisfiable, Severity: SeverityNote, Object: "node " + node,
 				Message: fmt.Sprintf("what node %s publishes once its claims are prepared is not known (%v): later claims see its slices as they were", node, err)})
 			return
 		}
 	}
-	r.sched.ReplaceNodeSlices(node, out)
+	pb.sched.ReplaceNodeSlices(node, out)
 	byPool := map[string][]resourceapi.Device{}
 	for _, s := range out {
-		if s.Spec.Driver == r.opts.DriverName {
+		if s.Spec.Driver == pb.opts.DriverName {
 			byPool[s.Spec.Pool.Name] = append(byPool[s.Spec.Pool.Name], s.Spec.Devices...)
 		}
 	}
 	for pool, devs := range byPool {
 		if len(rn.prepared) == 0 {
-			delete(r.nodes, pool) // read back from the inventory again
+			delete(pb.nodes, pool) // read back from the inventory again
 		} else {
-			r.nodes[pool] = slicebuilder.NodeOf(pool, devs)
+			pb.nodes[pool] = slicebuilder.NodeOf(pool, devs)
 		}
 	}
 }
 
-// savePublished is what the nodes published, for restorePublished.
-func (r *runner) savePublished() map[string][][]resourceapi.DeviceRequestAllocationResult {
+// save is what the nodes published, for restore.
+func (pb *publisher) save() map[string][][]resourceapi.DeviceRequestAllocationResult {
 	out := map[string][][]resourceapi.DeviceRequestAllocationResult{}
-	for node, rn := range r.republished {
+	for node, rn := range pb.republished {
 		out[node] = slices.Clone(rn.prepared)
 	}
 	return out
 }
 
-// restorePublished makes every node publish what it published when
-// savePublished returned saved (nil: the slices as given), by the time
+// restore makes every node publish what it published when
+// save returned saved (nil: the slices as given), by the time
 // anything looks at it.
-func (r *runner) restorePublished(saved map[string][][]resourceapi.DeviceRequestAllocationResult) {
-	for _, node := range slices.Sorted(maps.Keys(r.republished)) {
+func (pb *publisher) restore(saved map[string][][]resourceapi.DeviceRequestAllocationResult) {
+	for _, node := range slices.Sorted(maps.Keys(pb.republished)) {
 		// Claims are only appended between a save and its restore, so
 		// the scheduler's view holds a prefix of saved unless it holds
 		// more than saved: then the node publishes again when next looked
-		// at (flushPublished).
-		rn := r.republished[node]
+		// at (flush).
+		rn := pb.republished[node]
 		rn.prepared = saved[node]
 		if rn.published > len(rn.prepared) {
 			rn.published = -1
 		}
-		r.unpublished = r.unpublished || rn.published != len(rn.prepared)
+		pb.unpublished = pb.unpublished || rn.published != len(rn.prepared)
 	}
 }
 
@@ -219,7 +237,7 @@ func (r *runner) waitsForSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim,
 	if r.opts.Spare == nil || r.inGang {
 		return false
 	}
-	r.flushPublished()
+	r.pub.flush()
 	node, given, place := r.spareNodeFor(pod, claims, nil)
 	if place == nil {
 		return false
@@ -229,7 +247,7 @@ func (r *runner) waitsForSpare(pod *v1.Pod, claims []*resourceapi.ResourceClaim,
 	msg := fmt.Sprintf("no node publishes what it needs now, and node %s would once gpudra-controller gives it a MIG spare (the plugin's --mig-spare-gpus=fleet, chart migSpareGPUs: fleet): the pod is Pending until the controller does, a recompute and a republish later (docs/mig.md, Spares across the fleet)", node)
 	for _, ce := range todo {
 		r.unsatisfiable(ce, msg)
-		r.addFinding(Finding{Kind: FindingWaitsForSpare, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
+		r.findings.add(Finding{Kind: FindingWaitsForSpare, Severity: SeverityWarning, Source: ce.source, Object: ce.object, Field: ce.field + ".devices",
 			Message: fmt.Sprintf("claim %s: %s", ce.info.Name, msg),
 			Hint:    "to have a spare there beforehand, set the plugin's --mig-spare-gpus (chart migSpareGPUs) to a number on that node pool, or raise gpudra-controller's --mig-spare-nodes"})
 	}
@@ -258,7 +276,7 @@ func (r *runner) spareNodeFor(pod *v1.Pod, claims []*resourceapi.ResourceClaim, 
 			continue
 		}
 		var prepared [][]resourceapi.DeviceRequestAllocationResult
-		if rn := r.republished[n.Name]; rn != nil {
+		if rn := r.pub.republished[n.Name]; rn != nil {
 			prepared = rn.prepared
 		}
 		spared, err := r.opts.Spare(r.ctx, n.Name, prepared)
@@ -290,13 +308,13 @@ func (r *runner) gangFitsWithRefill(g *gangInfo, members []*unit, before *attemp
 		return false
 	}
 	after, findings := r.saveAttempt(members), slices.Clone(r.report.Findings)
-	state, held, published := r.state.Clone(), slices.Clone(r.held), r.savePublished()
+	state, held, published := r.state.Clone(), slices.Clone(r.prep.held), r.pub.save()
 	r.restoreAttempt(before)
 	r.gangRefill = true
 	placed := r.tryGang(g, members)
 	r.gangRefill = false
-	r.state, r.held = state, held
-	r.restorePublished(published)
+	r.state, r.prep.held = state, held
+	r.pub.restore(published)
 	r.restoreAttempt(after)
 	r.report.Findings = findings
 	return placed == len(members) && placed >= g.minCount
@@ -340,7 +358,7 @@ func (r *runner) sparesAssumed() string {
 	if !r.feats.Allocator.PartitionableDevices {
 		return fmt.Sprintf("none: Kubernetes %s does not serve partitionable devices, so gpudra's plugin publishes whole GPUs only, no MIG placements", r.feats.Version)
 	}
-	r.flushPublished()
+	r.pub.flush()
 	capable, publishing := map[string]bool{}, map[string]bool{}
 	for _, s := range r.sched.Slices() {
 		if s.Spec.Driver != r.opts.DriverName || s.Spec.NodeName == nil {
@@ -383,17 +401,6 @@ func (r *runner) sparesAssumed() string {
 		parts = append(parts, "what a node publishes after a prepare is not modelled: later claims see its slices as given")
 	}
 	return strings.Join(parts, "; ")
-}
-
-// noSpareNow says why a MIG class matches nothing when nodes could
-// partition but none publishes placements at this moment ("" when that
-// is not the case): in fleet mode most nodes publish whole GPUs only
-// until gpudra-controller gives them a spare.
-func (r *runner) noSpareNow(class string) string {
-	if !r.feats.Allocator.PartitionableDevices || r.migCapable == 0 || r.migPublishing > 0 || !r.classSelects(class, "'mig'") {
-		return ""
-	}
-	return fmt.Sprintf(": none of the %d node(s) with a GPU that can take a MIG spare publishes MIG placements now; gpudra's plugin publishes them for its spare GPUs only (the plugin's --mig-spare-gpus, chart migSpareGPUs), and with fleet a node gets a spare when gpudra-controller gives it one for a pod that waits, so the pod is Pending until then (docs/mig.md, Spares across the fleet)", r.migCapable)
 }
 
 // isAmpere says whether a device is of an Ampere GPU.
