@@ -443,6 +443,8 @@ func recovered(lib nvml.Interface, uuid string, wasLost bool) (bool, string) {
 // recoveryActionName spells an nvmlDeviceGpuRecoveryAction_t.
 func recoveryActionName(a nvml.DeviceGpuRecoveryAction) string {
 	switch a {
+	case nvml.GPU_RECOVERY_ACTION_NONE:
+		return "none"
 	case nvml.GPU_RECOVERY_ACTION_GPU_RESET:
 		return "GPU reset"
 	case nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:
