@@ -61,11 +61,17 @@ const DefaultRecheckInterval = 30 * time.Second
 // WatchHealth follows the NVML events of node's GPUs and sends a
 // HealthEvent each time one's health (or the reason for it) changes:
 // a critical XID or a double-bit ECC error makes a GPU Unhealthy; the
-// XIDs in opts.IgnoredXIDs are ignored. Every RecheckInterval each
-// unhealthy GPU is asked whether it recovered (see recovered), and a
-// Healthy event is sent when it has. A GPU whose events NVML cannot
-// deliver is logged and not watched. It returns nil when ctx is
-// cancelled, and an error only when watching cannot start.
+// XIDs in opts.IgnoredXIDs are ignored. Where the driver reports its
+// recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R565 on), the
+// action decides an XID (see xidHealth), and where the GPU also delivers
+// recovery-action events (nvmlEventTypeGpuRecoveryAction), each one is
+// answered at once: a GPU is made Unhealthy when the driver asks for an
+// action, and Healthy again as soon as it asks for none. Every
+// RecheckInterval each unhealthy GPU is asked whether it recovered (see
+// recovered), for the drivers without those events, and a Healthy event
+// is sent when it has. A GPU whose events NVML cannot deliver is logged
+// and not watched. It returns nil when ctx is cancelled, and an error
+// only when watching cannot start.
 func WatchHealth(ctx context.Context, lib nvml.Interface, node gpu.Node, opts HealthOptions, events chan<- gpu.HealthEvent) error {
 	logger := klog.FromContext(ctx)
 	if opts.IgnoredXIDs == nil {
@@ -81,7 +87,7 @@ func WatchHealth(ctx context.Context, lib nvml.Interface, node gpu.Node, opts He
 	defer func() { _ = set.Free() }()
 
 	w := &watcher{lib: lib, events: events, byHandle: map[nvml.Device]string{}, last: map[string]gpu.HealthEvent{},
-		lost: map[string]bool{}, ignored: map[uint64]bool{}}
+		lost: map[string]bool{}, ignored: map[uint64]bool{}, actionEvents: map[string]bool{}}
 	for _, x := range opts.IgnoredXIDs {
 		w.ignored[x] = true
 	}
@@ -156,6 +162,9 @@ type watcher struct {
 	lost map[string]bool
 	// byHandle maps the registered devices to their UUIDs.
 	byHandle map[nvml.Device]string
+	// actionEvents marks the GPUs registered for recovery-action events:
+	// the driver tells when their action changes.
+	actionEvents map[string]bool
 	// last is the last event sent per GPU, to send changes only.
 	last map[string]gpu.HealthEvent
 }
@@ -176,7 +185,14 @@ func (w *watcher) register(ctx context.Context, lib nvml.Interface, set nvml.Eve
 		logger.Info("Cannot ask which health events a GPU supports; not watching it", "gpu", g.Index, "uuid", g.UUID, "err", ret)
 		return nil
 	}
-	types := supported & (nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError)
+	// nvmlEventTypeGpuRecoveryAction is offered from R565 on (NVML API
+	// Reference, Change Log, "Changes between v560 and v565":
+	// https://docs.nvidia.com/deploy/nvml-api/latest/change-log.html),
+	// where the GPU supports it. The event carries no data (nvml.h,
+	// nvmlEventData_t: eventData is the XID for an XID event and "0 for
+	// any other event"): it says the action changed; the field says to
+	// what.
+	types := supported & (nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeGpuRecoveryAction)
 	if types&nvml.EventTypeXidCriticalError == 0 {
 		logger.Info("GPU does not report XID events; not watching it", "gpu", g.Index, "uuid", g.UUID)
 		return nil
@@ -184,6 +200,8 @@ func (w *watcher) register(ctx context.Context, lib nvml.Interface, set nvml.Eve
 	switch ret := d.RegisterEvents(types, set); ret {
 	case nvml.SUCCESS:
 		w.byHandle[d] = g.UUID
+		w.actionEvents[g.UUID] = types&nvml.EventTypeGpuRecoveryAction != 0
+		logger.V(2).Info("Watching GPU health", "gpu", g.Index, "uuid", g.UUID, "recoveryActionEvents", w.actionEvents[g.UUID])
 	case nvml.ERROR_NOT_SUPPORTED:
 		logger.Info("GPU cannot deliver health events; not watching it", "gpu", g.Index, "uuid", g.UUID)
 	default:
@@ -210,12 +228,22 @@ func (w *watcher) handle(ctx context.Context, ev nvml.EventData) {
 			logger.V(2).Info("Informational XID ignored", "uuid", uuid, "xid", ev.EventData)
 			return
 		}
-		reason = xidReason(ev.EventData)
 		if ev.EventData == xidFallenOffTheBus {
+			// The GPU no longer answers: there is no action to read.
 			w.lost[uuid] = true
+			reason = xidReason(ev.EventData)
+			break
+		}
+		var unhealthy bool
+		if reason, unhealthy = w.xidHealth(ev.Device, uuid, ev.EventData); !unhealthy {
+			logger.Info("XID after which the driver asks for no recovery action; the GPU stays healthy", "uuid", uuid, "xid", ev.EventData)
+			return
 		}
 	case nvml.EventTypeDoubleBitEccError:
 		reason = "double-bit ECC error"
+	case nvml.EventTypeGpuRecoveryAction:
+		w.actionChanged(ctx, ev.Device, uuid)
+		return
 	default:
 		return
 	}
@@ -223,6 +251,89 @@ func (w *watcher) handle(ctx context.Context, ev nvml.EventData) {
 		reason += fmt.Sprintf(" (MIG GPU instance %d, compute instance %d)", ev.GpuInstanceId, ev.ComputeInstanceId)
 	}
 	w.send(ctx, gpu.HealthEvent{UUID: uuid, Health: gpu.Unhealthy, Reason: reason})
+}
+
+// xidHealth decides a critical XID that is not in the ignore list: the
+// reason to give, and whether the GPU is unhealthy.
+//
+// Where the driver reports its recovery action, its word decides: an
+// action other than NONE makes the GPU unhealthy, the action in the
+// reason. An action of NONE is the driver saying that the GPU needs
+// nothing (XID 94, a contained ECC error, needs only the application
+// restarted: NVIDIA, "XID Errors", https://docs.nvidia.com/deploy/xid-errors/).
+// NVIDIA's own plugins taint on the XID alone (k8s-device-plugin
+// internal/rm/health.go and k8s-dra-driver-gpu
+// cmd/gpu-kubelet-plugin/device_health.go mark every XID outside the
+// same six-XID skip list unhealthy, and never clear it but by a
+// restart); here such a taint would be cleared by the next recheck
+// anyway, the action being NONE, so it would only take the GPU out of
+// service for up to a recheck interval and churn the slices. An
+// operator wants the GPU kept: on a GPU that delivers recovery-action
+// events, an XID whose action is NONE leaves it healthy, since the
+// driver will report an action it asks for later as an event of its
+// own. On a GPU without those events nothing would tell us of a later
+// action, so the XID still taints, and the recheck clears it.
+//
+// A driver too old to report the action (before R565) keeps the XID
+// list's verdict: unhealthy.
+func (w *watcher) xidHealth(d nvml.Device, uuid string, xid uint64) (string, bool) {
+	reason := xidReason(xid)
+	action, ret := readRecoveryAction(d)
+	switch {
+	case ret != nvml.SUCCESS:
+		return reason, true
+	case action != nvml.GPU_RECOVERY_ACTION_NONE:
+		return reason + "; the driver asks for recovery action " + recoveryActionName(action), true
+	case w.actionEvents[uuid]:
+		return reason, false
+	default:
+		return reason, true
+	}
+}
+
+// actionChanged answers a recovery-action event: the driver's action for
+// the GPU changed. An action other than NONE makes a healthy GPU
+// unhealthy (an unhealthy one keeps its reason, usually the XID that
+// raised the action); NONE is the driver's all-clear, and an unhealthy
+// GPU that answers is healthy again at once, without waiting for the
+// recheck.
+func (w *watcher) actionChanged(ctx context.Context, d nvml.Device, uuid string) {
+	logger := klog.FromContext(ctx)
+	action, ret := readRecoveryAction(d)
+	if ret != nvml.SUCCESS {
+		logger.V(2).Info("Recovery action unreadable after its event; the recheck will ask again", "uuid", uuid, "err", ret)
+		return
+	}
+	logger.V(2).Info("The driver's recovery action changed", "uuid", uuid, "action", recoveryActionName(action))
+	last, known := w.last[uuid]
+	unhealthy := known && last.Health == gpu.Unhealthy
+	switch {
+	case action != nvml.GPU_RECOVERY_ACTION_NONE && !unhealthy:
+		w.send(ctx, gpu.HealthEvent{UUID: uuid, Health: gpu.Unhealthy, Reason: "the driver asks for recovery action " + recoveryActionName(action)})
+	case action == nvml.GPU_RECOVERY_ACTION_NONE && unhealthy:
+		if ok, why := recovered(w.lib, uuid, w.lost[uuid]); ok {
+			delete(w.lost, uuid)
+			w.send(ctx, gpu.HealthEvent{UUID: uuid, Health: gpu.Healthy, Reason: "the driver's all-clear: " + why})
+		}
+	}
+}
+
+// readRecoveryAction reads the action the driver asks for
+// (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION): SUCCESS only where the driver
+// reports it.
+func readRecoveryAction(d nvml.Device) (nvml.DeviceGpuRecoveryAction, nvml.Return) {
+	if d == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	values := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+	ret := d.GetFieldValues(values)
+	if ret == nvml.SUCCESS {
+		ret = nvml.Return(values[0].NvmlReturn)
+	}
+	if ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	return nvml.DeviceGpuRecoveryAction(binary.NativeEndian.Uint32(values[0].Value[:4])), nvml.SUCCESS
 }
 
 // send delivers ev unless it repeats the GPU's last event.
@@ -293,16 +404,8 @@ func pendingRecovery(lib nvml.Interface, uuid string) (reason string, lost bool)
 	if ret != nvml.SUCCESS {
 		return "the GPU does not answer: " + ret.Error(), true
 	}
-	values := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
-	ret = d.GetFieldValues(values)
-	if ret == nvml.SUCCESS {
-		ret = nvml.Return(values[0].NvmlReturn)
-	}
-	if ret != nvml.SUCCESS {
-		return "", false
-	}
-	action := nvml.DeviceGpuRecoveryAction(binary.NativeEndian.Uint32(values[0].Value[:4]))
-	if action == nvml.GPU_RECOVERY_ACTION_NONE {
+	action, ret := readRecoveryAction(d)
+	if ret != nvml.SUCCESS || action == nvml.GPU_RECOVERY_ACTION_NONE {
 		return "", false
 	}
 	return "the driver asks for recovery action " + recoveryActionName(action) + " (after an error from before health monitoring started)", false
@@ -323,14 +426,9 @@ func recovered(lib nvml.Interface, uuid string, wasLost bool) (bool, string) {
 	if _, ret := d.GetUUID(); ret != nvml.SUCCESS {
 		return false, "the GPU does not answer: " + ret.Error()
 	}
-	values := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
-	ret = d.GetFieldValues(values)
-	if ret == nvml.SUCCESS {
-		ret = nvml.Return(values[0].NvmlReturn)
-	}
+	action, ret := readRecoveryAction(d)
 	switch {
 	case ret == nvml.SUCCESS:
-		action := nvml.DeviceGpuRecoveryAction(binary.NativeEndian.Uint32(values[0].Value[:4]))
 		if action == nvml.GPU_RECOVERY_ACTION_NONE {
 			return true, "the GPU answers and the driver asks for no recovery action"
 		}
@@ -345,6 +443,8 @@ func recovered(lib nvml.Interface, uuid string, wasLost bool) (bool, string) {
 // recoveryActionName spells an nvmlDeviceGpuRecoveryAction_t.
 func recoveryActionName(a nvml.DeviceGpuRecoveryAction) string {
 	switch a {
+	case nvml.GPU_RECOVERY_ACTION_NONE:
+		return "none"
 	case nvml.GPU_RECOVERY_ACTION_GPU_RESET:
 		return "GPU reset"
 	case nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:
@@ -353,6 +453,8 @@ func recoveryActionName(a nvml.DeviceGpuRecoveryAction) string {
 		return "drain peer-to-peer traffic"
 	case nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
 		return "drain peer-to-peer traffic and reset the GPU"
+	case nvml.GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN:
+		return "recover the IMEX domain"
 	case nvml.GPU_RECOVERY_ACTION_BUS_RESET:
 		return "PCIe bus reset"
 	case nvml.GPU_RECOVERY_ACTION_SYSTEM_REBOOT:

@@ -75,7 +75,7 @@ func TestWatchHealth(t *testing.T) {
 		case ev := <-events:
 			// An XID logged before the watch registered leaves its
 			// recovery action, which the watch starts from.
-			if ev.UUID == g2 && strings.Contains(ev.Reason, "recovery action GPU reset") {
+			if ev.UUID == g2 && strings.Contains(ev.Reason, "before health monitoring started") {
 				return false, nil
 			}
 			if ev.UUID != g2 || !strings.Contains(ev.Reason, "XID 94") {
@@ -322,4 +322,99 @@ func nodeWithStateDir(t *testing.T, profile string) (*nvmlfake.Server, gpu.Node,
 		t.Fatal(err)
 	}
 	return s, node, dir
+}
+
+// On a driver that delivers recovery-action events (R565 on; the fake's
+// gb200-tray has R580), the driver's word decides: the reset's all-clear
+// clears the GPU at once (the recheck is an hour away), an XID names the
+// action it raised, and an XID after which the driver asks for nothing
+// leaves the GPU healthy even when it is not in the ignore list.
+func TestHealthByRecoveryActionEvents(t *testing.T) {
+	s, node, dir := nodeWithStateDir(t, "gb200-tray")
+	g0, g1, g2, g3 := node.GPUs[0].UUID, node.GPUs[1].UUID, node.GPUs[2].UUID, node.GPUs[3].UUID
+	if err := nvmlfake.InjectXID(dir, g0, 48); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan gpu.HealthEvent, 16)
+	opts := HealthOptions{IgnoredXIDs: []uint64{}, RecheckInterval: time.Hour}
+	go func() { _ = WatchHealth(ctx, s, node, opts, events) }()
+	next := func(want gpu.HealthEvent, reason ...string) {
+		t.Helper()
+		select {
+		case ev := <-events:
+			if ev.UUID != want.UUID || ev.Health != want.Health {
+				t.Fatalf("event %+v, want %s %s", ev, want.UUID, want.Health)
+			}
+			for _, r := range reason {
+				if !strings.Contains(ev.Reason, r) {
+					t.Errorf("reason %q does not say %q", ev.Reason, r)
+				}
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no event; want %s %s", want.UUID, want.Health)
+		}
+	}
+	// Sent once the watch registered: the events below reach it.
+	next(gpu.HealthEvent{UUID: g0, Health: gpu.Unhealthy}, "recovery action GPU reset")
+
+	if err := nvmlfake.ResetGPU(dir, g0); err != nil {
+		t.Fatal(err)
+	}
+	next(gpu.HealthEvent{UUID: g0, Health: gpu.Healthy}, "all-clear")
+
+	if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
+		t.Fatal(err)
+	}
+	next(gpu.HealthEvent{UUID: g1, Health: gpu.Unhealthy}, "XID 48", "recovery action GPU reset")
+
+	// XID 13 is not ignored here, but the driver asks for nothing: the
+	// next event is that of the XID 48 logged after it, on another GPU
+	// (events are handled in order).
+	if err := nvmlfake.InjectXID(dir, g2, 13); err != nil {
+		t.Fatal(err)
+	}
+	if err := nvmlfake.InjectXID(dir, g3, 48); err != nil {
+		t.Fatal(err)
+	}
+	next(gpu.HealthEvent{UUID: g3, Health: gpu.Unhealthy}, "XID 48")
+}
+
+// A driver before R565 (the fake's dgx-h100 has R550) has no
+// recovery-action events: a reset is noticed by the recheck only, and an
+// XID outside the ignore list taints whatever the action.
+func TestHealthWithoutRecoveryActionEvents(t *testing.T) {
+	s, node, dir := nodeWithStateDir(t, "dgx-h100")
+	g0, g1 := node.GPUs[0].UUID, node.GPUs[1].UUID
+	if err := nvmlfake.InjectXID(dir, g0, 48); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan gpu.HealthEvent, 16)
+	opts := HealthOptions{IgnoredXIDs: []uint64{}, RecheckInterval: time.Hour}
+	go func() { _ = WatchHealth(ctx, s, node, opts, events) }()
+	next := func() gpu.HealthEvent {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		return gpu.HealthEvent{}
+	}
+	if ev := next(); ev.UUID != g0 || ev.Health != gpu.Unhealthy {
+		t.Fatalf("event %+v, want %s unhealthy", ev, g0)
+	}
+	if err := nvmlfake.ResetGPU(dir, g0); err != nil {
+		t.Fatal(err)
+	}
+	if err := nvmlfake.InjectXID(dir, g1, 13); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.UUID != g1 || ev.Health != gpu.Unhealthy || ev.Reason != "XID 13" {
+		t.Fatalf("event %+v, want %s unhealthy by XID 13 (and no all-clear for %s before the recheck)", ev, g1, g0)
+	}
 }

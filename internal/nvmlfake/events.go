@@ -34,12 +34,22 @@ import (
 // an error that a running Server's EventSet.Wait then delivers, the way
 // the kernel driver reports a real XID to every NVML client.
 
-// xidRecord is one injected XID.
+// xidRecord is one event in the log: an injected XID, or a change of a
+// GPU's recovery action.
 type xidRecord struct {
-	// UUID is a GPU-… or MIG-… UUID.
+	// UUID is a GPU-… or MIG-… UUID (a GPU-… one for a recovery action).
 	UUID string `json:"uuid"`
-	XID  uint64 `json:"xid"`
+	XID  uint64 `json:"xid,omitempty"`
+	// Event is "" for an XID and recoveryActionEvent when the driver's
+	// recovery action for the GPU changed (recovery.go). An event set
+	// delivers the latter only to a GPU registered for
+	// nvml.EventTypeGpuRecoveryAction, which only drivers from R565 on
+	// offer (eventset.go).
+	Event string `json:"event,omitempty"`
 }
+
+// recoveryActionEvent marks a record of a changed recovery action.
+const recoveryActionEvent = "recoveryAction"
 
 // The driver changes the GPU's state before it reports the XID, and the
 // fake does the same: the recovery action (and, for XID 79, the loss) is
@@ -62,13 +72,23 @@ func InjectXID(stateDir, uuid string, xid uint64) error {
 	if err := checkXIDUUID(uuid); err != nil {
 		return err
 	}
+	changed := ""
 	if err := mutateStateDir(stateDir, func(st *state) error {
-		recordRecovery(st, uuid, xid)
+		changed = recordRecovery(st, uuid, xid)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("inject XID: %w", err)
 	}
-	return appendXID(filepath.Join(stateDir, eventsFileName), uuid, xid)
+	path := filepath.Join(stateDir, eventsFileName)
+	if err := appendRecord(path, xidRecord{UUID: uuid, XID: xid}); err != nil {
+		return fmt.Errorf("inject XID: %w", err)
+	}
+	if changed != "" {
+		if err := appendRecord(path, xidRecord{UUID: changed, Event: recoveryActionEvent}); err != nil {
+			return fmt.Errorf("inject XID: %w", err)
+		}
+	}
+	return nil
 }
 
 // checkXIDUUID refuses what is neither a GPU nor a MIG device UUID.
@@ -79,25 +99,23 @@ func checkXIDUUID(uuid string) error {
 	return nil
 }
 
-func appendXID(path, uuid string, xid uint64) error {
-	line, err := json.Marshal(xidRecord{UUID: uuid, XID: xid})
+// appendRecord appends one record to the event log file at path.
+func appendRecord(path string, rec xidRecord) error {
+	line, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("inject XID: %w", err)
+		return err
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("inject XID: %w", err)
+		return err
 	}
 	// One write of a short line to an O_APPEND file is atomic, so
 	// concurrent injectors never interleave.
 	if _, err := f.Write(append(line, '\n')); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("inject XID: %w", err)
+		return err
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("inject XID: %w", err)
-	}
-	return nil
+	return f.Close()
 }
 
 // InjectXID records an XID error on one of this Server's GPUs (or MIG
@@ -110,17 +128,27 @@ func (s *Server) InjectXID(uuid string, xid uint64) error {
 		return err
 	}
 	// State first, event after: see InjectXID.
+	changed := ""
 	if err := s.store.mutate(func(st *state) error {
-		recordRecovery(st, uuid, xid)
+		changed = recordRecovery(st, uuid, xid)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("inject XID: %w", err)
 	}
-	line, _ := json.Marshal(xidRecord{UUID: uuid, XID: xid})
-	s.events.mu.Lock()
-	s.events.mem = append(append(s.events.mem, line...), '\n')
-	s.events.mu.Unlock()
+	s.events.appendMem(xidRecord{UUID: uuid, XID: xid})
+	if changed != "" {
+		s.events.appendMem(xidRecord{UUID: changed, Event: recoveryActionEvent})
+	}
 	return nil
+}
+
+// appendMem appends a record to the in-memory log of a Server without a
+// state directory.
+func (l *eventLog) appendMem(rec xidRecord) {
+	line, _ := json.Marshal(rec) // a struct of strings and a number
+	l.mu.Lock()
+	l.mem = append(append(l.mem, line...), '\n')
+	l.mu.Unlock()
 }
 
 // eventLog reads the XID log: the file in the state directory, or an

@@ -127,3 +127,99 @@ func TestRegisterEvents(t *testing.T) {
 		t.Errorf("Wait on a freed set = %v", ret)
 	}
 }
+
+// nvmlEventTypeGpuRecoveryAction came with R565 (NVML change log,
+// "Changes between v560 and v565"): an R550 GPU neither offers nor
+// accepts it, an R580 one does, and delivers it, without data, when an
+// XID raises the recovery action and when a reset clears it, after the
+// state change, so that reading the field on the event finds the new
+// action.
+func TestRecoveryActionEvents(t *testing.T) {
+	old := start(t, "dgx-h100", "n", t.TempDir()) // driver 550.54.15
+	d := device(t, old, 0)
+	if types, _ := d.GetSupportedEventTypes(); types&nvml.EventTypeGpuRecoveryAction != 0 {
+		t.Errorf("R550 supports recovery-action events (%#x)", types)
+	}
+	set, _ := old.EventSetCreate()
+	if ret := d.RegisterEvents(nvml.EventTypeXidCriticalError|nvml.EventTypeGpuRecoveryAction, set); ret != nvml.ERROR_NOT_SUPPORTED {
+		t.Errorf("R550 registers recovery-action events: %v", ret)
+	}
+	set.Free()
+
+	dir := t.TempDir()
+	s := start(t, "gb200-tray", "n", dir) // driver 580.173.02
+	d = device(t, s, 1)
+	uuid, _ := d.GetUUID()
+	types, _ := d.GetSupportedEventTypes()
+	if types&nvml.EventTypeGpuRecoveryAction == 0 {
+		t.Fatalf("R580 does not support recovery-action events (%#x)", types)
+	}
+	set, _ = s.EventSetCreate()
+	t.Cleanup(func() { set.Free() })
+	if ret := d.RegisterEvents(nvml.EventTypeXidCriticalError|nvml.EventTypeGpuRecoveryAction, set); ret != nvml.SUCCESS {
+		t.Fatalf("RegisterEvents: %v", ret)
+	}
+	action := func() nvml.DeviceGpuRecoveryAction {
+		v := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+		if ret := d.GetFieldValues(v); ret != nvml.SUCCESS {
+			t.Fatal(ret)
+		}
+		return nvml.DeviceGpuRecoveryAction(v[0].Value[0])
+	}
+	next := func() nvml.EventData {
+		t.Helper()
+		ev, ret := set.Wait(5000)
+		if ret != nvml.SUCCESS {
+			t.Fatalf("Wait = %v", ret)
+		}
+		return ev
+	}
+	recoveryEvent := nvml.EventData{Device: d, EventType: nvml.EventTypeGpuRecoveryAction, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}
+
+	// An application's XID asks for nothing: no recovery-action event.
+	if err := InjectXID(dir, uuid, 13); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.EventType != nvml.EventTypeXidCriticalError || ev.EventData != 13 {
+		t.Errorf("event %+v, want XID 13", ev)
+	}
+	if err := InjectXID(dir, uuid, 48); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.EventType != nvml.EventTypeXidCriticalError || ev.EventData != 48 {
+		t.Errorf("event %+v, want XID 48", ev)
+	}
+	if ev := next(); ev != recoveryEvent {
+		t.Errorf("event %+v, want %+v", ev, recoveryEvent)
+	}
+	if a := action(); a != nvml.GPU_RECOVERY_ACTION_GPU_RESET {
+		t.Errorf("action after XID 48 = %d, want GPU_RESET", a)
+	}
+	// A second XID that asks for no more changes nothing.
+	if err := InjectXID(dir, uuid, 48); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.EventType != nvml.EventTypeXidCriticalError {
+		t.Errorf("event %+v, want XID 48", ev)
+	}
+	if ev, ret := set.Wait(100); ret != nvml.ERROR_TIMEOUT {
+		t.Errorf("an unchanged action was reported: %+v, %v", ev, ret)
+	}
+	// The reset is the driver's all-clear.
+	if err := ResetGPU(dir, uuid); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev != recoveryEvent {
+		t.Errorf("event %+v after the reset, want %+v", ev, recoveryEvent)
+	}
+	if a := action(); a != nvml.GPU_RECOVERY_ACTION_NONE {
+		t.Errorf("action after the reset = %d, want NONE", a)
+	}
+	// A reset with nothing pending changes nothing.
+	if err := ResetGPU(dir, uuid); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ret := set.Wait(100); ret != nvml.ERROR_TIMEOUT {
+		t.Errorf("a reset of a fit GPU was reported: %+v, %v", ev, ret)
+	}
+}

@@ -17,15 +17,38 @@ limitations under the License.
 package nvmlfake
 
 import (
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
-// supportedEvents are the event types the fake's GPUs accept; only XIDs
-// are ever delivered.
-const supportedEvents uint64 = nvml.EventTypeXidCriticalError | nvml.EventTypeSingleBitEccError | nvml.EventTypeDoubleBitEccError
+// baseEvents are the event types every modelled driver's GPUs accept; of
+// them only XIDs are ever delivered.
+const baseEvents uint64 = nvml.EventTypeXidCriticalError | nvml.EventTypeSingleBitEccError | nvml.EventTypeDoubleBitEccError
+
+// recoveryEventsSince is the first driver branch with
+// nvmlEventTypeGpuRecoveryAction: NVML API Reference, "Change Log",
+// "Changes between v560 and v565" ("Added new event type
+// nvmlEventTypeGpuRecoveryAction", with the field
+// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+// https://docs.nvidia.com/deploy/nvml-api/latest/change-log.html). The event
+// carries no data of its own (nvml.h, nvmlEventData_t: eventData "is 0
+// for any other event" than an XID); the client reads the field to learn
+// the new action.
+const recoveryEventsSince = 565
+
+// supportedEvents are the event types this Server's GPUs accept: what
+// nvmlDeviceGetSupportedEventTypes reports on the modelled driver.
+func (s *Server) supportedEvents() uint64 {
+	major, _, _ := strings.Cut(s.profile.driverVersion, ".")
+	if n, err := strconv.Atoi(major); err == nil && n >= recoveryEventsSince {
+		return baseEvents | nvml.EventTypeGpuRecoveryAction
+	}
+	return baseEvents
+}
 
 // pollInterval is how often Wait looks at the event log.
 const pollInterval = 20 * time.Millisecond
@@ -62,13 +85,14 @@ func (s *Server) eventSetCreate() (nvml.EventSet, nvml.Return) {
 }
 
 func (g *fakeGPU) installEvents() {
-	g.dev.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return supportedEvents, nvml.SUCCESS }
+	supported := g.s.supportedEvents()
+	g.dev.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return supported, nvml.SUCCESS }
 	g.dev.RegisterEventsFunc = func(types uint64, set nvml.EventSet) nvml.Return {
 		es, ok := set.(*eventSet)
 		if !ok || es.s != g.s || types == 0 {
 			return nvml.ERROR_INVALID_ARGUMENT
 		}
-		if types&^supportedEvents != 0 {
+		if types&^supported != 0 {
 			return nvml.ERROR_NOT_SUPPORTED // and nothing is registered
 		}
 		return es.register(g, types)
@@ -139,9 +163,22 @@ func (es *eventSet) next() (nvml.EventData, bool, nvml.Return) {
 	return nvml.EventData{}, false, nvml.SUCCESS
 }
 
-// match turns a logged XID into an event, if it concerns a GPU registered
-// for XIDs since before it was logged.
+// match turns a logged record into an event, if it concerns a GPU
+// registered for its type since before it was logged.
 func (es *eventSet) match(r loggedXID) (nvml.EventData, bool) {
+	if r.Event == recoveryActionEvent {
+		for g, reg := range es.regs {
+			if reg.types&nvml.EventTypeGpuRecoveryAction != 0 && r.start >= reg.since && r.UUID == g.uuid {
+				// Whole-GPU, no data: nvml.h, nvmlEventData_t.
+				return nvml.EventData{Device: g.dev, EventType: nvml.EventTypeGpuRecoveryAction,
+					GpuInstanceId: noInstance, ComputeInstanceId: noInstance}, true
+			}
+		}
+		return nvml.EventData{}, false
+	}
+	if r.Event != "" {
+		return nvml.EventData{}, false // a kind this fake does not know
+	}
 	for g, reg := range es.regs {
 		if reg.types&nvml.EventTypeXidCriticalError == 0 || r.start < reg.since {
 			continue

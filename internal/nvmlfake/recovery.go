@@ -58,36 +58,43 @@ func recoveryAfter(xid uint64) nvml.DeviceGpuRecoveryAction {
 // recordRecovery raises the recovery action of the GPU an XID on uuid (a
 // GPU-… or MIG-… UUID) concerns; an action already pending that asks for
 // more is kept. A UUID the state does not know is left alone: the XID log
-// takes any.
-func recordRecovery(st *state, uuid string, xid uint64) {
+// takes any. It returns the UUID of the GPU whose action changed ("" when
+// none did): the driver then reports a recovery-action event for it.
+func recordRecovery(st *state, uuid string, xid uint64) string {
 	action := recoveryAfter(xid)
 	if action == nvml.GPU_RECOVERY_ACTION_NONE {
-		return
+		return ""
 	}
-	gs, ok := st.GPUs[uuid]
-	if !ok {
-		gs, ok = parentOfMIG(st, uuid)
+	gpuUUID, gs := uuid, st.GPUs[uuid]
+	if gs == nil {
+		gpuUUID, gs = parentOfMIG(st, uuid)
 	}
-	if ok && action > nvml.DeviceGpuRecoveryAction(gs.RecoveryAction) {
-		gs.RecoveryAction = int(action)
+	if gs == nil {
+		return ""
 	}
-	if ok && xid == xidFallenOffTheBus {
+	if xid == xidFallenOffTheBus {
 		gs.Lost = true
 	}
+	if action > nvml.DeviceGpuRecoveryAction(gs.RecoveryAction) {
+		gs.RecoveryAction = int(action)
+		return gpuUUID
+	}
+	return ""
 }
 
-// parentOfMIG finds the GPU that holds the MIG device with the given UUID.
-func parentOfMIG(st *state, uuid string) (*gpuState, bool) {
+// parentOfMIG finds the GPU that holds the MIG device with the given UUID
+// (nil when none does).
+func parentOfMIG(st *state, uuid string) (string, *gpuState) {
 	for gpuUUID, gs := range st.GPUs {
 		for _, gi := range gs.GpuInstances {
 			for _, ci := range gi.ComputeInstances {
 				if migUUID(gpuUUID, gi, ci) == uuid {
-					return gs, true
+					return gpuUUID, gs
 				}
 			}
 		}
 	}
-	return nil, false
+	return "", nil
 }
 
 // installRecovery makes the GPU answer the recovery-action field.

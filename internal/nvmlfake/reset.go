@@ -19,16 +19,23 @@ package nvmlfake
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/klog/v2"
 )
 
 // ResetGPU does to the GPU with the given UUID in stateDir what
 // `nvidia-smi --gpu-reset` does: a pending MIG mode takes effect and the
-// GPU's MIG instances are gone. Running Servers see the change at their
-// next call.
+// GPU's MIG instances are gone, and the recovery action an XID left goes
+// back to NONE. Running Servers see the change at their next call. A
+// reset that clears an action is the driver's all-clear: it is logged as
+// a recovery-action event after the state change, which event sets
+// deliver to GPUs registered for nvml.EventTypeGpuRecoveryAction
+// (drivers from R565 on; eventset.go).
 func ResetGPU(stateDir, uuid string) error {
-	return mutateStateDir(stateDir, func(st *state) error {
+	cleared := false
+	err := mutateStateDir(stateDir, func(st *state) error {
 		gs, ok := st.GPUs[uuid]
 		if !ok {
 			return fmt.Errorf("no GPU %s in %s", uuid, stateDir)
@@ -36,9 +43,17 @@ func ResetGPU(stateDir, uuid string) error {
 		if gs.Lost {
 			return fmt.Errorf("GPU %s has fallen off the bus: a GPU reset cannot reach it; reboot the node", uuid)
 		}
+		cleared = gs.RecoveryAction != int(nvml.GPU_RECOVERY_ACTION_NONE)
 		gs.resetGPU()
 		return nil
 	})
+	if err != nil || !cleared {
+		return err
+	}
+	if err := appendRecord(filepath.Join(stateDir, eventsFileName), xidRecord{UUID: uuid, Event: recoveryActionEvent}); err != nil {
+		return fmt.Errorf("nvmlfake: GPU %s reset, but its recovery-action event was not logged: %w", uuid, err)
+	}
+	return nil
 }
 
 // Reboot does to every GPU in stateDir what a node reboot does: pending

@@ -41,7 +41,7 @@ func startConfig(t *testing.T) Config {
 
 // startConfigProfile is startConfig on another fake profile (a name or a
 // profile file).
-func startConfigProfile(t *testing.T, profile string) Config {
+func startConfigProfile(t testing.TB, profile string) Config {
 	t.Helper()
 	// Unix socket paths are short: not t.TempDir's.
 	dir, err := os.MkdirTemp("", "gpudra-start-")
