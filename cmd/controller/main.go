@@ -178,33 +178,49 @@ func run(args []string) error {
 		logger.Info("Soft memory limit set", "bytes", limit, "ratio", f.memoryLimitRatio)
 	}
 
-	inFlight, err := resource.ParseQuantity(f.webhookInFlight)
-	if err != nil {
-		return usage(fmt.Errorf("--webhook-max-inflight-bytes=%s: %w", f.webhookInFlight, err))
-	}
-	limits := admission.Limits{Timeout: f.webhookTimeout, MaxInFlightBytes: inFlight.Value(), MaxConnections: f.webhookMaxConns}
-	if err := limits.Validate(); f.webhookAddr != "" && err != nil {
-		return usage(err)
-	}
-	spareNodes, err := migspares.ParseTarget(f.migSpareNodes)
-	if err != nil {
-		return usage(fmt.Errorf("--mig-spare-nodes=%s: %w", f.migSpareNodes, err))
-	}
-	if f.nvlinkChannels != 0 {
-		if err := slicebuilder.ValidateChannels(f.nvlinkChannels); err != nil {
-			return usage(fmt.Errorf("--nvlink-channels: %w", err))
-		}
-	}
-	if !f.fleetAccounting && f.webhookAddr == "" {
-		return usage(errors.New("--fleet-accounting=false with an empty --webhook-address leaves the controller nothing to do: keep one of them"))
-	}
-	client, err := kubeClient(cmd, f.kubeconfig)
+	cfg, err := f.controllerConfig()
 	if err != nil {
 		return err
 	}
+	if cfg.Client, err = kubeClient(cmd, f.kubeconfig); err != nil {
+		return err
+	}
+	if err := f.listen(&cfg); err != nil {
+		return err
+	}
+	err = controller.Run(ctx, cfg)
+	if errors.Is(err, controller.ErrLostLeadership) {
+		logger.Info("Lost the leader lease; exiting so that the next start is clean")
+	}
+	return err
+}
+
+// controllerConfig checks the flags and turns them into the controller's
+// configuration; run adds the client, the listeners and the
+// certificates. A bad flag is a usage error.
+func (f *flags) controllerConfig() (controller.Config, error) {
+	inFlight, err := resource.ParseQuantity(f.webhookInFlight)
+	if err != nil {
+		return controller.Config{}, usage(fmt.Errorf("--webhook-max-inflight-bytes=%s: %w", f.webhookInFlight, err))
+	}
+	limits := admission.Limits{Timeout: f.webhookTimeout, MaxInFlightBytes: inFlight.Value(), MaxConnections: f.webhookMaxConns}
+	if err := limits.Validate(); f.webhookAddr != "" && err != nil {
+		return controller.Config{}, usage(err)
+	}
+	spareNodes, err := migspares.ParseTarget(f.migSpareNodes)
+	if err != nil {
+		return controller.Config{}, usage(fmt.Errorf("--mig-spare-nodes=%s: %w", f.migSpareNodes, err))
+	}
+	if f.nvlinkChannels != 0 {
+		if err := slicebuilder.ValidateChannels(f.nvlinkChannels); err != nil {
+			return controller.Config{}, usage(fmt.Errorf("--nvlink-channels: %w", err))
+		}
+	}
+	if !f.fleetAccounting && f.webhookAddr == "" {
+		return controller.Config{}, usage(errors.New("--fleet-accounting=false with an empty --webhook-address leaves the controller nothing to do: keep one of them"))
+	}
 	cfg := controller.Config{
 		DriverName:         f.driverName,
-		Client:             client,
 		Namespace:          f.namespace,
 		Identity:           f.identity,
 		LeaseName:          f.leaseName,
@@ -223,33 +239,35 @@ func run(args []string) error {
 		cfg.MigSparePoolLabels = f.migSparePools
 		cfg.NVLinkChannels = f.nvlinkChannels
 	}
+	return cfg, nil
+}
+
+// listen opens the metrics and webhook listeners, and sets where the
+// webhook's serving certificate comes from: the files given, or a Secret
+// the controller keeps (servingcert) for the webhook Service's names.
+func (f *flags) listen(cfg *controller.Config) error {
+	var err error
 	if cfg.MetricsListener, err = net.Listen("tcp", f.metricsAddr); err != nil {
 		return fmt.Errorf("--metrics-address: %w", err)
 	}
-	if f.webhookAddr != "" {
-		if cfg.WebhookListener, err = net.Listen("tcp", f.webhookAddr); err != nil {
-			return fmt.Errorf("--webhook-address: %w", err)
-		}
-		if f.certFile != "" {
-			cfg.Certificates = &servingcert.FileSource{CertFile: f.certFile, KeyFile: f.keyFile}
-		} else {
-			svc := f.webhookService + "." + f.namespace + ".svc"
-			cfg.Certificates, err = servingcert.NewManager(servingcert.Config{
-				Client:                client,
-				Namespace:             f.namespace,
-				SecretName:            f.certSecret,
-				DNSNames:              []string{svc, svc + "." + f.clusterDomain},
-				WebhookConfigurations: f.webhookConfigs,
-			})
-			if err != nil {
-				return err
-			}
-		}
+	if f.webhookAddr == "" {
+		return nil
 	}
-	err = controller.Run(ctx, cfg)
-	if errors.Is(err, controller.ErrLostLeadership) {
-		logger.Info("Lost the leader lease; exiting so that the next start is clean")
+	if cfg.WebhookListener, err = net.Listen("tcp", f.webhookAddr); err != nil {
+		return fmt.Errorf("--webhook-address: %w", err)
 	}
+	if f.certFile != "" {
+		cfg.Certificates = &servingcert.FileSource{CertFile: f.certFile, KeyFile: f.keyFile}
+		return nil
+	}
+	svc := f.webhookService + "." + f.namespace + ".svc"
+	cfg.Certificates, err = servingcert.NewManager(servingcert.Config{
+		Client:                cfg.Client,
+		Namespace:             f.namespace,
+		SecretName:            f.certSecret,
+		DNSNames:              []string{svc, svc + "." + f.clusterDomain},
+		WebhookConfigurations: f.webhookConfigs,
+	})
 	return err
 }
 

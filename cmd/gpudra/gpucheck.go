@@ -73,48 +73,7 @@ not be opened (no NVIDIA GPU or driver here).`,
   gpudra gpu-check --device-backend fake --fake-profile mixed   # the check itself, on fake GPUs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			if !slices.Contains(backend.Kinds, o.Backend.Kind) {
-				return usageErrorf("--device-backend %q: want %s", o.Backend.Kind, strings.Join(backend.Kinds, " or "))
-			}
-			ctx := klog.NewContext(cmd.Context(), klog.Background().V(10))
-			rep, err := gpucheck.Run(ctx, o)
-			var noGPU gpucheck.ErrNoGPU
-			if errors.As(err, &noGPU) && o.Backend.Kind == "fake" {
-				return usageErrorf("%w", err) // a bad --fake-profile
-			}
-			if rep == nil {
-				return err
-			}
-			if report != "" {
-				var buf bytes.Buffer
-				if werr := rep.WriteMarkdown(&buf); werr != nil {
-					return werr
-				}
-				if werr := os.WriteFile(report, buf.Bytes(), 0o644); werr != nil {
-					return werr
-				}
-			}
-			out := cmd.OutOrStdout()
-			if output == "text" {
-				if werr := rep.WriteText(out); werr != nil {
-					return werr
-				}
-				if report != "" {
-					fmt.Fprintf(out, "report: %s\n", report)
-				}
-			} else if werr := writeObject(out, output, rep); werr != nil {
-				return werr
-			}
-			switch {
-			case err != nil:
-				return exitError{code: exitFailure, err: fmt.Errorf("%w (is the NVIDIA driver installed? With the GPU Operator's driver container, pass --driver-root /run/nvidia/driver)", err)}
-			case !rep.Passed:
-				return exitError{code: exitNegative}
-			}
-			return nil
+			return runGPUCheck(cmd, o, report, output)
 		},
 	}
 	host, _ := os.Hostname()
@@ -131,4 +90,59 @@ not be opened (no NVIDIA GPU or driver here).`,
 	f.StringVar(&report, "report", "", "write the report here (Markdown)")
 	outputFlag(cmd, &output, "text", "text", "json", "yaml")
 	return cmd
+}
+
+// runGPUCheck runs the check with the options the flags set, writes the
+// report where --report and -o say, and turns the outcome into the exit
+// status (gpu-check's help lists them).
+func runGPUCheck(cmd *cobra.Command, o gpucheck.Options, report, output string) error {
+	if err := checkOutput(cmd, output); err != nil {
+		return err
+	}
+	if !slices.Contains(backend.Kinds, o.Backend.Kind) {
+		return usageErrorf("--device-backend %q: want %s", o.Backend.Kind, strings.Join(backend.Kinds, " or "))
+	}
+	ctx := klog.NewContext(cmd.Context(), klog.Background().V(10))
+	rep, err := gpucheck.Run(ctx, o)
+	var noGPU gpucheck.ErrNoGPU
+	if errors.As(err, &noGPU) && o.Backend.Kind == "fake" {
+		return usageErrorf("%w", err) // a bad --fake-profile
+	}
+	if rep == nil {
+		return err
+	}
+	if werr := writeGPUCheckReport(rep, report); werr != nil {
+		return werr
+	}
+	out := cmd.OutOrStdout()
+	if output == "text" {
+		if werr := rep.WriteText(out); werr != nil {
+			return werr
+		}
+		if report != "" {
+			fmt.Fprintf(out, "report: %s\n", report)
+		}
+	} else if werr := writeObject(out, output, rep); werr != nil {
+		return werr
+	}
+	switch {
+	case err != nil:
+		return exitError{code: exitFailure, err: fmt.Errorf("%w (is the NVIDIA driver installed? With the GPU Operator's driver container, pass --driver-root /run/nvidia/driver)", err)}
+	case !rep.Passed:
+		return exitError{code: exitNegative}
+	}
+	return nil
+}
+
+// writeGPUCheckReport writes the report as Markdown to path; "" writes
+// none.
+func writeGPUCheckReport(rep *gpucheck.Report, path string) error {
+	if path == "" {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteMarkdown(&buf); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }

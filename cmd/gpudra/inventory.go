@@ -137,6 +137,15 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 		}
 		return err
 	}
+	if err := writeInventory(cmd, o, published, domain); err != nil {
+		return err
+	}
+	return compareInventory(ctx, cmd, o, dir, published, choice, spare)
+}
+
+// writeInventory prints the slices as -o says, with where the node stands
+// in a multi-node NVLink fabric.
+func writeInventory(cmd *cobra.Command, o inventoryOptions, published []*resourceapi.ResourceSlice, domain gpu.NVLinkDomain) error {
 	// Whole objects, as kubectl get prints them: gpudra check reads them
 	// as the node's inventory.
 	for _, s := range published {
@@ -174,6 +183,13 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	case "none":
 		fmt.Fprintf(nvlink, "# %s\n", textsafe.Line(domain.Describe()))
 	}
+	return nil
+}
+
+// compareInventory compares the slices with those of the --compare fake
+// profile, lists the differences, and fails (exitNegative) when there are
+// any; without --compare it does nothing.
+func compareInventory(ctx context.Context, cmd *cobra.Command, o inventoryOptions, dir string, published []*resourceapi.ResourceSlice, choice slicebuilder.MigProfiles, spare slicebuilder.SpareGPUs) error {
 	if o.compare == "" {
 		return nil
 	}
@@ -186,7 +202,7 @@ func runInventory(cmd *cobra.Command, o inventoryOptions) error {
 	diffs := inventory.Diff(published, want)
 	w := cmd.ErrOrStderr()
 	if o.output == "none" {
-		w = out
+		w = cmd.OutOrStdout()
 	}
 	if len(diffs) == 0 {
 		fmt.Fprintf(w, "# no differences from fake profile %s\n", o.compare)

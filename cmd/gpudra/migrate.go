@@ -153,40 +153,12 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir,
 		structured.Files = append(structured.Files, mf)
 	}
 	if outDir == "" && output == "text" {
-		out := cmd.OutOrStdout()
-		for i, f := range res.Files {
-			if i > 0 {
-				fmt.Fprintln(out, "---")
-			}
-			if f.Skipped != "" {
-				fmt.Fprintf(out, "# gpudra migrate: skipped %s: %s\n", textsafe.Line(f.Name), textsafe.Line(f.Skipped))
-				continue
-			}
-			if len(res.Files) > 1 {
-				fmt.Fprintf(out, "# gpudra migrate: from %s\n", textsafe.Line(f.Name))
-			}
-			data := f.Data
-			if len(data) > 0 && data[len(data)-1] != '\n' {
-				data = append(data, '\n')
-			}
-			if _, err := out.Write(data); err != nil {
-				return fail(err)
-			}
+		if err := writeMigratedText(cmd.OutOrStdout(), res.Files); err != nil {
+			return fail(err)
 		}
 	} else if outDir != "" {
-		names := outputNames(args, res.Files)
-		for i, f := range res.Files {
-			if f.Skipped != "" {
-				continue
-			}
-			dst := filepath.Join(outDir, names[i])
-			structured.Files[i].Written = dst
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return fail(err)
-			}
-			if err := os.WriteFile(dst, f.Data, 0o644); err != nil {
-				return fail(err)
-			}
+		if err := writeMigratedFiles(outDir, outputNames(args, res.Files), res.Files, structured.Files); err != nil {
+			return fail(err)
 		}
 	}
 	for _, f := range res.Files {
@@ -213,6 +185,51 @@ func runMigrate(cmd *cobra.Command, args []string, opts migrate.Options, outDir,
 		return 1
 	}
 	return 0
+}
+
+// writeMigratedText prints the migrated files one after the other, as one
+// YAML stream, each named when there are several; a skipped file is a
+// comment.
+func writeMigratedText(out io.Writer, files []migrate.Output) error {
+	for i, f := range files {
+		if i > 0 {
+			fmt.Fprintln(out, "---")
+		}
+		if f.Skipped != "" {
+			fmt.Fprintf(out, "# gpudra migrate: skipped %s: %s\n", textsafe.Line(f.Name), textsafe.Line(f.Skipped))
+			continue
+		}
+		if len(files) > 1 {
+			fmt.Fprintf(out, "# gpudra migrate: from %s\n", textsafe.Line(f.Name))
+		}
+		data := f.Data
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			data = append(data, '\n')
+		}
+		if _, err := out.Write(data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeMigratedFiles writes each file that was read to outDir under its
+// name (names, from outputNames), and records where in structured.
+func writeMigratedFiles(outDir string, names []string, files []migrate.Output, structured []migratedFile) error {
+	for i, f := range files {
+		if f.Skipped != "" {
+			continue
+		}
+		dst := filepath.Join(outDir, names[i])
+		structured[i].Written = dst
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, f.Data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // migrateSummary is the last line of the text report. The marker comment

@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -132,49 +133,7 @@ Exit status: 0, 2 a bad command line, 3 the cluster could not be read.`,
   gpudra status --context prod -n team-a gpu-node-7
   gpudra status -o json | jq '.nodes[].free'`,
 		RunE: func(cmd *cobra.Command, nodes []string) error {
-			if err := checkOutput(cmd, output); err != nil {
-				return err
-			}
-			client, ns, err := kc.connect("gpudra-status")
-			if err != nil {
-				return err
-			}
-			show := ns
-			if allNamespaces {
-				if cmd.Flags().Changed("namespace") {
-					return usageErrorf("-n and -A (--all-namespaces) do not go together; see %s --help", cmd.CommandPath())
-				}
-				show = ""
-			}
-			snap, err := clusterread.Read(cmd.Context(), client, clusterread.Want{Slices: true, Claims: true, Driver: driver})
-			var notes []string
-			if err != nil && show != "" && apierrors.IsForbidden(err) {
-				// Who holds the GPUs of other namespaces is not this
-				// user's to know; what is free then is an upper bound.
-				snap, err = clusterread.Read(cmd.Context(), client, clusterread.Want{Slices: true, Claims: true, Driver: driver, Namespace: show})
-				notes = append(notes, "only namespace "+show+"'s claims could be read: devices held in other namespaces show as free")
-			}
-			if err != nil {
-				return err
-			}
-			rep := clusterstatus.Build(snap.Slices, snap.Claims, clusterstatus.Options{Driver: driver, Namespace: show, Nodes: nodes})
-			rep.Notes = append(rep.Notes, notes...)
-			for _, n := range nodes {
-				found := false
-				for _, rn := range rep.Nodes {
-					found = found || rn.Name == n
-				}
-				if !found {
-					rep.Notes = append(rep.Notes, fmt.Sprintf("node %s has no ResourceSlices of driver %s", n, driver))
-				}
-			}
-			out := cmd.OutOrStdout()
-			switch output {
-			case "text", "wide":
-				return rep.WriteText(out, output == "wide")
-			default:
-				return writeObject(out, output, rep)
-			}
+			return runStatus(cmd, kc, nodes, statusOptions{driver: driver, output: output, allNamespaces: allNamespaces})
 		},
 	}
 	kc = addKubectlFlags(cmd)
@@ -183,4 +142,70 @@ Exit status: 0, 2 a bad command line, 3 the cluster could not be read.`,
 	outputFlag(cmd, &output, "text", "text", "wide", "json", "yaml")
 	cmd.Long = strings.TrimSpace(cmd.Long)
 	return cmd
+}
+
+// statusOptions are status's own flags.
+type statusOptions struct {
+	driver, output string
+	allNamespaces  bool
+}
+
+// runStatus reads the cluster, builds the report for the nodes asked for
+// (all when none), notes the nodes without slices, and prints it as -o
+// says.
+func runStatus(cmd *cobra.Command, kc *kubectlFlags, nodes []string, o statusOptions) error {
+	if err := checkOutput(cmd, o.output); err != nil {
+		return err
+	}
+	client, ns, err := kc.connect("gpudra-status")
+	if err != nil {
+		return err
+	}
+	show := ns
+	if o.allNamespaces {
+		if cmd.Flags().Changed("namespace") {
+			return usageErrorf("-n and -A (--all-namespaces) do not go together; see %s --help", cmd.CommandPath())
+		}
+		show = ""
+	}
+	snap, notes, err := readStatus(cmd.Context(), client, o.driver, show)
+	if err != nil {
+		return err
+	}
+	rep := clusterstatus.Build(snap.Slices, snap.Claims, clusterstatus.Options{Driver: o.driver, Namespace: show, Nodes: nodes})
+	rep.Notes = append(rep.Notes, notes...)
+	for _, n := range nodes {
+		found := false
+		for _, rn := range rep.Nodes {
+			found = found || rn.Name == n
+		}
+		if !found {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("node %s has no ResourceSlices of driver %s", n, o.driver))
+		}
+	}
+	out := cmd.OutOrStdout()
+	switch o.output {
+	case "text", "wide":
+		return rep.WriteText(out, o.output == "wide")
+	default:
+		return writeObject(out, o.output, rep)
+	}
+}
+
+// readStatus reads the driver's slices and the claims: every namespace's,
+// or, where the user may not list those, only show's (then what is free is
+// an upper bound, and a note says so).
+func readStatus(ctx context.Context, client kubernetes.Interface, driver, show string) (*clusterread.Snapshot, []string, error) {
+	snap, err := clusterread.Read(ctx, client, clusterread.Want{Slices: true, Claims: true, Driver: driver})
+	var notes []string
+	if err != nil && show != "" && apierrors.IsForbidden(err) {
+		// Who holds the GPUs of other namespaces is not this
+		// user's to know; what is free then is an upper bound.
+		snap, err = clusterread.Read(ctx, client, clusterread.Want{Slices: true, Claims: true, Driver: driver, Namespace: show})
+		notes = append(notes, "only namespace "+show+"'s claims could be read: devices held in other namespaces show as free")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, notes, nil
 }

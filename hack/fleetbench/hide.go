@@ -120,38 +120,17 @@ func hasPlacements(devices []resourceapi.Device) bool {
 // replaces it; the others' slices are updated in place.
 func (f *fleet) hideBusy(ctx context.Context, packed bool, layout, profile string) (hidden, error) {
 	h := hidden{slices: map[string]sliceContent{}, pools: map[string][]resourceslice.Slice{}}
-	var items []resourceapi.ResourceSlice
-	for opts := (metav1.ListOptions{Limit: 500}); ; {
-		list, err := f.client.ResourceV1().ResourceSlices().List(ctx, opts)
-		if err != nil {
-			return h, err
-		}
-		items = append(items, list.Items...)
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			break
-		}
+	items, err := f.listSlices(ctx)
+	if err != nil {
+		return h, err
 	}
-	// The slice names sort as the builder's slices (sliceObjects).
-	slices.SortFunc(items, func(a, b resourceapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
 	moved := map[string][]resourceslice.Slice{}
 	if layout == layoutGpudra {
-		var err error
 		if moved, err = f.movedSpares(ctx, profile, packed); err != nil {
 			return h, err
 		}
 	}
-	byNode := map[string][]resourceapi.ResourceSlice{}
-	var nodes []string
-	for _, s := range items {
-		if s.Spec.NodeName == nil {
-			continue
-		}
-		node := *s.Spec.NodeName
-		if _, ok := byNode[node]; !ok {
-			nodes = append(nodes, node)
-		}
-		byNode[node] = append(byNode[node], s)
-	}
+	byNode, nodes := slicesByNode(items)
 	dir, err := os.MkdirTemp("", "gpudra-fleetbench-compact-")
 	if err != nil {
 		return h, err
@@ -162,27 +141,9 @@ func (f *fleet) hideBusy(ctx context.Context, packed bool, layout, profile strin
 	wanted := map[string][]resourceslice.Slice{}
 	for _, node := range nodes {
 		stored := byNode[node]
-		i, err := strconv.Atoi(strings.TrimPrefix(node, "fleet-"))
+		current, want, err := busyNodeSlices(ctx, node, stored, moved, packed, layout, profile, dir)
 		if err != nil {
-			return h, fmt.Errorf("slices of node %s: not a fleet node", node)
-		}
-		current := make([]resourceslice.Slice, len(stored))
-		for k, s := range stored {
-			current[k] = resourceslice.Slice{Devices: s.Spec.Devices, SharedCounters: s.Spec.SharedCounters}
-		}
-		idle := current
-		if pool, ok := moved[node]; ok {
-			idle = pool
-		}
-		want, err := busySlices(layout, idle, busyGPUs(i, packed), func() (out []resourceslice.Slice, err error) {
-			err = fakenodes.WithNode(ctx, profile, node, dir, func(n gpu.Node, sysfsRoot string) error {
-				out, err = nodeSlices(n, sysfsRoot, driverName, layoutGpudra, false)
-				return err
-			})
-			return out, err
-		})
-		if err != nil {
-			return h, fmt.Errorf("node %s: %w", node, err)
+			return h, err
 		}
 		if len(want) != len(stored) {
 			h.pools[node], wanted[node] = current, want
@@ -210,6 +171,72 @@ func (f *fleet) hideBusy(ctx context.Context, packed bool, layout, profile strin
 		return f.replacePool(ctx, node, byNode[node], wanted[node])
 	})
 	return h, err
+}
+
+// listSlices lists every ResourceSlice, a page at a time, sorted by name:
+// the slice names sort as the builder's slices (sliceObjects).
+func (f *fleet) listSlices(ctx context.Context) ([]resourceapi.ResourceSlice, error) {
+	var items []resourceapi.ResourceSlice
+	for opts := (metav1.ListOptions{Limit: 500}); ; {
+		list, err := f.client.ResourceV1().ResourceSlices().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, list.Items...)
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	slices.SortFunc(items, func(a, b resourceapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
+	return items, nil
+}
+
+// slicesByNode groups the node-local slices by node, and lists the nodes
+// in the order first met.
+func slicesByNode(items []resourceapi.ResourceSlice) (map[string][]resourceapi.ResourceSlice, []string) {
+	byNode := map[string][]resourceapi.ResourceSlice{}
+	var nodes []string
+	for _, s := range items {
+		if s.Spec.NodeName == nil {
+			continue
+		}
+		node := *s.Spec.NodeName
+		if _, ok := byNode[node]; !ok {
+			nodes = append(nodes, node)
+		}
+		byNode[node] = append(byNode[node], s)
+	}
+	return byNode, nodes
+}
+
+// busyNodeSlices returns what a fleet node publishes now (current) and
+// what it publishes in the 90% state (busySlices): from its idle slices,
+// or the pool a moved spare gives it (moved), with the compact layout
+// built in dir when the node is left without placements.
+func busyNodeSlices(ctx context.Context, node string, stored []resourceapi.ResourceSlice, moved map[string][]resourceslice.Slice, packed bool, layout, profile, dir string) (current, want []resourceslice.Slice, err error) {
+	i, err := strconv.Atoi(strings.TrimPrefix(node, "fleet-"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("slices of node %s: not a fleet node", node)
+	}
+	current = make([]resourceslice.Slice, len(stored))
+	for k, s := range stored {
+		current[k] = resourceslice.Slice{Devices: s.Spec.Devices, SharedCounters: s.Spec.SharedCounters}
+	}
+	idle := current
+	if pool, ok := moved[node]; ok {
+		idle = pool
+	}
+	want, err = busySlices(layout, idle, busyGPUs(i, packed), func() (out []resourceslice.Slice, err error) {
+		err = fakenodes.WithNode(ctx, profile, node, dir, func(n gpu.Node, sysfsRoot string) error {
+			out, err = nodeSlices(n, sysfsRoot, driverName, layoutGpudra, false)
+			return err
+		})
+		return out, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("node %s: %w", node, err)
+	}
+	return current, want, nil
 }
 
 // replacePool publishes the node's pool anew, under the next generation,

@@ -117,30 +117,7 @@ func (f figure) drawPanel(b *strings.Builder, p panel, x0, y0 int) {
 		}
 		return float64(x0) + 16 + (math.Log10(x)-math.Log10(xmin))/(math.Log10(xmax)-math.Log10(xmin))*(panelW-32)
 	}
-	ylo, yhi := 0.0, 1.0
-	if len(ys) > 0 {
-		ylo, yhi = minOf(ys), maxOf(ys)
-	}
-	var ticks []float64
-	var ypos func(float64) float64
-	if f.logY && len(ys) > 0 {
-		lo, hi := math.Floor(math.Log10(ylo)), math.Ceil(math.Log10(yhi))
-		if hi == lo {
-			hi++
-		}
-		for e := lo; e <= hi; e++ {
-			ticks = append(ticks, math.Pow(10, e))
-		}
-		ypos = func(y float64) float64 {
-			return float64(y0+panelH) - (math.Log10(y)-lo)/(hi-lo)*panelH
-		}
-	} else {
-		top := niceCeil(yhi)
-		for i := 0; i <= 4; i++ {
-			ticks = append(ticks, top*float64(i)/4)
-		}
-		ypos = func(y float64) float64 { return float64(y0+panelH) - y/top*panelH }
-	}
+	ticks, ypos := f.yScale(ys, y0)
 	for _, t := range ticks {
 		y := ypos(t)
 		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e5e5e5"/>`+"\n", x0, y, x0+panelW, y)
@@ -174,6 +151,34 @@ func (f figure) drawPanel(b *strings.Builder, p panel, x0, y0 int) {
 			fmt.Fprintf(b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`+"\n", xy[0], xy[1], colour(s.name))
 		}
 	}
+}
+
+// yScale is the panel's y axis: its ticks, and where a value goes. On a
+// log scale the ticks are the powers of ten around the values; otherwise
+// five, from 0 to a round number above the largest value.
+func (f figure) yScale(ys []float64, y0 int) ([]float64, func(float64) float64) {
+	ylo, yhi := 0.0, 1.0
+	if len(ys) > 0 {
+		ylo, yhi = minOf(ys), maxOf(ys)
+	}
+	var ticks []float64
+	if f.logY && len(ys) > 0 {
+		lo, hi := math.Floor(math.Log10(ylo)), math.Ceil(math.Log10(yhi))
+		if hi == lo {
+			hi++
+		}
+		for e := lo; e <= hi; e++ {
+			ticks = append(ticks, math.Pow(10, e))
+		}
+		return ticks, func(y float64) float64 {
+			return float64(y0+panelH) - (math.Log10(y)-lo)/(hi-lo)*panelH
+		}
+	}
+	top := niceCeil(yhi)
+	for i := 0; i <= 4; i++ {
+		ticks = append(ticks, top*float64(i)/4)
+	}
+	return ticks, func(y float64) float64 { return float64(y0+panelH) - y/top*panelH }
 }
 
 // colour is the layout's colour; a series is named after its layout,

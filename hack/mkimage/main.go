@@ -92,127 +92,36 @@ func run(args []string) error {
 	if len(args) > 0 && args[0] == "ls" {
 		return runList(args[1:], os.Stdout)
 	}
-	fl := flag.NewFlagSet("mkimage", flag.ContinueOnError)
-	out := fl.String("o", "", "output tarball (docker-archive)")
-	tag := fl.String("t", "", "image reference, e.g. ghcr.io/gpudra/gpudra:dev")
-	ldd := fl.Bool("ldd", false, "also add the shared libraries of every -file, as ldd resolves them")
-	arch := fl.String("arch", runtime.GOARCH, "the image's architecture, as GOARCH names it (amd64, arm64)")
-	libs := fl.String("libs", "", "SYSROOT: also add the shared libraries every -file's ELF names, from this cross sysroot (for -arch other than the host's)")
-	var files, roots, symlinks, dirs, labels, entrypoint, cmd, env, alsoTags multi
-	fl.Var(&alsoTags, "also-tag", "another image reference the archive names the same image by (repeatable)")
-	fl.Var(&files, "file", "SRC:DST, a host file and its path in the image (repeatable)")
-	fl.Var(&symlinks, "symlink", "DST:TARGET, a symbolic link in the image (repeatable)")
-	fl.Var(&dirs, "dir", "DST:MODE, an empty directory in the image, e.g. /tmp:1777 (repeatable)")
-	fl.Var(&labels, "label", "KEY=VALUE, an image label (repeatable)")
-	fl.Var(&roots, "root", "a directory whose tree becomes the image's / (repeatable)")
-	fl.Var(&entrypoint, "entrypoint", "entrypoint argument (repeatable)")
-	fl.Var(&cmd, "cmd", "cmd argument (repeatable)")
-	fl.Var(&env, "env", "KEY=VALUE (repeatable)")
-	if err := fl.Parse(args); err != nil {
+	o, err := parseFlags(args)
+	if err != nil {
 		return err
 	}
-	if *out == "" || *tag == "" {
-		return errors.New("-o and -t are required")
-	}
-	if *ldd && *libs != "" {
-		return errors.New("-ldd and -libs exclude each other: ldd resolves the host's libraries, -libs a sysroot's")
-	}
-	if *ldd && *arch != runtime.GOARCH {
-		return fmt.Errorf("-ldd resolves %s libraries on this host; for -arch %s use -libs SYSROOT", runtime.GOARCH, *arch)
-	}
-	ref, err := name.ParseReference(*tag)
+	ref, err := name.ParseReference(o.tag)
 	if err != nil {
 		return err
 	}
 	refs := map[name.Reference]v1.Image{}
 	var extra []name.Reference
-	for _, t := range alsoTags {
+	for _, t := range o.alsoTags {
 		r, err := name.ParseReference(t)
 		if err != nil {
 			return fmt.Errorf("-also-tag %q: %w", t, err)
 		}
 		extra = append(extra, r)
 	}
-
-	l := &layer{entries: map[string]entry{}}
-	for _, r := range roots {
-		if err := l.addTree(r); err != nil {
-			return err
-		}
+	l, err := o.layer()
+	if err != nil {
+		return err
 	}
-	for _, f := range files {
-		src, dst, ok := strings.Cut(f, ":")
-		if !ok || !path.IsAbs(dst) {
-			return fmt.Errorf("-file %q: want SRC:/absolute/DST", f)
-		}
-		if err := l.addFile(src, dst); err != nil {
-			return err
-		}
-		switch {
-		case *ldd:
-			if err := l.addLibs(src); err != nil {
-				return err
-			}
-		case *libs != "":
-			if err := l.addELFLibs(src, *libs, *arch); err != nil {
-				return err
-			}
-		}
-	}
-	for _, sl := range symlinks {
-		dst, target, ok := strings.Cut(sl, ":")
-		if !ok || !path.IsAbs(dst) || target == "" {
-			return fmt.Errorf("-symlink %q: want /absolute/DST:TARGET", sl)
-		}
-		l.addSymlink(dst, target)
-	}
-	for _, d := range dirs {
-		dst, mode, ok := strings.Cut(d, ":")
-		m, err := strconv.ParseUint(mode, 8, 32)
-		if !ok || !path.IsAbs(dst) || err != nil {
-			return fmt.Errorf("-dir %q: want /absolute/DST:octal mode", d)
-		}
-		l.addDirs(dst + "/x")
-		e := l.entries[dst]
-		e.hdr.Mode = int64(m)
-		l.entries[dst] = e
-	}
-	imageLabels := map[string]string{}
-	for _, kv := range labels {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("-label %q: want KEY=VALUE", kv)
-		}
-		imageLabels[k] = v
+	imageLabels, err := o.imageLabels()
+	if err != nil {
+		return err
 	}
 	data, err := l.tar()
 	if err != nil {
 		return err
 	}
-	lay, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	})
-	if err != nil {
-		return err
-	}
-	img, err := mutate.AppendLayers(empty.Image, lay)
-	if err != nil {
-		return err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", *arch
-	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
-	cf.Config.Entrypoint = entrypoint
-	cf.Config.Cmd = cmd
-	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, env...)
-	if len(imageLabels) > 0 {
-		cf.Config.Labels = imageLabels
-	}
-	img, err = mutate.ConfigFile(img, cf)
+	img, err := o.image(data, imageLabels)
 	if err != nil {
 		return err
 	}
@@ -220,12 +129,157 @@ func run(args []string) error {
 	for _, r := range extra {
 		refs[r] = img
 	}
-	if err := tarball.MultiRefWriteToFile(*out, refs); err != nil {
+	if err := tarball.MultiRefWriteToFile(o.out, refs); err != nil {
 		return err
 	}
 	id, _ := img.ConfigName()
-	fmt.Printf("%s: %s (%s, %d files, %d bytes uncompressed)\n", *out, ref.Name(), id, len(l.entries), len(data))
+	fmt.Printf("%s: %s (%s, %d files, %d bytes uncompressed)\n", o.out, ref.Name(), id, len(l.entries), len(data))
 	return nil
+}
+
+// options are mkimage's flags for one image (the package doc says what
+// each does).
+type options struct {
+	out, tag string
+	// ldd, or libs (a sysroot) for an image of another arch, add the
+	// shared libraries of every file.
+	ldd        bool
+	arch, libs string
+	// What goes in the layer.
+	files, roots, symlinks, dirs multi
+	// What goes in the config.
+	labels, entrypoint, cmd, env multi
+	alsoTags                     multi
+}
+
+// parseFlags reads the flags for one image and checks they go together.
+func parseFlags(args []string) (*options, error) {
+	var o options
+	fl := flag.NewFlagSet("mkimage", flag.ContinueOnError)
+	fl.StringVar(&o.out, "o", "", "output tarball (docker-archive)")
+	fl.StringVar(&o.tag, "t", "", "image reference, e.g. ghcr.io/gpudra/gpudra:dev")
+	fl.BoolVar(&o.ldd, "ldd", false, "also add the shared libraries of every -file, as ldd resolves them")
+	fl.StringVar(&o.arch, "arch", runtime.GOARCH, "the image's architecture, as GOARCH names it (amd64, arm64)")
+	fl.StringVar(&o.libs, "libs", "", "SYSROOT: also add the shared libraries every -file's ELF names, from this cross sysroot (for -arch other than the host's)")
+	fl.Var(&o.alsoTags, "also-tag", "another image reference the archive names the same image by (repeatable)")
+	fl.Var(&o.files, "file", "SRC:DST, a host file and its path in the image (repeatable)")
+	fl.Var(&o.symlinks, "symlink", "DST:TARGET, a symbolic link in the image (repeatable)")
+	fl.Var(&o.dirs, "dir", "DST:MODE, an empty directory in the image, e.g. /tmp:1777 (repeatable)")
+	fl.Var(&o.labels, "label", "KEY=VALUE, an image label (repeatable)")
+	fl.Var(&o.roots, "root", "a directory whose tree becomes the image's / (repeatable)")
+	fl.Var(&o.entrypoint, "entrypoint", "entrypoint argument (repeatable)")
+	fl.Var(&o.cmd, "cmd", "cmd argument (repeatable)")
+	fl.Var(&o.env, "env", "KEY=VALUE (repeatable)")
+	if err := fl.Parse(args); err != nil {
+		return nil, err
+	}
+	if o.out == "" || o.tag == "" {
+		return nil, errors.New("-o and -t are required")
+	}
+	if o.ldd && o.libs != "" {
+		return nil, errors.New("-ldd and -libs exclude each other: ldd resolves the host's libraries, -libs a sysroot's")
+	}
+	if o.ldd && o.arch != runtime.GOARCH {
+		return nil, fmt.Errorf("-ldd resolves %s libraries on this host; for -arch %s use -libs SYSROOT", runtime.GOARCH, o.arch)
+	}
+	return &o, nil
+}
+
+// layer is the image's one layer: the -root trees, then the -file files
+// with their libraries, the -symlink links and the -dir directories.
+func (o *options) layer() (*layer, error) {
+	l := &layer{entries: map[string]entry{}}
+	for _, r := range o.roots {
+		if err := l.addTree(r); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range o.files {
+		if err := o.addFile(l, f); err != nil {
+			return nil, err
+		}
+	}
+	for _, sl := range o.symlinks {
+		dst, target, ok := strings.Cut(sl, ":")
+		if !ok || !path.IsAbs(dst) || target == "" {
+			return nil, fmt.Errorf("-symlink %q: want /absolute/DST:TARGET", sl)
+		}
+		l.addSymlink(dst, target)
+	}
+	for _, d := range o.dirs {
+		dst, mode, ok := strings.Cut(d, ":")
+		m, err := strconv.ParseUint(mode, 8, 32)
+		if !ok || !path.IsAbs(dst) || err != nil {
+			return nil, fmt.Errorf("-dir %q: want /absolute/DST:octal mode", d)
+		}
+		l.addDirs(dst + "/x")
+		e := l.entries[dst]
+		e.hdr.Mode = int64(m)
+		l.entries[dst] = e
+	}
+	return l, nil
+}
+
+// addFile adds one -file SRC:DST to the layer and, with -ldd or -libs,
+// the shared libraries it needs.
+func (o *options) addFile(l *layer, f string) error {
+	src, dst, ok := strings.Cut(f, ":")
+	if !ok || !path.IsAbs(dst) {
+		return fmt.Errorf("-file %q: want SRC:/absolute/DST", f)
+	}
+	if err := l.addFile(src, dst); err != nil {
+		return err
+	}
+	switch {
+	case o.ldd:
+		return l.addLibs(src)
+	case o.libs != "":
+		return l.addELFLibs(src, o.libs, o.arch)
+	}
+	return nil
+}
+
+// imageLabels are the -label flags, by key.
+func (o *options) imageLabels() (map[string]string, error) {
+	imageLabels := map[string]string{}
+	for _, kv := range o.labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("-label %q: want KEY=VALUE", kv)
+		}
+		imageLabels[k] = v
+	}
+	return imageLabels, nil
+}
+
+// image is the image of the layer's tarball (data) with its config:
+// platform, entrypoint, command, environment, labels, and a zero creation
+// time so that the same inputs give the same image ID.
+func (o *options) image(data []byte, imageLabels map[string]string) (v1.Image, error) {
+	lay, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, lay)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", o.arch
+	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
+	cf.Config.Entrypoint = o.entrypoint
+	cf.Config.Cmd = o.cmd
+	cf.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, o.env...)
+	if len(imageLabels) > 0 {
+		cf.Config.Labels = imageLabels
+	}
+	return mutate.ConfigFile(img, cf)
 }
 
 type entry struct {

@@ -69,26 +69,45 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.limits.Timeout)
 	defer cancel()
 	logger := klog.FromContext(ctx)
-	refuse := func(status int, format string, args ...any) {
+	req, release, ref := h.receive(ctx, r)
+	defer release()
+	if ref != nil {
 		if h.Observe != nil {
 			h.Observe("", Refused, time.Since(start))
 		}
-		msg := fmt.Sprintf(format, args...)
-		logger.V(2).Info("Admission request refused", "status", status, "remote", r.RemoteAddr, "reason", msg)
-		http.Error(w, msg, status)
-	}
-	if r.Method != http.MethodPost {
-		refuse(http.StatusMethodNotAllowed, "POST an admission.k8s.io/v1 AdmissionReview")
+		logger.V(2).Info("Admission request refused", "status", ref.status, "remote", r.RemoteAddr, "reason", ref.msg)
+		http.Error(w, ref.msg, ref.status)
 		return
+	}
+	h.respond(ctx, w, req)
+}
+
+// refusal is why a request gets no review: the HTTP status and message
+// it is answered with.
+type refusal struct {
+	status int
+	msg    string
+}
+
+func refuse(status int, format string, args ...any) *refusal {
+	return &refusal{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+// receive checks that the request is a JSON POST of a size an API
+// server's review can have, reserves room for it in the budget of reviews
+// in flight, and decodes and checks the review. release gives the room
+// back once the review is answered; it is always set.
+func (h *Handler) receive(ctx context.Context, r *http.Request) (req *request, release func(), ref *refusal) {
+	release = func() {}
+	if r.Method != http.MethodPost {
+		return nil, release, refuse(http.StatusMethodNotAllowed, "POST an admission.k8s.io/v1 AdmissionReview")
 	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		refuse(http.StatusUnsupportedMediaType, "content type %q: want application/json", errorlist.Value(r.Header.Get("Content-Type")))
-		return
+		return nil, release, refuse(http.StatusUnsupportedMediaType, "content type %q: want application/json", errorlist.Value(r.Header.Get("Content-Type")))
 	}
 	size := r.ContentLength
 	if size > maxRequestBytes {
-		refuse(http.StatusRequestEntityTooLarge, "request of %d bytes, larger than the %d a review from the API server can be", size, maxRequestBytes)
-		return
+		return nil, release, refuse(http.StatusRequestEntityTooLarge, "request of %d bytes, larger than the %d a review from the API server can be", size, maxRequestBytes)
 	}
 	if size < 0 {
 		size = maxRequestBytes // unknown: it may be as large as that
@@ -98,40 +117,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cost := reviewCost(size)
 	if cost > h.limits.MaxInFlightBytes/4 {
 		if !h.budget.TryAcquire(cost) {
-			refuse(http.StatusTooManyRequests, "too many reviews in flight: no room for a review of %d bytes now", size)
-			return
+			return nil, release, refuse(http.StatusTooManyRequests, "too many reviews in flight: no room for a review of %d bytes now", size)
 		}
 	} else if err := h.budget.Acquire(ctx, cost); err != nil {
-		refuse(http.StatusTooManyRequests, "too many reviews in flight: no room within %v", h.limits.Timeout)
-		return
+		return nil, release, refuse(http.StatusTooManyRequests, "too many reviews in flight: no room within %v", h.limits.Timeout)
 	}
-	defer h.budget.Release(cost)
+	release = func() { h.budget.Release(cost) }
+	req, ref = decodeReview(r, size)
+	return req, release, ref
+}
+
+// decodeReview reads the body (at most size bytes) and decodes the
+// AdmissionReview in it, with a request that passes its checks.
+func decodeReview(r *http.Request, size int64) (*request, *refusal) {
 	body, err := readBody(r.Body, size, r.ContentLength >= 0)
 	if err != nil {
-		refuse(http.StatusBadRequest, "read request: %v", err)
-		return
+		return nil, refuse(http.StatusBadRequest, "read request: %v", err)
 	}
 	if len(body) > maxRequestBytes {
-		refuse(http.StatusRequestEntityTooLarge, "request larger than %d bytes", maxRequestBytes)
-		return
+		return nil, refuse(http.StatusRequestEntityTooLarge, "request larger than %d bytes", maxRequestBytes)
 	}
 	var rev incomingReview
 	if err := json.Unmarshal(body, &rev); err != nil {
-		refuse(http.StatusBadRequest, "decode AdmissionReview: %v", err)
-		return
+		return nil, refuse(http.StatusBadRequest, "decode AdmissionReview: %v", err)
 	}
-	body = nil // the objects are read; the rest is not needed
 	if rev.APIVersion != admissionv1.SchemeGroupVersion.String() || rev.Kind != "AdmissionReview" || rev.Request == nil {
-		refuse(http.StatusBadRequest, "got %s %s: want an %s AdmissionReview with a request",
+		return nil, refuse(http.StatusBadRequest, "got %s %s: want an %s AdmissionReview with a request",
 			errorlist.Value(rev.APIVersion), errorlist.Value(rev.Kind), admissionv1.SchemeGroupVersion)
-		return
 	}
-	req := rev.Request
-	if err := req.check(); err != nil {
-		refuse(http.StatusBadRequest, "%v", err)
-		return
+	if err := rev.Request.check(); err != nil {
+		return nil, refuse(http.StatusBadRequest, "%v", err)
 	}
+	return rev.Request, nil
+}
 
+// respond reviews the request, logs and observes the result, and writes
+// the AdmissionReview with the response.
+func (h *Handler) respond(ctx context.Context, w http.ResponseWriter, req *request) {
+	logger := klog.FromContext(ctx)
 	judged := time.Now()
 	resp, result := h.Validator.review(ctx, req)
 	took := time.Since(judged)

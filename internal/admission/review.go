@@ -127,9 +127,34 @@ func (v Validator) review(ctx context.Context, req *request) (*admissionv1.Admis
 		}
 	}
 
-	// Every problem of every config, up to maxCauses; past it, one cause
-	// says how many more there are, and configs after it are not decoded:
-	// a review full of bad configs costs a few decodes, not 32.
+	causes, err := causesOf(ctx, configs)
+	if err != nil {
+		return errored(resp, err)
+	}
+	if len(causes) == 0 {
+		resp.Allowed = true
+		return resp, Allowed
+	}
+	msgs := make([]string, len(causes))
+	for i, c := range causes {
+		msgs[i] = c.Field + ": " + c.Message
+	}
+	resp.Result = &metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusUnprocessableEntity,
+		Reason: metav1.StatusReasonInvalid,
+		Message: fmt.Sprintf("%s %s: invalid %s config for driver %s: %s (the fields gpudra's configs take: %s)",
+			kind, objectName(req), configapi.SchemeGroupVersion, v.DriverName, strings.Join(msgs, "; "), configReference),
+		Details: &metav1.StatusDetails{Name: req.Name, Group: ResourceGroup, Kind: kind, Causes: causes},
+	}
+	return resp, Denied
+}
+
+// causesOf decodes the configs and lists every problem of every config,
+// up to maxCauses; past it, one cause says how many more there are, and
+// configs after it are not decoded: a review full of bad configs costs a
+// few decodes, not 32.
+func causesOf(ctx context.Context, configs []opaqueConfig) ([]metav1.StatusCause, error) {
 	var causes []metav1.StatusCause
 	hidden, hiddenAtLeast, unchecked := 0, false, 0
 	for i, c := range configs {
@@ -138,29 +163,15 @@ func (v Validator) review(ctx context.Context, req *request) (*admissionv1.Admis
 			break
 		}
 		if err := ctx.Err(); err != nil {
-			return errored(resp, fmt.Errorf("the review ran out of time: %w", err))
+			return nil, fmt.Errorf("the review ran out of time: %w", err)
 		}
 		_, err := claimplan.DecodeConfig(c.parameters)
 		if err == nil {
 			continue
 		}
 		shown, total, atLeast := errorlist.Split(err)
-		rest := total - len(shown) // this config's errors not listed
-		for _, e := range shown {
-			if len(causes) >= maxCauses {
-				rest++
-				continue
-			}
-			// The config API's errors start at "parameters"; put the
-			// entry's own path in front so that the message leads to the
-			// value.
-			path, msg := splitPath(e.Error())
-			causes = append(causes, metav1.StatusCause{
-				Type:    metav1.CauseTypeFieldValueInvalid,
-				Field:   c.path.String() + "." + path,
-				Message: msg,
-			})
-		}
+		var rest int
+		causes, rest = appendCauses(causes, c, shown, total)
 		switch {
 		case rest == 0 && !atLeast:
 		case len(causes) < maxCauses:
@@ -187,23 +198,30 @@ func (v Validator) review(ctx context.Context, req *request) (*admissionv1.Admis
 			Message: msg,
 		})
 	}
-	if len(causes) == 0 {
-		resp.Allowed = true
-		return resp, Allowed
+	return causes, nil
+}
+
+// appendCauses adds a config's errors (shown, of total) to causes while
+// there is room, and returns how many of the config's errors are not
+// listed.
+func appendCauses(causes []metav1.StatusCause, c opaqueConfig, shown []error, total int) ([]metav1.StatusCause, int) {
+	rest := total - len(shown) // this config's errors not listed
+	for _, e := range shown {
+		if len(causes) >= maxCauses {
+			rest++
+			continue
+		}
+		// The config API's errors start at "parameters"; put the
+		// entry's own path in front so that the message leads to the
+		// value.
+		path, msg := splitPath(e.Error())
+		causes = append(causes, metav1.StatusCause{
+			Type:    metav1.CauseTypeFieldValueInvalid,
+			Field:   c.path.String() + "." + path,
+			Message: msg,
+		})
 	}
-	msgs := make([]string, len(causes))
-	for i, c := range causes {
-		msgs[i] = c.Field + ": " + c.Message
-	}
-	resp.Result = &metav1.Status{
-		Status: metav1.StatusFailure,
-		Code:   http.StatusUnprocessableEntity,
-		Reason: metav1.StatusReasonInvalid,
-		Message: fmt.Sprintf("%s %s: invalid %s config for driver %s: %s (the fields gpudra's configs take: %s)",
-			kind, objectName(req), configapi.SchemeGroupVersion, v.DriverName, strings.Join(msgs, "; "), configReference),
-		Details: &metav1.StatusDetails{Name: req.Name, Group: ResourceGroup, Kind: kind, Causes: causes},
-	}
-	return resp, Denied
+	return causes, rest
 }
 
 // errored answers a request that could not be judged.

@@ -227,7 +227,13 @@ func Run(ctx context.Context, cfg Config) error {
 	} else {
 		go leading(ctx)
 	}
+	return ended(ctx, errs)
+}
 
+// ended waits for why Run returns: a server failed, or ctx ended with a
+// cause (lost leadership, the leader's error); nil when it was only
+// cancelled.
+func ended(ctx context.Context, errs <-chan error) error {
 	select {
 	case err := <-errs:
 		return fmt.Errorf("serving: %w", err)

@@ -117,29 +117,41 @@ func Apply(ctx context.Context, cfg *rest.Config, in *scheduler.Manifests) ([]ch
 		if err == nil {
 			continue
 		}
-		var status apierrors.APIStatus
-		if !errors.As(err, &status) {
-			return nil, fmt.Errorf("%s: dry run on %s: %w", w.Source, host, err)
+		rejected, err := rejections(f, w, err, host, inputNamespaces)
+		if err != nil {
+			return nil, err
 		}
-		st := status.Status()
-		if apierrors.IsNotFound(err) && st.Details != nil && st.Details.Kind == "namespaces" && inputNamespaces[st.Details.Name] {
-			f.Severity = check.SeverityNote
-			f.Message = fmt.Sprintf("the API server %s could not check it: its namespace %s is among the inputs but not on the server, and a dry run creates nothing", host, st.Details.Name)
-			out = append(out, f)
-			continue
-		}
-		if st.Details == nil || len(st.Details.Causes) == 0 {
-			f.Message = fmt.Sprintf("the API server %s rejects it on a dry run: %s", host, st.Message)
-			out = append(out, f)
-			continue
-		}
-		for _, c := range st.Details.Causes {
-			g := f
-			g.Field = c.Field
-			g.Source = w.Source.At(c.Field)
-			g.Message = fmt.Sprintf("the API server %s rejects it on a dry run: %s", host, c.Message)
-			out = append(out, g)
-		}
+		out = append(out, rejected...)
+	}
+	return out, nil
+}
+
+// rejections are the findings of an object the dry run refused (err):
+// one per cause the server gives, else one with its message; a note, not
+// an error, when the object's namespace is among the inputs but not on
+// the server. An error that is not the server's answer is returned.
+func rejections(f check.Finding, w scheduler.Written, err error, host string, inputNamespaces map[string]bool) ([]check.Finding, error) {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return nil, fmt.Errorf("%s: dry run on %s: %w", w.Source, host, err)
+	}
+	st := status.Status()
+	if apierrors.IsNotFound(err) && st.Details != nil && st.Details.Kind == "namespaces" && inputNamespaces[st.Details.Name] {
+		f.Severity = check.SeverityNote
+		f.Message = fmt.Sprintf("the API server %s could not check it: its namespace %s is among the inputs but not on the server, and a dry run creates nothing", host, st.Details.Name)
+		return []check.Finding{f}, nil
+	}
+	if st.Details == nil || len(st.Details.Causes) == 0 {
+		f.Message = fmt.Sprintf("the API server %s rejects it on a dry run: %s", host, st.Message)
+		return []check.Finding{f}, nil
+	}
+	var out []check.Finding
+	for _, c := range st.Details.Causes {
+		g := f
+		g.Field = c.Field
+		g.Source = w.Source.At(c.Field)
+		g.Message = fmt.Sprintf("the API server %s rejects it on a dry run: %s", host, c.Message)
+		out = append(out, g)
 	}
 	return out, nil
 }

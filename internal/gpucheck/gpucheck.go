@@ -49,11 +49,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
-	"tags.cncf.io/container-device-interface/pkg/cdi"
-	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpudra/gpudra/internal/backend"
-	"github.com/gpudra/gpudra/internal/cdispec"
 	"github.com/gpudra/gpudra/internal/fakenodes"
 	"github.com/gpudra/gpudra/internal/gpu"
 	"github.com/gpudra/gpudra/internal/inventory"
@@ -144,19 +141,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	o.Backend.ReadOnly, o.Backend.InventoryOnly = true, false
 
-	step := func(name string, fn func(s *Step) error) error {
-		start := time.Now()
-		s := Step{Name: name, Result: Pass}
-		err := fn(&s)
-		if err != nil {
-			s.Result, s.Summary = Fail, err.Error()
-		}
-		s.Seconds = time.Since(start).Round(time.Millisecond).Seconds()
-		rep.Steps = append(rep.Steps, s)
-		return err
-	}
 	var be *backend.Backend
-	if err := step("open NVML read-only and find the driver's files (nvcdi)", func(s *Step) error {
+	if err := rep.step("open NVML read-only and find the driver's files (nvcdi)", func(s *Step) error {
 		var err error
 		if be, err = backend.Open(ctx, o.Backend); err != nil {
 			return err
@@ -170,38 +156,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer be.Close()
 
 	var node gpu.Node
-	if step("discover the GPUs as the kubelet plugin does", func(s *Step) error {
+	if rep.step("discover the GPUs as the kubelet plugin does", func(s *Step) error {
 		var err error
-		if node, err = be.Discover(ctx); err != nil {
-			return err
-		}
-		node.Name = o.Backend.NodeName
-		rep.GPUs, rep.DriverVersion, rep.CUDAVersion = node.GPUs, node.DriverVersion, node.CUDADriverVersion
-		s.Summary = fmt.Sprintf("%d GPU(s), driver %s, CUDA %s", len(node.GPUs), node.DriverVersion, node.CUDADriverVersion)
-		for _, g := range node.GPUs {
-			s.Details = append(s.Details, fmt.Sprintf("%s %s %s, %d MiB, %d SMs, compute capability %s, MIG capable %v (enabled %v), NVLink group %d, PCI %s",
-				g.DeviceName(), g.UUID, g.ProductName, g.MemoryBytes>>20, g.Multiprocessors, g.CUDAComputeCapability, g.MigCapable, g.MigEnabled, g.NVLinkGroup, g.PCIBusID))
-		}
-		if len(node.GPUs) == 0 {
-			return fmt.Errorf("NVML reports no GPU")
-		}
-		return nil
+		node, err = discover(ctx, be, o.Backend.NodeName, rep, s)
+		return err
 	}) != nil {
 		rep.Refused = be.Refused()
 		rep.finish()
 		return rep, nil
 	}
 
-	_ = step("compare the ResourceSlices with the fake profile of these GPUs", func(s *Step) error {
+	_ = rep.step("compare the ResourceSlices with the fake profile of these GPUs", func(s *Step) error {
 		return compare(ctx, be, node, o, scratch, rep, s)
 	})
-	_ = step("write a CDI spec for every GPU and check every path it names", func(s *Step) error {
+	_ = rep.step("write a CDI spec for every GPU and check every path it names", func(s *Step) error {
 		return checkCDI(be, node, o.DriverName, filepath.Join(scratch, "cdi"), s)
 	})
-	_ = step(fmt.Sprintf("watch health events for %s", o.Health), func(s *Step) error {
+	_ = rep.step(fmt.Sprintf("watch health events for %s", o.Health), func(s *Step) error {
 		return watchHealth(ctx, be, node, o.Health, s)
 	})
-	_ = step("NVLink fabric and platform (read-only NVML queries)", func(s *Step) error {
+	_ = rep.step("NVLink fabric and platform (read-only NVML queries)", func(s *Step) error {
 		s.Result = Info
 		s.Summary = node.NVLinkDomain().Describe()
 		for _, g := range node.GPUs {
@@ -209,31 +183,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		return nil
 	})
-	_ = step("MIG profiles and placements (read-only NVML queries)", func(s *Step) error {
-		s.Result = Info
-		n := 0
-		for _, g := range node.GPUs {
-			if g.MIG == nil {
-				continue
-			}
-			n++
-			for _, p := range g.MIG.Profiles {
-				var pl []string
-				for _, x := range p.Placements {
-					pl = append(pl, fmt.Sprintf("%d+%d", x.Start, x.Size))
-				}
-				s.Details = append(s.Details, fmt.Sprintf("%s %s: profile ID %d, %d compute slice(s), %d MiB, %d SMs, at most %d, placements %s",
-					g.DeviceName(), p.Name, p.ID, p.ComputeSlices, p.MemoryBytes>>20, p.Multiprocessors, p.InstanceCount, strings.Join(pl, " ")))
-			}
-			for _, in := range g.MIG.Instances {
-				s.Details = append(s.Details, fmt.Sprintf("%s: existing GPU instance %d (profile ID %d) at %d+%d, compute instances %v",
-					g.DeviceName(), in.GIID, in.ProfileID, in.Placement.Start, in.Placement.Size, in.ComputeInstances))
-			}
-		}
-		s.Summary = fmt.Sprintf("%d MIG-capable GPU(s)", n)
+	_ = rep.step("MIG profiles and placements (read-only NVML queries)", func(s *Step) error {
+		describeMIG(node, s)
 		return nil
 	})
-	_ = step("no NVML call that changes a GPU was made", func(s *Step) error {
+	_ = rep.step("no NVML call that changes a GPU was made", func(s *Step) error {
 		rep.Refused = be.Refused()
 		if len(rep.Refused) > 0 {
 			s.Details = rep.Refused
@@ -244,6 +198,67 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	})
 	rep.finish()
 	return rep, nil
+}
+
+// step runs one check and adds it to the report: passed unless fn fails
+// (its error is the summary), with the time it took.
+func (r *Report) step(name string, fn func(s *Step) error) error {
+	start := time.Now()
+	s := Step{Name: name, Result: Pass}
+	err := fn(&s)
+	if err != nil {
+		s.Result, s.Summary = Fail, err.Error()
+	}
+	s.Seconds = time.Since(start).Round(time.Millisecond).Seconds()
+	r.Steps = append(r.Steps, s)
+	return err
+}
+
+// discover finds the GPUs as the kubelet plugin does, names the node, and
+// records the GPUs and driver in the report and one line per GPU in the
+// step.
+func discover(ctx context.Context, be *backend.Backend, nodeName string, rep *Report, s *Step) (gpu.Node, error) {
+	node, err := be.Discover(ctx)
+	if err != nil {
+		return node, err
+	}
+	node.Name = nodeName
+	rep.GPUs, rep.DriverVersion, rep.CUDAVersion = node.GPUs, node.DriverVersion, node.CUDADriverVersion
+	s.Summary = fmt.Sprintf("%d GPU(s), driver %s, CUDA %s", len(node.GPUs), node.DriverVersion, node.CUDADriverVersion)
+	for _, g := range node.GPUs {
+		s.Details = append(s.Details, fmt.Sprintf("%s %s %s, %d MiB, %d SMs, compute capability %s, MIG capable %v (enabled %v), NVLink group %d, PCI %s",
+			g.DeviceName(), g.UUID, g.ProductName, g.MemoryBytes>>20, g.Multiprocessors, g.CUDAComputeCapability, g.MigCapable, g.MigEnabled, g.NVLinkGroup, g.PCIBusID))
+	}
+	if len(node.GPUs) == 0 {
+		return node, fmt.Errorf("NVML reports no GPU")
+	}
+	return node, nil
+}
+
+// describeMIG lists, for information, each MIG-capable GPU's profiles with
+// their placements, and the GPU instances that exist already.
+func describeMIG(node gpu.Node, s *Step) {
+	s.Result = Info
+	n := 0
+	for _, g := range node.GPUs {
+		if g.MIG == nil {
+			continue
+		}
+		n++
+		for _, p := range g.MIG.Profiles {
+			var pl []string
+			for _, x := range p.Placements {
+				pl = append(pl, fmt.Sprintf("%d+%d", x.Start, x.Size))
+			}
+			s.Details = append(s.Details, fmt.Sprintf("%s %s: profile ID %d, %d compute slice(s), %d MiB, %d SMs, at most %d, placements %s",
+				g.DeviceName(), p.Name, p.ID, p.ComputeSlices, p.MemoryBytes>>20, p.Multiprocessors, p.InstanceCount, strings.Join(pl, " ")))
+		}
+		for _, in := range g.MIG.Instances {
+			s.Details = append(s.Details, fmt.Sprintf("%s: existing GPU instance %d (profile ID %d) at %d+%d, compute instances %v",
+				g.DeviceName(), in.GIID, in.ProfileID, in.Placement.Start, in.Placement.Size, in.ComputeInstances))
+		}
+	}
+	s.Summary = fmt.Sprintf("%d MIG-capable GPU(s)", n)
 }
 
 // fabricLine is one GPU's fabric and platform reading, as NVML gave it.
@@ -385,84 +400,6 @@ func perModel(node gpu.Node) (nvmlfake.ProfileFile, []string, []string) {
 		pf.GPUs = append(pf.GPUs, spec)
 	}
 	return pf, keys, missing
-}
-
-// checkCDI writes the spec a claim of every GPU (and every existing MIG
-// device) would get, with all driver capabilities, and checks that every
-// host path in it exists.
-func checkCDI(be *backend.Backend, node gpu.Node, driverName, dir string, s *Step) error {
-	w, err := cdispec.New(dir, driverName)
-	if err != nil {
-		return err
-	}
-	var devs []cdispec.Device
-	for _, g := range node.GPUs {
-		devs = append(devs, cdispec.Device{Name: g.DeviceName(), Edits: be.DeviceEdits(g)})
-		if g.MIG == nil {
-			continue
-		}
-		// MIG devices an admin made: their capability device nodes.
-		for _, in := range g.MIG.Instances {
-			for _, ci := range in.ComputeInstances {
-				e, err := be.MigDeviceEdits(g, in.GIID, ci, "")
-				if err != nil {
-					return fmt.Errorf("%s GPU instance %d, compute instance %d: %w", g.DeviceName(), in.GIID, ci, err)
-				}
-				devs = append(devs, cdispec.Device{Name: fmt.Sprintf("%s-gi%d-ci%d", g.DeviceName(), in.GIID, ci), Edits: e})
-			}
-		}
-	}
-	const uid = "00000000-0000-4000-8000-000000000000"
-	if err := w.WriteClaimSpec(uid, be.CommonEdits([]string{"all"}), devs); err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*"))
-	if err != nil || len(files) != 1 {
-		return fmt.Errorf("want one spec file in %s, found %v (%v)", dir, files, err)
-	}
-	spec, err := cdi.ReadSpec(files[0], 0)
-	if err != nil {
-		return fmt.Errorf("the CDI library cannot read the spec: %w", err)
-	}
-	var paths []string
-	collect := func(e *cdispecs.ContainerEdits) {
-		for _, d := range e.DeviceNodes {
-			paths = append(paths, firstNonEmpty(d.HostPath, d.Path))
-		}
-		for _, m := range e.Mounts {
-			paths = append(paths, m.HostPath)
-		}
-		for _, h := range e.Hooks {
-			paths = append(paths, h.Path)
-		}
-	}
-	raw := spec.Spec
-	collect(&raw.ContainerEdits)
-	for i := range raw.Devices {
-		collect(&raw.Devices[i].ContainerEdits)
-	}
-	slices.Sort(paths)
-	paths = slices.Compact(paths)
-	var missing []string
-	for _, p := range paths {
-		if _, err := os.Stat(p); err != nil {
-			missing = append(missing, p)
-		}
-	}
-	s.Details = paths
-	if len(missing) > 0 {
-		s.Details = missing
-		return fmt.Errorf("%d of %d path(s) the spec names do not exist (listed)", len(missing), len(paths))
-	}
-	s.Summary = fmt.Sprintf("%d device(s), %d path(s) named, all exist (kind %s)", len(raw.Devices), len(paths), raw.Kind)
-	return nil
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // watchHealth runs the plugin's health watch over the node's GPUs for d.

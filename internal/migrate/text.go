@@ -104,60 +104,18 @@ func (m *migrator) annotate(text []byte, encoded bool) []byte {
 
 // editText applies m.edits to the text at the scalars' positions.
 func (m *migrator) editText(text []byte, root *yaml.Node) ([]byte, bool) {
-	lineStarts := []int{0}
-	for i, b := range text {
-		if b == '\n' {
-			lineStarts = append(lineStarts, i+1)
-		}
-	}
-	offset := func(n *yaml.Node) (int, bool) {
-		if n.Line < 1 || n.Line > len(lineStarts) || n.Column < 1 {
-			return 0, false
-		}
-		start := lineStarts[n.Line-1]
-		off := start
-		for col := 1; col < n.Column; col++ { // columns count characters
-			if off >= len(text) || text[off] == '\n' {
-				return 0, false
-			}
-			_, size := utf8.DecodeRune(text[off:])
-			off += size
-		}
-		return off, true
-	}
-	// Every node's start, so that a scalar's text ends before the next.
-	var starts []int
-	var walk func(n *yaml.Node)
-	walk = func(n *yaml.Node) {
-		if off, ok := offset(n); ok && n.Kind != yaml.DocumentNode {
-			starts = append(starts, off)
-		}
-		for _, c := range n.Content {
-			walk(c)
-		}
-	}
-	walk(root)
-	sort.Ints(starts)
-
-	type change struct {
-		start, end int
-		text       string
-	}
-	var changes []change
+	idx := newTextIndex(text, root)
+	var changes []textChange
 	for _, e := range m.edits {
-		start, ok := offset(e.node)
+		start, ok := idx.offset(e.node)
 		if !ok {
 			return nil, false
 		}
-		i := sort.SearchInts(starts, start+1)
-		end := len(text)
-		if i < len(starts) {
-			end = starts[i]
-		}
+		end := idx.end(start)
 		region := string(text[start:end])
 		if e.cel {
 			out, _, _ := rewriteCEL(region, m.opts.DriverName)
-			changes = append(changes, change{start, end, out})
+			changes = append(changes, textChange{start, end, out})
 			continue
 		}
 		var q string
@@ -173,15 +131,11 @@ func (m *migrator) editText(text []byte, root *yaml.Node) ([]byte, bool) {
 		if !strings.HasPrefix(region, q+e.old+q) {
 			return nil, false
 		}
-		changes = append(changes, change{start, start + len(q+e.old+q), q + e.new + q})
+		changes = append(changes, textChange{start, start + len(q+e.old+q), q + e.new + q})
 	}
-	sort.Slice(changes, func(i, j int) bool { return changes[i].start > changes[j].start })
-	out := append([]byte(nil), text...)
-	for i, c := range changes {
-		if i > 0 && c.end > changes[i-1].start {
-			return nil, false // overlapping: cannot happen with distinct nodes
-		}
-		out = append(out[:c.start], append([]byte(c.text), out[c.end:]...)...)
+	out, ok := applyChanges(text, changes)
+	if !ok {
+		return nil, false
 	}
 	// The edited text must say what the rewritten tree says.
 	var want, got any
@@ -190,6 +144,81 @@ func (m *migrator) editText(text []byte, root *yaml.Node) ([]byte, bool) {
 	}
 	if err := yaml.Unmarshal(out, &got); err != nil || !reflect.DeepEqual(want, got) {
 		return nil, false
+	}
+	return out, true
+}
+
+// textIndex finds a parsed tree's nodes in the text it was parsed from.
+type textIndex struct {
+	text       []byte
+	lineStarts []int
+	// starts are every node's start, sorted, so that a scalar's text
+	// ends before the next.
+	starts []int
+}
+
+func newTextIndex(text []byte, root *yaml.Node) *textIndex {
+	x := &textIndex{text: text, lineStarts: []int{0}}
+	for i, b := range text {
+		if b == '\n' {
+			x.lineStarts = append(x.lineStarts, i+1)
+		}
+	}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if off, ok := x.offset(n); ok && n.Kind != yaml.DocumentNode {
+			x.starts = append(x.starts, off)
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(root)
+	sort.Ints(x.starts)
+	return x
+}
+
+// offset is where a node starts in the text, from its line and column.
+func (x *textIndex) offset(n *yaml.Node) (int, bool) {
+	if n.Line < 1 || n.Line > len(x.lineStarts) || n.Column < 1 {
+		return 0, false
+	}
+	off := x.lineStarts[n.Line-1]
+	for col := 1; col < n.Column; col++ { // columns count characters
+		if off >= len(x.text) || x.text[off] == '\n' {
+			return 0, false
+		}
+		_, size := utf8.DecodeRune(x.text[off:])
+		off += size
+	}
+	return off, true
+}
+
+// end is where the text of the node starting at start ends: where the
+// next node starts, or the end of the text.
+func (x *textIndex) end(start int) int {
+	if i := sort.SearchInts(x.starts, start+1); i < len(x.starts) {
+		return x.starts[i]
+	}
+	return len(x.text)
+}
+
+// textChange replaces text[start:end] with text.
+type textChange struct {
+	start, end int
+	text       string
+}
+
+// applyChanges makes the changes in a copy of text, from the last to the
+// first so that the offsets hold; false if two overlap.
+func applyChanges(text []byte, changes []textChange) ([]byte, bool) {
+	sort.Slice(changes, func(i, j int) bool { return changes[i].start > changes[j].start })
+	out := append([]byte(nil), text...)
+	for i, c := range changes {
+		if i > 0 && c.end > changes[i-1].start {
+			return nil, false // overlapping: cannot happen with distinct nodes
+		}
+		out = append(out[:c.start], append([]byte(c.text), out[c.end:]...)...)
 	}
 	return out, true
 }

@@ -198,44 +198,80 @@ func AssignPools(nodes []Node, current Assignment, targets Targets, waiting []Wa
 }
 
 func assign(nodes []Node, current Assignment, targets Targets, poolOf func(Node) string, waiting []Waiting, given map[string]string) Result {
-	byName := make(map[string]Node, len(nodes))
-	for _, n := range nodes {
-		byName[n.Name] = n
+	a := newAssigner(nodes, current, poolOf)
+	// The nodes waiting pods need, one per pod, are given before the
+	// targets' own picks so that those can count them.
+	a.giveWaiting(waiting, given, targets.Total())
+	pools := a.pools()
+	for _, pool := range pools {
+		a.meetTarget(pool, targets[pool], given)
 	}
-	out := Assignment{}
+	res := Result{Assignment: a.out, Given: a.gave, Pools: map[string]PoolResult{}}
+	for _, pool := range pools {
+		res.Pools[pool] = PoolResult{Target: targets[pool], WithSpare: a.with[pool]}
+		res.Target += targets[pool]
+		res.WithSpare += a.with[pool]
+	}
+	return res
+}
+
+// assigner is one assign call's state: the assignment it builds, and
+// what it counts on the way.
+type assigner struct {
+	byName map[string]Node
+	poolOf func(Node) string
+	out    Assignment
+	// with counts the nodes with a spare, by pool; candidates are the
+	// ready nodes with a free GPU and no spare, by pool.
+	with       map[string]int
+	candidates map[string][]Node
+	// needed are the nodes waiting pods were given; gave the node each
+	// pod was given (Result.Given).
+	needed map[string]bool
+	gave   map[string]string
+}
+
+// newAssigner keeps the current assignments that still hold (Assign's
+// doc says which) and counts the nodes with a spare and the candidates.
+func newAssigner(nodes []Node, current Assignment, poolOf func(Node) string) *assigner {
+	a := &assigner{
+		byName: make(map[string]Node, len(nodes)), poolOf: poolOf, out: Assignment{},
+		with: map[string]int{}, candidates: map[string][]Node{},
+		needed: map[string]bool{}, gave: map[string]string{},
+	}
+	for _, n := range nodes {
+		a.byName[n.Name] = n
+	}
 	for name, v := range current {
 		// Written as sparesmap.Own whatever it was: the controller writes only
 		// what it assigns.
-		if n, ok := byName[name]; ok && v > 0 && n.Ready && n.freeGPUs() > 0 {
-			out[name] = sparesmap.Own
+		if n, ok := a.byName[name]; ok && v > 0 && n.Ready && n.freeGPUs() > 0 {
+			a.out[name] = sparesmap.Own
 		}
 	}
-	hasSpare := func(n Node) bool {
-		return n.Ready && (n.publishesSpare() || (out[n.Name] > 0 && n.freeGPUs() > 0))
-	}
-	with := map[string]int{} // nodes with a spare, by pool
-	candidates := map[string][]Node{}
 	for _, n := range nodes {
 		switch {
-		case hasSpare(n):
-			with[poolOf(n)]++
+		case a.hasSpare(n):
+			a.with[poolOf(n)]++
 		case n.Ready && n.freeGPUs() > 0:
-			candidates[poolOf(n)] = append(candidates[poolOf(n)], n)
+			a.candidates[poolOf(n)] = append(a.candidates[poolOf(n)], n)
 		}
 	}
-	sorted := func(ns []Node) []Node {
-		slices.SortFunc(ns, less)
-		return ns
-	}
-	// The nodes waiting pods need, one per pod, given before the targets'
-	// own picks so that those can count them.
-	// At most the targets' total of them (the bound): pods that keep the
-	// node they were given come first, then the others in order; a gang
-	// started is given a node for each of its pods (half a gang's spares
-	// would not let it in).
-	needed := map[string]bool{}
-	gave := map[string]string{}
-	bound := targets.Total()
+	return a
+}
+
+// hasSpare says whether a node has a spare: ready, and publishing one or
+// assigned with a free GPU left.
+func (a *assigner) hasSpare(n Node) bool {
+	return n.Ready && (n.publishesSpare() || (a.out[n.Name] > 0 && n.freeGPUs() > 0))
+}
+
+// giveWaiting gives each waiting pod a node where a spare lets it in. At
+// most bound (the targets' total) of them: pods that keep the node they
+// were given come first, then the others in order; a gang started is
+// given a node for each of its pods (half a gang's spares would not let
+// it in).
+func (a *assigner) giveWaiting(waiting []Waiting, given map[string]string, bound int) {
 	keeps := func(w Waiting) bool { return given[w.Pod] != "" && slices.Contains(w.Nodes, given[w.Pod]) }
 	unit := func(w Waiting) string { return cmp.Or(w.Gang, w.Pod) }
 	unitKeeps := map[string]bool{}
@@ -248,68 +284,81 @@ func assign(nodes []Node, current Assignment, targets Targets, poolOf func(Node)
 	})
 	started := map[string]bool{}
 	for _, w := range waiting {
-		if len(needed) >= bound && !started[unit(w)] {
+		if len(a.needed) >= bound && !started[unit(w)] {
 			continue
 		}
 		started[unit(w)] = true
-		var fit []Node
-		for _, name := range w.Nodes {
-			if n, ok := byName[name]; ok && n.Ready && n.freeGPUs() > 0 {
-				fit = append(fit, n)
-			}
-		}
-		// Given one already, on a node it may still go to with a free
-		// GPU: keep it while the pod waits, and give no other (it may
-		// need what no spare gives). A node that is gone or full no
-		// longer helps it: it is given another.
-		if i := slices.IndexFunc(fit, func(n Node) bool { return n.Name == given[w.Pod] }); i >= 0 {
-			name := fit[i].Name
-			if !hasSpare(fit[i]) {
-				with[poolOf(fit[i])]++
-			}
-			out[name] = max(out[name], 1)
-			needed[name] = true
-			gave[w.Pod] = name
-			continue
-		}
-		fit = slices.DeleteFunc(fit, func(n Node) bool { return n.publishesSpare() || out[n.Name] > 0 })
-		if len(fit) == 0 {
-			continue
-		}
-		pick := sorted(fit)[0]
-		out[pick.Name] = 1
-		needed[pick.Name] = true
-		gave[w.Pod] = pick.Name
-		pool := poolOf(pick)
-		with[pool]++
-		candidates[pool] = slices.DeleteFunc(candidates[pool], func(n Node) bool { return n.Name == pick.Name })
+		a.giveOne(w, given[w.Pod])
 	}
-	pools := slices.Sorted(maps.Keys(with))
-	for pool := range candidates {
-		if _, ok := with[pool]; !ok {
+}
+
+// giveOne gives a waiting pod a node among those it may go to that are
+// ready with a free GPU: the one it was given before (prev) if it still
+// is one, else the most preferred that keeps no spare yet.
+func (a *assigner) giveOne(w Waiting, prev string) {
+	var fit []Node
+	for _, name := range w.Nodes {
+		if n, ok := a.byName[name]; ok && n.Ready && n.freeGPUs() > 0 {
+			fit = append(fit, n)
+		}
+	}
+	// Given one already, on a node it may still go to with a free
+	// GPU: keep it while the pod waits, and give no other (it may
+	// need what no spare gives). A node that is gone or full no
+	// longer helps it: it is given another.
+	if i := slices.IndexFunc(fit, func(n Node) bool { return n.Name == prev }); i >= 0 {
+		name := fit[i].Name
+		if !a.hasSpare(fit[i]) {
+			a.with[a.poolOf(fit[i])]++
+		}
+		a.out[name] = max(a.out[name], 1)
+		a.needed[name] = true
+		a.gave[w.Pod] = name
+		return
+	}
+	fit = slices.DeleteFunc(fit, func(n Node) bool { return n.publishesSpare() || a.out[n.Name] > 0 })
+	if len(fit) == 0 {
+		return
+	}
+	pick := sortedNodes(fit)[0]
+	a.out[pick.Name] = 1
+	a.needed[pick.Name] = true
+	a.gave[w.Pod] = pick.Name
+	pool := a.poolOf(pick)
+	a.with[pool]++
+	a.candidates[pool] = slices.DeleteFunc(a.candidates[pool], func(n Node) bool { return n.Name == pick.Name })
+}
+
+// pools are the pools with a spare or a candidate, sorted.
+func (a *assigner) pools() []string {
+	pools := slices.Sorted(maps.Keys(a.with))
+	for pool := range a.candidates {
+		if _, ok := a.with[pool]; !ok {
 			pools = append(pools, pool)
 		}
 	}
 	slices.Sort(pools)
-	for _, pool := range pools {
-		target := targets[pool]
-		if c := candidates[pool]; with[pool] < target {
-			for _, n := range sorted(c)[:min(target-with[pool], len(c))] {
-				out[n.Name] = 1
-				with[pool]++
-			}
-		}
-		if with[pool] > target {
-			giveBack(out, byName, poolOf, pool, target, needed, given, &with)
+	return pools
+}
+
+// meetTarget assigns the pool's most preferred candidates while fewer of
+// its nodes than target have a spare, and gives back while more do.
+func (a *assigner) meetTarget(pool string, target int, given map[string]string) {
+	if c := a.candidates[pool]; a.with[pool] < target {
+		for _, n := range sortedNodes(c)[:min(target-a.with[pool], len(c))] {
+			a.out[n.Name] = 1
+			a.with[pool]++
 		}
 	}
-	res := Result{Assignment: out, Given: gave, Pools: map[string]PoolResult{}}
-	for _, pool := range pools {
-		res.Pools[pool] = PoolResult{Target: targets[pool], WithSpare: with[pool]}
-		res.Target += targets[pool]
-		res.WithSpare += with[pool]
+	if a.with[pool] > target {
+		giveBack(a.out, a.byName, a.poolOf, pool, target, a.needed, given, &a.with)
 	}
-	return res
+}
+
+// sortedNodes sorts nodes by preference (less), in place.
+func sortedNodes(ns []Node) []Node {
+	slices.SortFunc(ns, less)
+	return ns
 }
 
 // giveBack drops the pool's assignments over its target: first the nodes

@@ -86,47 +86,9 @@ func (s *Scheduler) ExtendedResources(pod *v1.Pod) ExtendedResources {
 	for _, name := range backed {
 		class := s.classes.ForExtendedResource(name).Name
 		out.Classes[name] = class
-		// Long-lived containers (regular ones and sidecars) each get their
-		// own request; a plain init container runs before them and may
-		// reuse the requests of those after it, and only the largest of
-		// the init containers' own requests is kept.
-		long := make([]*resourceapi.DeviceRequest, len(containers))
-		var longMaps, shortMaps []v1.ContainerExtendedResourceRequest
-		for i := range containers {
-			if !shortLived(pod, i) {
-				long[i], longMaps = containerRequest(i, &containers[i], name, class, nil, longMaps)
-			}
-		}
-		var biggest *resourceapi.DeviceRequest
-		shortNames := map[string]bool{}
-		for i := range containers {
-			if !shortLived(pod, i) {
-				continue
-			}
-			var r *resourceapi.DeviceRequest
-			r, shortMaps = containerRequest(i, &containers[i], name, class, long[i:], shortMaps)
-			if r == nil {
-				continue
-			}
-			shortNames[r.Name] = true
-			if biggest == nil || biggest.Exactly.Count < r.Exactly.Count {
-				biggest = r
-			}
-		}
-		if biggest != nil {
-			for i := range shortMaps {
-				if shortNames[shortMaps[i].RequestName] {
-					shortMaps[i].RequestName = biggest.Name
-				}
-			}
-			requests = append(requests, *biggest)
-		}
-		for _, r := range long {
-			if r != nil {
-				requests = append(requests, *r)
-			}
-		}
-		out.Mappings = append(append(out.Mappings, longMaps...), shortMaps...)
+		reqs, maps := resourceRequests(pod, containers, name, class)
+		requests = append(requests, reqs...)
+		out.Mappings = append(out.Mappings, maps...)
 	}
 	slices.SortFunc(requests, func(a, b resourceapi.DeviceRequest) int { return strings.Compare(a.Name, b.Name) })
 	out.Claim = &resourceapi.ResourceClaim{
@@ -138,6 +100,53 @@ func (s *Scheduler) ExtendedResources(pod *v1.Pod) ExtendedResources {
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: requests}},
 	}
 	return out
+}
+
+// resourceRequests are the device requests of one extended resource
+// (name, backed by class) in a pod and how its containers map to them.
+// Long-lived containers (regular ones and sidecars) each get their
+// own request; a plain init container runs before them and may
+// reuse the requests of those after it, and only the largest of
+// the init containers' own requests is kept.
+func resourceRequests(pod *v1.Pod, containers []v1.Container, name v1.ResourceName, class string) ([]resourceapi.DeviceRequest, []v1.ContainerExtendedResourceRequest) {
+	var requests []resourceapi.DeviceRequest
+	long := make([]*resourceapi.DeviceRequest, len(containers))
+	var longMaps, shortMaps []v1.ContainerExtendedResourceRequest
+	for i := range containers {
+		if !shortLived(pod, i) {
+			long[i], longMaps = containerRequest(i, &containers[i], name, class, nil, longMaps)
+		}
+	}
+	var biggest *resourceapi.DeviceRequest
+	shortNames := map[string]bool{}
+	for i := range containers {
+		if !shortLived(pod, i) {
+			continue
+		}
+		var r *resourceapi.DeviceRequest
+		r, shortMaps = containerRequest(i, &containers[i], name, class, long[i:], shortMaps)
+		if r == nil {
+			continue
+		}
+		shortNames[r.Name] = true
+		if biggest == nil || biggest.Exactly.Count < r.Exactly.Count {
+			biggest = r
+		}
+	}
+	if biggest != nil {
+		for i := range shortMaps {
+			if shortNames[shortMaps[i].RequestName] {
+				shortMaps[i].RequestName = biggest.Name
+			}
+		}
+		requests = append(requests, *biggest)
+	}
+	for _, r := range long {
+		if r != nil {
+			requests = append(requests, *r)
+		}
+	}
+	return requests, append(longMaps, shortMaps...)
 }
 
 // shortLived says whether container i of init+regular containers is an

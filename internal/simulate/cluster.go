@@ -185,12 +185,7 @@ func NewClientset(objects ...runtime.Object) *fake.Clientset {
 // simulate a plugin restart against the same API server.
 func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster, error) {
 	opts.defaults()
-	for _, dir := range []string{opts.PluginDataDir(), opts.RegistrarDir(), opts.CDIDir(), opts.FakeStateDir()} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.WriteFile(opts.BootIDPath(), []byte(opts.BootID+"\n"), 0o644); err != nil {
+	if err := prepareNodeFiles(opts); err != nil {
 		return nil, err
 	}
 	if opts.KubernetesVersion == "" {
@@ -205,17 +200,51 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		client.PrependReactor("create", "resourceslices", dropDisabledFields(features))
 		client.PrependReactor("update", "resourceslices", dropDisabledFields(features))
 	}
-	node, err := client.CoreV1().Nodes().Get(ctx, opts.NodeName, metav1.GetOptions{})
+	node, err := ensureNode(ctx, client, opts.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	driver, err := startPlugin(ctx, opts, client)
+	if err != nil {
+		return nil, err
+	}
+	k, err := dialKubelet(filepath.Join(opts.PluginDataDir(), "dra.sock"))
+	if err != nil {
+		driver.Stop()
+		return nil, err
+	}
+	return &Cluster{Opts: opts, Client: client, Driver: driver, Node: node, kubelet: k, features: features}, nil
+}
+
+// prepareNodeFiles makes the directories the plugin and the fake GPUs use
+// and writes the node's boot ID.
+func prepareNodeFiles(opts Options) error {
+	for _, dir := range []string{opts.PluginDataDir(), opts.RegistrarDir(), opts.CDIDir(), opts.FakeStateDir()} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(opts.BootIDPath(), []byte(opts.BootID+"\n"), 0o644)
+}
+
+// ensureNode returns the node, creating it when the clientset has none.
+func ensureNode(ctx context.Context, client *fake.Clientset, name string) (*v1.Node, error) {
+	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		node, err = client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
-			Name:   opts.NodeName,
-			Labels: map[string]string{"kubernetes.io/hostname": opts.NodeName},
+			Name:   name,
+			Labels: map[string]string{"kubernetes.io/hostname": name},
 		}}, metav1.CreateOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("create node: %w", err)
 		}
 	}
+	return node, nil
+}
 
+// startPlugin opens the fake backend and starts the kubelet plugin on it,
+// configured as opts says.
+func startPlugin(ctx context.Context, opts Options, client *fake.Clientset) (*plugin.Driver, error) {
 	shareSharing, err := configapi.SharingFromFlag(opts.ShareSharing)
 	if err != nil {
 		return nil, err
@@ -238,7 +267,7 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 	if err != nil {
 		return nil, err
 	}
-	driver, err := plugin.Start(ctx, plugin.Config{
+	return plugin.Start(ctx, plugin.Config{
 		DriverName:      opts.DriverName,
 		NodeName:        opts.NodeName,
 		KubeClient:      client,
@@ -268,15 +297,6 @@ func Start(ctx context.Context, opts Options, client *fake.Clientset) (*Cluster,
 		ConsumableCapacity: opts.ConsumableCapacity,
 		ShareSharing:       shareSharing,
 	})
-	if err != nil {
-		return nil, err
-	}
-	k, err := dialKubelet(filepath.Join(opts.PluginDataDir(), "dra.sock"))
-	if err != nil {
-		driver.Stop()
-		return nil, err
-	}
-	return &Cluster{Opts: opts, Client: client, Driver: driver, Node: node, kubelet: k, features: features}, nil
 }
 
 // dropDisabledFields makes the fake API server store ResourceSlices as

@@ -222,6 +222,14 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 	// Fleet mode: a node that publishes no placements drops the empty
 	// slices but one (layout.go, the compact layout).
 	layout.compact = opts.SpareGPUs.Fleet && len(ready) == 0
+	layout.addPartitions(partitions, wholeOf, ready)
+	return layout, ready, nil
+}
+
+// addPartitions publishes the counter set of each ready GPU and makes its
+// whole device consume it, and adds every partitionable GPU's placements,
+// built for the ready ones.
+func (l *poolLayout) addPartitions(partitions []gpuPartitions, wholeOf []wholeConsumption, ready map[string]bool) {
 	// A GPU's counter set is published, and its whole device consumes
 	// it, while its placements are published, so that the scheduler never
 	// gives both. Otherwise there is nothing to share the GPU with: its
@@ -233,9 +241,9 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 			continue
 		}
 		w := wholeOf[i]
-		layout.counterSets[w.counterSlot].published = true
+		l.counterSets[w.counterSlot].published = true
 		if w.index >= 0 {
-			layout.wholeGPUs[w.index].ConsumesCounters = w.consumes
+			l.wholeGPUs[w.index].ConsumesCounters = w.consumes
 		}
 	}
 	// Placements go last GPU first: the allocator walks slices in order,
@@ -248,7 +256,6 @@ func buildLayout(node gpu.Node, opts Options) (poolLayout, map[string]bool, erro
 		if ready[p.uuid] {
 			p.devices = p.build()
 		}
-		layout.partitions = append(layout.partitions, p)
+		l.partitions = append(l.partitions, p)
 	}
-	return layout, ready, nil
 }
