@@ -18,6 +18,7 @@ package discovery
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -161,22 +162,7 @@ func TestHealthRecovers(t *testing.T) {
 	if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	events := make(chan gpu.HealthEvent, 16)
-	opts := HealthOptions{IgnoredXIDs: []uint64{13, 92}, RecheckInterval: 50 * time.Millisecond}
-	go func() { _ = WatchHealth(ctx, s, node, opts, events) }()
-
-	next := func(what string) gpu.HealthEvent {
-		t.Helper()
-		select {
-		case ev := <-events:
-			return ev
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no event: %s", what)
-		}
-		return gpu.HealthEvent{}
-	}
+	events, next := watchEvents(t, s, node, HealthOptions{IgnoredXIDs: []uint64{13, 92}, RecheckInterval: 50 * time.Millisecond})
 	quiet := func(what string) {
 		t.Helper()
 		select {
@@ -281,27 +267,14 @@ func TestWatchStartsFromCurrentHealth(t *testing.T) {
 	if err := nvmlfake.InjectXID(dir, g1, 48); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	events := make(chan gpu.HealthEvent, 16)
-	go func() { _ = WatchHealth(ctx, s, node, HealthOptions{RecheckInterval: 50 * time.Millisecond}, events) }()
-	next := func() gpu.HealthEvent {
-		t.Helper()
-		select {
-		case ev := <-events:
-			return ev
-		case <-time.After(5 * time.Second):
-			t.Fatal("no event")
-		}
-		return gpu.HealthEvent{}
-	}
-	if ev := next(); ev.UUID != g1 || ev.Health != gpu.Unhealthy {
+	_, next := watchEvents(t, s, node, HealthOptions{RecheckInterval: 50 * time.Millisecond})
+	if ev := next("the XID from before the watch"); ev.UUID != g1 || ev.Health != gpu.Unhealthy {
 		t.Fatalf("first event %+v, want %s unhealthy", ev, g1)
 	}
 	if err := nvmlfake.ResetGPU(dir, g1); err != nil {
 		t.Fatal(err)
 	}
-	if ev := next(); ev.UUID != g1 || ev.Health != gpu.Healthy {
+	if ev := next("the recheck after the reset"); ev.UUID != g1 || ev.Health != gpu.Healthy {
 		t.Fatalf("after the reset: %+v, want %s healthy", ev, g1)
 	}
 }
@@ -335,25 +308,17 @@ func TestHealthByRecoveryActionEvents(t *testing.T) {
 	if err := nvmlfake.InjectXID(dir, g0, 48); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	events := make(chan gpu.HealthEvent, 16)
-	opts := HealthOptions{IgnoredXIDs: []uint64{}, RecheckInterval: time.Hour}
-	go func() { _ = WatchHealth(ctx, s, node, opts, events) }()
+	_, nextEvent := watchEvents(t, s, node, HealthOptions{IgnoredXIDs: []uint64{}, RecheckInterval: time.Hour})
 	next := func(want gpu.HealthEvent, reason ...string) {
 		t.Helper()
-		select {
-		case ev := <-events:
-			if ev.UUID != want.UUID || ev.Health != want.Health {
-				t.Fatalf("event %+v, want %s %s", ev, want.UUID, want.Health)
+		ev := nextEvent(fmt.Sprintf("%s %s", want.UUID, want.Health))
+		if ev.UUID != want.UUID || ev.Health != want.Health {
+			t.Fatalf("event %+v, want %s %s", ev, want.UUID, want.Health)
+		}
+		for _, r := range reason {
+			if !strings.Contains(ev.Reason, r) {
+				t.Errorf("reason %q does not say %q", ev.Reason, r)
 			}
-			for _, r := range reason {
-				if !strings.Contains(ev.Reason, r) {
-					t.Errorf("reason %q does not say %q", ev.Reason, r)
-				}
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no event; want %s %s", want.UUID, want.Health)
 		}
 	}
 	// Sent once the watch registered: the events below reach it.
@@ -390,22 +355,8 @@ func TestHealthWithoutRecoveryActionEvents(t *testing.T) {
 	if err := nvmlfake.InjectXID(dir, g0, 48); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	events := make(chan gpu.HealthEvent, 16)
-	opts := HealthOptions{IgnoredXIDs: []uint64{}, RecheckInterval: time.Hour}
-	go func() { _ = WatchHealth(ctx, s, node, opts, events) }()
-	next := func() gpu.HealthEvent {
-		t.Helper()
-		select {
-		case ev := <-events:
-			return ev
-		case <-time.After(5 * time.Second):
-			t.Fatal("no event")
-		}
-		return gpu.HealthEvent{}
-	}
-	if ev := next(); ev.UUID != g0 || ev.Health != gpu.Unhealthy {
+	_, next := watchEvents(t, s, node, HealthOptions{IgnoredXIDs: []uint64{}, RecheckInterval: time.Hour})
+	if ev := next("the XID from before the watch"); ev.UUID != g0 || ev.Health != gpu.Unhealthy {
 		t.Fatalf("event %+v, want %s unhealthy", ev, g0)
 	}
 	if err := nvmlfake.ResetGPU(dir, g0); err != nil {
@@ -414,7 +365,28 @@ func TestHealthWithoutRecoveryActionEvents(t *testing.T) {
 	if err := nvmlfake.InjectXID(dir, g1, 13); err != nil {
 		t.Fatal(err)
 	}
-	if ev := next(); ev.UUID != g1 || ev.Health != gpu.Unhealthy || ev.Reason != "XID 13" {
+	if ev := next("XID 13"); ev.UUID != g1 || ev.Health != gpu.Unhealthy || ev.Reason != "XID 13" {
 		t.Fatalf("event %+v, want %s unhealthy by XID 13 (and no all-clear for %s before the recheck)", ev, g1, g0)
 	}
+}
+
+// watchEvents runs WatchHealth on node until the test ends. It returns the
+// events and a function that waits for the next one, failing the test
+// after 5 s with what was awaited.
+func watchEvents(t *testing.T, lib *nvmlfake.Server, node gpu.Node, opts HealthOptions) (<-chan gpu.HealthEvent, func(what string) gpu.HealthEvent) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	events := make(chan gpu.HealthEvent, 16)
+	go func() { _ = WatchHealth(ctx, lib, node, opts, events) }()
+	next := func(what string) gpu.HealthEvent {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no event: %s", what)
+		}
+		return gpu.HealthEvent{}
+	}
+	return events, next
 }
