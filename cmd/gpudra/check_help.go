@@ -16,8 +16,9 @@ limitations under the License.
 
 package main
 
-// checkHelp is check's help (Long), around the list of fake profiles:
-// what it checks, on which inventory, and what its exit status says.
+// checkHelpIntro and checkHelpRest are check's help (Long), before and
+// after the list of fake profiles: what it checks, on which inventory, and
+// what its exit status says.
 const (
 	checkHelpIntro = `check tells you, before you apply anything and without a cluster, whether
 your DeviceClasses, ResourceClaimTemplates, ResourceClaims and Pods work on a

@@ -51,8 +51,8 @@ import (
 // once, and the allocators over the nodes asked first, with a spare, are
 // kept for the next pods.
 
-// spareFit is what helpsWithSpare reuses across the pods of one
-// computation.
+// spareFit is what the spare fit (template, spareGPU and the methods
+// after them) reuses across the pods of one computation.
 type spareFit struct {
 	// published are the GPUs (by UUID) whose placements are published.
 	published map[string]bool
